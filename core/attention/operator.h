@@ -1,0 +1,66 @@
+#pragma once
+// Attention operators shaped like Spectra's matrix operations (rows(), cols(), perform_op()).
+//
+// Each operator can
+//  - materialise its N x N matrix A densely (exactly as attention.md section 1 defines it),
+//  - apply A or A^T to a block of vectors without forming N x N (softmax: tile by tile, O(N d) memory;
+//    linear / MHLA: through the kernel factors, O(N r) per column, causal by prefix sums),
+//  - expose its low-rank factors when it has them (non-causal linear and MHLA, section 3).
+#include <memory>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attention/blocks.h"
+#include "attention/options.h"
+
+namespace attnscope::attention {
+
+// A[t,j] = row_scale[t] * mixing(block[t], block[j]) * phi_q.row(t) . phi_k.row(j)   (all j, non-causal)
+// which is attention.md 3's  diag(1/z) * blockdiag(Phi_Q) * (Mc kron I_r) * blockdiag(Phi_K)^T.
+// Linear attention is the case M = 1, mixing = [[1]].
+struct KernelFactors {
+    Eigen::VectorXd row_scale;        // N: 1/z_t (row), 1/den(t) (official) or 1 (none)
+    Eigen::MatrixXd phi_q;            // N by r
+    Eigen::MatrixXd phi_k;            // N by r
+    Eigen::MatrixXd mixing;           // M by M
+    std::vector<Index> block;         // N block indices
+};
+
+class AttentionOperator {
+public:
+    virtual ~AttentionOperator() = default;
+
+    Index rows() const { return m_n; }
+    Index cols() const { return m_n; }
+    virtual Mechanism mechanism() const = 0;
+
+    // The N x N matrix.
+    virtual Eigen::MatrixXd dense() const = 0;
+    // Y = A X and Y = A^T X for X  N by k  (Y  N by k, preallocated).
+    virtual void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
+    virtual void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
+    // Spectra's interface: y_out = A x_in.
+    void perform_op(const double* x_in, double* y_out) const;
+
+    // Low-rank factors (non-causal linear and MHLA), else nullptr.
+    virtual const KernelFactors* factors() const { return nullptr; }
+
+    // n_t: number of keys allowed to query t (N, or t+1 when causal; MHLA causal per its block rule).
+    virtual std::vector<Index> allowed_keys() const = 0;
+
+    // True when entries can be negative (identity feature map); entropy is then not defined.
+    virtual bool may_be_negative() const { return false; }
+
+protected:
+    explicit AttentionOperator(Index n) : m_n(n) {}
+    Index m_n;
+};
+
+// Q, K  N by d, one token per row. Throws std::invalid_argument for mismatched shapes or impossible
+// options (official normalisation with causal or unequal blocks, bad blocks, bad mixing matrix).
+std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
+                                                 const Eigen::Ref<const Eigen::MatrixXd>& K,
+                                                 const AttentionOptions& options);
+
+}  // namespace attnscope::attention

@@ -1,0 +1,63 @@
+#pragma once
+// Options of the attention mechanisms, one field per option of ../shared/spec/cli.md
+// ("Mechanism options"); meanings in ../shared/spec/attention.md section 1.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace attnscope::attention {
+
+using Index = Eigen::Index;
+
+enum class Mechanism { softmax, linear, mhla };
+enum class FeatureMapKind { relu, elu1, identity, favor };
+enum class Normalize { row, none, official };
+enum class TokenOrder { raster, blocked };
+
+std::string_view to_string(Mechanism m);
+std::string_view to_string(FeatureMapKind f);
+std::string_view to_string(Normalize n);
+std::string_view to_string(TokenOrder o);
+// Parsers throw std::invalid_argument listing the valid names.
+Mechanism parse_mechanism(std::string_view s);
+FeatureMapKind parse_feature_map(std::string_view s);
+Normalize parse_normalize(std::string_view s);
+TokenOrder parse_token_order(std::string_view s);
+
+struct FeatureMapOptions {
+    FeatureMapKind kind = FeatureMapKind::relu;
+    Index favor_features = 256;   // m, rows of the FAVOR+ projection W
+    std::uint64_t seed = 0;       // seed of W (util/rng.h: splitmix64 + Box-Muller, row-major fill)
+};
+
+struct BlockSpec {
+    enum class Kind { count, chunk, grid };
+    Kind kind = Kind::count;
+    Index blocks = 0;                  // Kind::count: M; 0 = default (min(16, N))
+    Index chunk = 0;                   // Kind::chunk: C tokens per block
+    std::vector<Index> grid;           // Kind::grid: token grid (G1,G2[,G3])
+    std::vector<Index> block_grid;     // Kind::grid: blocks per axis (B1,B2[,B3])
+    TokenOrder order = TokenOrder::raster;
+};
+
+struct MixingSpec {
+    std::string preset;                      // cos linear exp gaussian local uniform identity causal; "" = default
+    double sigma = 3.0;                      // exp
+    double threshold = 1.5;                  // local
+    std::optional<Eigen::MatrixXd> matrix;   // a matrix loaded from FILE[:DATASET] (preset then names the source)
+};
+
+struct AttentionOptions {
+    std::optional<double> scale;   // softmax scale; default 1/sqrt(d)
+    bool causal = false;
+    FeatureMapOptions feature_map;
+    BlockSpec blocks;
+    MixingSpec mixing;
+    Normalize normalize = Normalize::row;
+};
+
+}  // namespace attnscope::attention

@@ -1,0 +1,52 @@
+#pragma once
+// Tensor references (`FILE[:NAME]`) and axis selection (`--layout`, `--at`, `--head`,
+// `--prefix-tokens`), exactly as ../shared/spec/cli.md defines them.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include <Eigen/Core>
+
+#include "io/tensor_file.h"
+
+namespace attnscope::io {
+
+struct TensorRef {
+    std::string file;   // path as given
+    std::string name;   // dataset / member / tensor name; empty = the only tensor
+    std::string text;   // the reference as the user wrote it
+};
+
+// Splits `FILE[:NAME]`. The file part ends at the first recognised extension (.h5 .hdf5 .npy .npz
+// .safetensors) followed by ':' or the end, so folders containing ':' work. Throws InputError for an
+// empty reference and for a NAME given to a .npy file.
+TensorRef parse_tensor_ref(std::string_view text);
+
+// Parses "a=i,b=j" into {'a': i, 'b': j}. Throws std::invalid_argument naming the bad item.
+std::map<char, std::int64_t> parse_at(std::string_view text);
+
+struct AxisSelection {
+    std::string layout;                  // one letter per axis; empty = default by rank (nd, hnd, bhnd)
+    std::map<char, std::int64_t> at;     // index per index axis; absent = 0
+    std::int64_t prefix_tokens = 0;      // tokens dropped from the front
+};
+
+// The layout used for a tensor of rank `rank` under `sel` (validates: one 'n', one 'd', distinct
+// letters, length == rank; every --at key names an index axis of the layout and is in range).
+std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, std::string_view what);
+
+struct SelectedMatrix {
+    Eigen::MatrixXd values;              // N by d, one token per row (after dropping prefix tokens)
+    std::string layout;                  // resolved layout
+    std::map<char, std::int64_t> at;     // index taken on every index axis (defaults filled in)
+    std::int64_t tokens_in_file = 0;     // N before dropping prefix tokens
+};
+
+// Reads only the selected N x d slice of `tensor_name` in `file`. `what` names the option for
+// messages (e.g. "--q acts.h5:/q"). Throws InputError on non-finite values (naming token and
+// feature), on a bad layout or index, or when prefix tokens leave no token.
+SelectedMatrix load_selected(const TensorFile& file, std::string_view tensor_name, const AxisSelection& sel,
+                             std::string_view what);
+
+}  // namespace attnscope::io

@@ -1,0 +1,72 @@
+#pragma once
+// One interface over every activation file format AttnScope reads.
+//
+// open_tensor_file() picks a reader from the file's extension (.h5/.hdf5, .npy, .npz, .safetensors),
+// validates the container's structure and lists its tensors WITHOUT reading tensor data. read_box()
+// reads one axis-aligned box of one tensor (an HDF5 hyperslab, a strided gather from .npy/.safetensors),
+// widened to double. Every size the file claims is checked against the file's real size before
+// anything is allocated from it. Malformed files throw InputError naming the file (and tensor).
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace attnscope::io {
+
+enum class DType { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, boolean };
+
+// "float16", "bfloat16", "float32", "float64", "int8", ..., "uint64", "bool".
+std::string_view dtype_name(DType t);
+std::size_t dtype_size(DType t);
+
+struct TensorInfo {
+    std::string name;                  // HDF5: absolute dataset path "/layer3/q"; npz: member "q"; safetensors: key
+    std::vector<std::int64_t> shape;   // row-major (C order) logical shape, as NumPy reports it
+    DType dtype = DType::f32;
+    nlohmann::json attributes = nlohmann::json::object();   // HDF5 dataset attributes (numbers, strings, arrays)
+};
+
+class TensorFile {
+public:
+    virtual ~TensorFile() = default;
+
+    const std::string& path() const { return m_path; }
+    virtual std::string_view format() const = 0;   // "hdf5", "npy", "npz", "safetensors"
+    const std::vector<TensorInfo>& tensors() const { return m_tensors; }
+    // File-level attributes: HDF5 root-group attributes, safetensors "__metadata__".
+    const nlohmann::json& file_attributes() const { return m_file_attributes; }
+
+    // The tensor called `name`; an empty name means "the only tensor" (error if there are several).
+    // HDF5 names match with or without the leading '/'. Throws InputError listing the available names.
+    const TensorInfo& find(std::string_view name) const;
+
+    // Reads the box [start, start + count) of `tensor` (one entry per axis), widened to double, in
+    // row-major order of the box. Throws InputError if the data cannot be read (truncated, corrupt)
+    // and std::invalid_argument if the box is out of range.
+    virtual std::vector<double> read_box(const TensorInfo& tensor, std::span<const std::int64_t> start,
+                                         std::span<const std::int64_t> count) const = 0;
+
+    // Reads the whole tensor (convenience for small tensors such as a mixing matrix).
+    std::vector<double> read_all(const TensorInfo& tensor) const;
+
+protected:
+    explicit TensorFile(std::string path) : m_path(std::move(path)) {}
+    std::string m_path;
+    std::vector<TensorInfo> m_tensors;
+    nlohmann::json m_file_attributes = nlohmann::json::object();
+};
+
+// Opens by extension. Throws InputError for a missing/unreadable file, an unknown or refused
+// extension (.pt/.pth/.ckpt/.bin/.pkl are refused with advice: pickles are never loaded), or a
+// malformed container.
+std::unique_ptr<TensorFile> open_tensor_file(const std::string& path);
+
+// Upper bound on the bytes one read_box may produce (default 8 GiB); reads beyond it throw InputError.
+void set_read_limit_bytes(std::uint64_t bytes);
+std::uint64_t read_limit_bytes();
+
+}  // namespace attnscope::io

@@ -1,0 +1,38 @@
+#pragma once
+// Metrics of an N x N attention matrix (attention.md section 2), all in double precision.
+#include <optional>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace attnscope::metrics {
+
+using Index = Eigen::Index;
+
+// All singular values, descending, by LAPACK dgesdd (values only) on OpenBLAS. `A` is consumed
+// (overwritten). Throws std::runtime_error if LAPACK reports non-convergence or an illegal argument.
+std::vector<double> singular_values(Eigen::MatrixXd&& A);
+
+struct SpectrumMetrics {
+    std::vector<double> singular_values;   // all of them, descending
+    double tol = 0.0;                      // tolerance used for the numerical rank
+    Index rank = 0;                        // #{ s_i > tol }
+    double relative_rank = 0.0;            // rank / N
+    double effective_rank = 0.0;           // Roy & Vetterli: exp(-sum p ln p), p = s / sum s
+    double stable_rank = 0.0;              // sum s^2 / s_1^2
+};
+
+// From singular values of a rows x cols matrix. Default tol = s_1 * max(rows, cols) * 2^-52;
+// with rtol, tol = rtol * s_1. An all-zero spectrum gives rank 0, effective and stable rank 0.
+SpectrumMetrics spectrum_metrics(std::vector<double> s, Index rows, Index cols, std::optional<double> rtol);
+
+struct EntropyStats {
+    double mean = 0, std = 0, min = 0, max = 0;   // over rows; std is the population std
+    double normalized_mean = 0;                   // mean of H_t / ln(n_t); rows with n_t = 1 count as 0
+    std::vector<double> rows;                     // H_t per row
+};
+
+// H_t = -sum_j A[t,j] ln A[t,j], natural log, 0 ln 0 = 0. `allowed[t]` = n_t.
+EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::vector<Index>& allowed);
+
+}  // namespace attnscope::metrics

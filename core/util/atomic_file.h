@@ -1,0 +1,34 @@
+#pragma once
+// Writes that never leave a partial file and never clobber an existing one on failure.
+//
+// AtomicOutput picks a temporary name in the destination's folder (so the final rename(2) is atomic
+// on the same file system). Write to temp_path(); commit() renames it over the destination. If the
+// object is destroyed without commit() (an exception, an early return) the temporary file is removed
+// and the destination is untouched.
+#include <string>
+
+namespace attnscope {
+
+class AtomicOutput {
+public:
+    // Throws InputError when the destination's folder does not exist or is not writable, or the
+    // destination is a directory.
+    explicit AtomicOutput(std::string destination);
+    ~AtomicOutput();
+    AtomicOutput(const AtomicOutput&) = delete;
+    AtomicOutput& operator=(const AtomicOutput&) = delete;
+
+    const std::string& temp_path() const { return m_temp; }
+    const std::string& destination() const { return m_destination; }
+
+    // Flushes the temporary file to disk and renames it to the destination. Throws InputError on failure
+    // (the temporary file is then removed).
+    void commit();
+
+private:
+    std::string m_destination;
+    std::string m_temp;
+    bool m_committed = false;
+};
+
+}  // namespace attnscope

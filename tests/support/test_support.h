@@ -1,0 +1,37 @@
+#pragma once
+// Helpers shared by the tests: run a Python fixture script (Debian's python3 with numpy/h5py) into a
+// fresh folder, read NumPy arrays written by it, compare matrices.
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace attnscope::test {
+
+// Path of a file under tests/ (source tree), e.g. tests_path("reference/attnref.py").
+std::string tests_path(const std::string& relative);
+
+// A fresh, empty folder under the build tree's tests/work/<name> (removed first if it exists).
+std::string fresh_work_dir(const std::string& name);
+
+// Runs `python3 tests/<script> <args...>`; throws std::runtime_error with the output when it fails.
+void run_python(const std::string& script, const std::vector<std::string>& args);
+
+// Runs a shell command, returns its exit status and captures stdout / stderr.
+struct CommandResult {
+    int status = -1;
+    std::string out;
+    std::string err;
+};
+CommandResult run_command(const std::string& command);
+
+// Reads a float64 / float32 little-endian C-order .npy of rank 1 or 2 written by NumPy (test-side only;
+// the product's readers are tested against it, not with it).
+Eigen::MatrixXd read_npy_simple(const std::string& path);
+
+// Largest |a - b| relative to max(|b|max, tiny).
+double max_rel_diff(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b);
+
+std::string read_text(const std::string& path);
+
+}  // namespace attnscope::test
