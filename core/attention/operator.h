@@ -19,12 +19,15 @@ namespace attnscope::attention {
 // A[t,j] = row_scale[t] * mixing(block[t], block[j]) * phi_q.row(t) . phi_k.row(j)   (all j, non-causal)
 // which is attention.md 3's  diag(1/z) * blockdiag(Phi_Q) * (Mc kron I_r) * blockdiag(Phi_K)^T.
 // Linear attention is the case M = 1, mixing = [[1]].
+// The same pieces describe a causal operator (kernel_pieces()) when `causal` is true: then only the keys
+// allowed to t enter, A[t,j] = 0 unless block[j] < block[t], or block[j] == block[t] and j <= t.
 struct KernelFactors {
     Eigen::VectorXd row_scale;        // N: 1/z_t (row), 1/den(t) (official) or 1 (none)
     Eigen::MatrixXd phi_q;            // N by r
     Eigen::MatrixXd phi_k;            // N by r
     Eigen::MatrixXd mixing;           // M by M
     std::vector<Index> block;         // N block indices
+    bool causal = false;              // (kernel_pieces() of a causal operator) the mask above applies
 };
 
 class AttentionOperator {
@@ -45,6 +48,9 @@ public:
 
     // Low-rank factors (non-causal linear and MHLA), else nullptr.
     virtual const KernelFactors* factors() const { return nullptr; }
+    // The kernel pieces of every linear / MHLA operator, causal or not (`causal` set for the masked ones);
+    // nullptr for softmax. For non-causal operators this is the same object as factors().
+    virtual const KernelFactors* kernel_pieces() const { return nullptr; }
 
     // n_t: number of keys allowed to query t (N, or t+1 when causal; MHLA causal per its block rule).
     virtual std::vector<Index> allowed_keys() const = 0;

@@ -1,0 +1,425 @@
+#include "attention/operator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "attention/feature_map.h"
+#include "attention/mixing.h"
+
+namespace attnscope::attention {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+void AttentionOperator::perform_op(const double* x_in, double* y_out) const
+{
+    const Eigen::Map<const MatrixXd> x(x_in, m_n, 1);
+    Eigen::Map<MatrixXd> y(y_out, m_n, 1);
+    apply(x, y);
+}
+
+namespace {
+
+// The MHLA authors' eps in the official denominator (attention.md 1.4).
+constexpr double k_official_eps = 1e-6;
+
+void check_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
+{
+    if (X.rows() != n)
+        throw std::invalid_argument(std::string(what) + ": X has " + std::to_string(X.rows()) + " rows, expected N=" +
+                                    std::to_string(n));
+    if (Y.rows() != n || Y.cols() != X.cols())
+        throw std::invalid_argument(std::string(what) + ": Y is " + std::to_string(Y.rows()) + "x" +
+                                    std::to_string(Y.cols()) + ", expected " + std::to_string(n) + "x" +
+                                    std::to_string(X.cols()));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Softmax (attention.md 1.1), tile by tile: a tile of T queries needs the T x N scores only.
+class SoftmaxOperator final : public AttentionOperator {
+public:
+    SoftmaxOperator(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K, double scale, bool causal)
+        : AttentionOperator(Q.rows()), m_q(Q), m_k(K), m_scale(scale), m_causal(causal)
+    {
+    }
+
+    Mechanism mechanism() const override { return Mechanism::softmax; }
+
+    MatrixXd dense() const override
+    {
+        MatrixXd A = MatrixXd::Zero(m_n, m_n);
+        MatrixXd Et;
+        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
+            const Index T = std::min(k_tile, m_n - r0);
+            tile(r0, T, Et);
+            A.block(r0, 0, T, Et.rows()) = Et.transpose();
+        }
+        return A;
+    }
+
+    void apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "softmax apply");
+        MatrixXd Et;
+        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
+            const Index T = std::min(k_tile, m_n - r0);
+            tile(r0, T, Et);
+            Y.middleRows(r0, T).noalias() = Et.transpose() * X.topRows(Et.rows());
+        }
+    }
+
+    void apply_transpose(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "softmax apply_transpose");
+        Y.setZero();
+        MatrixXd Et;
+        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
+            const Index T = std::min(k_tile, m_n - r0);
+            tile(r0, T, Et);
+            Y.topRows(Et.rows()).noalias() += Et * X.middleRows(r0, T);
+        }
+    }
+
+    std::vector<Index> allowed_keys() const override
+    {
+        std::vector<Index> n(static_cast<std::size_t>(m_n));
+        for (Index t = 0; t < m_n; ++t)
+            n[static_cast<std::size_t>(t)] = m_causal ? t + 1 : m_n;
+        return n;
+    }
+
+private:
+    static constexpr Index k_tile = 256;
+
+    // Et (nk x T): column i is row r0+i of A restricted to its first nk keys (nk = N, or r0+T when causal;
+    // later keys are masked anyway). S = scale * Q K^T, minus each row's max, exp, divided by the row sum.
+    void tile(Index r0, Index T, MatrixXd& Et) const
+    {
+        const Index nk = m_causal ? r0 + T : m_n;
+        Et.resize(nk, T);
+        Et.noalias() = m_k.topRows(nk) * m_q.middleRows(r0, T).transpose();
+        Et *= m_scale;
+        for (Index i = 0; i < T; ++i) {
+            const Index allowed = m_causal ? r0 + i + 1 : nk;
+            auto col = Et.col(i);
+            const double mx = col.head(allowed).maxCoeff();
+            col.head(allowed) = (col.head(allowed).array() - mx).exp();
+            col.tail(nk - allowed).setZero();
+            col.head(allowed) /= col.head(allowed).sum();
+        }
+    }
+
+    MatrixXd m_q, m_k;
+    double m_scale;
+    bool m_causal;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Kernel attention (linear, MHLA), attention.md 1.3-1.4 and 3.
+//
+// Work happens in "sorted" coordinates: tokens ordered by (block, token). There the causal rule
+// (blk(j) < blk(t), or same block and j <= t) is exactly pos(j) <= pos(t), a lower triangle, and a
+// block's tokens are contiguous. With a_u, b_v the (sorted) feature rows and C the mixing matrix,
+//   P[u,v] = C[blk(u), blk(v)] a_u . b_v           (v <= u when causal).
+// P^T has the same shape after reversing all positions: rows b, columns a, and mixing
+// C'[x,y] = C[M-1-y, M-1-x] on the reversed block numbering.
+struct SortedKernel {
+    MatrixXd a;                   // N by r, rows of the left factor
+    MatrixXd b;                   // N by r, rows of the right factor
+    MatrixXd c;                   // M by M
+    std::vector<Index> offsets;   // M+1: block i is positions offsets[i] .. offsets[i+1]-1
+
+    Index blocks() const { return c.rows(); }
+    Index begin(Index i) const { return offsets[static_cast<std::size_t>(i)]; }
+    Index size(Index i) const { return offsets[static_cast<std::size_t>(i) + 1] - offsets[static_cast<std::size_t>(i)]; }
+
+    // Columns of Ut (r*k by M): vec(B_i^T X_i) per block.
+    MatrixXd block_moments(const MatrixXd& X) const
+    {
+        const Index r = b.cols(), k = X.cols(), m = blocks();
+        MatrixXd Ut(r * k, m);
+        for (Index i = 0; i < m; ++i) {
+            Eigen::Map<MatrixXd> U(Ut.col(i).data(), r, k);
+            U.noalias() = b.middleRows(begin(i), size(i)).transpose() * X.middleRows(begin(i), size(i));
+        }
+        return Ut;
+    }
+
+    // Y = P X, every key allowed: Y_i = A_i * sum_j C[i,j] (B_j^T X_j).
+    MatrixXd apply_full(const MatrixXd& X) const
+    {
+        const Index r = b.cols(), k = X.cols(), m = blocks();
+        const MatrixXd Ut = block_moments(X);
+        MatrixXd Wt(r * k, m);
+        Wt.noalias() = Ut * c.transpose();
+        MatrixXd Y(X.rows(), k);
+        for (Index i = 0; i < m; ++i) {
+            const Eigen::Map<const MatrixXd> W(Wt.col(i).data(), r, k);
+            Y.middleRows(begin(i), size(i)).noalias() = a.middleRows(begin(i), size(i)) * W;
+        }
+        return Y;
+    }
+
+    // Y = P X with the lower-triangle mask: earlier blocks through their mixed moments, the own block by
+    // prefix sums over chunks of tokens (a chunk's own lower triangle done densely).
+    MatrixXd apply_causal(const MatrixXd& X) const
+    {
+        constexpr Index chunk = 64;
+        const Index r = b.cols(), k = X.cols(), m = blocks();
+        const MatrixXd Ut = block_moments(X);
+        const MatrixXd lower = c.triangularView<Eigen::StrictlyLower>();
+        MatrixXd Wt(r * k, m);
+        Wt.noalias() = Ut * lower.transpose();   // column i: sum_{j<i} C[i,j] vec(U_j)
+        MatrixXd Y(X.rows(), k);
+        MatrixXd S(r, k), G, H(r, k);
+        for (Index i = 0; i < m; ++i) {
+            const double cii = c(i, i);
+            const Eigen::Map<const MatrixXd> W(Wt.col(i).data(), r, k);
+            S.setZero();
+            for (Index p0 = 0; p0 < size(i); p0 += chunk) {
+                const Index u0 = begin(i) + p0;
+                const Index T = std::min(chunk, size(i) - p0);
+                const auto Ac = a.middleRows(u0, T);
+                const auto Bc = b.middleRows(u0, T);
+                const auto Xc = X.middleRows(u0, T);
+                H = W + cii * S;
+                G.noalias() = Ac * Bc.transpose();
+                G.triangularView<Eigen::StrictlyUpper>().setZero();
+                auto Yc = Y.middleRows(u0, T);
+                Yc.noalias() = Ac * H;
+                Yc.noalias() += cii * (G * Xc);
+                S.noalias() += Bc.transpose() * Xc;
+            }
+        }
+        return Y;
+    }
+
+    MatrixXd apply(const MatrixXd& X, bool causal) const { return causal ? apply_causal(X) : apply_full(X); }
+};
+
+class KernelOperator final : public AttentionOperator {
+public:
+    KernelOperator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
+                   const AttentionOptions& options)
+        : AttentionOperator(Q.rows()), m_mechanism(mechanism), m_causal(options.causal)
+    {
+        const FeatureMap phi(options.feature_map, Q.cols());
+        m_negative = !phi.non_negative();
+
+        BlockLayout layout;
+        if (mechanism == Mechanism::mhla) {
+            layout = make_blocks(options.blocks, m_n);
+            m_f.mixing = make_mixing(options.mixing, layout, options.causal);
+        } else {   // linear attention: one block, mixing [[1]]
+            layout.num_tokens = m_n;
+            layout.num_blocks = 1;
+            layout.block_of_token.assign(static_cast<std::size_t>(m_n), 0);
+            layout.tokens.assign(1, {});
+            for (Index t = 0; t < m_n; ++t)
+                layout.tokens[0].push_back(t);
+            layout.centres = MatrixXd::Constant(1, 1, 0.5);
+            layout.block_grid = {1};
+            m_f.mixing = MatrixXd::Ones(1, 1);
+        }
+        if (options.normalize == Normalize::official) {
+            if (options.causal)
+                throw std::invalid_argument("normalize=official is defined for non-causal attention only");
+            if (!layout.equal_sizes())
+                throw std::invalid_argument("normalize=official needs blocks of equal size (block 0 has " +
+                                            std::to_string(layout.tokens.front().size()) + " tokens, block " +
+                                            std::to_string(layout.num_blocks - 1) + " has " +
+                                            std::to_string(layout.tokens.back().size()) + ")");
+        }
+
+        m_f.phi_q = phi(Q);
+        m_f.phi_k = phi(K);
+        m_f.block = layout.block_of_token;
+        m_f.causal = options.causal;
+
+        // Sorted coordinates (see SortedKernel).
+        const Index m = layout.num_blocks;
+        m_perm.reserve(static_cast<std::size_t>(m_n));
+        m_pos.resize(static_cast<std::size_t>(m_n));
+        std::vector<Index> offsets{0};
+        for (const auto& toks : layout.tokens) {
+            for (Index t : toks) {
+                m_pos[static_cast<std::size_t>(t)] = static_cast<Index>(m_perm.size());
+                m_perm.push_back(t);
+            }
+            offsets.push_back(static_cast<Index>(m_perm.size()));
+        }
+        m_fwd.a = gather(m_f.phi_q);
+        m_fwd.b = gather(m_f.phi_k);
+        m_fwd.c = m_f.mixing;
+        m_fwd.offsets = offsets;
+        if (m_causal) {
+            // The reversed problem that gives P^T (see SortedKernel).
+            m_rev.a = m_fwd.b.colwise().reverse();
+            m_rev.b = m_fwd.a.colwise().reverse();
+            m_rev.c = m_f.mixing.transpose().reverse();
+            m_rev.offsets.assign(offsets.size(), 0);
+            for (std::size_t i = 0; i < offsets.size(); ++i)
+                m_rev.offsets[i] = m_n - offsets[offsets.size() - 1 - i];
+        } else {
+            m_rev.a = m_fwd.b;
+            m_rev.b = m_fwd.a;
+            m_rev.c = m_f.mixing.transpose();
+            m_rev.offsets = offsets;
+        }
+
+        m_f.row_scale = VectorXd::Ones(m_n);
+        m_row_normalised = options.normalize == Normalize::row;
+        if (m_row_normalised) {
+            const VectorXd z = scatter(m_fwd.apply(MatrixXd::Ones(m_n, 1), m_causal)).col(0);
+            for (Index t = 0; t < m_n; ++t)
+                if (!(z(t) != 0.0) || !std::isfinite(z(t)))
+                    throw std::invalid_argument("normalize=row: the scores of query t=" + std::to_string(t) +
+                                                " sum to " + std::to_string(z(t)) + ", cannot normalise");
+            m_f.row_scale = z.cwiseInverse();
+        } else if (options.normalize == Normalize::official) {
+            // den(t) = 1e-6 + sum_b Mc[i,b] phi(q_{b,p}) . z_b for t at position p of block i;
+            // G(b,p) = phi(q_{b,p}) . z_b, so den = 1e-6 + (Mc G)(i,p).
+            const Index L = static_cast<Index>(layout.tokens.front().size());
+            MatrixXd G(m, L);
+            for (Index bk = 0; bk < m; ++bk) {
+                const auto& toks = layout.tokens[static_cast<std::size_t>(bk)];
+                VectorXd zb = VectorXd::Zero(m_f.phi_k.cols());
+                for (Index j : toks)
+                    zb += m_f.phi_k.row(j).transpose();
+                for (Index p = 0; p < L; ++p)
+                    G(bk, p) = m_f.phi_q.row(toks[static_cast<std::size_t>(p)]).dot(zb);
+            }
+            MatrixXd den(m, L);
+            den.noalias() = m_f.mixing * G;
+            for (Index i = 0; i < m; ++i)
+                for (Index p = 0; p < L; ++p)
+                    m_f.row_scale(layout.tokens[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)]) =
+                        1.0 / (k_official_eps + den(i, p));
+        }
+    }
+
+    Mechanism mechanism() const override { return m_mechanism; }
+
+    MatrixXd dense() const override
+    {
+        MatrixXd A(m_n, m_n);
+        A.noalias() = m_f.phi_q * m_f.phi_k.transpose();
+        for (Index j = 0; j < m_n; ++j) {
+            const Index bj = m_f.block[static_cast<std::size_t>(j)];
+            const Index pj = m_pos[static_cast<std::size_t>(j)];
+            for (Index t = 0; t < m_n; ++t) {
+                if (m_causal && pj > m_pos[static_cast<std::size_t>(t)])
+                    A(t, j) = 0.0;
+                else
+                    A(t, j) *= m_f.mixing(m_f.block[static_cast<std::size_t>(t)], bj);
+            }
+        }
+        if (m_row_normalised) {
+            // Row normalisation of the dense matrix uses its own row sums (the definition, summed as written).
+            const VectorXd z = A.rowwise().sum();
+            A = z.cwiseInverse().asDiagonal() * A;
+        } else {
+            A = m_f.row_scale.asDiagonal() * A;
+        }
+        return A;
+    }
+
+    void apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "apply");
+        const MatrixXd Ys = m_fwd.apply(gather(X), m_causal);
+        for (Index u = 0; u < m_n; ++u) {
+            const Index t = m_perm[static_cast<std::size_t>(u)];
+            Y.row(t) = m_f.row_scale(t) * Ys.row(u);
+        }
+    }
+
+    void apply_transpose(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "apply_transpose");
+        // A^T X = P^T (diag(s) X).
+        MatrixXd Xs(m_n, X.cols());
+        for (Index u = 0; u < m_n; ++u) {
+            const Index t = m_perm[static_cast<std::size_t>(m_causal ? m_n - 1 - u : u)];
+            Xs.row(u) = m_f.row_scale(t) * X.row(t);
+        }
+        const MatrixXd Ys = m_rev.apply(Xs, m_causal);
+        for (Index u = 0; u < m_n; ++u)
+            Y.row(m_perm[static_cast<std::size_t>(m_causal ? m_n - 1 - u : u)]) = Ys.row(u);
+    }
+
+    const KernelFactors* factors() const override { return m_causal ? nullptr : &m_f; }
+    const KernelFactors* kernel_pieces() const override { return &m_f; }
+
+    std::vector<Index> allowed_keys() const override
+    {
+        std::vector<Index> n(static_cast<std::size_t>(m_n), m_n);
+        if (m_causal)
+            for (Index t = 0; t < m_n; ++t)
+                n[static_cast<std::size_t>(t)] = m_pos[static_cast<std::size_t>(t)] + 1;
+        return n;
+    }
+
+    bool may_be_negative() const override { return m_negative; }
+
+private:
+    MatrixXd gather(const Eigen::Ref<const MatrixXd>& X) const
+    {
+        MatrixXd out(X.rows(), X.cols());
+        for (Index u = 0; u < X.rows(); ++u)
+            out.row(u) = X.row(m_perm[static_cast<std::size_t>(u)]);
+        return out;
+    }
+    MatrixXd scatter(const MatrixXd& Xs) const
+    {
+        MatrixXd out(Xs.rows(), Xs.cols());
+        for (Index u = 0; u < Xs.rows(); ++u)
+            out.row(m_perm[static_cast<std::size_t>(u)]) = Xs.row(u);
+        return out;
+    }
+
+    Mechanism m_mechanism;
+    bool m_causal;
+    bool m_negative = false;
+    bool m_row_normalised = false;
+    KernelFactors m_f;
+    std::vector<Index> m_perm;   // sorted position -> token
+    std::vector<Index> m_pos;    // token -> sorted position
+    SortedKernel m_fwd;          // P
+    SortedKernel m_rev;          // P^T (positions reversed when causal)
+};
+
+void check_inputs(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K)
+{
+    if (Q.rows() != K.rows() || Q.cols() != K.cols())
+        throw std::invalid_argument("Q is " + std::to_string(Q.rows()) + "x" + std::to_string(Q.cols()) + " but K is " +
+                                    std::to_string(K.rows()) + "x" + std::to_string(K.cols()) +
+                                    " (they must have the same shape)");
+    if (Q.rows() == 0)
+        throw std::invalid_argument("no tokens (N=0)");
+    if (Q.cols() == 0)
+        throw std::invalid_argument("no features (d=0)");
+    for (const auto* M : {&Q, &K})
+        if (!M->allFinite())
+            throw std::invalid_argument(std::string(M == &Q ? "Q" : "K") + " has non-finite entries");
+}
+
+}  // namespace
+
+std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q,
+                                                 const Eigen::Ref<const MatrixXd>& K, const AttentionOptions& options)
+{
+    check_inputs(Q, K);
+    if (mechanism == Mechanism::softmax) {
+        const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(Q.cols()));
+        if (!std::isfinite(scale))
+            throw std::invalid_argument("scale must be finite");
+        return std::make_unique<SoftmaxOperator>(Q, K, scale, options.causal);
+    }
+    return std::make_unique<KernelOperator>(mechanism, Q, K, options);
+}
+
+}  // namespace attnscope::attention

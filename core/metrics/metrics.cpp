@@ -1,0 +1,115 @@
+#include "metrics/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <lapacke.h>
+
+namespace attnscope::metrics {
+
+std::vector<double> singular_values(Eigen::MatrixXd&& A)
+{
+    const Index rows = A.rows(), cols = A.cols();
+    if (rows == 0 || cols == 0)
+        return {};
+    if (!A.allFinite())
+        throw std::invalid_argument("singular_values: the matrix has non-finite entries");
+    constexpr Index max_int = std::numeric_limits<lapack_int>::max();
+    if (rows > max_int || cols > max_int)
+        throw std::invalid_argument("singular_values: matrix too large for LAPACK");
+    std::vector<double> s(static_cast<std::size_t>(std::min(rows, cols)));
+    // Values only (jobz = 'N'): no U, no V^T; their leading dimensions must still be >= 1.
+    const lapack_int info =
+        LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(rows), static_cast<lapack_int>(cols), A.data(),
+                       static_cast<lapack_int>(rows), s.data(), nullptr, 1, nullptr, 1);
+    if (info < 0)
+        throw std::runtime_error("LAPACKE_dgesdd: illegal argument " + std::to_string(-info));
+    if (info > 0)
+        throw std::runtime_error("LAPACKE_dgesdd: the SVD did not converge (info=" + std::to_string(info) + ")");
+    std::sort(s.begin(), s.end(), std::greater<>());   // LAPACK already returns them descending
+    return s;
+}
+
+SpectrumMetrics spectrum_metrics(std::vector<double> s, Index rows, Index cols, std::optional<double> rtol)
+{
+    if (rtol && !(*rtol >= 0.0 && std::isfinite(*rtol)))
+        throw std::invalid_argument("rank-rtol " + std::to_string(*rtol) + " must be finite and >= 0");
+    for (double v : s)
+        if (!(v >= 0.0) || !std::isfinite(v))
+            throw std::invalid_argument("spectrum_metrics: singular values must be finite and >= 0");
+    std::sort(s.begin(), s.end(), std::greater<>());
+
+    SpectrumMetrics out;
+    const double s1 = s.empty() ? 0.0 : s.front();
+    // numpy.linalg.matrix_rank's rule: s_1 * max(rows, cols) * eps, eps = 2^-52.
+    out.tol = rtol ? *rtol * s1 : s1 * static_cast<double>(std::max(rows, cols)) * 0x1.0p-52;
+    out.rank = static_cast<Index>(std::count_if(s.begin(), s.end(), [&](double v) { return v > out.tol; }));
+    out.relative_rank = rows > 0 ? static_cast<double>(out.rank) / static_cast<double>(rows) : 0.0;
+    if (s1 > 0.0) {
+        double sum = 0.0, sum_sq = 0.0;
+        for (double v : s) {
+            sum += v;
+            sum_sq += v * v;
+        }
+        // Roy & Vetterli: exp of the Shannon entropy of p = s / sum s (0 ln 0 = 0).
+        double h = 0.0;
+        for (double v : s) {
+            const double p = v / sum;
+            if (p > 0.0)
+                h -= p * std::log(p);
+        }
+        out.effective_rank = std::exp(h);
+        out.stable_rank = sum_sq / (s1 * s1);
+    }
+    out.singular_values = std::move(s);
+    return out;
+}
+
+EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::vector<Index>& allowed)
+{
+    const Index n = A.rows();
+    if (static_cast<Index>(allowed.size()) != n)
+        throw std::invalid_argument("row_entropy: " + std::to_string(allowed.size()) + " allowed-key counts for " +
+                                    std::to_string(n) + " rows");
+    EntropyStats out;
+    out.rows.resize(static_cast<std::size_t>(n));
+    if (n == 0)
+        return out;
+    // Rows of a column-major matrix: accumulate column by column so memory is read in order.
+    Eigen::VectorXd H = Eigen::VectorXd::Zero(n);
+    for (Index j = 0; j < A.cols(); ++j)
+        for (Index t = 0; t < n; ++t) {
+            const double a = A(t, j);
+            if (a > 0.0)
+                H(t) -= a * std::log(a);
+            else if (a < 0.0 || std::isnan(a))
+                throw std::invalid_argument("row_entropy: entry (" + std::to_string(t) + ", " + std::to_string(j) +
+                                            ") is negative or NaN; entropy needs a non-negative matrix");
+        }
+    double sum = 0.0, norm_sum = 0.0;
+    out.min = H(0);
+    out.max = H(0);
+    for (Index t = 0; t < n; ++t) {
+        const double h = H(t);
+        out.rows[static_cast<std::size_t>(t)] = h;
+        sum += h;
+        out.min = std::min(out.min, h);
+        out.max = std::max(out.max, h);
+        const Index nt = allowed[static_cast<std::size_t>(t)];
+        if (nt > 1)
+            norm_sum += h / std::log(static_cast<double>(nt));
+    }
+    out.mean = sum / static_cast<double>(n);
+    double var = 0.0;
+    for (Index t = 0; t < n; ++t)
+        var += (H(t) - out.mean) * (H(t) - out.mean);
+    out.std = std::sqrt(var / static_cast<double>(n));   // population std
+    out.normalized_mean = norm_sum / static_cast<double>(n);
+    return out;
+}
+
+}  // namespace attnscope::metrics

@@ -1,0 +1,375 @@
+"""attnref: an independent NumPy reference for attention.md sections 1 (mechanisms) and 2 (metrics).
+
+Written from the spec (../../shared/spec/attention.md), not from the C++ sources, and deliberately
+literal and slow: dense N x N matrices, numpy.array_split / unravel_index / ravel_multi_index,
+numpy.linalg.svd. Use it for known answers in tests, never as a fast path.
+
+Use from a test script (tests/<anything>/x.py):
+
+    import os, sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "<up to tests>", "reference"))
+    import attnref
+
+    A = attnref.attention_matrix("mhla", Q, K, blocks=4, mixing="exp", mixing_sigma=2.0)
+    m = attnref.metrics(A, allowed=attnref.allowed_keys("mhla", Q.shape[0], causal=False),
+                        rank_rtol=None, top_k=None, row_entropy=True)
+    # m: {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank", "singular_values",
+    #     "entropy": {"mean","std","min","max","normalized_mean"} or None, "row_entropy", "warnings"}
+
+Option names are the command line's (cli.md) with '-' written '_':
+    scale, causal, feature_map (relu|elu1|identity|favor), favor_features, seed,
+    blocks | chunk | grid + block_grid (+ token_order raster|blocked),
+    mixing (preset name, or None for the default), mixing_sigma, mixing_threshold,
+    mixing_matrix (an M x M array, or a path to a .npy file), normalize (row|none|official).
+Mechanism "softmax" ignores everything but scale and causal; "linear" ignores the block and mixing options.
+Q and K are N x d arrays (rows are tokens); --prefix-tokens is the caller's business (slice Q[P:], K[P:]).
+
+From a shell (npy in, npy / JSON out), e.g.
+    python3 attnref.py --q q.npy --k k.npy --mechanism mhla --blocks 4 --out A.npy --metrics-json m.json
+"""
+
+import argparse
+import json
+import math
+
+import numpy as np
+
+MASK64 = (1 << 64) - 1
+RELU_EPS = 1e-6          # the MHLA authors' eps in the relu feature map
+OFFICIAL_EPS = 1e-6      # and in the official denominator
+PRESETS = ("cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal")
+
+
+# ------------------------------------------------------------------------------------------------
+# The random generator of core/util/rng.h: splitmix64 + Box-Muller (cosine branch only).
+class SplitMix64:
+    def __init__(self, seed):
+        self.state = int(seed) & MASK64
+
+    def next_u64(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def uniform(self):
+        # ((z >> 11) + 0.5) * 2^-53, in (0, 1); (z >> 11) < 2^53 so float() is exact.
+        return (float(self.next_u64() >> 11) + 0.5) * 2.0 ** -53
+
+    def normal(self):
+        u1 = self.uniform()
+        u2 = self.uniform()
+        return math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+
+
+def favor_projection(m, d, seed):
+    """W, m x d, filled row by row (W[i, j], i < m, j < d) with one normal draw per entry."""
+    rng = SplitMix64(seed)
+    W = np.empty((m, d))
+    for i in range(m):
+        for j in range(d):
+            W[i, j] = rng.normal()
+    return W
+
+
+# ------------------------------------------------------------------------------------------------
+# 1.2 Feature maps, row by row.
+def apply_feature_map(name, X, favor_features=256, seed=0):
+    X = np.asarray(X, dtype=np.float64)
+    if name == "relu":
+        return np.maximum(X, 0.0) + RELU_EPS
+    if name == "elu1":
+        elu = np.where(X > 0, X, np.expm1(np.minimum(X, 0.0)))   # elu(x), alpha = 1
+        return elu + 1.0
+    if name == "identity":
+        return X.copy()
+    if name == "favor":
+        if favor_features < 1:
+            raise ValueError("favor_features must be >= 1")
+        d = X.shape[1]
+        W = favor_projection(favor_features, d, seed)
+        Xp = X * d ** -0.25
+        out = np.empty((X.shape[0], favor_features))
+        for t in range(X.shape[0]):
+            x = Xp[t]
+            out[t] = np.exp(W @ x - np.dot(x, x) / 2.0) / np.sqrt(favor_features)
+        return out
+    raise ValueError("unknown feature map " + repr(name))
+
+
+# ------------------------------------------------------------------------------------------------
+# 1.5 Blocks. Returns (blk, centres): blk[t] in 0..M-1, centres M x (1|2|3).
+def block_layout(N, blocks=None, chunk=None, grid=None, block_grid=None, token_order="raster"):
+    if grid is not None:
+        grid = tuple(int(g) for g in grid)
+        block_grid = tuple(int(b) for b in block_grid)
+        assert len(grid) in (2, 3) and len(block_grid) == len(grid)
+        assert int(np.prod(grid)) == N, "grid does not hold N tokens"
+        for g, b in zip(grid, block_grid):
+            assert g % b == 0
+        step = np.array(grid) // np.array(block_grid)
+        M = int(np.prod(block_grid))
+        if token_order == "raster":
+            coords = np.stack(np.unravel_index(np.arange(N), grid), axis=1)       # N x ndim
+            bcoords = coords // step
+            blk = np.ravel_multi_index(tuple(bcoords.T), block_grid)
+        elif token_order == "blocked":
+            per_block = N // M
+            blk = np.arange(N) // per_block
+        else:
+            raise ValueError("token_order")
+        centres = np.stack(np.unravel_index(np.arange(M), block_grid), axis=1).astype(np.float64) + 0.5
+        return np.asarray(blk, dtype=np.int64), centres
+    if chunk is not None:
+        assert chunk >= 1
+        M = -(-N // chunk)
+        parts = [np.arange(N)[i * chunk:(i + 1) * chunk] for i in range(M)]
+    else:
+        M = min(16, N) if blocks in (None, 0) else int(blocks)
+        assert 1 <= M <= N
+        parts = np.array_split(np.arange(N), M)
+    blk = np.empty(N, dtype=np.int64)
+    for b, part in enumerate(parts):
+        blk[part] = b
+    centres = (np.arange(M, dtype=np.float64) + 0.5)[:, None]
+    return blk, centres
+
+
+# ------------------------------------------------------------------------------------------------
+# 1.6 Mixing.
+def _colnorm(W):
+    s = W.sum(axis=0)
+    assert np.all(s > 0)
+    return W / s[None, :]
+
+
+def mixing_preset(name, centres, causal=False, sigma=3.0, threshold=1.5):
+    if name is None or name == "":
+        name = "causal" if causal else "cos"
+    M = centres.shape[0]
+    if M == 1:
+        return np.ones((1, 1))
+    D = np.sqrt(((centres[:, None, :] - centres[None, :, :]) ** 2).sum(axis=-1))
+    Dmax = D.max()
+    if name == "cos":
+        return _colnorm(np.cos(D / Dmax * np.pi / 4))
+    if name == "linear":
+        return _colnorm(1.0 - D / Dmax)
+    if name == "exp":
+        return _colnorm(np.exp(-D / sigma))
+    if name == "gaussian":
+        s = Dmax / 3.0
+        return np.exp(-D ** 2 / (2 * s ** 2))
+    if name == "local":
+        return _colnorm((D <= threshold).astype(np.float64))
+    if name == "uniform":
+        return np.ones((M, M))
+    if name == "identity":
+        return np.eye(M)
+    if name == "causal":
+        W = np.zeros((M, M))
+        for i in range(M):
+            W[i, :i + 1] = 1.0 / (i + 1)
+        return W
+    raise ValueError("unknown mixing preset " + repr(name))
+
+
+# ------------------------------------------------------------------------------------------------
+# 1.1, 1.3, 1.4 Mechanisms.
+def softmax_attention(Q, K, scale=None, causal=False):
+    N, d = Q.shape
+    if scale is None:
+        scale = 1.0 / np.sqrt(d)
+    S = scale * (Q @ K.T)
+    if causal:
+        S = np.where(np.tril(np.ones((N, N), dtype=bool)), S, -np.inf)
+    S = S - S.max(axis=1, keepdims=True)
+    E = np.exp(S)
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def kernel_attention(phiQ, phiK, blk, Mc, causal=False, normalize="row"):
+    """MHLA of 1.4 given features, block index per token and mixing (linear attention: blk = 0, Mc = [[1]])."""
+    N = phiQ.shape[0]
+    P = Mc[np.ix_(blk, blk)] * (phiQ @ phiK.T)
+    if causal:
+        t = np.arange(N)[:, None]
+        j = np.arange(N)[None, :]
+        bt = blk[:, None]
+        bj = blk[None, :]
+        allowed = (bj < bt) | ((bj == bt) & (j <= t))
+        P = np.where(allowed, P, 0.0)
+    if normalize == "row":
+        return P / P.sum(axis=1, keepdims=True)
+    if normalize == "none":
+        return P
+    if normalize == "official":
+        assert not causal, "official normalisation is non-causal only"
+        M = Mc.shape[0]
+        members = [np.flatnonzero(blk == b) for b in range(M)]   # ascending token order
+        sizes = {len(m) for m in members}
+        assert len(sizes) == 1, "official normalisation needs equal blocks"
+        z = np.stack([phiK[m].sum(axis=0) for m in members])      # M x r
+        den = np.empty(N)
+        for i in range(M):
+            for p, t in enumerate(members[i]):
+                den[t] = OFFICIAL_EPS + sum(Mc[i, b] * np.dot(phiQ[members[b][p]], z[b]) for b in range(M))
+        return P / den[:, None]
+    raise ValueError("unknown normalize " + repr(normalize))
+
+
+def load_matrix(ref):
+    if isinstance(ref, str):
+        return np.load(ref).astype(np.float64)
+    return np.asarray(ref, dtype=np.float64)
+
+
+def attention_matrix(mechanism, Q, K, scale=None, causal=False, feature_map="relu",
+                     favor_features=256, seed=0, blocks=None, chunk=None, grid=None, block_grid=None,
+                     token_order="raster", mixing=None, mixing_sigma=3.0, mixing_threshold=1.5,
+                     mixing_matrix=None, normalize="row"):
+    """The N x N matrix A of attention.md 1 (float64)."""
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    assert Q.shape == K.shape and Q.ndim == 2
+    if mechanism == "softmax":
+        return softmax_attention(Q, K, scale, causal)
+    N = Q.shape[0]
+    phiQ = apply_feature_map(feature_map, Q, favor_features, seed)
+    phiK = apply_feature_map(feature_map, K, favor_features, seed)
+    if mechanism == "linear":
+        return kernel_attention(phiQ, phiK, np.zeros(N, dtype=np.int64), np.ones((1, 1)), causal, normalize)
+    if mechanism == "mhla":
+        blk, centres = block_layout(N, blocks, chunk, grid, block_grid, token_order)
+        if mixing_matrix is not None:
+            Mc = load_matrix(mixing_matrix)
+            assert Mc.shape == (centres.shape[0],) * 2
+        else:
+            Mc = mixing_preset(mixing, centres, causal, mixing_sigma, mixing_threshold)
+        return kernel_attention(phiQ, phiK, blk, Mc, causal, normalize)
+    raise ValueError("unknown mechanism " + repr(mechanism))
+
+
+def allowed_keys(mechanism, N, causal=False, blocks=None, chunk=None, grid=None, block_grid=None,
+                 token_order="raster", **_ignored):
+    """n_t of attention.md 2: N, or the number of keys the causal rule allows (t+1 for softmax / linear)."""
+    if not causal:
+        return np.full(N, N, dtype=np.int64)
+    if mechanism in ("softmax", "linear"):
+        return np.arange(1, N + 1, dtype=np.int64)
+    blk, _ = block_layout(N, blocks, chunk, grid, block_grid, token_order)
+    t = np.arange(N)[:, None]
+    j = np.arange(N)[None, :]
+    allowed = (blk[None, :] < blk[:, None]) | ((blk[None, :] == blk[:, None]) & (j <= t))
+    return allowed.sum(axis=1).astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. Metrics.
+def spectrum(A, rank_rtol=None):
+    A = np.asarray(A, dtype=np.float64)
+    s = np.linalg.svd(A, compute_uv=False)
+    rows, cols = A.shape
+    s1 = s[0] if s.size else 0.0
+    tol = rank_rtol * s1 if rank_rtol is not None else s1 * max(rows, cols) * np.finfo(np.float64).eps
+    rank = int(np.sum(s > tol))
+    if s1 > 0:
+        p = s / s.sum()
+        p = p[p > 0]
+        eff = float(np.exp(-np.sum(p * np.log(p))))
+        stable = float(np.sum(s ** 2) / s1 ** 2)
+    else:
+        eff = 0.0
+        stable = 0.0
+    return {"singular_values": [float(x) for x in s], "rank_tol": float(tol), "rank": rank,
+            "relative_rank": rank / rows, "effective_rank": eff, "stable_rank": stable}
+
+
+def row_entropies(A):
+    A = np.asarray(A, dtype=np.float64)
+    safe = np.where(A > 0, A, 1.0)
+    return -np.sum(np.where(A > 0, A * np.log(safe), 0.0), axis=1)
+
+
+def entropy_stats(A, allowed):
+    H = row_entropies(A)
+    allowed = np.asarray(allowed)
+    norm = np.where(allowed > 1, H / np.log(np.maximum(allowed, 2)), 0.0)
+    return {"mean": float(H.mean()), "std": float(H.std()), "min": float(H.min()), "max": float(H.max()),
+            "normalized_mean": float(norm.mean())}, H
+
+
+def metrics(A, allowed=None, rank_rtol=None, top_k=None, row_entropy=False):
+    """A dict shaped like one result of the analyze JSON (cli.md). Every spectral number comes from the full
+    spectrum; top_k only shortens the reported singular_values list. entropy is None (with a warning)
+    when A has a negative entry."""
+    A = np.asarray(A, dtype=np.float64)
+    if allowed is None:
+        allowed = np.full(A.shape[0], A.shape[1])
+    out = spectrum(A, rank_rtol)
+    if top_k is not None:
+        out["singular_values"] = out["singular_values"][:top_k]
+    out["warnings"] = []
+    if np.any(A < 0):
+        out["entropy"] = None
+        out["warnings"].append("the matrix has negative entries: entropy is not defined")
+        H = None
+    else:
+        out["entropy"], H = entropy_stats(A, allowed)
+    if row_entropy:
+        out["row_entropy"] = None if H is None else [float(h) for h in H]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+def _ints(s):
+    return [int(x) for x in s.split(",")] if s else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description="NumPy reference attention matrix and metrics (attention.md)")
+    ap.add_argument("--q", required=True)
+    ap.add_argument("--k", required=True)
+    ap.add_argument("--mechanism", default="mhla", choices=["softmax", "linear", "mhla"])
+    ap.add_argument("--scale", type=float)
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--feature-map", default="relu")
+    ap.add_argument("--favor-features", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--blocks", type=int)
+    ap.add_argument("--chunk", type=int)
+    ap.add_argument("--grid")
+    ap.add_argument("--block-grid")
+    ap.add_argument("--token-order", default="raster")
+    ap.add_argument("--mixing")
+    ap.add_argument("--mixing-matrix", help=".npy file holding Mc")
+    ap.add_argument("--mixing-sigma", type=float, default=3.0)
+    ap.add_argument("--mixing-threshold", type=float, default=1.5)
+    ap.add_argument("--normalize", default="row")
+    ap.add_argument("--rank-rtol", type=float)
+    ap.add_argument("--top-k", type=int)
+    ap.add_argument("--out", help="write A here (.npy)")
+    ap.add_argument("--metrics-json", help="write metrics here ('-' for stdout)")
+    a = ap.parse_args()
+    Q = np.load(a.q).astype(np.float64)
+    K = np.load(a.k).astype(np.float64)
+    opts = dict(scale=a.scale, causal=a.causal, feature_map=a.feature_map, favor_features=a.favor_features,
+                seed=a.seed, blocks=a.blocks, chunk=a.chunk, grid=_ints(a.grid), block_grid=_ints(a.block_grid),
+                token_order=a.token_order, mixing=a.mixing, mixing_sigma=a.mixing_sigma,
+                mixing_threshold=a.mixing_threshold, mixing_matrix=a.mixing_matrix, normalize=a.normalize)
+    A = attention_matrix(a.mechanism, Q, K, **opts)
+    if a.out:
+        np.save(a.out, A)
+    if a.metrics_json:
+        m = metrics(A, allowed_keys(a.mechanism, Q.shape[0], **opts), a.rank_rtol, a.top_k)
+        text = json.dumps(m, indent=1)
+        if a.metrics_json == "-":
+            print(text)
+        else:
+            with open(a.metrics_json, "w") as f:
+                f.write(text)
+
+
+if __name__ == "__main__":
+    main()
