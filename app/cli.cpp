@@ -1,0 +1,448 @@
+#include "cli.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/inputs.h"
+#include "analysis/synth.h"
+#include "attention/operator.h"
+#include "cli_options.h"
+#include "io/selection.h"
+#include "io/tensor_file.h"
+#include "io/writers.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+
+namespace attnscope::app {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth"};
+
+bool ends_with(const std::string& s, const std::string& suffix)
+{
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string lower(std::string s)
+{
+    for (char& c : s)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// One line, whatever the message holds.
+void print_error(const std::string& message)
+{
+    std::string line = message;
+    for (char& c : line)
+        if (c == '\n' || c == '\r')
+            c = ' ';
+    std::fprintf(stderr, "error: %s\n", line.c_str());
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+std::string compact(const nlohmann::json& j)
+{
+    std::string s = j.dump();
+    if (s.size() > 120)
+        s = s.substr(0, 117) + "...";
+    return s;
+}
+
+// Writes text to `path` atomically, or to stdout for "-".
+void write_text_output(const std::string& path, const std::string& text)
+{
+    if (path == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        std::fflush(stdout);
+        return;
+    }
+    AtomicOutput out(path);
+    FILE* f = std::fopen(out.temp_path().c_str(), "wb");
+    if (!f)
+        throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const bool closed = std::fclose(f) == 0;
+    if (!ok || !closed)
+        throw InputError(path + ": cannot write (disk full?)");
+    out.commit();
+}
+
+// ---------------------------------------------------------------------------------------------- info
+struct InfoArgs {
+    std::string file;
+    bool json = false;
+};
+
+int run_info(const InfoArgs& a)
+{
+    const auto file = io::open_tensor_file(a.file);
+    if (a.json) {
+        ojson j;
+        j["file"] = a.file;
+        j["format"] = std::string(file->format());
+        j["attributes"] = file->file_attributes();
+        ojson tensors = ojson::array();
+        for (const auto& t : file->tensors()) {
+            ojson e;
+            e["name"] = t.name;
+            e["shape"] = t.shape;
+            e["dtype"] = std::string(io::dtype_name(t.dtype));
+            e["attributes"] = t.attributes;
+            tensors.push_back(std::move(e));
+        }
+        j["tensors"] = std::move(tensors);
+        std::cout << j.dump(2) << "\n";
+        return 0;
+    }
+    std::cout << a.file << " (" << file->format() << ", " << file->tensors().size() << " tensor"
+              << (file->tensors().size() == 1 ? "" : "s") << ")\n";
+    for (const auto& [key, value] : file->file_attributes().items())
+        std::cout << "  @" << key << " = " << compact(value) << "\n";
+    std::size_t width = 4;
+    for (const auto& t : file->tensors())
+        width = std::max(width, t.name.size());
+    for (const auto& t : file->tensors()) {
+        std::cout << fmt::format("  {:<{}}  {:<8}  {}\n", t.name, width, io::dtype_name(t.dtype), shape_text(t.shape));
+        for (const auto& [key, value] : t.attributes.items())
+            std::cout << fmt::format("  {:<{}}    @{} = {}\n", "", width, key, compact(value));
+    }
+    return 0;
+}
+
+// ------------------------------------------------------------------------------------------- analyze
+struct AnalyzeArgs {
+    std::string q, k;
+    std::optional<std::string> v;
+    std::string mechanisms = "softmax,linear,mhla";
+    std::optional<std::string> json_out;
+    SelectionArgs selection;
+    MechanismArgs mechanism;
+    MetricArgs metrics;
+    MemoryArgs memory;
+};
+
+std::vector<attention::Mechanism> parse_mechanisms(const std::string& text)
+{
+    std::vector<attention::Mechanism> out;
+    for (const std::string& item : split_list(text)) {
+        const auto m = attention::parse_mechanism(item);
+        for (auto seen : out)
+            if (seen == m)
+                throw std::invalid_argument("--mechanism lists " + item + " twice");
+        out.push_back(m);
+    }
+    return out;
+}
+
+std::string fmt_opt(double v, int precision)
+{
+    return std::isfinite(v) ? fmt::format("{:.{}f}", v, precision) : std::string("-");
+}
+
+void print_summary(const ojson& doc)
+{
+    const ojson& in = doc["input"];
+    std::string at;
+    for (const auto& [axis, index] : in["at"].items())
+        at += (at.empty() ? "" : ",") + axis + "=" + std::to_string(index.get<long long>());
+    std::cout << "q " << in["q"].get<std::string>() << "   k " << in["k"].get<std::string>() << "\n";
+    std::cout << "layout " << in["layout"].get<std::string>() << (at.empty() ? "" : "  at " + at) << "   N=" << in["n"]
+              << "  d=" << in["d"];
+    if (in["prefix_tokens"].get<long long>() > 0)
+        std::cout << "  (dropped " << in["prefix_tokens"] << " prefix tokens)";
+    std::cout << "\n\n";
+    std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", "mechanism", "rank", "rel.rank",
+                             "eff.rank", "stable", "H mean", "H std", "H/ln n", "params");
+    for (const auto& r : doc["results"]) {
+        auto num = [&](const char* key, int precision) {
+            return r.contains(key) && r[key].is_number() ? fmt_opt(r[key].get<double>(), precision) : std::string("-");
+        };
+        std::string rank = r.contains("rank") && r["rank"].is_number() ? std::to_string(r["rank"].get<long long>()) : "-";
+        std::string hm = "-", hs = "-", hn = "-";
+        if (r.contains("entropy") && r["entropy"].is_object()) {
+            hm = fmt_opt(r["entropy"]["mean"].get<double>(), 4);
+            hs = fmt_opt(r["entropy"]["std"].get<double>(), 4);
+            hn = fmt_opt(r["entropy"]["normalized_mean"].get<double>(), 4);
+        }
+        std::string params;
+        for (const auto& [key, value] : r["params"].items())
+            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+        std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", r["mechanism"].get<std::string>(),
+                                 rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
+                                 params);
+    }
+    bool any_warning = false;
+    for (const auto& r : doc["results"])
+        for (const auto& w : r["warnings"]) {
+            if (!any_warning)
+                std::cout << "\n";
+            any_warning = true;
+            std::cout << "warning (" << r["mechanism"].get<std::string>() << "): " << w.get<std::string>() << "\n";
+        }
+    if (!doc["results"].empty() && doc["results"][0].contains("rank_tol") && doc["results"][0]["rank_tol"].is_number()) {
+        std::cout << "\nrank = #{singular values > tol}; tol per mechanism:";
+        for (const auto& r : doc["results"])
+            if (r.contains("rank_tol") && r["rank_tol"].is_number())
+                std::cout << fmt::format(" {}={:.3g}", r["mechanism"].get<std::string>(), r["rank_tol"].get<double>());
+        std::cout << "\n";
+    }
+}
+
+int run_analyze(const AnalyzeArgs& a)
+{
+    const auto mechanisms = parse_mechanisms(a.mechanisms);
+    const io::AxisSelection selection = a.selection.resolve();
+    const attention::AttentionOptions options = a.mechanism.resolve();
+    const analysis::MetricOptions metric_options = a.metrics.resolve();
+    const std::uint64_t memory_limit = a.memory.resolve();
+    if (a.json_out && *a.json_out != "-")
+        AtomicOutput probe(*a.json_out);   // fail on an unwritable destination before the work
+
+    const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, selection);
+    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, options, metric_options, memory_limit);
+
+    ojson doc;
+    doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    doc["input"] = in.input_json;
+    ojson list = ojson::array();
+    for (const auto& r : results)
+        list.push_back(analysis::result_json(r, metric_options));
+    doc["results"] = std::move(list);
+
+    if (a.json_out) {
+        write_text_output(*a.json_out, doc.dump(2) + "\n");
+        if (*a.json_out == "-")
+            return 0;
+    }
+    print_summary(doc);
+    if (a.json_out)
+        std::cout << "\nwrote " << *a.json_out << "\n";
+    return 0;
+}
+
+// -------------------------------------------------------------------------------------------- matrix
+struct MatrixArgs {
+    std::string q, k;
+    std::string mechanism;
+    std::string out;
+    SelectionArgs selection;
+    MechanismArgs mechanism_args;
+    MemoryArgs memory;
+};
+
+int run_matrix(const MatrixArgs& a)
+{
+    const auto mechanisms = parse_mechanisms(a.mechanism);
+    if (mechanisms.size() != 1)
+        throw std::invalid_argument("matrix takes one --mechanism (got " + a.mechanism + ")");
+    const std::string ext = lower(a.out);
+    const bool npy = ends_with(ext, ".npy");
+    const bool h5 = ends_with(ext, ".h5") || ends_with(ext, ".hdf5");
+    if (!npy && !h5)
+        throw std::invalid_argument("--out " + a.out + ": name a .npy or .h5 file");
+    const io::AxisSelection selection = a.selection.resolve();
+    attention::AttentionOptions options = a.mechanism_args.resolve();
+    const std::uint64_t memory_limit = a.memory.resolve();
+    AtomicOutput out(a.out);   // checks the folder before any work
+
+    const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, std::nullopt, selection);
+    const auto n = in.q.values.rows();
+    const long double need = static_cast<long double>(n) * n * 8.0L * 1.1L;
+    if (need > static_cast<long double>(memory_limit))
+        throw InputError("N=" + std::to_string(n) + " tokens: the " + std::to_string(n) + " x " + std::to_string(n) +
+                         " matrix needs " + std::to_string(static_cast<unsigned long long>(need / 1048576.0L)) +
+                         " MiB, over the memory limit (--max-memory)");
+    const auto mechanism = mechanisms.front();
+    if (mechanism == attention::Mechanism::linear)
+        options.normalize = attention::Normalize::row;   // attention.md 1.3
+    const ojson params = analysis::mechanism_params(mechanism, options, n, in.q.values.cols());
+    const auto op = attention::make_operator(mechanism, in.q.values, in.k.values, options);
+    const Eigen::MatrixXd A = op->dense();
+
+    if (npy) {
+        io::write_npy(out.temp_path(), A);
+    } else {
+        io::DatasetOut ds;
+        ds.name = "/attention";
+        ds.shape = {n, n};
+        ds.data.resize(static_cast<std::size_t>(n * n));
+        for (Eigen::Index t = 0; t < n; ++t)
+            for (Eigen::Index j = 0; j < n; ++j)
+                ds.data[static_cast<std::size_t>(t * n + j)] = A(t, j);
+        ds.attributes["mechanism"] = std::string(attention::to_string(mechanism));
+        ds.attributes["params"] = params.dump();
+        ds.attributes["input"] = in.input_json.dump();
+        ds.attributes["attnscope_version"] = ATTNSCOPE_VERSION;
+        io::write_hdf5(out.temp_path(), {ds});
+    }
+    out.commit();
+    std::cerr << "wrote " << a.out << " (" << n << " x " << n << ", " << attention::to_string(mechanism) << ")\n";
+    return 0;
+}
+
+// --------------------------------------------------------------------------------------------- synth
+struct SynthArgs {
+    std::int64_t n = 0, d = 0, heads = 1;
+    std::string kind = "gaussian";
+    std::string grid;
+    std::uint64_t seed = 0;
+    std::string out;
+    MemoryArgs memory;
+};
+
+int run_synth(const SynthArgs& a)
+{
+    const std::string ext = lower(a.out);
+    if (!ends_with(ext, ".h5") && !ends_with(ext, ".hdf5"))
+        throw std::invalid_argument("--out " + a.out + ": synth writes HDF5, name a .h5 file");
+    analysis::SynthOptions o;
+    o.n = a.n;
+    o.d = a.d;
+    o.heads = a.heads;
+    o.kind = a.kind;
+    o.seed = a.seed;
+    if (!a.grid.empty())
+        o.grid = parse_sizes(a.grid, "--grid");
+    AtomicOutput out(a.out);
+    analysis::SynthData data = analysis::synthesize(o, a.memory.resolve());
+    std::vector<io::DatasetOut> datasets;
+    for (auto [name, values] : {std::pair{"/q", &data.q}, std::pair{"/k", &data.k}, std::pair{"/v", &data.v}}) {
+        io::DatasetOut ds;
+        ds.name = name;
+        ds.shape = {a.heads, a.n, a.d};
+        ds.data = std::move(*values);
+        ds.as_float32 = true;
+        ds.compress = true;
+        datasets.push_back(std::move(ds));
+    }
+    io::write_hdf5(out.temp_path(), datasets, data.attributes);
+    out.commit();
+    std::cerr << "wrote " << a.out << ": /q /k /v [" << a.heads << ", " << a.n << ", " << a.d << "] kind " << a.kind << "\n";
+    return 0;
+}
+
+template <class F>
+int guarded(F&& body)
+{
+    try {
+        return body();
+    } catch (const InputError& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::invalid_argument& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::out_of_range& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        print_error("out of memory (select fewer tokens or lower --max-memory)");
+        return 1;
+    } catch (const std::exception& e) {
+        print_error(std::string("internal: ") + e.what());
+        return 1;
+    }
+}
+
+}  // namespace
+
+bool wants_cli(int argc, char** argv)
+{
+    if (argc < 2)
+        return false;
+    const std::string first = argv[1];
+    for (const char* s : kSubcommands)
+        if (first == s)
+            return true;
+    // Flags the GUI understands are routed there; every other flag is the command line's.
+    if (first == "--session" || first == "--screenshot")
+        return false;
+    return !first.empty() && first[0] == '-';
+}
+
+int run_cli(int argc, char** argv)
+{
+    CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
+                 "Without a subcommand (or with file names) attnscope opens the desktop app.",
+                 "attnscope"};
+    app.set_version_flag("--version", std::string("attnscope ") + ATTNSCOPE_VERSION);
+    app.require_subcommand(1);
+
+    InfoArgs info;
+    auto* info_cmd = app.add_subcommand("info", "List every tensor in a file: name, shape, element type, attributes");
+    info_cmd->add_option("FILE", info.file, "An .h5/.hdf5, .npy, .npz or .safetensors file")->required();
+    info_cmd->add_flag("--json", info.json, "Print JSON");
+
+    AnalyzeArgs an;
+    auto* an_cmd = app.add_subcommand("analyze", "Rank, singular spectrum and entropy of softmax, linear and MHLA attention");
+    an_cmd->add_option("--q", an.q, "Queries FILE[:NAME]")->required();
+    an_cmd->add_option("--k", an.k, "Keys FILE[:NAME]")->required();
+    an_cmd->add_option("--v", an.v, "Values FILE[:NAME] (optional; checked and recorded)");
+    an_cmd->add_option("--mechanism", an.mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    an_cmd->add_option("--json", an.json_out, "Write the JSON document to OUT, or - for standard output");
+    an.selection.add_to(*an_cmd);
+    an.mechanism.add_to(*an_cmd);
+    an.metrics.add_to(*an_cmd);
+    an.memory.add_to(*an_cmd);
+
+    MatrixArgs mx;
+    auto* mx_cmd = app.add_subcommand("matrix", "Write one N x N attention matrix (float64) to .npy or .h5 (/attention)");
+    mx_cmd->add_option("--q", mx.q, "Queries FILE[:NAME]")->required();
+    mx_cmd->add_option("--k", mx.k, "Keys FILE[:NAME]")->required();
+    mx_cmd->add_option("--mechanism", mx.mechanism, "softmax | linear | mhla")->required();
+    mx_cmd->add_option("--out", mx.out, "FILE.npy or FILE.h5")->required();
+    mx.selection.add_to(*mx_cmd);
+    mx.mechanism_args.add_to(*mx_cmd);
+    mx.memory.add_to(*mx_cmd);
+
+    SynthArgs sy;
+    auto* sy_cmd = app.add_subcommand("synth", "Write synthetic activations /q /k /v [H, N, D] to an HDF5 file");
+    sy_cmd->add_option("--n", sy.n, "Tokens N")->required();
+    sy_cmd->add_option("--d", sy.d, "Features per head D")->required();
+    sy_cmd->add_option("--heads", sy.heads, "Heads H (default 1)");
+    sy_cmd->add_option("--kind", sy.kind, "gaussian | lowrank | local1d | local2d (default gaussian)");
+    sy_cmd->add_option("--grid", sy.grid, "Token grid H,W (local2d; default the square root of N)");
+    sy_cmd->add_option("--seed", sy.seed, "Seed (default 0)");
+    sy_cmd->add_option("--out", sy.out, "FILE.h5")->required();
+    sy.memory.add_to(*sy_cmd);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0)
+            return app.exit(e);
+        print_error(e.what());
+        return 2;
+    }
+
+    if (info_cmd->parsed())
+        return guarded([&] { return run_info(info); });
+    if (an_cmd->parsed())
+        return guarded([&] { return run_analyze(an); });
+    if (mx_cmd->parsed())
+        return guarded([&] { return run_matrix(mx); });
+    if (sy_cmd->parsed())
+        return guarded([&] { return run_synth(sy); });
+    return 2;
+}
+
+}  // namespace attnscope::app

@@ -1,0 +1,13 @@
+#pragma once
+// The headless command line (../shared/spec/cli.md): info, analyze, matrix, synth.
+
+namespace attnscope::app {
+
+// True when argv names a subcommand or a command-line-only flag (then run_cli handles it).
+bool wants_cli(int argc, char** argv);
+
+// Parses and runs one subcommand. Returns the exit status: 0 success, 2 bad usage or bad input
+// (one `error:` line on stderr), 1 internal failure.
+int run_cli(int argc, char** argv);
+
+}  // namespace attnscope::app

@@ -1,0 +1,225 @@
+#include "cli_options.h"
+
+#include <cctype>
+#include <cmath>
+#include <stdexcept>
+
+#include "analysis/inputs.h"
+#include "util/error.h"
+
+namespace attnscope::app {
+
+std::vector<std::string> split_list(const std::string& text, char sep)
+{
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : text) {
+        if (c == sep) {
+            out.push_back(cur);
+            cur.clear();
+        } else if (!std::isspace(static_cast<unsigned char>(c))) {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+
+std::vector<attention::Index> parse_sizes(const std::string& text, const std::string& option)
+{
+    std::vector<attention::Index> out;
+    for (const std::string& item : split_list(text)) {
+        std::size_t used = 0;
+        long long v = 0;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || v < 1)
+            throw std::invalid_argument(option + " " + text + ": '" + item + "' is not a positive integer");
+        out.push_back(static_cast<attention::Index>(v));
+    }
+    return out;
+}
+
+void SelectionArgs::add_to(CLI::App& cmd)
+{
+    cmd.add_option("--layout", layout, "One letter per axis: n tokens, d features, others index axes (default by rank: nd, hnd, bhnd)")
+        ->group("Selection");
+    cmd.add_option("--at", at, "Index on each index axis, e.g. h=2,b=0 (default 0)")->group("Selection");
+    cmd.add_option("--head", head, "Shorthand for --at h=I")->group("Selection");
+    cmd.add_option("--prefix-tokens", prefix_tokens, "Drop the first P tokens (CLS, registers)")->group("Selection");
+}
+
+io::AxisSelection SelectionArgs::resolve() const
+{
+    io::AxisSelection sel;
+    sel.layout = layout;
+    if (!at.empty())
+        sel.at = io::parse_at(at);
+    if (head) {
+        if (*head < 0)
+            throw std::invalid_argument("--head " + std::to_string(*head) + " must be non-negative");
+        const auto it = sel.at.find('h');
+        if (it != sel.at.end() && it->second != *head)
+            throw std::invalid_argument("--head " + std::to_string(*head) + " contradicts --at h=" + std::to_string(it->second));
+        sel.at['h'] = *head;
+    }
+    if (prefix_tokens < 0)
+        throw std::invalid_argument("--prefix-tokens must be non-negative (got " + std::to_string(prefix_tokens) + ")");
+    sel.prefix_tokens = prefix_tokens;
+    return sel;
+}
+
+void MechanismArgs::add_to(CLI::App& cmd)
+{
+    const char* g = "Mechanism";
+    cmd.add_option("--scale", scale, "Softmax scale (default 1/sqrt(d))")->group(g);
+    cmd.add_flag("--causal", causal, "Causal masking")->group(g);
+    cmd.add_option("--feature-map", feature_map, "relu | elu1 | identity | favor (default relu)")->group(g);
+    cmd.add_option("--favor-features", favor_features, "FAVOR+ random features m (default 256)")->group(g);
+    cmd.add_option("--seed", seed, "Seed of the FAVOR+ projection (default 0)")->group(g);
+    auto* b = cmd.add_option("--blocks", blocks, "MHLA: M contiguous blocks (numpy.array_split order; default min(16, N))")->group(g);
+    auto* c = cmd.add_option("--chunk", chunk, "MHLA: blocks of C consecutive tokens")->group(g);
+    auto* gr = cmd.add_option("--grid", grid, "MHLA: token grid G1,G2[,G3]")->group(g);
+    cmd.add_option("--block-grid", block_grid, "MHLA: blocks per grid axis B1,B2[,B3]")->group(g);
+    cmd.add_option("--token-order", token_order, "raster | blocked (grid data; default raster)")->group(g);
+    b->excludes(c)->excludes(gr);
+    c->excludes(gr);
+    cmd.add_option("--mixing", mixing, "cos | linear | exp | gaussian | local | uniform | identity | causal | FILE[:DATASET]")->group(g);
+    cmd.add_option("--mixing-sigma", mixing_sigma, "exp mixing: sigma (default 3)")->group(g);
+    cmd.add_option("--mixing-threshold", mixing_threshold, "local mixing: threshold tau (default 1.5)")->group(g);
+    cmd.add_option("--normalize", normalize, "MHLA: row | none | official (default row)")->group(g);
+}
+
+attention::AttentionOptions MechanismArgs::resolve() const
+{
+    attention::AttentionOptions o;
+    if (scale) {
+        if (!std::isfinite(*scale))
+            throw std::invalid_argument("--scale must be a finite number");
+        o.scale = *scale;
+    }
+    o.causal = causal;
+    o.feature_map.kind = attention::parse_feature_map(feature_map);
+    if (favor_features < 1 || favor_features > 1'000'000)
+        throw std::invalid_argument("--favor-features must lie in 1..1000000 (got " + std::to_string(favor_features) + ")");
+    o.feature_map.favor_features = favor_features;
+    o.feature_map.seed = seed;
+
+    using Kind = attention::BlockSpec::Kind;
+    if (blocks) {
+        if (*blocks < 1)
+            throw std::invalid_argument("--blocks must be at least 1 (got " + std::to_string(*blocks) + ")");
+        o.blocks.kind = Kind::count;
+        o.blocks.blocks = *blocks;
+    } else if (chunk) {
+        if (*chunk < 1)
+            throw std::invalid_argument("--chunk must be at least 1 (got " + std::to_string(*chunk) + ")");
+        o.blocks.kind = Kind::chunk;
+        o.blocks.chunk = *chunk;
+    } else if (!grid.empty() || !block_grid.empty()) {
+        if (grid.empty())
+            throw std::invalid_argument("--block-grid needs --grid");
+        if (block_grid.empty())
+            throw std::invalid_argument("--grid needs --block-grid");
+        o.blocks.kind = Kind::grid;
+        o.blocks.grid = parse_sizes(grid, "--grid");
+        o.blocks.block_grid = parse_sizes(block_grid, "--block-grid");
+        if (o.blocks.grid.size() < 2 || o.blocks.grid.size() > 3)
+            throw std::invalid_argument("--grid " + grid + ": give 2 or 3 sizes");
+        if (o.blocks.block_grid.size() != o.blocks.grid.size())
+            throw std::invalid_argument("--block-grid " + block_grid + " must have as many sizes as --grid " + grid);
+    }
+    o.blocks.order = attention::parse_token_order(token_order);
+
+    if (!(mixing_sigma > 0.0) || !std::isfinite(mixing_sigma))
+        throw std::invalid_argument("--mixing-sigma must be a positive number");
+    if (!(mixing_threshold >= 0.0) || !std::isfinite(mixing_threshold))
+        throw std::invalid_argument("--mixing-threshold must be a non-negative number");
+    o.mixing.sigma = mixing_sigma;
+    o.mixing.threshold = mixing_threshold;
+    if (!mixing.empty()) {
+        o.mixing.preset = mixing;
+        if (!analysis::is_mixing_preset(mixing))
+            o.mixing.matrix = analysis::load_matrix(mixing);
+    }
+    o.normalize = attention::parse_normalize(normalize);
+    return o;
+}
+
+void MetricArgs::add_to(CLI::App& cmd)
+{
+    const char* g = "Metrics";
+    cmd.add_option("--metrics", metrics, "What to compute: spectrum,entropy (default both)")->group(g);
+    cmd.add_option("--rank-rtol", rank_rtol, "Rank tolerance relative to s_1 (default: NumPy's matrix_rank rule)")->group(g);
+    cmd.add_option("--top-k", top_k, "Report only the k largest singular values")->group(g);
+    cmd.add_flag("--row-entropy", row_entropy, "Include every row's entropy")->group(g);
+}
+
+analysis::MetricOptions MetricArgs::resolve() const
+{
+    analysis::MetricOptions m;
+    m.spectrum = false;
+    m.entropy = false;
+    for (const std::string& item : split_list(metrics)) {
+        if (item == "spectrum")
+            m.spectrum = true;
+        else if (item == "entropy")
+            m.entropy = true;
+        else
+            throw std::invalid_argument("--metrics: '" + item + "' is not one of spectrum, entropy");
+    }
+    if (rank_rtol) {
+        if (!(*rank_rtol > 0.0 && *rank_rtol < 1.0))
+            throw std::invalid_argument("--rank-rtol must lie in (0, 1)");
+        m.rank_rtol = *rank_rtol;
+    }
+    if (top_k) {
+        if (*top_k < 1)
+            throw std::invalid_argument("--top-k must be at least 1 (got " + std::to_string(*top_k) + ")");
+        m.top_k = *top_k;
+    }
+    m.row_entropy = row_entropy;
+    if (row_entropy && !m.entropy)
+        throw std::invalid_argument("--row-entropy needs entropy in --metrics");
+    return m;
+}
+
+void MemoryArgs::add_to(CLI::App& cmd)
+{
+    cmd.add_option("--max-memory", max_memory, "Refuse dense work above this size, e.g. 8G, 512M (default: half the RAM)");
+}
+
+std::uint64_t MemoryArgs::resolve() const
+{
+    if (max_memory.empty())
+        return analysis::default_memory_limit();
+    std::size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(max_memory, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    double mult = 1.0;
+    const std::string suffix = max_memory.substr(used);
+    if (suffix == "" || suffix == "B")
+        mult = 1.0;
+    else if (suffix == "K" || suffix == "KiB" || suffix == "k")
+        mult = 1024.0;
+    else if (suffix == "M" || suffix == "MiB")
+        mult = 1024.0 * 1024;
+    else if (suffix == "G" || suffix == "GiB")
+        mult = 1024.0 * 1024 * 1024;
+    else if (suffix == "T" || suffix == "TiB")
+        mult = 1024.0 * 1024 * 1024 * 1024;
+    else
+        used = 0;
+    if (used == 0 || !(v > 0) || !std::isfinite(v * mult) || v * mult > 1.8e19)
+        throw std::invalid_argument("--max-memory " + max_memory + ": expected a size such as 8G, 512M or 1000000");
+    return static_cast<std::uint64_t>(v * mult);
+}
+
+}  // namespace attnscope::app

@@ -1,0 +1,64 @@
+#pragma once
+// Option groups shared by the subcommands: tensor selection, mechanism options, metric options.
+// They are registered on a CLI11 subcommand, then turned into core option structs (with validation).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "analysis/analyze.h"
+#include "attention/options.h"
+#include "io/selection.h"
+
+namespace attnscope::app {
+
+struct SelectionArgs {
+    std::string layout;
+    std::string at;
+    std::optional<std::int64_t> head;
+    std::int64_t prefix_tokens = 0;
+    void add_to(CLI::App& cmd);
+    io::AxisSelection resolve() const;
+};
+
+struct MechanismArgs {
+    std::optional<double> scale;
+    bool causal = false;
+    std::string feature_map = "relu";
+    std::int64_t favor_features = 256;
+    std::uint64_t seed = 0;
+    std::optional<std::int64_t> blocks;
+    std::optional<std::int64_t> chunk;
+    std::string grid;
+    std::string block_grid;
+    std::string token_order = "raster";
+    std::string mixing;
+    double mixing_sigma = 3.0;
+    double mixing_threshold = 1.5;
+    std::string normalize = "row";
+    void add_to(CLI::App& cmd);
+    // Validates and converts; loads a mixing matrix named by --mixing FILE[:DATASET].
+    attention::AttentionOptions resolve() const;
+};
+
+struct MetricArgs {
+    std::string metrics = "spectrum,entropy";
+    std::optional<double> rank_rtol;
+    std::optional<std::int64_t> top_k;
+    bool row_entropy = false;
+    void add_to(CLI::App& cmd);
+    analysis::MetricOptions resolve() const;
+};
+
+struct MemoryArgs {
+    std::string max_memory;   // e.g. "8G", "512M", bytes; empty = half the RAM
+    void add_to(CLI::App& cmd);
+    std::uint64_t resolve() const;
+};
+
+std::vector<std::string> split_list(const std::string& text, char sep = ',');
+std::vector<attention::Index> parse_sizes(const std::string& text, const std::string& option);
+
+}  // namespace attnscope::app

@@ -1,0 +1,199 @@
+#include "analysis/analyze.h"
+
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include <unistd.h>
+
+#include "attention/blocks.h"
+#include "attention/mixing.h"
+#include "attention/operator.h"
+#include "util/error.h"
+
+namespace attnscope::analysis {
+
+using attention::Mechanism;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::string human_bytes(std::uint64_t b)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = static_cast<double>(b);
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+}  // namespace
+
+std::uint64_t dense_memory_bytes(Index n)
+{
+    // The matrix, the copy dgesdd destroys, and dgesdd's O(N^2) workspace (jobz='N': ~ N^2 / 2 doubles
+    // plus O(N)). Entropy reads the matrix in place.
+    const long double nn = static_cast<long double>(n) * static_cast<long double>(n) * 8.0L;
+    const long double total = nn * 2.5L + 64.0L * 1024 * 1024;
+    if (total > 1.8e19L)
+        return UINT64_MAX;
+    return static_cast<std::uint64_t>(total);
+}
+
+std::uint64_t default_memory_limit()
+{
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0)
+        return 4ULL << 30;
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) / 2;
+}
+
+json mechanism_params(Mechanism mechanism, const attention::AttentionOptions& options, Index n, Index d)
+{
+    json p = json::object();
+    if (mechanism == Mechanism::softmax) {
+        const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
+        p["scale"] = scale;
+        p["causal"] = options.causal;
+        return p;
+    }
+    p["feature_map"] = std::string(attention::to_string(options.feature_map.kind));
+    if (options.feature_map.kind == attention::FeatureMapKind::favor) {
+        p["favor_features"] = options.feature_map.favor_features;
+        p["seed"] = options.feature_map.seed;
+    }
+    p["causal"] = options.causal;
+    if (mechanism == Mechanism::linear)
+        return p;
+
+    const attention::BlockLayout layout = attention::make_blocks(options.blocks, n);
+    p["blocks"] = layout.num_blocks;
+    using Kind = attention::BlockSpec::Kind;
+    if (options.blocks.kind == Kind::chunk) {
+        p["chunk"] = options.blocks.chunk;
+    } else if (options.blocks.kind == Kind::grid) {
+        p["grid"] = options.blocks.grid;
+        p["block_grid"] = options.blocks.block_grid;
+        p["token_order"] = std::string(attention::to_string(options.blocks.order));
+    }
+    const std::string mixing = options.mixing.matrix ? options.mixing.preset
+                                                     : attention::resolved_mixing_name(options.mixing, options.causal);
+    p["mixing"] = mixing;
+    if (!options.mixing.matrix && mixing == "exp")
+        p["mixing_sigma"] = options.mixing.sigma;
+    if (!options.mixing.matrix && mixing == "local")
+        p["mixing_threshold"] = options.mixing.threshold;
+    p["normalize"] = std::string(attention::to_string(options.normalize));
+    return p;
+}
+
+std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
+                                     const std::vector<Mechanism>& mechanisms, const attention::AttentionOptions& options,
+                                     const MetricOptions& metric_options, std::uint64_t memory_limit)
+{
+    const Index n = Q.rows();
+    const Index d = Q.cols();
+    if (K.rows() != n || K.cols() != d)
+        throw std::invalid_argument("keys are " + std::to_string(K.rows()) + " x " + std::to_string(K.cols()) +
+                                    " but queries are " + std::to_string(n) + " x " + std::to_string(d));
+    if (metric_options.top_k && *metric_options.top_k < 1)
+        throw std::invalid_argument("--top-k must be at least 1");
+    if (metric_options.rank_rtol && !(*metric_options.rank_rtol > 0.0 && *metric_options.rank_rtol < 1.0))
+        throw std::invalid_argument("--rank-rtol must lie in (0, 1)");
+
+    const std::uint64_t need = dense_memory_bytes(n);
+    if (need > memory_limit)
+        throw InputError("N=" + std::to_string(n) + " tokens: the dense " + std::to_string(n) + " x " + std::to_string(n) +
+                         " analysis needs about " + human_bytes(need) + ", over the memory limit of " +
+                         human_bytes(memory_limit) + " (--max-memory); select fewer tokens");
+
+    // Resolve every mechanism's parameters first, so that an impossible option fails before any work.
+    std::vector<MechanismResult> results;
+    for (const Mechanism m : mechanisms) {
+        MechanismResult r;
+        r.mechanism = m;
+        r.params = mechanism_params(m, options, n, d);
+        results.push_back(std::move(r));
+    }
+
+    for (MechanismResult& r : results) {
+        // attention.md 1.3: linear attention is always row-normalised; --normalize concerns MHLA.
+        attention::AttentionOptions mechanism_options = options;
+        if (r.mechanism == Mechanism::linear)
+            mechanism_options.normalize = attention::Normalize::row;
+        const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
+        Eigen::MatrixXd A = op->dense();
+        if (!A.allFinite()) {
+            r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
+                                 "no metric is reported");
+            continue;
+        }
+        if (metric_options.entropy) {
+            if ((A.array() < 0.0).any()) {
+                r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
+                                     std::string(attention::to_string(options.feature_map.kind)) +
+                                     "), so its rows are not distributions");
+            } else {
+                if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+                    r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
+                                         std::string(attention::to_string(options.normalize)) +
+                                         "); entropy is computed from the entries as they are");
+                r.entropy = metrics::row_entropy(A, op->allowed_keys());
+            }
+        }
+        if (metric_options.spectrum) {
+            std::vector<double> s = metrics::singular_values(std::move(A));
+            r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
+        }
+    }
+    return results;
+}
+
+json result_json(const MechanismResult& r, const MetricOptions& mo)
+{
+    json j = json::object();
+    j["mechanism"] = std::string(attention::to_string(r.mechanism));
+    j["params"] = r.params;
+    j["method"] = "dense";
+    if (mo.spectrum) {
+        if (r.spectrum) {
+            const auto& s = *r.spectrum;
+            j["rank"] = s.rank;
+            j["rank_tol"] = s.tol;
+            j["relative_rank"] = s.relative_rank;
+            j["effective_rank"] = s.effective_rank;
+            j["stable_rank"] = s.stable_rank;
+            std::vector<double> values = s.singular_values;
+            if (mo.top_k && static_cast<std::size_t>(*mo.top_k) < values.size())
+                values.resize(static_cast<std::size_t>(*mo.top_k));
+            j["singular_values"] = values;
+        } else {
+            for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank", "singular_values"})
+                j[key] = nullptr;
+        }
+    }
+    if (mo.entropy) {
+        if (r.entropy) {
+            const auto& e = *r.entropy;
+            j["entropy"] = json{{"mean", e.mean}, {"std", e.std}, {"min", e.min}, {"max", e.max},
+                                {"normalized_mean", e.normalized_mean}};
+            if (mo.row_entropy)
+                j["row_entropy"] = e.rows;
+        } else {
+            j["entropy"] = nullptr;
+            if (mo.row_entropy)
+                j["row_entropy"] = nullptr;
+        }
+    }
+    j["warnings"] = r.warnings;
+    return j;
+}
+
+}  // namespace attnscope::analysis

@@ -1,0 +1,55 @@
+#pragma once
+// The analyze pipeline: Q, K -> one attention operator per mechanism -> metrics -> result.
+// Pure core (no Qt, no I/O); the command line and the GUI both call it and serialise its result
+// with result_json() into the schema of ../shared/spec/cli.md ("analyze JSON").
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "attention/options.h"
+#include "metrics/metrics.h"
+
+namespace attnscope::analysis {
+
+using Index = Eigen::Index;
+
+struct MetricOptions {
+    bool spectrum = true;               // singular values and the ranks
+    bool entropy = true;                // row-entropy statistics
+    std::optional<double> rank_rtol;    // tol = rtol * s_1 instead of the NumPy rule
+    std::optional<Index> top_k;         // report only the k largest singular values
+    bool row_entropy = false;           // include every row's entropy
+};
+
+struct MechanismResult {
+    attention::Mechanism mechanism = attention::Mechanism::softmax;
+    nlohmann::ordered_json params;                      // every parameter that shaped the matrix, resolved
+    std::optional<metrics::SpectrumMetrics> spectrum;   // absent when not requested or not computable
+    std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined
+    std::vector<std::string> warnings;
+};
+
+// Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
+std::uint64_t dense_memory_bytes(Index n);
+// Half the machine's physical memory: the default --max-memory.
+std::uint64_t default_memory_limit();
+
+// The parameters recorded for `mechanism` (resolved defaults: scale, blocks M, mixing name ...).
+// Throws std::invalid_argument for impossible options.
+nlohmann::ordered_json mechanism_params(attention::Mechanism mechanism, const attention::AttentionOptions& options,
+                                        Index n, Index d);
+
+// Q, K  N by d, one token per row. Throws std::invalid_argument for impossible options and InputError
+// when the dense work would exceed `memory_limit` bytes.
+std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
+                                     const std::vector<attention::Mechanism>& mechanisms,
+                                     const attention::AttentionOptions& options, const MetricOptions& metric_options,
+                                     std::uint64_t memory_limit);
+
+// One element of "results" in the analyze JSON.
+nlohmann::ordered_json result_json(const MechanismResult& result, const MetricOptions& metric_options);
+
+}  // namespace attnscope::analysis

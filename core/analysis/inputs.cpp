@@ -1,0 +1,95 @@
+#include "analysis/inputs.h"
+
+#include <array>
+
+#include "io/tensor_file.h"
+#include "util/error.h"
+
+namespace attnscope::analysis {
+
+namespace {
+
+io::SelectedMatrix load_one(const std::string& ref_text, const io::AxisSelection& sel, const std::string& option)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
+    const auto file = io::open_tensor_file(ref.file);
+    return io::load_selected(*file, ref.name, sel, option + " " + ref_text);
+}
+
+nlohmann::ordered_json at_json(const std::map<char, std::int64_t>& at)
+{
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [axis, index] : at)
+        j[std::string(1, axis)] = index;
+    return j;
+}
+
+}  // namespace
+
+LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+                         const io::AxisSelection& selection)
+{
+    LoadedInputs in;
+    in.q = load_one(q_ref, selection, "--q");
+    in.k = load_one(k_ref, selection, "--k");
+    const auto n = in.q.values.rows(), d = in.q.values.cols();
+    if (in.k.values.rows() != n)
+        throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.rows()) + " tokens but --q " + q_ref + " has " +
+                         std::to_string(n));
+    if (in.k.values.cols() != d)
+        throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.cols()) + " features but --q " + q_ref +
+                         " has " + std::to_string(d));
+    if (v_ref) {
+        in.v = load_one(*v_ref, selection, "--v");
+        if (in.v->values.rows() != n)
+            throw InputError("--v " + *v_ref + " has " + std::to_string(in.v->values.rows()) + " tokens but --q " + q_ref +
+                             " has " + std::to_string(n));
+    }
+
+    auto& j = in.input_json;
+    j["q"] = q_ref;
+    j["k"] = k_ref;
+    if (v_ref)
+        j["v"] = *v_ref;
+    j["layout"] = in.q.layout;
+    j["at"] = at_json(in.q.at);
+    if (in.k.layout != in.q.layout)
+        j["k_layout"] = in.k.layout;
+    j["prefix_tokens"] = selection.prefix_tokens;
+    j["n"] = n;
+    j["d"] = d;
+    if (in.v)
+        j["dv"] = in.v->values.cols();
+    return in;
+}
+
+bool is_mixing_preset(const std::string& text)
+{
+    static const std::array<const char*, 8> presets = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
+    for (const char* p : presets)
+        if (text == p)
+            return true;
+    return false;
+}
+
+Eigen::MatrixXd load_matrix(const std::string& ref_text)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
+    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorInfo& t = file->find(ref.name);
+    if (t.shape.size() != 2)
+        throw InputError("--mixing " + ref_text + ": expected a 2-D M x M matrix, found rank " + std::to_string(t.shape.size()));
+    if (t.shape[0] > 4096 || t.shape[1] > 4096)
+        throw InputError("--mixing " + ref_text + ": " + std::to_string(t.shape[0]) + " x " + std::to_string(t.shape[1]) +
+                         " is larger than 4096 x 4096");
+    const std::vector<double> values = file->read_all(t);
+    Eigen::MatrixXd m(t.shape[0], t.shape[1]);
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+        for (Eigen::Index j = 0; j < m.cols(); ++j)
+            m(i, j) = values[static_cast<std::size_t>(i * m.cols() + j)];
+    if (!m.allFinite())
+        throw InputError("--mixing " + ref_text + ": the matrix has non-finite entries");
+    return m;
+}
+
+}  // namespace attnscope::analysis

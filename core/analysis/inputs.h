@@ -1,0 +1,32 @@
+#pragma once
+// Loading the tensors an analysis needs: Q, K (and V) from tensor references with one axis selection,
+// checked against each other, plus a mixing matrix from `FILE[:DATASET]`.
+#include <optional>
+#include <string>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "io/selection.h"
+
+namespace attnscope::analysis {
+
+struct LoadedInputs {
+    io::SelectedMatrix q, k;
+    std::optional<io::SelectedMatrix> v;
+    nlohmann::ordered_json input_json;   // the "input" object of the analyze JSON
+};
+
+// Reads the selected N x d slices. Throws InputError when Q and K disagree in N or d, when V has a
+// different N, or when any file or selection is bad (see io::load_selected).
+LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+                         const io::AxisSelection& selection);
+
+// True when `text` names a mixing preset rather than a file.
+bool is_mixing_preset(const std::string& text);
+
+// Reads a 2-D matrix (e.g. a learned mixing matrix) from `FILE[:DATASET]`. Throws InputError when it
+// is not 2-D, not finite, or too large (more than 4096 x 4096).
+Eigen::MatrixXd load_matrix(const std::string& ref_text);
+
+}  // namespace attnscope::analysis

@@ -1,0 +1,65 @@
+// The subcommands doing their jobs: info (table and JSON), analyze's summary, synth's structure
+// (checked by NumPy in check_synth.py), matrix round trips.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/test_support.h"
+
+using attnscope::test::CommandResult;
+using attnscope::test::run_command;
+
+namespace {
+
+CommandResult attnscope(const std::string& args) { return run_command(std::string(ATTNSCOPE_BINARY) + " " + args); }
+
+}  // namespace
+
+TEST(CliCommands, SynthHasPromisedStructure)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_synth");
+    EXPECT_NO_THROW(attnscope::test::run_python("app/check_synth.py", {ATTNSCOPE_BINARY, dir}));
+}
+
+TEST(CliCommands, InfoListsTensorsAndAttributes)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_info");
+    const std::string file = dir + "/s.h5";
+    ASSERT_EQ(attnscope("synth --n 36 --d 4 --heads 2 --kind local2d --seed 3 --out " + file).status, 0);
+    const CommandResult table = attnscope("info " + file);
+    ASSERT_EQ(table.status, 0) << table.err;
+    for (const char* needle : {"hdf5", "/q", "/k", "/v", "float32", "[2, 36, 4]", "@kind", "local2d", "@grid"})
+        EXPECT_NE(table.out.find(needle), std::string::npos) << needle << " not in:\n" << table.out;
+
+    const CommandResult js = attnscope("info --json " + file);
+    ASSERT_EQ(js.status, 0) << js.err;
+    const auto doc = nlohmann::json::parse(js.out);
+    EXPECT_EQ(doc["format"], "hdf5");
+    EXPECT_EQ(doc["attributes"]["kind"], "local2d");
+    EXPECT_EQ(doc["attributes"]["grid"], nlohmann::json::array({6, 6}));
+    ASSERT_EQ(doc["tensors"].size(), 3u);
+    EXPECT_EQ(doc["tensors"][0]["shape"], nlohmann::json::array({2, 36, 4}));
+    EXPECT_EQ(doc["tensors"][0]["dtype"], "float32");
+}
+
+TEST(CliCommands, AnalyzeSummaryAndJsonFile)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_analyze");
+    const std::string file = dir + "/s.h5";
+    ASSERT_EQ(attnscope("synth --n 64 --d 8 --heads 2 --kind local2d --out " + file).status, 0);
+    const std::string json = dir + "/r.json";
+    const CommandResult r = attnscope("analyze --q " + file + ":/q --k " + file + ":/k --head 1 --grid 8,8 --block-grid 2,2 --json " + json);
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const char* needle : {"softmax", "linear", "mhla", "rank", "N=64", "d=8", "blocks=4", "mixing=cos"})
+        EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;
+    const auto doc = nlohmann::json::parse(attnscope::test::read_text(json));
+    EXPECT_EQ(doc["attnscope_version"], "0.1.0");
+    EXPECT_EQ(doc["input"]["at"]["h"], 1);
+    EXPECT_EQ(doc["input"]["layout"], "hnd");
+    ASSERT_EQ(doc["results"].size(), 3u);
+    EXPECT_EQ(doc["results"][2]["params"]["blocks"], 4);
+    // linear rank <= feature dimension (8), softmax full rank on local data
+    EXPECT_LE(doc["results"][1]["rank"].get<int>(), 8);
+    EXPECT_GT(doc["results"][0]["rank"].get<int>(), 8);
+}
