@@ -104,7 +104,7 @@ private:
         Et *= m_scale;
         for (Index i = 0; i < T; ++i) {
             const Index allowed = m_causal ? r0 + i + 1 : nk;
-            auto col = Et.col(i);
+            Eigen::Ref<VectorXd> col = Et.col(i);
             const double mx = col.head(allowed).maxCoeff();
             col.head(allowed) = (col.head(allowed).array() - mx).exp();
             col.tail(nk - allowed).setZero();
@@ -182,13 +182,13 @@ struct SortedKernel {
             for (Index p0 = 0; p0 < size(i); p0 += chunk) {
                 const Index u0 = begin(i) + p0;
                 const Index T = std::min(chunk, size(i) - p0);
-                const auto Ac = a.middleRows(u0, T);
-                const auto Bc = b.middleRows(u0, T);
-                const auto Xc = X.middleRows(u0, T);
+                const Eigen::Ref<const MatrixXd> Ac = a.middleRows(u0, T);
+                const Eigen::Ref<const MatrixXd> Bc = b.middleRows(u0, T);
+                const Eigen::Ref<const MatrixXd> Xc = X.middleRows(u0, T);
                 H = W + cii * S;
                 G.noalias() = Ac * Bc.transpose();
                 G.triangularView<Eigen::StrictlyUpper>().setZero();
-                auto Yc = Y.middleRows(u0, T);
+                Eigen::Ref<MatrixXd> Yc = Y.middleRows(u0, T);
                 Yc.noalias() = Ac * H;
                 Yc.noalias() += cii * (G * Xc);
                 S.noalias() += Bc.transpose() * Xc;

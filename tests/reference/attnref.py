@@ -289,7 +289,7 @@ def spectrum(A, rank_rtol=None):
 def row_entropies(A):
     A = np.asarray(A, dtype=np.float64)
     safe = np.where(A > 0, A, 1.0)
-    return -np.sum(np.where(A > 0, A * np.log(safe), 0.0), axis=1)
+    return 0.0 - np.sum(np.where(A > 0, A * np.log(safe), 0.0), axis=1)   # 0.0 - x: no -0.0
 
 
 def entropy_stats(A, allowed):

@@ -453,7 +453,7 @@ TEST(Operator, BadArgumentsThrowWithUsefulMessages)
 
 TEST(Operator, LargeSoftmaxAndMhlaApplyWithoutDense)
 {
-    // N = 3000: the matrix-free paths against a few rows / columns formed by hand.
+    // N = 3000: the matrix-free paths against a few rows / columns formed by hand (no N x N anywhere).
     const Index n = 3000;
     const MatrixXd Q = random_matrix(n, 16, 91), K = random_matrix(n, 16, 92);
     const MatrixXd X = random_matrix(n, 2, 93);
@@ -470,6 +470,31 @@ TEST(Operator, LargeSoftmaxAndMhlaApplyWithoutDense)
             const VectorXd e = (s.array() - s.maxCoeff()).exp();
             const VectorXd a = e / e.sum();
             EXPECT_LE((Y.row(t) - a.transpose() * X).cwiseAbs().maxCoeff(), 1e-12 * X.cwiseAbs().maxCoeff());
+        }
+
+        // MHLA on a raster grid (blocks not contiguous in token order): rows and columns from the pieces.
+        o.blocks = grid_blocks({50, 60}, {5, 6});
+        o.feature_map.kind = FeatureMapKind::favor;
+        o.feature_map.favor_features = 32;
+        const auto op = make_operator(Mechanism::mhla, Q, K, o);
+        const KernelFactors& f = *op->kernel_pieces();
+        auto entry = [&](Index t, Index j) {
+            const Index bt = f.block[static_cast<std::size_t>(t)], bj = f.block[static_cast<std::size_t>(j)];
+            if (causal && !(bj < bt || (bj == bt && j <= t)))
+                return 0.0;
+            return f.row_scale(t) * f.mixing(bt, bj) * f.phi_q.row(t).dot(f.phi_k.row(j));
+        };
+        MatrixXd Yt(n, 2);
+        op->apply(X, Y);
+        op->apply_transpose(X, Yt);
+        for (Index t : {Index(0), Index(59), Index(1777), n - 1}) {
+            Eigen::RowVectorXd row(n), col(n);
+            for (Index j = 0; j < n; ++j) {
+                row(j) = entry(t, j);
+                col(j) = entry(j, t);
+            }
+            EXPECT_LE(test::max_rel_diff(Y.row(t), row * X), 1e-12) << "row " << t << " causal " << causal;
+            EXPECT_LE(test::max_rel_diff(Yt.row(t), col * X), 1e-12) << "column " << t << " causal " << causal;
         }
     }
 }
