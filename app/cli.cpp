@@ -1,8 +1,10 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -376,11 +378,20 @@ bool wants_cli(int argc, char** argv)
     // Flags the GUI understands are routed there; every other flag is the command line's.
     if (first == "--session" || first == "--screenshot")
         return false;
-    return !first.empty() && first[0] == '-';
+    if (!first.empty() && first[0] == '-')
+        return true;
+    // A word that is not a file is a mistyped subcommand: let the parser say so.
+    std::error_code ec;
+    return !std::filesystem::exists(first, ec);
 }
 
 int run_cli(int argc, char** argv)
 {
+    if (argc >= 2 && argv[1][0] != '-' &&
+        std::none_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return std::strcmp(s, argv[1]) == 0; })) {
+        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth) nor an existing file");
+        return 2;
+    }
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
                  "Without a subcommand (or with file names) attnscope opens the desktop app.",
                  "attnscope"};

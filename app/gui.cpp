@@ -2,6 +2,9 @@
 #include <QApplication>
 #include <QStringList>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "io/tensor_file.h"
 #include "main_window.h"
 
@@ -33,6 +36,12 @@ widgets::FileRow describe_file(const QString& path)
 
 int run_gui(int argc, char** argv)
 {
+    // Without a display Qt would abort with a cryptic xcb message; say what to do instead.
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM")) {
+        std::fprintf(stderr, "error: no display for the desktop app (DISPLAY is not set); run headless with a "
+                             "subcommand: info, analyze, matrix, synth (attnscope --help)\n");
+        return 2;
+    }
     QApplication qapp(argc, argv);
     QApplication::setApplicationName(QStringLiteral("AttnScope"));
     widgets::MainWindow window(describe_file);

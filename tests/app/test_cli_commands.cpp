@@ -12,7 +12,7 @@ using attnscope::test::run_command;
 
 namespace {
 
-CommandResult attnscope(const std::string& args) { return run_command(std::string(ATTNSCOPE_BINARY) + " " + args); }
+CommandResult run_attnscope(const std::string& args) { return run_command(std::string(ATTNSCOPE_BINARY) + " " + args); }
 
 }  // namespace
 
@@ -26,13 +26,13 @@ TEST(CliCommands, InfoListsTensorsAndAttributes)
 {
     const std::string dir = attnscope::test::fresh_work_dir("cli_info");
     const std::string file = dir + "/s.h5";
-    ASSERT_EQ(attnscope("synth --n 36 --d 4 --heads 2 --kind local2d --seed 3 --out " + file).status, 0);
-    const CommandResult table = attnscope("info " + file);
+    ASSERT_EQ(run_attnscope("synth --n 36 --d 4 --heads 2 --kind local2d --seed 3 --out " + file).status, 0);
+    const CommandResult table = run_attnscope("info " + file);
     ASSERT_EQ(table.status, 0) << table.err;
     for (const char* needle : {"hdf5", "/q", "/k", "/v", "float32", "[2, 36, 4]", "@kind", "local2d", "@grid"})
         EXPECT_NE(table.out.find(needle), std::string::npos) << needle << " not in:\n" << table.out;
 
-    const CommandResult js = attnscope("info --json " + file);
+    const CommandResult js = run_attnscope("info --json " + file);
     ASSERT_EQ(js.status, 0) << js.err;
     const auto doc = nlohmann::json::parse(js.out);
     EXPECT_EQ(doc["format"], "hdf5");
@@ -47,9 +47,9 @@ TEST(CliCommands, AnalyzeSummaryAndJsonFile)
 {
     const std::string dir = attnscope::test::fresh_work_dir("cli_analyze");
     const std::string file = dir + "/s.h5";
-    ASSERT_EQ(attnscope("synth --n 64 --d 8 --heads 2 --kind local2d --out " + file).status, 0);
+    ASSERT_EQ(run_attnscope("synth --n 64 --d 8 --heads 2 --kind local2d --out " + file).status, 0);
     const std::string json = dir + "/r.json";
-    const CommandResult r = attnscope("analyze --q " + file + ":/q --k " + file + ":/k --head 1 --grid 8,8 --block-grid 2,2 --json " + json);
+    const CommandResult r = run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --head 1 --grid 8,8 --block-grid 2,2 --json " + json);
     ASSERT_EQ(r.status, 0) << r.err;
     for (const char* needle : {"softmax", "linear", "mhla", "rank", "N=64", "d=8", "blocks=4", "mixing=cos"})
         EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;

@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "support/test_support.h"
@@ -19,13 +21,14 @@ class CliErrors : public ::testing::Test {
 protected:
     static void SetUpTestSuite()
     {
-        g_dir = attnscope::test::fresh_work_dir("cli_errors");
+        // CTest runs each test in its own process, in parallel: one folder per process.
+        g_dir = attnscope::test::fresh_work_dir("cli_errors_" + std::to_string(::getpid()));
         attnscope::test::run_python("app/make_cli_fixtures.py", {g_dir});
     }
 
     static std::string f(const std::string& name) { return g_dir + "/" + name; }
 
-    static CommandResult attnscope(const std::string& args)
+    static CommandResult run_attnscope(const std::string& args)
     {
         return run_command(std::string(ATTNSCOPE_BINARY) + " " + args);
     }
@@ -33,7 +36,7 @@ protected:
     // Exit 2, one line on stderr starting "error: ", containing every needle.
     static void expect_error(const std::string& args, std::initializer_list<std::string> needles)
     {
-        const CommandResult r = attnscope(args);
+        const CommandResult r = run_attnscope(args);
         EXPECT_EQ(r.status, 2) << "args: " << args << "\nstderr: " << r.err;
         EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << "args: " << args << "\nstderr: " << r.err;
         EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "args: " << args << "\nstderr: " << r.err;
@@ -166,7 +169,7 @@ TEST_F(CliErrors, OutputsAreAtomic)
     expect_error("analyze " + in + " --blocks 100 --json " + json, {"M=100"});
     EXPECT_EQ(attnscope::test::read_text(json), "precious");
     // A successful run replaces it.
-    const CommandResult ok = attnscope("matrix " + in + " --mechanism linear --out " + keep);
+    const CommandResult ok = run_attnscope("matrix " + in + " --mechanism linear --out " + keep);
     EXPECT_EQ(ok.status, 0) << ok.err;
     EXPECT_EQ(attnscope::test::read_text(keep).rfind("\x93NUMPY", 0), 0u);
     expect_no_leftovers();
@@ -174,9 +177,9 @@ TEST_F(CliErrors, OutputsAreAtomic)
 
 TEST_F(CliErrors, HelpAndVersionSucceed)
 {
-    EXPECT_EQ(attnscope("--help").status, 0);
-    EXPECT_EQ(attnscope("analyze --help").status, 0);
-    const CommandResult v = attnscope("--version");
+    EXPECT_EQ(run_attnscope("--help").status, 0);
+    EXPECT_EQ(run_attnscope("analyze --help").status, 0);
+    const CommandResult v = run_attnscope("--version");
     EXPECT_EQ(v.status, 0);
     EXPECT_NE(v.out.find("attnscope"), std::string::npos);
 }
