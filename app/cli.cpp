@@ -216,6 +216,7 @@ int run_analyze(const AnalyzeArgs& a)
     const attention::AttentionOptions options = a.mechanism.resolve();
     const analysis::MetricOptions metric_options = a.metrics.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(memory_limit);
     if (a.json_out && *a.json_out != "-")
         AtomicOutput probe(*a.json_out);   // fail on an unwritable destination before the work
 
@@ -264,6 +265,7 @@ int run_matrix(const MatrixArgs& a)
     const io::AxisSelection selection = a.selection.resolve();
     attention::AttentionOptions options = a.mechanism_args.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(memory_limit);
     AtomicOutput out(a.out);   // checks the folder before any work
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, std::nullopt, selection);

@@ -9,11 +9,24 @@ namespace attnscope::analysis {
 
 namespace {
 
-io::SelectedMatrix load_one(const std::string& ref_text, const io::AxisSelection& sel, const std::string& option)
+// `query_rank`: rank of the queries' tensor, or 0 when loading the queries themselves. Keys or values
+// of another rank with the default layout (e.g. keys [N, d] shared by every head, multi-query
+// attention) take only the --at indices of the axes they have.
+io::SelectedMatrix load_one(const std::string& ref_text, const io::AxisSelection& sel, const std::string& option,
+                            std::size_t query_rank, std::size_t* rank_out = nullptr)
 {
     const io::TensorRef ref = io::parse_tensor_ref(ref_text);
     const auto file = io::open_tensor_file(ref.file);
-    return io::load_selected(*file, ref.name, sel, option + " " + ref_text);
+    const io::TensorInfo& info = file->find(ref.name);
+    if (rank_out)
+        *rank_out = info.shape.size();
+    io::AxisSelection own = sel;
+    if (query_rank != 0 && sel.layout.empty() && info.shape.size() != query_rank) {
+        static const char* defaults[] = {"", "", "nd", "hnd", "bhnd"};
+        const std::string layout = info.shape.size() < 5 ? defaults[info.shape.size()] : "";
+        std::erase_if(own.at, [&](const auto& kv) { return layout.find(kv.first) == std::string::npos; });
+    }
+    return io::load_selected(*file, ref.name, own, option + " " + ref_text);
 }
 
 nlohmann::ordered_json at_json(const std::map<char, std::int64_t>& at)
@@ -30,8 +43,9 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
                          const io::AxisSelection& selection)
 {
     LoadedInputs in;
-    in.q = load_one(q_ref, selection, "--q");
-    in.k = load_one(k_ref, selection, "--k");
+    std::size_t q_rank = 0;
+    in.q = load_one(q_ref, selection, "--q", 0, &q_rank);
+    in.k = load_one(k_ref, selection, "--k", q_rank);
     const auto n = in.q.values.rows(), d = in.q.values.cols();
     if (in.k.values.rows() != n)
         throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.rows()) + " tokens but --q " + q_ref + " has " +
@@ -40,7 +54,7 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
         throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.cols()) + " features but --q " + q_ref +
                          " has " + std::to_string(d));
     if (v_ref) {
-        in.v = load_one(*v_ref, selection, "--v");
+        in.v = load_one(*v_ref, selection, "--v", q_rank);
         if (in.v->values.rows() != n)
             throw InputError("--v " + *v_ref + " has " + std::to_string(in.v->values.rows()) + " tokens but --q " + q_ref +
                              " has " + std::to_string(n));

@@ -71,6 +71,7 @@ class Inputs:
         with h5py.File(self.h5, "w") as f:
             f.create_dataset("layer0/attn/q", data=self.qk48[0])
             f.create_dataset("layer0/attn/k", data=self.qk48[1])
+            f.create_dataset("layer0/attn/k_shared", data=self.qk48[1][0])     # multi-query: one key head
         # N = 50 (one CLS + 7x7), [b=2, h=2, n=50, d=6] in .npz (bhnd)
         self.qk50 = rng.normal(size=(2, 2, 2, 50, 6)) * 0.8
         self.npz = os.path.join(work, "acts50.npz")
@@ -279,6 +280,7 @@ def group_cases(inp, work):
         ("sel_npz_layout", inp.qk50[0][0][1][3:], inp.qk50[1][0][1][3:],
          ["--layout", "bhnd", "--at", "h=1", "--prefix-tokens", "3"], ["softmax", "mhla"], {"blocks": 47}),
         ("sel_npy_nd", inp.q36, inp.k36, [], all3, {"chunk": 6}),
+        ("sel_mqa_shared_keys", Q48(2), K48(0), ["--head", "2"], all3, {"blocks": 4}),
     ]
     G["metrics"] = [
         ("met_rtol", Q48(0), K48(0), [], all3, {"blocks": 4}, {"rank_rtol": 1e-3}),
@@ -293,6 +295,8 @@ def group_cases(inp, work):
             name = case[0]
             if name.startswith("grid2d_cls") or name.startswith("sel_npz"):
                 refs[name] = (inp.npz + ":q", inp.npz + ":k")
+            elif name == "sel_mqa_shared_keys":
+                refs[name] = (h5q, inp.h5 + ":/layer0/attn/k_shared")
             elif name in ("grid2d_npy", "sel_npy_nd"):
                 refs[name] = (inp.q36_path, inp.k36_path)
             else:
