@@ -23,6 +23,14 @@ enum class DType { f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bo
 std::string_view dtype_name(DType t);
 std::size_t dtype_size(DType t);
 
+// An object in the file that is not a readable numeric tensor (an HDF5 string or compound dataset,
+// a zip member that is not a .npy array), with the reason. Listed so that `info` can show it and
+// find() can say why it cannot be selected.
+struct SkippedObject {
+    std::string name;
+    std::string reason;   // e.g. "element type is a variable-length string"
+};
+
 struct TensorInfo {
     std::string name;                  // HDF5: absolute dataset path "/layer3/q"; npz: member "q"; safetensors: key
     std::vector<std::int64_t> shape;   // row-major (C order) logical shape, as NumPy reports it
@@ -39,9 +47,12 @@ public:
     const std::vector<TensorInfo>& tensors() const { return m_tensors; }
     // File-level attributes: HDF5 root-group attributes, safetensors "__metadata__".
     const nlohmann::json& file_attributes() const { return m_file_attributes; }
+    // Objects present in the file but not readable as numeric tensors (not in tensors()).
+    const std::vector<SkippedObject>& skipped() const { return m_skipped; }
 
     // The tensor called `name`; an empty name means "the only tensor" (error if there are several).
-    // HDF5 names match with or without the leading '/'. Throws InputError listing the available names.
+    // HDF5 names match with or without the leading '/', npz members with or without ".npy".
+    // Throws InputError listing the available names (or saying why a skipped object is unreadable).
     const TensorInfo& find(std::string_view name) const;
 
     // Reads the box [start, start + count) of `tensor` (one entry per axis), widened to double, in
@@ -58,6 +69,7 @@ protected:
     std::string m_path;
     std::vector<TensorInfo> m_tensors;
     nlohmann::json m_file_attributes = nlohmann::json::object();
+    std::vector<SkippedObject> m_skipped;
 };
 
 // Opens by extension. Throws InputError for a missing/unreadable file, an unknown or refused
