@@ -57,6 +57,9 @@ public:
     virtual ~ByteSource() = default;
     // Reads exactly n bytes at `offset` into dst or throws InputError.
     virtual void read(std::uint64_t offset, std::size_t n, std::byte* dst) = 0;
+    // Told once before the reads: each run is run_bytes long, consecutive runs start stride_bytes
+    // apart (0: a single run), and no byte at or after `end` belongs to the array.
+    virtual void plan(std::uint64_t run_bytes, std::uint64_t stride_bytes, std::uint64_t end) {}
 };
 
 // An open file descriptor (closed on destruction).
@@ -80,13 +83,21 @@ private:
     std::uint64_t m_size = 0;
 };
 
+// Reads a file with pread. Many short runs close together (a Fortran-order head slice, an index
+// axis stored fastest) are served from a window of the file instead of one system call each.
 class FileSource final : public ByteSource {
 public:
     explicit FileSource(const FileHandle& file) : m_file(file) {}
-    void read(std::uint64_t offset, std::size_t n, std::byte* dst) override { m_file.read_exact(offset, n, dst); }
+    void read(std::uint64_t offset, std::size_t n, std::byte* dst) override;
+    void plan(std::uint64_t run_bytes, std::uint64_t stride_bytes, std::uint64_t end) override;
 
 private:
     const FileHandle& m_file;
+    bool m_windowed = false;
+    std::uint64_t m_end = 0;
+    std::vector<std::byte> m_window;
+    std::uint64_t m_window_offset = 0;
+    std::size_t m_window_len = 0;
 };
 
 // Where and how an array's elements are stored in a byte source.

@@ -101,6 +101,33 @@ void convert_elements(const std::byte* src, std::size_t n, DType t, bool swap, d
     }
 }
 
+void FileSource::plan(std::uint64_t run_bytes, std::uint64_t stride_bytes, std::uint64_t end)
+{
+    m_windowed = stride_bytes > 0 && run_bytes < 4096 && stride_bytes <= 16384;
+    m_end = std::min(end, m_file.size());
+    m_window_len = 0;
+}
+
+void FileSource::read(std::uint64_t offset, std::size_t n, std::byte* dst)
+{
+    constexpr std::size_t window = 1u << 20;
+    if (!m_windowed || n > window / 4) {
+        m_file.read_exact(offset, n, dst);
+        return;
+    }
+    if (offset < m_window_offset || offset + n > m_window_offset + m_window_len) {
+        if (offset + n > m_end) {   // cannot happen for a validated array; read directly to get the error
+            m_file.read_exact(offset, n, dst);
+            return;
+        }
+        m_window.resize(window);
+        m_window_offset = offset;
+        m_window_len = static_cast<std::size_t>(std::min<std::uint64_t>(window, m_end - offset));
+        m_file.read_exact(offset, m_window_len, m_window.data());
+    }
+    std::memcpy(dst, m_window.data() + (offset - m_window_offset), n);
+}
+
 std::vector<double> gather_box(ByteSource& source, const StoredArray& array, std::span<const std::int64_t> start,
                                std::span<const std::int64_t> count, std::uint64_t elements)
 {
@@ -141,6 +168,13 @@ std::vector<double> gather_box(ByteSource& source, const StoredArray& array, std
     while (run_axes < rank && count[order[run_axes - 1]] == array.shape[order[run_axes - 1]]) {
         run_len *= static_cast<std::uint64_t>(count[order[run_axes]]);
         ++run_axes;
+    }
+    {
+        std::uint64_t total = 1;
+        for (const auto s : array.shape)
+            total *= static_cast<std::uint64_t>(s);
+        const std::uint64_t stride = run_axes < rank ? sstride[order[run_axes]] * item : 0;
+        source.plan(run_len * item, stride, array.data_offset + total * item);
     }
     // In C order the run's elements are consecutive in the output as well.
     const bool contiguous_out = !array.fortran_order || rank == 1;

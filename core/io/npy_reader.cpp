@@ -52,9 +52,12 @@ private:
     std::string excerpt() const
     {
         std::string e;
-        for (char c : m_text.substr(0, 120))
+        std::string_view shown = m_text;
+        while (!shown.empty() && std::isspace(static_cast<unsigned char>(shown.back())))
+            shown.remove_suffix(1);
+        for (char c : shown.substr(0, 120))
             e += (static_cast<unsigned char>(c) >= 32 && static_cast<unsigned char>(c) < 127) ? c : '?';
-        if (m_text.size() > 120)
+        if (shown.size() > 120)
             e += "...";
         return e;
     }

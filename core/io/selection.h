@@ -34,6 +34,9 @@ struct AxisSelection {
 
 // The layout used for a tensor of rank `rank` under `sel` (validates: one 'n', one 'd', distinct
 // letters, length == rank; every --at key names an index axis of the layout and is in range).
+// A layout that is malformed in itself ("nnd", "b1nd", no 'n') or an --at on 'n'/'d' throws
+// std::invalid_argument; a layout or index that does not fit this tensor (wrong rank, axis not in the
+// layout, index out of range, rank without a default) throws InputError prefixed with `what`.
 std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, std::string_view what);
 
 struct SelectedMatrix {
@@ -44,8 +47,10 @@ struct SelectedMatrix {
 };
 
 // Reads only the selected N x d slice of `tensor_name` in `file`. `what` names the option for
-// messages (e.g. "--q acts.h5:/q"). Throws InputError on non-finite values (naming token and
-// feature), on a bad layout or index, or when prefix tokens leave no token.
+// messages (e.g. "--q acts.h5:/q"). Throws InputError on non-finite values ("--q acts.h5:/q:
+// non-finite value nan at token 3, feature 5 (selection h=2)"; the token is counted in the file,
+// before dropping prefix tokens), on a bad layout or index (see resolve_layout), on a tensor with no
+// token or no feature, or when prefix tokens leave no token.
 SelectedMatrix load_selected(const TensorFile& file, std::string_view tensor_name, const AxisSelection& sel,
                              std::string_view what);
 

@@ -48,7 +48,7 @@ std::string list_names(const std::vector<TensorInfo>& tensors)
     for (std::size_t i = 0; i < tensors.size() && i < shown; ++i) {
         if (i)
             out += ", ";
-        out += tensors[i].name;
+        out += tensors[i].name.empty() ? std::string("(the unnamed array)") : tensors[i].name;
     }
     if (tensors.size() > shown)
         out += fmt::format(", ... ({} more)", tensors.size() - shown);

@@ -32,7 +32,8 @@ struct SkippedObject {
 };
 
 struct TensorInfo {
-    std::string name;                  // HDF5: absolute dataset path "/layer3/q"; npz: member "q"; safetensors: key
+    std::string name;                  // HDF5: absolute dataset path "/layer3/q"; npz: member "q" (without
+                                       // ".npy"); safetensors: key; .npy: "" (one unnamed tensor)
     std::vector<std::int64_t> shape;   // row-major (C order) logical shape, as NumPy reports it
     DType dtype = DType::f32;
     nlohmann::json attributes = nlohmann::json::object();   // HDF5 dataset attributes (numbers, strings, arrays)

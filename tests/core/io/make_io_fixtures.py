@@ -110,6 +110,7 @@ extra_npy = {
     "npy/rank5_F.npy": np.asfortranarray(sample(">f8", (2, 3, 4, 5, 6))),
     "npy/rank5_C.npy": sample("<i4", (2, 3, 4, 5, 6)),
     "npy/large.npy": sample("<f4", (3, 300, 301)),   # several pieces of 2^18 elements per run
+    "npy/large_F.npy": np.asfortranarray(sample(">f4", (4, 300, 301))),   # short runs: windowed reads, refills
 }
 for rel, arr in extra_npy.items():
     np.save(os.path.join(OUT, rel), arr)
@@ -458,6 +459,13 @@ with h5py.File(os.path.join(BAD, "truncated.h5"), "w") as f:
     f["q"] = rng.standard_normal((64, 64))
 raw = open(os.path.join(BAD, "truncated.h5"), "rb").read()
 bad("truncated.h5", raw[:len(raw) // 2])
+with h5py.File(os.path.join(BAD, "corrupt_chunk.h5"), "w") as f:
+    ds = f.create_dataset("q", data=rng.standard_normal((4, 256)), chunks=(1, 256), compression="gzip")
+    chunk = ds.id.get_chunk_info(1)
+raw = bytearray(open(os.path.join(BAD, "corrupt_chunk.h5"), "rb").read())
+for i in range(chunk.byte_offset + 20, chunk.byte_offset + 60):   # inside the deflate stream of chunk 1
+    raw[i] ^= 0xA5
+bad("corrupt_chunk.h5", bytes(raw))
 bad("garbage.h5", bytes(rng.integers(0, 256, size=4096, dtype=np.uint8)))
 bad("npy_named.h5", open(os.path.join(OUT, "npy/vector.npy"), "rb").read())
 with h5py.File(os.path.join(BAD, "strings_only.h5"), "w") as f:

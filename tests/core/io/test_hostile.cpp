@@ -119,6 +119,14 @@ TEST(IoHostile, SafetensorsTooShort) { expect_bad("bad/short.safetensors", {"too
 TEST(IoHostile, Hdf5Truncated) { expect_bad("bad/truncated.h5", {"not a readable HDF5 file"}); }
 TEST(IoHostile, Hdf5Garbage) { expect_bad("bad/garbage.h5", {"not a readable HDF5 file", "signature"}); }
 TEST(IoHostile, Hdf5ThatIsReallyNpySaysSo) { expect_bad("bad/npy_named.h5", {"not a readable HDF5 file", "looks like a .npy file"}); }
+TEST(IoHostile, Hdf5CorruptChunkFailsTheReadNamingTheDataset)
+{
+    const auto file = io::open_tensor_file(fixture("bad/corrupt_chunk.h5"));
+    const auto& t = file->find("q");
+    // Chunk 0 is intact; the row in chunk 1 is not.
+    EXPECT_EQ(file->read_box(t, std::vector<std::int64_t>{0, 0}, std::vector<std::int64_t>{1, 256}).size(), 256u);
+    expect_throw_with<InputError>([&] { file->read_all(t); }, {"corrupt_chunk.h5:/q", "cannot read"});
+}
 TEST(IoHostile, Hdf5StringDatasetSelectedByName)
 {
     const auto file = io::open_tensor_file(fixture("bad/strings_only.h5"));
