@@ -230,19 +230,22 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
             H5Tset_size(mem.get(), H5T_VARIABLE);
             H5Tset_cset(mem.get(), cset);
             std::vector<char*> ptrs(n, nullptr);
-            if (H5Aread(attr, mem.get(), ptrs.data()) < 0)
-                return std::nullopt;
-            for (char* s : ptrs)
-                values.emplace_back(valid_utf8(s ? s : ""));
+            const bool ok = H5Aread(attr, mem.get(), ptrs.data()) >= 0;
+            if (ok)
+                for (char* s : ptrs)
+                    values.emplace_back(valid_utf8(s ? s : ""));
+            // Free what HDF5 allocated, also after a failed read (null entries are skipped).
 #if H5_VERSION_GE(1, 12, 0)
             H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
 #else
             H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
 #endif
+            if (!ok)
+                return std::nullopt;
         } else {
             const std::size_t size = H5Tget_size(type.get());
-            if (size == 0 || size > (1u << 20))
-                return std::nullopt;
+            if (size == 0 || static_cast<std::uint64_t>(size) * n > (16u << 20))
+                return nlohmann::json(fmt::format("({} strings of {} bytes, not shown)", n, size));
             const H5T_str_t pad = H5Tget_strpad(type.get());
             H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
             H5Tset_size(mem.get(), size);

@@ -184,7 +184,10 @@ private:
             m.member_name = member;
             m.size = st.size;
             if (!read_member_header(m)) {
-                m_skipped.push_back({name, "the archive member is not a .npy array"});
+                const bool pickle = name.size() >= 4 && name.compare(name.size() - 4, 4, ".pkl") == 0;
+                m_skipped.push_back({name, pickle ? "a pickle (this looks like a PyTorch checkpoint renamed to .npz; "
+                                                    "pickles are never loaded)"
+                                                  : "the archive member is not a .npy array"});
                 continue;
             }
             TensorInfo t;

@@ -3,7 +3,6 @@
 // then the data buffer (offsets are relative to it). Always little-endian, C order.
 // https://github.com/huggingface/safetensors#format
 #include <algorithm>
-#include <numeric>
 
 #include <fmt/format.h>
 

@@ -74,7 +74,8 @@ std::vector<double> read_f8(const std::string& relative)
 {
     const std::string bytes = read_text(fixture(relative));
     std::vector<double> v(bytes.size() / 8);
-    std::memcpy(v.data(), bytes.data(), v.size() * 8);   // little-endian host (x86-64, aarch64)
+    if (!v.empty())
+        std::memcpy(v.data(), bytes.data(), v.size() * 8);   // little-endian host (x86-64, aarch64)
     return v;
 }
 

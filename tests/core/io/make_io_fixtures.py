@@ -422,6 +422,10 @@ with zipfile.ZipFile(os.path.join(BAD, "member_bad_header.npz"), "w") as z:
     z.writestr("q.npy", npy_bytes("{'descr': '<c16', 'fortran_order': False, 'shape': (1,), }\n", b"\0" * 16))
 with zipfile.ZipFile(os.path.join(BAD, "member_not_npy.npz"), "w") as z:
     z.writestr("q.npy", b"this is not an npy file at all")
+with zipfile.ZipFile(os.path.join(BAD, "torch_renamed.npz"), "w") as z:   # what torch.save writes
+    z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+    z.writestr("archive/data/0", b"\0" * 16)
+    z.writestr("archive/version", b"3\n")
 bad("not_zip.npz", b"this is plain text, not a zip archive\n" * 4)
 
 # safetensors

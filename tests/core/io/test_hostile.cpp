@@ -92,6 +92,13 @@ TEST(IoHostile, NpzMemberTruncated) { expect_bad("bad/member_truncated.npz", {"m
 TEST(IoHostile, NpzMemberHugeShape) { expect_bad("bad/member_huge_shape.npz", {"member_huge_shape.npz:q.npy", "truncated"}); }
 TEST(IoHostile, NpzMemberUnsupportedType) { expect_bad("bad/member_bad_header.npz", {"member_bad_header.npz:q.npy", "complex128"}); }
 TEST(IoHostile, NpzMemberNotNpy) { expect_bad("bad/member_not_npy.npz", {"member_not_npy.npz:q.npy", "not a .npy"}); }
+TEST(IoHostile, NpzThatIsAPyTorchCheckpointLoadsNoPickle)
+{
+    const auto file = io::open_tensor_file(fixture("bad/torch_renamed.npz"));
+    EXPECT_TRUE(file->tensors().empty());
+    EXPECT_EQ(file->skipped().size(), 3u);
+    expect_throw_with<InputError>([&] { file->find(""); }, {"torch_renamed.npz", "no readable numeric tensor", "PyTorch"});
+}
 TEST(IoHostile, NpzNotAZip) { expect_bad("bad/not_zip.npz", {"not a valid .npz (zip) archive"}); }
 
 // ------------------------------------------------------------------------------------ .safetensors
