@@ -112,6 +112,10 @@ int run_info(const InfoArgs& a)
             tensors.push_back(std::move(e));
         }
         j["tensors"] = std::move(tensors);
+        ojson skipped = ojson::array();
+        for (const auto& s : file->skipped())
+            skipped.push_back(ojson{{"name", s.name}, {"reason", s.reason}});
+        j["skipped"] = std::move(skipped);
         std::cout << j.dump(2) << "\n";
         return 0;
     }
@@ -119,14 +123,18 @@ int run_info(const InfoArgs& a)
               << (file->tensors().size() == 1 ? "" : "s") << ")\n";
     for (const auto& [key, value] : file->file_attributes().items())
         std::cout << "  @" << key << " = " << compact(value) << "\n";
-    std::size_t width = 4;
+    // A .npy file's one tensor has no name.
+    auto shown = [](const std::string& name) { return name.empty() ? std::string("(array)") : name; };
+    std::size_t width = 7;
     for (const auto& t : file->tensors())
-        width = std::max(width, t.name.size());
+        width = std::max(width, shown(t.name).size());
     for (const auto& t : file->tensors()) {
-        std::cout << fmt::format("  {:<{}}  {:<8}  {}\n", t.name, width, io::dtype_name(t.dtype), shape_text(t.shape));
+        std::cout << fmt::format("  {:<{}}  {:<8}  {}\n", shown(t.name), width, io::dtype_name(t.dtype), shape_text(t.shape));
         for (const auto& [key, value] : t.attributes.items())
             std::cout << fmt::format("  {:<{}}    @{} = {}\n", "", width, key, compact(value));
     }
+    for (const auto& s : file->skipped())
+        std::cout << "  (not a tensor) " << s.name << ": " << s.reason << "\n";
     return 0;
 }
 
@@ -276,8 +284,7 @@ int run_matrix(const MatrixArgs& a)
                          " matrix needs " + std::to_string(static_cast<unsigned long long>(need / 1048576.0L)) +
                          " MiB, over the memory limit (--max-memory)");
     const auto mechanism = mechanisms.front();
-    if (mechanism == attention::Mechanism::linear)
-        options.normalize = attention::Normalize::row;   // attention.md 1.3
+    options = analysis::options_for(mechanism, options);   // attention.md 1.3: linear is row-normalised
     const ojson params = analysis::mechanism_params(mechanism, options, n, in.q.values.cols());
     const auto op = attention::make_operator(mechanism, in.q.values, in.k.values, options);
     const Eigen::MatrixXd A = op->dense();

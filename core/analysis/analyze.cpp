@@ -124,36 +124,48 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     }
 
     for (MechanismResult& r : results) {
-        // attention.md 1.3: linear attention is always row-normalised; --normalize concerns MHLA.
-        attention::AttentionOptions mechanism_options = options;
-        if (r.mechanism == Mechanism::linear)
-            mechanism_options.normalize = attention::Normalize::row;
+        const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
         const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
         Eigen::MatrixXd A = op->dense();
-        if (!A.allFinite()) {
-            r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
-                                 "no metric is reported");
-            continue;
-        }
-        if (metric_options.entropy) {
-            if ((A.array() < 0.0).any()) {
-                r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
-                                     std::string(attention::to_string(options.feature_map.kind)) +
-                                     "), so its rows are not distributions");
-            } else {
-                if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
-                    r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
-                                         std::string(attention::to_string(options.normalize)) +
-                                         "); entropy is computed from the entries as they are");
-                r.entropy = metrics::row_entropy(A, op->allowed_keys());
-            }
-        }
-        if (metric_options.spectrum) {
-            std::vector<double> s = metrics::singular_values(std::move(A));
-            r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
-        }
+        measure(r, A, true, op->allowed_keys(), mechanism_options, metric_options);
     }
     return results;
+}
+
+attention::AttentionOptions options_for(Mechanism mechanism, const attention::AttentionOptions& options)
+{
+    attention::AttentionOptions o = options;
+    if (mechanism == Mechanism::linear)
+        o.normalize = attention::Normalize::row;
+    return o;
+}
+
+void measure(MechanismResult& r, Eigen::MatrixXd& A, bool consume, const std::vector<Index>& allowed,
+             const attention::AttentionOptions& options, const MetricOptions& metric_options)
+{
+    if (!A.allFinite()) {
+        r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
+                             "no metric is reported");
+        return;
+    }
+    if (metric_options.entropy) {
+        if ((A.array() < 0.0).any()) {
+            r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
+                                 std::string(attention::to_string(options.feature_map.kind)) +
+                                 "), so its rows are not distributions");
+        } else {
+            if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+                r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
+                                     std::string(attention::to_string(options.normalize)) +
+                                     "); entropy is computed from the entries as they are");
+            r.entropy = metrics::row_entropy(A, allowed);
+        }
+    }
+    if (metric_options.spectrum) {
+        const Index n = A.rows();
+        std::vector<double> s = consume ? metrics::singular_values(std::move(A)) : metrics::singular_values(Eigen::MatrixXd(A));
+        r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
+    }
 }
 
 json result_json(const MechanismResult& r, const MetricOptions& mo)

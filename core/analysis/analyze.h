@@ -49,6 +49,14 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
                                      std::uint64_t memory_limit);
 
+// Measures the attention matrix A of `r.mechanism` into r (entropy unless undefined, then the spectrum),
+// adding warnings for what cannot be computed. The SVD destroys A when `consume` is true, else works on a copy.
+void measure(MechanismResult& r, Eigen::MatrixXd& A, bool consume, const std::vector<Index>& allowed,
+             const attention::AttentionOptions& options, const MetricOptions& metric_options);
+
+// The options a mechanism is computed with (attention.md 1.3: linear attention is always row-normalised).
+attention::AttentionOptions options_for(attention::Mechanism mechanism, const attention::AttentionOptions& options);
+
 // One element of "results" in the analyze JSON.
 nlohmann::ordered_json result_json(const MechanismResult& result, const MetricOptions& metric_options);
 

@@ -1,0 +1,81 @@
+#pragma once
+// Everything the desktop app shows for one selection, computed in one background job:
+// Q, K read from files -> the three attention matrices (kept, for the maps and query views) ->
+// spectra, ranks and row entropies -> the MHLA block layout and mixing matrix with its spectrum.
+// A mechanism whose options are impossible gets an error of its own; the others still compute.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/job.h"
+#include "attention/blocks.h"
+#include "attention/options.h"
+#include "io/selection.h"
+
+namespace attnscope::analysis {
+
+struct TensorSource {
+    std::string q_ref, k_ref;                // FILE[:NAME]
+    std::optional<std::string> v_ref;
+    io::AxisSelection selection;
+};
+
+struct ExploreRequest {
+    TensorSource source;
+    std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
+                                                    attention::Mechanism::mhla};
+    attention::AttentionOptions options;
+    std::optional<double> rank_rtol;
+    std::uint64_t memory_limit = 0;          // 0: default_memory_limit()
+};
+
+struct MechanismOutcome {
+    MechanismResult result;                             // mechanism, params, spectrum, entropy (rows included), warnings
+    std::shared_ptr<const Eigen::MatrixXd> matrix;      // N by N; null when this mechanism failed
+    std::vector<Eigen::Index> allowed_keys;             // n_t
+    std::string error;                                  // non-empty: this mechanism could not be computed
+};
+
+struct ExploreResult {
+    nlohmann::ordered_json input;                       // as in the analyze JSON
+    Eigen::Index n = 0, d = 0;
+    std::vector<MechanismOutcome> outcomes;             // in request order
+    std::optional<attention::BlockLayout> blocks;       // MHLA's blocks (when MHLA was requested and valid)
+    Eigen::MatrixXd mixing;                             // M by M (empty without MHLA)
+    std::vector<double> mixing_singular_values;
+    Eigen::Index mixing_rank = 0;
+    double seconds = 0;
+
+    const MechanismOutcome* find(attention::Mechanism m) const;
+    // The analyze JSON document of this result (same schema as `attnscope analyze --json`).
+    nlohmann::ordered_json to_json(bool with_row_entropy) const;
+};
+
+// Peak bytes an explore of N tokens with `mechanisms` needs (kept matrices plus one SVD).
+std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms);
+
+// Tokens the selection yields (after prefix tokens) without reading tensor data; throws like load_inputs.
+Eigen::Index selected_tokens(const TensorSource& source);
+
+// Runs the whole pipeline, reporting progress through ctx and stopping (JobCancelled) when cancelled.
+// Throws InputError / std::invalid_argument for unreadable inputs or a selection that does not fit.
+ExploreResult explore(const ExploreRequest& request, const JobContext& ctx);
+
+// Values for drawing an N x N matrix region on a small canvas: the region [r0, r1) x [c0, c1) of A
+// reduced to at most out_rows x out_cols cells by taking each cell's maximum (peaks stay visible) or
+// mean. Row-major result, out_rows * out_cols values (fewer rows/cols when the region is smaller).
+struct ReducedImage {
+    Eigen::Index rows = 0, cols = 0;          // cells
+    std::vector<double> values;               // row-major
+};
+enum class Reduce { max, mean };
+ReducedImage reduce_region(const Eigen::Ref<const Eigen::MatrixXd>& A, Eigen::Index r0, Eigen::Index r1, Eigen::Index c0,
+                           Eigen::Index c1, Eigen::Index out_rows, Eigen::Index out_cols, Reduce how);
+
+}  // namespace attnscope::analysis
