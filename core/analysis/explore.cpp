@@ -40,6 +40,37 @@ nlohmann::ordered_json ExploreResult::to_json(bool with_row_entropy) const
     return doc;
 }
 
+std::vector<Eigen::Index> ExploreResult::grid_coords(Eigen::Index t) const
+{
+    std::vector<Eigen::Index> c(token_grid.size());
+    if (token_grid.empty() || t < 0 || t >= n)
+        return {};
+    if (token_order == attention::TokenOrder::blocked && blocks && blocks->block_grid.size() == token_grid.size()) {
+        // Block b's tokens first, raster order inside the block (attention.md 1.5).
+        const auto& bg = blocks->block_grid;
+        const std::size_t k = token_grid.size();
+        std::vector<Eigen::Index> inner(k);
+        Eigen::Index per_block = 1;
+        for (std::size_t a = 0; a < k; ++a) {
+            inner[a] = token_grid[a] / bg[a];
+            per_block *= inner[a];
+        }
+        Eigen::Index b = t / per_block, p = t % per_block;
+        for (std::size_t a = k; a-- > 0;) {
+            c[a] = (b % bg[a]) * inner[a] + p % inner[a];
+            b /= bg[a];
+            p /= inner[a];
+        }
+        return c;
+    }
+    Eigen::Index r = t;
+    for (std::size_t a = token_grid.size(); a-- > 0;) {
+        c[a] = r % token_grid[a];
+        r /= token_grid[a];
+    }
+    return c;
+}
+
 std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms)
 {
     const long double nn = static_cast<long double>(n) * static_cast<long double>(n) * 8.0L;
@@ -126,6 +157,16 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
             // MHLA's own outcome already carries the message.
         }
     }
+    out.token_grid = request.token_grid;
+    if (request.options.blocks.kind == attention::BlockSpec::Kind::grid) {
+        out.token_grid = request.options.blocks.grid;
+        out.token_order = request.options.blocks.order;
+    }
+    Eigen::Index cells = 1;
+    for (auto g : out.token_grid)
+        cells *= g;
+    if (!out.token_grid.empty() && cells != out.n)
+        out.token_grid.clear();   // a display grid that does not hold N tokens is ignored
     ctx.progress(1.0, "done");
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;

@@ -33,6 +33,7 @@ struct ExploreRequest {
     attention::AttentionOptions options;
     std::optional<double> rank_rtol;
     std::uint64_t memory_limit = 0;          // 0: default_memory_limit()
+    std::vector<Eigen::Index> token_grid;    // (H, W) or (T, H, W) for display when tokens lie on a grid; may be empty
 };
 
 struct MechanismOutcome {
@@ -50,7 +51,12 @@ struct ExploreResult {
     Eigen::MatrixXd mixing;                             // M by M (empty without MHLA)
     std::vector<double> mixing_singular_values;
     Eigen::Index mixing_rank = 0;
+    std::vector<Eigen::Index> token_grid;               // from the request (or the grid blocks); empty for 1-D data
+    attention::TokenOrder token_order = attention::TokenOrder::raster;
     double seconds = 0;
+
+    // Grid coordinates of token t (raster or blocked order, as the blocks define it); empty for 1-D data.
+    std::vector<Eigen::Index> grid_coords(Eigen::Index t) const;
 
     const MechanismOutcome* find(attention::Mechanism m) const;
     // The analyze JSON document of this result (same schema as `attnscope analyze --json`).

@@ -1,0 +1,1 @@
+target_sources(attnscope_widgets PRIVATE main_window.cpp main_window.h)
