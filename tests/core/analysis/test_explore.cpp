@@ -1,0 +1,168 @@
+// explore(): the GUI's pipeline gives the same numbers as analyze(), keeps the matrices, reports the
+// mixing matrix, isolates a failing mechanism, maps tokens to grid coordinates like NumPy.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "analysis/analyze.h"
+#include "analysis/explore.h"
+#include "analysis/inputs.h"
+#include "analysis/synth.h"
+#include "io/writers.h"
+#include "support/test_support.h"
+#include "util/error.h"
+
+using namespace attnscope;
+using attention::Mechanism;
+
+namespace {
+
+std::string write_sample(const std::string& dir, Eigen::Index n, Eigen::Index d, const std::string& kind,
+                         std::vector<Eigen::Index> grid = {})
+{
+    analysis::SynthOptions o;
+    o.n = n;
+    o.d = d;
+    o.heads = 2;
+    o.kind = kind;
+    o.grid = grid;
+    o.seed = 3;
+    const auto data = analysis::synthesize(o, 1ULL << 30);
+    io::DatasetOut q{"/q", {2, n, d}, data.q}, k{"/k", {2, n, d}, data.k};
+    const std::string path = dir + "/s.h5";
+    io::write_hdf5(path, {q, k});
+    return path;
+}
+
+analysis::ExploreRequest request_for(const std::string& path)
+{
+    analysis::ExploreRequest r;
+    r.source.q_ref = path + ":/q";
+    r.source.k_ref = path + ":/k";
+    r.source.selection.at['h'] = 1;
+    return r;
+}
+
+}  // namespace
+
+TEST(Explore, SameNumbersAsAnalyze)
+{
+    const std::string dir = test::fresh_work_dir("explore_same");
+    const std::string path = write_sample(dir, 64, 8, "local2d", {8, 8});
+    auto req = request_for(path);
+    req.options.blocks.kind = attention::BlockSpec::Kind::grid;
+    req.options.blocks.grid = {8, 8};
+    req.options.blocks.block_grid = {2, 4};
+    const auto res = analysis::explore(req, analysis::JobContext{});
+    ASSERT_EQ(res.outcomes.size(), 3u);
+    EXPECT_EQ(res.n, 64);
+    EXPECT_EQ(res.d, 8);
+
+    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
+    analysis::MetricOptions mo;
+    const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto& o = res.outcomes[i];
+        ASSERT_TRUE(o.error.empty()) << o.error;
+        ASSERT_TRUE(o.matrix);
+        EXPECT_EQ(o.matrix->rows(), 64);
+        ASSERT_TRUE(o.result.spectrum && ref[i].spectrum);
+        EXPECT_EQ(o.result.spectrum->rank, ref[i].spectrum->rank);
+        ASSERT_EQ(o.result.spectrum->singular_values.size(), ref[i].spectrum->singular_values.size());
+        for (std::size_t j = 0; j < ref[i].spectrum->singular_values.size(); ++j)
+            EXPECT_DOUBLE_EQ(o.result.spectrum->singular_values[j], ref[i].spectrum->singular_values[j]);
+        ASSERT_TRUE(o.result.entropy && ref[i].entropy);
+        EXPECT_DOUBLE_EQ(o.result.entropy->mean, ref[i].entropy->mean);
+        EXPECT_EQ(o.result.entropy->rows.size(), 64u);   // row entropies always kept for the views
+        EXPECT_EQ(o.result.params, ref[i].params);
+    }
+    // The mixing matrix of the 2x4 block grid and its rank.
+    ASSERT_TRUE(res.blocks.has_value());
+    EXPECT_EQ(res.mixing.rows(), 8);
+    EXPECT_GE(res.mixing_rank, 1);
+    EXPECT_EQ(res.mixing_singular_values.size(), 8u);
+    EXPECT_EQ(res.token_grid, (std::vector<Eigen::Index>{8, 8}));
+    // JSON view of the result has the analyze schema.
+    const auto doc = res.to_json(false);
+    EXPECT_EQ(doc["results"].size(), 3u);
+    EXPECT_EQ(doc["input"]["n"], 64);
+}
+
+TEST(Explore, FailingMechanismIsIsolated)
+{
+    const std::string dir = test::fresh_work_dir("explore_fail");
+    const std::string path = write_sample(dir, 30, 4, "gaussian");
+    auto req = request_for(path);
+    req.options.blocks.blocks = 7;                          // unequal blocks: official normalisation is impossible
+    req.options.normalize = attention::Normalize::official;
+    const auto res = analysis::explore(req, analysis::JobContext{});
+    ASSERT_EQ(res.outcomes.size(), 3u);
+    EXPECT_TRUE(res.outcomes[0].error.empty());
+    EXPECT_TRUE(res.outcomes[1].error.empty());            // linear ignores --normalize
+    EXPECT_FALSE(res.outcomes[2].error.empty());
+    EXPECT_FALSE(res.outcomes[2].matrix);
+    EXPECT_NE(res.outcomes[2].error.find("official"), std::string::npos) << res.outcomes[2].error;
+}
+
+TEST(Explore, BadInputThrowsAndCancelStops)
+{
+    const std::string dir = test::fresh_work_dir("explore_bad");
+    const std::string path = write_sample(dir, 16, 4, "gaussian");
+    auto req = request_for(path);
+    req.source.selection.at['h'] = 5;
+    EXPECT_ANY_THROW(analysis::explore(req, analysis::JobContext{}));
+    req.source.selection.at['h'] = 0;
+    req.memory_limit = 1000;
+    EXPECT_THROW(analysis::explore(req, analysis::JobContext{}), InputError);
+    req.memory_limit = 0;
+    analysis::JobContext ctx;
+    ctx.token.cancel();
+    EXPECT_THROW(analysis::explore(req, ctx), analysis::JobCancelled);
+    EXPECT_EQ(analysis::selected_tokens(req.source), 16);
+}
+
+TEST(Explore, GridCoordinatesMatchNumPy)
+{
+    // Raster: numpy.unravel_index(t, (4, 6)). Blocked with block grid (2, 3): block b = t // 4 at
+    // unravel_index(b, (2, 3)), position p = t % 4 at unravel_index(p, (2, 2)) inside the block.
+    analysis::ExploreResult r;
+    r.n = 24;
+    r.token_grid = {4, 6};
+    EXPECT_EQ(r.grid_coords(0), (std::vector<Eigen::Index>{0, 0}));
+    EXPECT_EQ(r.grid_coords(7), (std::vector<Eigen::Index>{1, 1}));
+    EXPECT_EQ(r.grid_coords(23), (std::vector<Eigen::Index>{3, 5}));
+    EXPECT_TRUE(r.grid_coords(24).empty());
+    attention::BlockSpec spec;
+    spec.kind = attention::BlockSpec::Kind::grid;
+    spec.grid = {4, 6};
+    spec.block_grid = {2, 3};
+    spec.order = attention::TokenOrder::blocked;
+    r.blocks = attention::make_blocks(spec, 24);
+    r.token_order = attention::TokenOrder::blocked;
+    EXPECT_EQ(r.grid_coords(0), (std::vector<Eigen::Index>{0, 0}));
+    EXPECT_EQ(r.grid_coords(3), (std::vector<Eigen::Index>{1, 1}));    // block 0, position 3
+    EXPECT_EQ(r.grid_coords(5), (std::vector<Eigen::Index>{0, 3}));    // block 1 (0,1), position 1 -> (0, 2+1)
+    EXPECT_EQ(r.grid_coords(23), (std::vector<Eigen::Index>{3, 5}));   // block 5 (1,2), position 3 (1,1)
+    // Every token's coordinates agree with the blocks' own assignment.
+    for (Eigen::Index t = 0; t < 24; ++t) {
+        const auto c = r.grid_coords(t);
+        const Eigen::Index block = (c[0] / 2) * 3 + c[1] / 2;
+        EXPECT_EQ(block, r.blocks->block_of_token[static_cast<std::size_t>(t)]) << t;
+    }
+}
+
+TEST(Explore, ReduceRegion)
+{
+    Eigen::MatrixXd a(4, 6);
+    for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 6; ++j)
+            a(i, j) = i * 6 + j;
+    const auto mx = analysis::reduce_region(a, 0, 4, 0, 6, 2, 3, analysis::Reduce::max);
+    EXPECT_EQ(mx.rows, 2);
+    EXPECT_EQ(mx.cols, 3);
+    EXPECT_EQ(mx.values, (std::vector<double>{7, 9, 11, 19, 21, 23}));
+    const auto mean = analysis::reduce_region(a, 2, 4, 0, 2, 8, 8, analysis::Reduce::mean);
+    EXPECT_EQ(mean.rows, 2);   // never more cells than the region
+    EXPECT_EQ(mean.values, (std::vector<double>{12, 13, 18, 19}));
+    EXPECT_TRUE(analysis::reduce_region(a, 3, 3, 0, 6, 2, 2, analysis::Reduce::max).values.empty());
+}
