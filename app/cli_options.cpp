@@ -153,6 +153,9 @@ void MetricArgs::add_to(CLI::App& cmd)
 {
     const char* g = "Metrics";
     cmd.add_option("--metrics", metrics, "What to compute: spectrum,entropy (default both)")->group(g);
+    cmd.add_option("--method", method,
+                   "Singular values: auto | dense | structured (exact from the factors of non-causal linear / MHLA; "
+                   "default auto: structured where cheaper)")->group(g);
     cmd.add_option("--rank-rtol", rank_rtol, "Rank tolerance relative to s_1 (default: NumPy's matrix_rank rule)")->group(g);
     cmd.add_option("--top-k", top_k, "Report only the k largest singular values")->group(g);
     cmd.add_flag("--row-entropy", row_entropy, "Include every row's entropy")->group(g);
@@ -181,6 +184,7 @@ analysis::MetricOptions MetricArgs::resolve() const
             throw std::invalid_argument("--top-k must be at least 1 (got " + std::to_string(*top_k) + ")");
         m.top_k = *top_k;
     }
+    m.method = analysis::parse_spectrum_method(method);
     m.row_entropy = row_entropy;
     if (row_entropy && !m.entropy)
         throw std::invalid_argument("--row-entropy needs entropy in --metrics");

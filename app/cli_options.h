@@ -44,6 +44,7 @@ struct MechanismArgs {
 };
 
 struct MetricArgs {
+    std::string method = "auto";
     std::string metrics = "spectrum,entropy";
     std::optional<double> rank_rtol;
     std::optional<std::int64_t> top_k;

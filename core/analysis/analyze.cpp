@@ -10,6 +10,7 @@
 #include "attention/blocks.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
+#include "metrics/structured.h"
 #include "util/error.h"
 
 namespace attnscope::analysis {
@@ -127,7 +128,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
         const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
         Eigen::MatrixXd A = op->dense();
-        measure(r, A, true, op->allowed_keys(), mechanism_options, metric_options);
+        measure(r, *op, A, true, mechanism_options, metric_options);
     }
     return results;
 }
@@ -140,9 +141,37 @@ attention::AttentionOptions options_for(Mechanism mechanism, const attention::At
     return o;
 }
 
-void measure(MechanismResult& r, Eigen::MatrixXd& A, bool consume, const std::vector<Index>& allowed,
+std::string_view to_string(SpectrumMethod m)
+{
+    switch (m) {
+    case SpectrumMethod::automatic: return "auto";
+    case SpectrumMethod::dense: return "dense";
+    case SpectrumMethod::structured: return "structured";
+    }
+    return "auto";
+}
+
+SpectrumMethod parse_spectrum_method(std::string_view s)
+{
+    if (s == "auto")
+        return SpectrumMethod::automatic;
+    if (s == "dense")
+        return SpectrumMethod::dense;
+    if (s == "structured")
+        return SpectrumMethod::structured;
+    throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured");
+}
+
+void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd& A, bool consume,
              const attention::AttentionOptions& options, const MetricOptions& metric_options)
 {
+    const attention::KernelFactors* factors = op.factors();
+    if (metric_options.spectrum && metric_options.method == SpectrumMethod::structured && !factors)
+        throw std::invalid_argument(std::string(attention::to_string(r.mechanism)) +
+                                    (options.causal ? " (causal)" : "") +
+                                    " attention has no low-rank factors: --method structured applies to non-causal "
+                                    "linear and MHLA only (use --method auto)");
+    const std::vector<Index> allowed = op.allowed_keys();
     if (!A.allFinite()) {
         r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
                              "no metric is reported");
@@ -159,12 +188,22 @@ void measure(MechanismResult& r, Eigen::MatrixXd& A, bool consume, const std::ve
                                      std::string(attention::to_string(options.normalize)) +
                                      "); entropy is computed from the entries as they are");
             r.entropy = metrics::row_entropy(A, allowed);
+            r.entropy_method = "dense";
         }
     }
     if (metric_options.spectrum) {
         const Index n = A.rows();
-        std::vector<double> s = consume ? metrics::singular_values(std::move(A)) : metrics::singular_values(Eigen::MatrixXd(A));
+        // Structured is exact; auto takes it when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
+        const bool structured = factors && (metric_options.method == SpectrumMethod::structured ||
+                                            (metric_options.method == SpectrumMethod::automatic &&
+                                             metrics::structured_core_size(*factors) < n));
+        std::vector<double> s;
+        if (structured)
+            s = metrics::structured_singular_values(*factors);
+        else
+            s = consume ? metrics::singular_values(std::move(A)) : metrics::singular_values(Eigen::MatrixXd(A));
         r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
+        r.spectrum_method = structured ? "structured" : "dense";
     }
 }
 
@@ -173,7 +212,12 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
     json j = json::object();
     j["mechanism"] = std::string(attention::to_string(r.mechanism));
     j["params"] = r.params;
-    j["method"] = "dense";
+    nlohmann::ordered_json method = nlohmann::ordered_json::object();
+    if (!r.spectrum_method.empty())
+        method["spectrum"] = r.spectrum_method;
+    if (!r.entropy_method.empty())
+        method["entropy"] = r.entropy_method;
+    j["method"] = std::move(method);
     if (mo.spectrum) {
         if (r.spectrum) {
             const auto& s = *r.spectrum;

@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "attention/operator.h"
 #include "attention/options.h"
 #include "metrics/metrics.h"
 
@@ -16,7 +17,15 @@ namespace attnscope::analysis {
 
 using Index = Eigen::Index;
 
+// How the singular values are computed: `dense` (dgesdd on the N x N matrix), `structured` (exact, from
+// the low-rank factors of non-causal linear / MHLA, metrics/structured.h), `auto` (structured where it is
+// cheaper, dense otherwise).
+enum class SpectrumMethod { automatic, dense, structured };
+std::string_view to_string(SpectrumMethod m);
+SpectrumMethod parse_spectrum_method(std::string_view s);   // throws std::invalid_argument
+
 struct MetricOptions {
+    SpectrumMethod method = SpectrumMethod::automatic;
     bool spectrum = true;               // singular values and the ranks
     bool entropy = true;                // row-entropy statistics
     std::optional<double> rank_rtol;    // tol = rtol * s_1 instead of the NumPy rule
@@ -30,6 +39,8 @@ struct MechanismResult {
     std::optional<metrics::SpectrumMetrics> spectrum;   // absent when not requested or not computable
     std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined
     std::vector<std::string> warnings;
+    std::string spectrum_method;                        // "dense" or "structured" (empty: no spectrum)
+    std::string entropy_method;                         // "dense" (empty: no entropy)
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -49,9 +60,11 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
                                      std::uint64_t memory_limit);
 
-// Measures the attention matrix A of `r.mechanism` into r (entropy unless undefined, then the spectrum),
-// adding warnings for what cannot be computed. The SVD destroys A when `consume` is true, else works on a copy.
-void measure(MechanismResult& r, Eigen::MatrixXd& A, bool consume, const std::vector<Index>& allowed,
+// Measures the attention matrix A of `op` into r (entropy unless undefined, then the spectrum by the
+// method chosen), adding warnings for what cannot be computed. A dense SVD destroys A when `consume` is
+// true, else works on a copy. Throws std::invalid_argument when --method structured meets an operator
+// without factors (softmax, causal).
+void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd& A, bool consume,
              const attention::AttentionOptions& options, const MetricOptions& metric_options);
 
 // The options a mechanism is computed with (attention.md 1.3: linear attention is always row-normalised).

@@ -288,6 +288,11 @@ def group_cases(inp, work):
         ("met_rows", Q48(1), K48(1), ["--head", "1"], all3, {"blocks": 4, "causal": True}, {"row_entropy": True}),
         ("met_spectrum_only", Q48(1), K48(1), ["--head", "1"], all3, {}, {"metrics": "spectrum"}),
         ("met_entropy_only", Q48(1), K48(1), ["--head", "1"], all3, {}, {"metrics": "entropy", "row_entropy": True}),
+        ("met_method_dense", Q48(2), K48(2), ["--head", "2"], all3, {"blocks": 6}, {"method": "dense"}),
+        ("met_method_structured", Q48(2), K48(2), ["--head", "2"], ["linear", "mhla"], {"chunk": 5, "feature_map": "elu1"},
+         {"method": "structured"}),
+        ("met_method_structured_favor", Q48(0), K48(0), [], ["linear", "mhla"],
+         {"blocks": 3, "feature_map": "favor", "favor_features": 20}, {"method": "structured"}),
     ]
     refs = {}
     for g, cases in G.items():

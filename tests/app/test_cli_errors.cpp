@@ -114,6 +114,9 @@ TEST_F(CliErrors, ImpossibleOptions)
     expect_error("analyze " + in + " --rank-rtol 2", {"--rank-rtol"});
     expect_error("analyze " + in + " --metrics spectrum,rank", {"rank"});
     expect_error("analyze " + in + " --frobnicate", {"frobnicate"});
+    expect_error("analyze " + in + " --method fast", {"--method", "fast"});
+    expect_error("analyze " + in + " --method structured", {"softmax", "structured"});
+    expect_error("analyze " + in + " --mechanism linear --causal --method structured", {"causal", "structured"});
     expect_error("analyze --q " + f("good.h5") + ":/q", {"--k"});
     expect_error("frobnicate", {"frobnicate"});
 }
