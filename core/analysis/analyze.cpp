@@ -10,6 +10,7 @@
 #include "attention/blocks.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
+#include "metrics/streaming.h"
 #include "metrics/structured.h"
 #include "util/error.h"
 
@@ -109,11 +110,12 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     if (metric_options.rank_rtol && !(*metric_options.rank_rtol > 0.0 && *metric_options.rank_rtol < 1.0))
         throw std::invalid_argument("--rank-rtol must lie in (0, 1)");
 
-    const std::uint64_t need = dense_memory_bytes(n);
-    if (need > memory_limit)
-        throw InputError("N=" + std::to_string(n) + " tokens: the dense " + std::to_string(n) + " x " + std::to_string(n) +
-                         " analysis needs about " + human_bytes(need) + ", over the memory limit of " +
-                         human_bytes(memory_limit) + " (--max-memory); select fewer tokens");
+    // Tiles of streaming entropy and the factors: a few times N x (d + 4096) doubles at most.
+    const long double light = static_cast<long double>(n) * (static_cast<long double>(d) * 8.0L + 4096.0L) * 8.0L;
+    if (light > static_cast<long double>(memory_limit))
+        throw InputError("N=" + std::to_string(n) + " tokens: even the streaming analysis needs about " +
+                         human_bytes(static_cast<std::uint64_t>(light)) + ", over the memory limit of " +
+                         human_bytes(memory_limit) + " (--max-memory)");
 
     // Resolve every mechanism's parameters first, so that an impossible option fails before any work.
     std::vector<MechanismResult> results;
@@ -127,8 +129,20 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     for (MechanismResult& r : results) {
         const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
         const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
-        Eigen::MatrixXd A = op->dense();
-        measure(r, *op, A, true, mechanism_options, metric_options);
+        // All singular values without factors need the dense matrix; everything else streams.
+        if (metric_options.spectrum && !use_structured(*op, metric_options)) {
+            const std::uint64_t need = dense_memory_bytes(n);
+            if (need > memory_limit)
+                throw InputError(std::string(attention::to_string(r.mechanism)) + ", N=" + std::to_string(n) +
+                                 ": all singular values need the dense " + std::to_string(n) + " x " + std::to_string(n) +
+                                 " matrix, about " + human_bytes(need) + ", over the memory limit of " +
+                                 human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), "
+                                 "and --method structured for non-causal linear and MHLA");
+            Eigen::MatrixXd A = op->dense();
+            measure(r, *op, &A, true, mechanism_options, metric_options);
+        } else {
+            measure(r, *op, nullptr, false, mechanism_options, metric_options);
+        }
     }
     return results;
 }
@@ -162,46 +176,73 @@ SpectrumMethod parse_spectrum_method(std::string_view s)
     throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured");
 }
 
-void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd& A, bool consume,
-             const attention::AttentionOptions& options, const MetricOptions& metric_options)
+bool use_structured(const attention::AttentionOperator& op, const MetricOptions& metric_options)
 {
     const attention::KernelFactors* factors = op.factors();
-    if (metric_options.spectrum && metric_options.method == SpectrumMethod::structured && !factors)
-        throw std::invalid_argument(std::string(attention::to_string(r.mechanism)) +
-                                    (options.causal ? " (causal)" : "") +
-                                    " attention has no low-rank factors: --method structured applies to non-causal "
-                                    "linear and MHLA only (use --method auto)");
+    if (!metric_options.spectrum)
+        return false;
+    if (metric_options.method == SpectrumMethod::structured) {
+        if (!factors)
+            throw std::invalid_argument(std::string(attention::to_string(op.mechanism())) +
+                                        (op.kernel_pieces() && op.kernel_pieces()->causal ? " (causal)" : "") +
+                                        " attention has no low-rank factors: --method structured applies to non-causal "
+                                        "linear and MHLA only (use --method auto)");
+        return true;
+    }
+    // Structured is exact; auto takes it when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
+    return metric_options.method == SpectrumMethod::automatic && factors &&
+           metrics::structured_core_size(*factors) < op.rows();
+}
+
+void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
+             const attention::AttentionOptions& options, const MetricOptions& metric_options)
+{
+    const bool structured = use_structured(op, metric_options);
+    if (metric_options.spectrum && !structured && !A)
+        throw std::logic_error("measure: a dense spectrum needs the dense matrix");
     const std::vector<Index> allowed = op.allowed_keys();
-    if (!A.allFinite()) {
-        r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
-                             "no metric is reported");
+    const std::string non_finite = "the attention matrix has non-finite entries (a row normaliser is zero); "
+                                   "no metric is reported";
+    if (A && !A->allFinite()) {
+        r.warnings.push_back(non_finite);
         return;
     }
     if (metric_options.entropy) {
-        if ((A.array() < 0.0).any()) {
+        bool negative = false;
+        if (A) {
+            negative = (A->array() < 0.0).any();
+            if (!negative) {
+                r.entropy = metrics::row_entropy(*A, allowed);
+                r.entropy_method = "dense";
+            }
+        } else {
+            metrics::StreamedEntropy streamed = metrics::streaming_row_entropy(op);
+            if (streamed.non_finite) {
+                r.warnings.push_back(non_finite);
+                return;
+            }
+            negative = streamed.negative;
+            if (streamed.stats) {
+                r.entropy = std::move(streamed.stats);
+                r.entropy_method = "streaming";
+            }
+        }
+        if (negative)
             r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
                                  std::string(attention::to_string(options.feature_map.kind)) +
                                  "), so its rows are not distributions");
-        } else {
-            if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
-                r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
-                                     std::string(attention::to_string(options.normalize)) +
-                                     "); entropy is computed from the entries as they are");
-            r.entropy = metrics::row_entropy(A, allowed);
-            r.entropy_method = "dense";
-        }
+        else if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+            r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
+                                 std::string(attention::to_string(options.normalize)) +
+                                 "); entropy is computed from the entries as they are");
     }
     if (metric_options.spectrum) {
-        const Index n = A.rows();
-        // Structured is exact; auto takes it when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
-        const bool structured = factors && (metric_options.method == SpectrumMethod::structured ||
-                                            (metric_options.method == SpectrumMethod::automatic &&
-                                             metrics::structured_core_size(*factors) < n));
+        const Index n = op.rows();
         std::vector<double> s;
         if (structured)
-            s = metrics::structured_singular_values(*factors);
+            s = metrics::structured_singular_values(*op.factors());
         else
-            s = consume ? metrics::singular_values(std::move(A)) : metrics::singular_values(Eigen::MatrixXd(A));
+            s = consume ? metrics::singular_values(std::move(*A)) : metrics::singular_values(Eigen::MatrixXd(*A));
         r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
         r.spectrum_method = structured ? "structured" : "dense";
     }

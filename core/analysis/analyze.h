@@ -40,7 +40,7 @@ struct MechanismResult {
     std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined
     std::vector<std::string> warnings;
     std::string spectrum_method;                        // "dense" or "structured" (empty: no spectrum)
-    std::string entropy_method;                         // "dense" (empty: no entropy)
+    std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -64,8 +64,13 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
 // method chosen), adding warnings for what cannot be computed. A dense SVD destroys A when `consume` is
 // true, else works on a copy. Throws std::invalid_argument when --method structured meets an operator
 // without factors (softmax, causal).
-void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd& A, bool consume,
+// With A null, entropy streams (metrics/streaming.h) and the spectrum must be structured.
+void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
              const attention::AttentionOptions& options, const MetricOptions& metric_options);
+
+// Whether the spectrum of `op` is computed from its factors under `metric_options` (throws
+// std::invalid_argument when --method structured meets an operator without factors).
+bool use_structured(const attention::AttentionOperator& op, const MetricOptions& metric_options);
 
 // The options a mechanism is computed with (attention.md 1.3: linear attention is always row-normalised).
 attention::AttentionOptions options_for(attention::Mechanism mechanism, const attention::AttentionOptions& options);

@@ -26,6 +26,14 @@ namespace {
 // The MHLA authors' eps in the official denominator (attention.md 1.4).
 constexpr double k_official_eps = 1e-6;
 
+void check_rows(Index n, Index t0, Index count, const Eigen::Ref<MatrixXd>& out)
+{
+    if (t0 < 0 || count < 0 || t0 + count > n || out.rows() != count || out.cols() != n)
+        throw std::invalid_argument("dense_rows: rows [" + std::to_string(t0) + ", " + std::to_string(t0 + count) +
+                                    ") into " + std::to_string(out.rows()) + " x " + std::to_string(out.cols()) +
+                                    " for N=" + std::to_string(n));
+}
+
 void check_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
 {
     if (X.rows() != n)
@@ -58,6 +66,18 @@ public:
             A.block(r0, 0, T, Et.rows()) = Et.transpose();
         }
         return A;
+    }
+
+    void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
+    {
+        check_rows(m_n, t0, count, out);
+        out.setZero();
+        MatrixXd Et;
+        for (Index r0 = t0; r0 < t0 + count; r0 += k_tile) {
+            const Index T = std::min(k_tile, t0 + count - r0);
+            tile(r0, T, Et);
+            out.block(r0 - t0, 0, T, Et.rows()) = Et.transpose();
+        }
     }
 
     void apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
@@ -302,6 +322,29 @@ public:
     }
 
     Mechanism mechanism() const override { return m_mechanism; }
+
+    void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
+    {
+        check_rows(m_n, t0, count, out);
+        out.noalias() = m_f.phi_q.middleRows(t0, count) * m_f.phi_k.transpose();
+        const bool plain = !m_causal && m_f.mixing.size() == 1 && m_f.mixing(0, 0) == 1.0;   // linear, non-causal
+        for (Index j = 0; j < m_n && !plain; ++j) {
+            const Index bj = m_f.block[static_cast<std::size_t>(j)];
+            const Index pj = m_pos[static_cast<std::size_t>(j)];
+            for (Index i = 0; i < count; ++i) {
+                const Index t = t0 + i;
+                if (m_causal && pj > m_pos[static_cast<std::size_t>(t)])
+                    out(i, j) = 0.0;
+                else
+                    out(i, j) *= m_f.mixing(m_f.block[static_cast<std::size_t>(t)], bj);
+            }
+        }
+        // Whole rows: row normalisation uses each row's own sum, exactly as dense() does.
+        // (Column by column: rows of a column-major tile are strided.)
+        const VectorXd scale = m_row_normalised ? VectorXd(out.rowwise().sum().cwiseInverse())
+                                                : VectorXd(m_f.row_scale.segment(t0, count));
+        out.array().colwise() *= scale.array();
+    }
 
     MatrixXd dense() const override
     {

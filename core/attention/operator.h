@@ -40,6 +40,9 @@ public:
 
     // The N x N matrix.
     virtual Eigen::MatrixXd dense() const = 0;
+    // Rows [t0, t0 + count) of the N x N matrix into `out` (count by N), equal to dense().middleRows(...):
+    // the tile-by-tile path of streaming metrics, O(count N) memory.
+    virtual void dense_rows(Index t0, Index count, Eigen::Ref<Eigen::MatrixXd> out) const = 0;
     // Y = A X and Y = A^T X for X  N by k  (Y  N by k, preallocated).
     virtual void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
     virtual void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;

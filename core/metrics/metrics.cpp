@@ -90,25 +90,38 @@ EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::
                 throw std::invalid_argument("row_entropy: entry (" + std::to_string(t) + ", " + std::to_string(j) +
                                             ") is negative or NaN; entropy needs a non-negative matrix");
         }
+    std::vector<double> h(H.data(), H.data() + n);
+    return entropy_stats(std::move(h), allowed);
+}
+
+EntropyStats entropy_stats(std::vector<double> h, const std::vector<Index>& allowed)
+{
+    const auto n = static_cast<Index>(h.size());
+    if (static_cast<Index>(allowed.size()) != n)
+        throw std::invalid_argument("entropy_stats: " + std::to_string(allowed.size()) + " allowed-key counts for " +
+                                    std::to_string(n) + " rows");
+    EntropyStats out;
+    if (n == 0)
+        return out;
     double sum = 0.0, norm_sum = 0.0;
-    out.min = H(0);
-    out.max = H(0);
+    out.min = h[0];
+    out.max = h[0];
     for (Index t = 0; t < n; ++t) {
-        const double h = H(t);
-        out.rows[static_cast<std::size_t>(t)] = h;
-        sum += h;
-        out.min = std::min(out.min, h);
-        out.max = std::max(out.max, h);
+        const double v = h[static_cast<std::size_t>(t)];
+        sum += v;
+        out.min = std::min(out.min, v);
+        out.max = std::max(out.max, v);
         const Index nt = allowed[static_cast<std::size_t>(t)];
         if (nt > 1)
-            norm_sum += h / std::log(static_cast<double>(nt));
+            norm_sum += v / std::log(static_cast<double>(nt));
     }
     out.mean = sum / static_cast<double>(n);
     double var = 0.0;
-    for (Index t = 0; t < n; ++t)
-        var += (H(t) - out.mean) * (H(t) - out.mean);
+    for (double v : h)
+        var += (v - out.mean) * (v - out.mean);
     out.std = std::sqrt(var / static_cast<double>(n));   // population std
     out.normalized_mean = norm_sum / static_cast<double>(n);
+    out.rows = std::move(h);
     return out;
 }
 

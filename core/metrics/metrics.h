@@ -35,4 +35,7 @@ struct EntropyStats {
 // H_t = -sum_j A[t,j] ln A[t,j], natural log, 0 ln 0 = 0. `allowed[t]` = n_t.
 EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::vector<Index>& allowed);
 
+// The statistics of given row entropies H_t (kept as `rows`).
+EntropyStats entropy_stats(std::vector<double> h, const std::vector<Index>& allowed);
+
 }  // namespace attnscope::metrics
