@@ -1,37 +1,146 @@
 #pragma once
-// The desktop app's main window. For now: a browser of opened files and their tensors; the views of
-// attention maps, spectra and entropy come with the desktop-app work (issue 3).
+// The desktop app's main window: a research notebook around one selection of queries and keys.
+//
+// Docks: the data browser (files, tensors, Q/K/V assignment), the selection panel (layout, index axes,
+// prefix tokens, token grid) and the mechanism panel (every attention option). Centre: the six result
+// views (maps, query, spectrum, entropy, mixing, metrics) as tabs. Any change of assignment, selection
+// or options schedules one background computation (core analysis::explore on a JobRunner: queue depth
+// one, a newer request replaces a pending one, the running one is cancelled); results come back to the
+// GUI thread by queued invocation and a stale result (older job id) is dropped. Errors are shown in
+// the window (message bar + status bar); nothing here computes.
+#include <QJsonObject>
 #include <QMainWindow>
+#include <QPointer>
 #include <QString>
 #include <QStringList>
-#include <functional>
-#include <vector>
+#include <QTimer>
+#include <cstdint>
+#include <memory>
 
-class QTreeWidget;
+namespace attnscope::analysis {
+struct ExploreResult;
+class JobRunner;
+}
+
 class QLabel;
+class QMenu;
+class QProgressBar;
+class QStackedWidget;
+class QTabWidget;
+class QToolButton;
+class QFrame;
 
 namespace attnscope::widgets {
 
-struct TensorRow {
-    QString name, dtype, shape;
-};
-struct FileRow {
-    QString path, format, error;   // error non-empty when the file could not be opened
-    std::vector<TensorRow> tensors;
-};
+class DataBrowser;
+class SelectionPanel;
+class MechanismPanel;
+class ResultView;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    // `open_file` is supplied by the app (it calls the core readers); the window only shows rows.
-    explicit MainWindow(std::function<FileRow(const QString&)> open_file, QWidget* parent = nullptr);
+    explicit MainWindow(QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    // Opens data files (headers only) and .attnscope sessions; errors show in the tree, the message
+    // bar and the status bar. Assigns Q/K/V from names when nothing is assigned yet.
     void openFiles(const QStringList& paths);
 
+    // Sessions (session.h). Loading restores everything and recomputes.
+    bool loadSession(const QString& path, QString* error = nullptr);
+    bool saveSession(const QString& path, QString* error = nullptr);
+    QJsonObject sessionState(const QString& sessionFile) const;
+    bool applySession(const QJsonObject& session, const QString& sessionFile, QString* error = nullptr);
+
+    // False: never open a modal dialog (tests, --screenshot); questions take their safe answer
+    // (a computation above the memory limit runs when it fits in physical memory).
+    void setInteractive(bool interactive) { m_interactive = interactive; }
+
+    // Computation state.
+    bool isComputing() const;                     // a change waits for the debounce or a job runs
+    void computeNow();                            // starts the pending computation without the debounce
+    void cancelComputation();
+    std::shared_ptr<const analysis::ExploreResult> result() const { return m_result; }
+    QString lastError() const { return m_lastError; }
+
+    // Query and views.
+    int query() const { return m_query; }
+    void setQuery(int token);
+    QList<ResultView*> views() const { return m_views; }
+    ResultView* currentView() const;
+    void setCurrentView(const QString& name);
+    bool stepIndex(int delta);                    // steps the head axis (or the first index axis)
+
+    // Exports (File menu); false and *error on failure.
+    bool exportMetricsCsv(const QString& path, QString* error = nullptr);
+    bool exportMatrices(const QString& folder, QString* error = nullptr);
+
+    DataBrowser* dataBrowser() const { return m_browser; }
+    SelectionPanel* selectionPanel() const { return m_selection; }
+    MechanismPanel* mechanismPanel() const { return m_mechanism; }
+    QString messageText() const;                  // the message bar's text ("" when hidden)
+
+signals:
+    void computationStarted();
+    // Every scheduled computation ends here (ok, or the error: bad selection, core failure, cancelled).
+    void computationFinished(bool ok, const QString& error);
+
+protected:
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+    void closeEvent(QCloseEvent* event) override;
+
 private:
+    void buildMenus();
+    void buildStatusBar();
+    QWidget* buildWelcome();
     void chooseFiles();
-    std::function<FileRow(const QString&)> m_openFile;
-    QTreeWidget* m_tree = nullptr;
-    QLabel* m_hint = nullptr;
+    void chooseSessionToOpen();
+    void chooseSessionToSave(bool saveAs);
+    void showExportDialog();
+    void chooseMetricsCsv();
+    void chooseMatricesFolder();
+    void addRecentFile(const QString& path);
+    void fillRecentMenu();
+    bool openOne(const QString& path, QString* error);
+
+    void onAssignmentChanged();
+    void onSelectionChanged();
+    void scheduleCompute();
+    void startComputation();
+    void finishWithError(const QString& error);
+    void showMessage(const QString& text, bool error);
+    void hideMessage();
+    void updateTitle();
+    void updateCentral();
+
+    std::unique_ptr<analysis::JobRunner> m_runner;
+    std::uint64_t m_currentJob = 0;
+    bool m_jobRunning = false;
+    qint64 m_approvedTokens = -1;
+    QTimer m_debounce;
+    std::shared_ptr<const analysis::ExploreResult> m_result;
+    QString m_lastError;
+    QString m_sessionPath;
+    QString m_lastExportFolder;
+    int m_query = -1;
+    bool m_interactive = true;
+    bool m_applyingSession = false;
+
+    DataBrowser* m_browser = nullptr;
+    SelectionPanel* m_selection = nullptr;
+    MechanismPanel* m_mechanism = nullptr;
+    QList<ResultView*> m_views;
+    QStackedWidget* m_stack = nullptr;
+    QTabWidget* m_tabs = nullptr;
+    QFrame* m_messageBar = nullptr;
+    QLabel* m_message = nullptr;
+    QLabel* m_stage = nullptr;
+    QProgressBar* m_progress = nullptr;
+    QToolButton* m_cancel = nullptr;
+    QLabel* m_info = nullptr;
+    QMenu* m_recentMenu = nullptr;
 };
 
 }  // namespace attnscope::widgets

@@ -1,0 +1,76 @@
+#pragma once
+// The data browser dock: every opened activation file as a tree (HDF5 groups from dataset paths,
+// npz members, safetensors tensors) with shape, element type and attributes. Only headers are read
+// (io::open_tensor_file lists tensors without reading data). Objects the readers skip are shown
+// greyed with their reason; a file that fails to open shows its error in place of its tensors.
+//
+// Queries, keys and values are assigned by context menu or automatically from common names
+// (q/k/v, query/key/value, *_q, q_proj ...; per file and per group) and shown bold with a Q/K/V badge.
+#include <QJsonObject>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <QWidget>
+#include <optional>
+
+class QTreeWidget;
+class QTreeWidgetItem;
+
+namespace attnscope::widgets {
+
+enum class TensorRole { queries = 0, keys = 1, values = 2 };
+
+struct TensorEntry {
+    QString file;                 // path as opened
+    QString name;                 // tensor name inside the file ("" for a .npy)
+    QVector<qint64> shape;
+    QString dtype;
+    QJsonObject attributes;       // the tensor's own attributes
+    QJsonObject fileAttributes;   // the file's root attributes
+
+    // The core's tensor reference FILE[:NAME].
+    QString ref() const { return name.isEmpty() ? file : file + QLatin1Char(':') + name; }
+};
+
+// The role a tensor name suggests (its last path component: "q", "query", "layer0_k", "v_proj" ...),
+// and the name with the role word replaced by '*' (tensors sharing it belong together). Case-insensitive.
+std::optional<TensorRole> roleFromName(const QString& name, QString* stem = nullptr);
+
+class DataBrowser : public QWidget {
+    Q_OBJECT
+public:
+    explicit DataBrowser(QWidget* parent = nullptr);
+
+    // Opens (headers only) and lists the file; a file already open is listed once. Returns false and
+    // sets *error when the file cannot be opened (the error is shown in the tree as well).
+    bool openFile(const QString& path, QString* error = nullptr);
+    void closeAll();
+    QStringList files() const;                 // successfully opened files, in opening order
+
+    // Assigns Q, K and V from the first group of `file` whose names suggest them (Q and K at least).
+    bool autoAssign(const QString& file);
+    bool setAssignment(TensorRole role, const QString& file, const QString& name);   // false: no such tensor
+    void clearAssignment(TensorRole role);
+    std::optional<TensorEntry> assigned(TensorRole role) const;
+
+    QTreeWidget* tree() const { return m_tree; }
+
+signals:
+    void assignmentChanged();
+
+private:
+    void showContextMenu(const QPoint& pos);
+    void refreshBadges();
+    bool assignGroup(const QString& file, const QString& stemPrefix);
+    QTreeWidgetItem* findTensorItem(const QString& file, const QString& name) const;
+
+    struct OpenFile {
+        QString path;
+        QVector<TensorEntry> tensors;
+    };
+    QVector<OpenFile> m_files;
+    std::optional<TensorEntry> m_assigned[3];
+    QTreeWidget* m_tree = nullptr;
+};
+
+}  // namespace attnscope::widgets

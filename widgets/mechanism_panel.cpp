@@ -1,0 +1,473 @@
+#include "mechanism_panel.h"
+
+#include <QCheckBox>
+#include <QAbstractSpinBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QJsonArray>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "io/tensor_file.h"
+
+namespace attnscope::widgets {
+
+namespace {
+
+const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
+
+std::vector<Eigen::Index> parseSizes(const QString& text)
+{
+    static const QRegularExpression sep(QStringLiteral("[x×,\\s]+"));
+    std::vector<Eigen::Index> out;
+    for (const QString& part : text.split(sep, Qt::SkipEmptyParts)) {
+        bool ok = false;
+        const qint64 v = part.toLongLong(&ok);
+        if (!ok || v < 1)
+            return {};
+        out.push_back(v);
+    }
+    return out;
+}
+
+QString sizesText(const std::vector<Eigen::Index>& v, const char* sep = "x")
+{
+    QStringList parts;
+    for (auto x : v)
+        parts << QString::number(qint64(x));
+    return parts.join(QString::fromLatin1(sep));
+}
+
+QWidget* row(QWidget* parent, std::initializer_list<QWidget*> widgets)
+{
+    auto* w = new QWidget(parent);
+    auto* l = new QHBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    for (QWidget* x : widgets)
+        l->addWidget(x);
+    return w;
+}
+
+}  // namespace
+
+MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
+{
+    auto* outer = new QVBoxLayout(this);
+
+    // Common and softmax.
+    auto* common = new QGroupBox(tr("All mechanisms"), this);
+    auto* cf = new QFormLayout(common);
+    m_causal = new QCheckBox(tr("Causal (token t sees keys j <= t)"), common);
+    m_causal->setToolTip(tr("--causal"));
+    cf->addRow(m_causal);
+    m_scaleAuto = new QCheckBox(tr("auto: 1/√d"), common);
+    m_scaleAuto->setChecked(true);
+    m_scale = new QDoubleSpinBox(common);
+    m_scale->setDecimals(6);
+    m_scale->setRange(-1e6, 1e6);
+    m_scale->setValue(0.125);
+    m_scale->setSingleStep(0.01);
+    m_scale->setToolTip(tr("Softmax scale: S = scale * Q Kᵀ (--scale)"));
+    cf->addRow(tr("Softmax scale"), row(common, {m_scaleAuto, m_scale}));
+    outer->addWidget(common);
+
+    // Feature map.
+    auto* fm = new QGroupBox(tr("Feature map φ (linear, MHLA)"), this);
+    auto* ff = new QFormLayout(fm);
+    m_featureMap = new QComboBox(fm);
+    m_featureMap->addItem(tr("relu: max(x,0)+1e-6"), QStringLiteral("relu"));
+    m_featureMap->addItem(tr("elu1: elu(x)+1"), QStringLiteral("elu1"));
+    m_featureMap->addItem(tr("identity: x"), QStringLiteral("identity"));
+    m_featureMap->addItem(tr("favor: FAVOR+ random features"), QStringLiteral("favor"));
+    m_featureMap->setToolTip(tr("--feature-map"));
+    ff->addRow(tr("φ"), m_featureMap);
+    m_favorFeatures = new QSpinBox(fm);
+    m_favorFeatures->setRange(1, 1000000);
+    m_favorFeatures->setValue(256);
+    m_favorFeatures->setToolTip(tr("--favor-features m"));
+    m_seed = new QSpinBox(fm);
+    m_seed->setRange(0, 2147483647);
+    m_seed->setToolTip(tr("--seed of the FAVOR+ projection"));
+    ff->addRow(tr("Features m / seed"), row(fm, {m_favorFeatures, m_seed}));
+    outer->addWidget(fm);
+
+    // MHLA.
+    auto* mh = new QGroupBox(tr("MHLA blocks and mixing"), this);
+    auto* mf = new QFormLayout(mh);
+    m_blockMode = new QComboBox(mh);
+    m_blockMode->addItem(tr("Count: M contiguous blocks"), QStringLiteral("blocks"));
+    m_blockMode->addItem(tr("Chunk: C tokens per block"), QStringLiteral("chunk"));
+    m_blockMode->addItem(tr("Grid: token grid cut into a block grid"), QStringLiteral("grid"));
+    mf->addRow(tr("Blocks"), m_blockMode);
+    m_blocks = new QSpinBox(mh);
+    m_blocks->setRange(0, 1 << 20);
+    m_blocks->setSpecialValueText(tr("auto: min(16, N)"));
+    m_blocks->setToolTip(tr("--blocks M (numpy.array_split order)"));
+    m_countRow = m_blocks;
+    mf->addRow(tr("M"), m_blocks);
+    m_chunk = new QSpinBox(mh);
+    m_chunk->setRange(1, 1 << 30);
+    m_chunk->setValue(64);
+    m_chunk->setToolTip(tr("--chunk C"));
+    m_chunkRow = m_chunk;
+    mf->addRow(tr("C"), m_chunk);
+    m_grid = new QLineEdit(mh);
+    m_grid->setToolTip(tr("--grid G1,G2[,G3]; empty: the selection's token grid"));
+    m_blockGrid = new QLineEdit(QStringLiteral("4x4"), mh);
+    m_blockGrid->setToolTip(tr("--block-grid B1,B2[,B3]: blocks per grid axis"));
+    m_gridRow = row(mh, {m_grid, new QLabel(tr("blocks"), mh), m_blockGrid});
+    mf->addRow(tr("Grid"), m_gridRow);
+    m_tokenOrder = new QComboBox(mh);
+    m_tokenOrder->addItem(tr("raster"), QStringLiteral("raster"));
+    m_tokenOrder->addItem(tr("blocked (grouped by block)"), QStringLiteral("blocked"));
+    m_tokenOrder->setToolTip(tr("--token-order: how tokens are ordered on the grid"));
+    mf->addRow(tr("Token order"), m_tokenOrder);
+
+    m_mixing = new QComboBox(mh);
+    m_mixing->addItem(tr("default (cos; causal when causal)"), QString());
+    for (const char* p : kPresets)
+        m_mixing->addItem(QString::fromLatin1(p), QString::fromLatin1(p));
+    m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
+    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix"));
+    mf->addRow(tr("Mixing"), m_mixing);
+    m_sigma = new QDoubleSpinBox(mh);
+    m_sigma->setRange(1e-6, 1e6);
+    m_sigma->setDecimals(3);
+    m_sigma->setValue(3.0);
+    m_sigma->setToolTip(tr("--mixing-sigma (exp mixing)"));
+    m_threshold = new QDoubleSpinBox(mh);
+    m_threshold->setRange(0, 1e6);
+    m_threshold->setDecimals(3);
+    m_threshold->setValue(1.5);
+    m_threshold->setToolTip(tr("--mixing-threshold (local mixing)"));
+    mf->addRow(tr("σ / threshold"), row(mh, {m_sigma, m_threshold}));
+    m_mixingPath = new QLineEdit(mh);
+    m_mixingPath->setPlaceholderText(tr("file with an M x M matrix"));
+    m_mixingBrowse = new QPushButton(tr("Browse..."), mh);
+    m_mixingDataset = new QComboBox(mh);
+    m_mixingDataset->setToolTip(tr("Dataset or member holding the matrix"));
+    auto* fileBox = new QWidget(mh);
+    auto* fl = new QVBoxLayout(fileBox);
+    fl->setContentsMargins(0, 0, 0, 0);
+    fl->addWidget(row(fileBox, {m_mixingPath, m_mixingBrowse}));
+    fl->addWidget(m_mixingDataset);
+    m_fileRow = fileBox;
+    mf->addRow(tr("Mixing file"), fileBox);
+    m_mixingForm = mf;
+    m_normalize = new QComboBox(mh);
+    m_normalize->addItem(tr("row (rows sum to 1)"), QStringLiteral("row"));
+    m_normalize->addItem(tr("none (raw kernel scores)"), QStringLiteral("none"));
+    m_normalize->addItem(tr("official (authors' vision code)"), QStringLiteral("official"));
+    m_normalize->setToolTip(tr("--normalize"));
+    mf->addRow(tr("Normalise"), m_normalize);
+    outer->addWidget(mh);
+
+    for (QComboBox* c : findChildren<QComboBox*>()) {
+        c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        c->setMinimumContentsLength(8);
+    }
+    for (QAbstractSpinBox* b : findChildren<QAbstractSpinBox*>())
+        b->setMinimumWidth(60);
+    m_problems = new QLabel(this);
+    m_problems->setWordWrap(true);
+    m_problems->setTextFormat(Qt::RichText);
+    outer->addWidget(m_problems);
+    outer->addStretch(1);
+
+    auto changedSlot = [this] { emitChanged(); };
+    connect(m_causal, &QCheckBox::toggled, this, changedSlot);
+    connect(m_scaleAuto, &QCheckBox::toggled, this, changedSlot);
+    connect(m_scale, &QDoubleSpinBox::valueChanged, this, changedSlot);
+    connect(m_featureMap, &QComboBox::currentIndexChanged, this, changedSlot);
+    connect(m_favorFeatures, &QSpinBox::valueChanged, this, changedSlot);
+    connect(m_seed, &QSpinBox::valueChanged, this, changedSlot);
+    connect(m_blockMode, &QComboBox::currentIndexChanged, this, changedSlot);
+    connect(m_blocks, &QSpinBox::valueChanged, this, changedSlot);
+    connect(m_chunk, &QSpinBox::valueChanged, this, changedSlot);
+    connect(m_grid, &QLineEdit::editingFinished, this, changedSlot);
+    connect(m_blockGrid, &QLineEdit::editingFinished, this, changedSlot);
+    connect(m_tokenOrder, &QComboBox::currentIndexChanged, this, changedSlot);
+    connect(m_mixing, &QComboBox::currentIndexChanged, this, [this] {
+        if (m_mixing->currentData().toString() == QLatin1String("file") && m_mixingPath->text().isEmpty() && !m_restoring)
+            chooseMixingFile();
+        emitChanged();
+    });
+    connect(m_sigma, &QDoubleSpinBox::valueChanged, this, changedSlot);
+    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, changedSlot);
+    connect(m_mixingPath, &QLineEdit::editingFinished, this, [this] {
+        fillMixingDatasets();
+        emitChanged();
+    });
+    connect(m_mixingBrowse, &QPushButton::clicked, this, &MechanismPanel::chooseMixingFile);
+    connect(m_mixingDataset, &QComboBox::currentIndexChanged, this, changedSlot);
+    connect(m_normalize, &QComboBox::currentIndexChanged, this, changedSlot);
+    updateEnabled();
+    updateProblems();
+}
+
+void MechanismPanel::emitChanged()
+{
+    if (m_restoring)
+        return;
+    updateEnabled();
+    updateProblems();
+    emit changed();
+}
+
+void MechanismPanel::updateEnabled()
+{
+    m_scale->setEnabled(!m_scaleAuto->isChecked());
+    const bool favor = m_featureMap->currentData().toString() == QLatin1String("favor");
+    m_favorFeatures->setEnabled(favor);
+    m_seed->setEnabled(favor);
+    const QString mode = m_blockMode->currentData().toString();
+    m_blocks->setEnabled(mode == QLatin1String("blocks"));
+    m_chunk->setEnabled(mode == QLatin1String("chunk"));
+    m_gridRow->setEnabled(mode == QLatin1String("grid"));
+    m_tokenOrder->setEnabled(mode == QLatin1String("grid"));
+    const QString mixing = m_mixing->currentData().toString();
+    m_sigma->setEnabled(mixing == QLatin1String("exp"));
+    m_threshold->setEnabled(mixing == QLatin1String("local"));
+    m_mixingForm->setRowVisible(m_fileRow, mixing == QLatin1String("file"));
+    m_grid->setPlaceholderText(m_selectionGrid.empty() ? tr("G1,G2") : tr("%1 (selection)").arg(sizesText(m_selectionGrid)));
+}
+
+void MechanismPanel::chooseMixingFile()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Mixing matrix"), QString(),
+                                                      tr("Matrices (*.h5 *.hdf5 *.npy *.npz *.safetensors);;All files (*)"));
+    if (path.isEmpty())
+        return;
+    m_mixingPath->setText(path);
+    fillMixingDatasets();
+    emitChanged();
+}
+
+void MechanismPanel::fillMixingDatasets()
+{
+    const bool was = m_restoring;
+    m_restoring = true;
+    const QString keep = m_mixingDataset->currentText();
+    m_mixingDataset->clear();
+    const QString path = m_mixingPath->text().trimmed();
+    if (!path.isEmpty()) {
+        try {
+            const auto file = io::open_tensor_file(path.toStdString());
+            for (const auto& t : file->tensors())
+                if (t.shape.size() == 2)
+                    m_mixingDataset->addItem(QString::fromStdString(t.name));
+        } catch (const std::exception&) {
+            // The reason is shown by problems() / the core's error.
+        }
+    }
+    const int i = m_mixingDataset->findText(keep);
+    if (i >= 0)
+        m_mixingDataset->setCurrentIndex(i);
+    m_restoring = was;
+}
+
+QString MechanismPanel::mixingFile() const
+{
+    if (m_mixing->currentData().toString() != QLatin1String("file"))
+        return {};
+    const QString path = m_mixingPath->text().trimmed();
+    if (path.isEmpty())
+        return {};
+    const QString ds = m_mixingDataset->currentText();
+    return ds.isEmpty() ? path : path + QLatin1Char(':') + ds;
+}
+
+std::vector<Eigen::Index> MechanismPanel::effectiveGrid() const
+{
+    const QString typed = m_grid->text().trimmed();
+    return typed.isEmpty() ? m_selectionGrid : parseSizes(typed);
+}
+
+attention::AttentionOptions MechanismPanel::options() const
+{
+    attention::AttentionOptions o;
+    if (!m_scaleAuto->isChecked())
+        o.scale = m_scale->value();
+    o.causal = m_causal->isChecked();
+    o.feature_map.kind = attention::parse_feature_map(m_featureMap->currentData().toString().toStdString());
+    o.feature_map.favor_features = m_favorFeatures->value();
+    o.feature_map.seed = std::uint64_t(m_seed->value());
+    const QString mode = m_blockMode->currentData().toString();
+    using Kind = attention::BlockSpec::Kind;
+    if (mode == QLatin1String("chunk")) {
+        o.blocks.kind = Kind::chunk;
+        o.blocks.chunk = m_chunk->value();
+    } else if (mode == QLatin1String("grid")) {
+        o.blocks.kind = Kind::grid;
+        o.blocks.grid = effectiveGrid();
+        o.blocks.block_grid = parseSizes(m_blockGrid->text());
+        o.blocks.order = attention::parse_token_order(m_tokenOrder->currentData().toString().toStdString());
+    } else {
+        o.blocks.kind = Kind::count;
+        o.blocks.blocks = m_blocks->value();
+    }
+    const QString mixing = m_mixing->currentData().toString();
+    o.mixing.preset = mixing == QLatin1String("file") ? mixingFile().toStdString() : mixing.toStdString();
+    o.mixing.sigma = m_sigma->value();
+    o.mixing.threshold = m_threshold->value();
+    o.normalize = attention::parse_normalize(m_normalize->currentData().toString().toStdString());
+    return o;
+}
+
+void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid)
+{
+    m_tokens = tokens;
+    m_selectionGrid = tokenGrid;
+    updateEnabled();
+    updateProblems();
+}
+
+QStringList MechanismPanel::problems() const
+{
+    QStringList out;
+    const qint64 n = m_tokens;
+    const bool causal = m_causal->isChecked();
+    const QString normalize = m_normalize->currentData().toString();
+    const QString mode = m_blockMode->currentData().toString();
+    bool equalBlocks = true;
+    QString unequalWhy;
+    if (mode == QLatin1String("blocks")) {
+        const qint64 m = m_blocks->value() == 0 ? std::min<qint64>(16, std::max<qint64>(n, 1)) : m_blocks->value();
+        if (n > 0 && m > n)
+            out << tr("MHLA: M = %1 blocks exceeds N = %2 tokens.").arg(m).arg(n);
+        if (n > 0 && n % m != 0) {
+            equalBlocks = false;
+            unequalWhy = tr("N = %1 is not a multiple of M = %2").arg(n).arg(m);
+        }
+    } else if (mode == QLatin1String("chunk")) {
+        const qint64 c = m_chunk->value();
+        if (n > 0 && n % c != 0) {
+            equalBlocks = false;
+            unequalWhy = tr("N = %1 is not a multiple of C = %2").arg(n).arg(c);
+        }
+    } else {
+        const auto grid = effectiveGrid();
+        const auto bg = parseSizes(m_blockGrid->text());
+        if (grid.empty())
+            out << tr("MHLA grid blocks need a token grid: set one in the Selection panel or type G1,G2 here.");
+        else if (grid.size() < 2 || grid.size() > 3)
+            out << tr("MHLA: the grid needs 2 or 3 sizes.");
+        else if (bg.size() != grid.size())
+            out << tr("MHLA: the block grid needs %1 sizes like the grid %2.").arg(grid.size()).arg(sizesText(grid));
+        else {
+            qint64 prod = 1;
+            for (std::size_t i = 0; i < grid.size(); ++i) {
+                prod *= grid[i];
+                if (grid[i] % bg[i] != 0)
+                    out << tr("MHLA: grid axis %1 of size %2 cannot be cut into %3 equal parts.").arg(i + 1).arg(grid[i]).arg(bg[i]);
+            }
+            if (n > 0 && prod != n)
+                out << tr("MHLA: the grid %1 holds %2 tokens, the selection has N = %3.").arg(sizesText(grid)).arg(prod).arg(n);
+        }
+    }
+    if (normalize == QLatin1String("official")) {
+        if (causal)
+            out << tr("Official normalisation is defined for non-causal attention only: untick Causal or choose row / none.");
+        if (!equalBlocks)
+            out << tr("Official normalisation needs blocks of equal size (%1).").arg(unequalWhy);
+    }
+    const QString mixing = m_mixing->currentData().toString();
+    if (mixing == QLatin1String("file") && m_mixingPath->text().trimmed().isEmpty())
+        out << tr("Mixing from a file: choose the file holding the M x M matrix.");
+    if (mixing == QLatin1String("causal") && !causal)
+        out << tr("Note: causal mixing is lower triangular; it is meant for causal attention.");
+    if (m_featureMap->currentData().toString() == QLatin1String("identity"))
+        out << tr("Note: identity features give negative scores for most data: entropy is then undefined.");
+    return out;
+}
+
+void MechanismPanel::updateProblems()
+{
+    const QStringList p = problems();
+    if (p.isEmpty()) {
+        m_problems->clear();
+        m_problems->hide();
+        return;
+    }
+    QStringList html;
+    for (const QString& s : p) {
+        const bool note = s.startsWith(tr("Note:"));
+        html << QStringLiteral("<div style='color:%1'>%2 %3</div>")
+                    .arg(note ? QStringLiteral("#806000") : QStringLiteral("#b00000"),
+                         note ? QStringLiteral("ⓘ") : QStringLiteral("⚠"), s.toHtmlEscaped());
+    }
+    m_problems->setText(html.join(QString()));
+    m_problems->show();
+}
+
+QJsonObject MechanismPanel::saveState() const
+{
+    QJsonObject o;
+    o[QStringLiteral("scale")] = m_scaleAuto->isChecked() ? QJsonValue() : QJsonValue(m_scale->value());
+    o[QStringLiteral("causal")] = m_causal->isChecked();
+    o[QStringLiteral("feature_map")] = m_featureMap->currentData().toString();
+    o[QStringLiteral("favor_features")] = m_favorFeatures->value();
+    o[QStringLiteral("seed")] = m_seed->value();
+    o[QStringLiteral("block_mode")] = m_blockMode->currentData().toString();
+    o[QStringLiteral("blocks")] = m_blocks->value();
+    o[QStringLiteral("chunk")] = m_chunk->value();
+    o[QStringLiteral("grid")] = m_grid->text().trimmed();
+    o[QStringLiteral("block_grid")] = m_blockGrid->text().trimmed();
+    o[QStringLiteral("token_order")] = m_tokenOrder->currentData().toString();
+    o[QStringLiteral("mixing")] = m_mixing->currentData().toString();
+    o[QStringLiteral("mixing_file")] = m_mixingPath->text().trimmed();
+    o[QStringLiteral("mixing_dataset")] = m_mixingDataset->currentText();
+    o[QStringLiteral("mixing_sigma")] = m_sigma->value();
+    o[QStringLiteral("mixing_threshold")] = m_threshold->value();
+    o[QStringLiteral("normalize")] = m_normalize->currentData().toString();
+    return o;
+}
+
+void MechanismPanel::restoreState(const QJsonObject& s)
+{
+    m_restoring = true;
+    auto setCombo = [](QComboBox* c, const QJsonValue& v) {
+        if (!v.isString())
+            return;
+        const int i = c->findData(v.toString());
+        if (i >= 0)
+            c->setCurrentIndex(i);
+    };
+    const QJsonValue scale = s.value(QStringLiteral("scale"));
+    m_scaleAuto->setChecked(!scale.isDouble());
+    if (scale.isDouble())
+        m_scale->setValue(scale.toDouble());
+    m_causal->setChecked(s.value(QStringLiteral("causal")).toBool());
+    setCombo(m_featureMap, s.value(QStringLiteral("feature_map")));
+    m_favorFeatures->setValue(s.value(QStringLiteral("favor_features")).toInt(256));
+    m_seed->setValue(s.value(QStringLiteral("seed")).toInt(0));
+    setCombo(m_blockMode, s.value(QStringLiteral("block_mode")));
+    m_blocks->setValue(s.value(QStringLiteral("blocks")).toInt(0));
+    m_chunk->setValue(s.value(QStringLiteral("chunk")).toInt(64));
+    m_grid->setText(s.value(QStringLiteral("grid")).toString());
+    m_blockGrid->setText(s.value(QStringLiteral("block_grid")).toString(QStringLiteral("4x4")));
+    setCombo(m_tokenOrder, s.value(QStringLiteral("token_order")));
+    m_mixingPath->setText(s.value(QStringLiteral("mixing_file")).toString());
+    fillMixingDatasets();
+    const int ds = m_mixingDataset->findText(s.value(QStringLiteral("mixing_dataset")).toString());
+    if (ds >= 0)
+        m_mixingDataset->setCurrentIndex(ds);
+    const QJsonValue mixing = s.value(QStringLiteral("mixing"));
+    m_mixing->setCurrentIndex(std::max(0, m_mixing->findData(mixing.toString())));
+    m_sigma->setValue(s.value(QStringLiteral("mixing_sigma")).toDouble(3.0));
+    m_threshold->setValue(s.value(QStringLiteral("mixing_threshold")).toDouble(1.5));
+    setCombo(m_normalize, s.value(QStringLiteral("normalize")));
+    m_restoring = false;
+    emitChanged();
+}
+
+}  // namespace attnscope::widgets

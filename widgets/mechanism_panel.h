@@ -1,0 +1,89 @@
+#pragma once
+// The mechanism panel: every option of attention.md / cli.md "Mechanism options" (softmax scale and
+// causal; feature map with FAVOR+ features and seed; MHLA blocks by count, chunk or grid with block grid
+// and token order; mixing preset with sigma / threshold or a mixing matrix from a file; normalisation).
+// It only collects options: impossible combinations are explained inline (the core still decides and
+// reports its own error per mechanism).
+#include <QJsonObject>
+#include <QStringList>
+#include <QWidget>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "attention/options.h"
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QSpinBox;
+class QGroupBox;
+class QPushButton;
+class QFormLayout;
+
+namespace attnscope::widgets {
+
+class MechanismPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit MechanismPanel(QWidget* parent = nullptr);
+
+    // The options, without a mixing matrix from a file (see mixingFile(): the job loads it off the GUI thread).
+    // When the grid fields are empty in grid mode, the selection's token grid is used.
+    attention::AttentionOptions options() const;
+    // FILE[:DATASET] of the mixing matrix when "matrix from file" is chosen, else empty.
+    QString mixingFile() const;
+
+    // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty).
+    void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid);
+    // Why some options cannot work together (shown inline); empty when all is well.
+    QStringList problems() const;
+
+    QJsonObject saveState() const;
+    void restoreState(const QJsonObject& state);   // emits changed() once
+
+signals:
+    void changed();
+
+private:
+    void updateEnabled();
+    void updateProblems();
+    void chooseMixingFile();
+    void fillMixingDatasets();
+    std::vector<Eigen::Index> effectiveGrid() const;
+    void emitChanged();
+
+    qint64 m_tokens = -1;
+    std::vector<Eigen::Index> m_selectionGrid;
+    bool m_restoring = false;
+
+    QCheckBox* m_scaleAuto = nullptr;
+    QDoubleSpinBox* m_scale = nullptr;
+    QCheckBox* m_causal = nullptr;
+    QComboBox* m_featureMap = nullptr;
+    QSpinBox* m_favorFeatures = nullptr;
+    QSpinBox* m_seed = nullptr;
+    QComboBox* m_blockMode = nullptr;
+    QSpinBox* m_blocks = nullptr;
+    QSpinBox* m_chunk = nullptr;
+    QLineEdit* m_grid = nullptr;
+    QLineEdit* m_blockGrid = nullptr;
+    QComboBox* m_tokenOrder = nullptr;
+    QComboBox* m_mixing = nullptr;
+    QDoubleSpinBox* m_sigma = nullptr;
+    QDoubleSpinBox* m_threshold = nullptr;
+    QLineEdit* m_mixingPath = nullptr;
+    QPushButton* m_mixingBrowse = nullptr;
+    QComboBox* m_mixingDataset = nullptr;
+    QComboBox* m_normalize = nullptr;
+    QLabel* m_problems = nullptr;
+    QWidget* m_countRow = nullptr;
+    QWidget* m_chunkRow = nullptr;
+    QWidget* m_gridRow = nullptr;
+    QWidget* m_fileRow = nullptr;
+    QFormLayout* m_mixingForm = nullptr;
+};
+
+}  // namespace attnscope::widgets

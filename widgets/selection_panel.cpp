@@ -1,0 +1,395 @@
+#include "selection_panel.h"
+
+#include <QFormLayout>
+#include <QJsonArray>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QSpinBox>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace attnscope::widgets {
+
+namespace {
+
+QString defaultLayout(int rank)
+{
+    switch (rank) {
+    case 2: return QStringLiteral("nd");
+    case 3: return QStringLiteral("hnd");
+    case 4: return QStringLiteral("bhnd");
+    default: return {};
+    }
+}
+
+QString axisName(QChar c)
+{
+    switch (c.toLatin1()) {
+    case 'h': return QObject::tr("head");
+    case 'b': return QObject::tr("batch");
+    case 'l': return QObject::tr("layer");
+    case 's': return QObject::tr("sample");
+    case 't': return QObject::tr("time step");
+    default: return QObject::tr("axis");
+    }
+}
+
+std::vector<Eigen::Index> parseSizes(const QString& text)
+{
+    static const QRegularExpression sep(QStringLiteral("[x×,\\s]+"));
+    std::vector<Eigen::Index> out;
+    for (const QString& part : text.split(sep, Qt::SkipEmptyParts)) {
+        bool ok = false;
+        const qint64 v = part.toLongLong(&ok);
+        if (!ok || v < 1)
+            return {};
+        out.push_back(v);
+    }
+    return out;
+}
+
+}  // namespace
+
+SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
+{
+    auto* outer = new QVBoxLayout(this);
+    auto* form = new QFormLayout;
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    m_layout = new QLineEdit(this);
+    m_layout->setToolTip(tr("One letter per axis of the queries' tensor: n tokens, d features, any other letter an "
+                            "index axis (h head, b batch, l layer). Empty: default by rank (nd, hnd, bhnd). "
+                            "Same as --layout."));
+    m_layout->setMaxLength(8);
+    form->addRow(tr("&Layout"), m_layout);
+    outer->addLayout(form);
+
+    m_axesBox = new QWidget(this);
+    m_axesForm = new QFormLayout(m_axesBox);
+    m_axesForm->setContentsMargins(0, 0, 0, 0);
+    outer->addWidget(m_axesBox);
+
+    auto* form2 = new QFormLayout;
+    m_prefix = new QSpinBox(this);
+    m_prefix->setRange(0, 1 << 30);
+    m_prefix->setToolTip(tr("Tokens dropped from the front (CLS, registers). Same as --prefix-tokens."));
+    form2->addRow(tr("&Prefix tokens"), m_prefix);
+    auto* gridRow = new QHBoxLayout;
+    m_grid = new QLineEdit(this);
+    m_grid->setPlaceholderText(tr("none (1-D tokens)"));
+    m_grid->setToolTip(tr("Token grid H x W (or T x H x W) for grid views and MHLA grid blocks; empty for 1-D sequences"));
+    auto* guess = new QPushButton(tr("Guess"), this);
+    guess->setToolTip(tr("Guess grid and prefix tokens from the file's attributes or from N (s², s²+1)"));
+    gridRow->addWidget(m_grid, 1);
+    gridRow->addWidget(guess);
+    form2->addRow(tr("Token grid"), gridRow);
+    outer->addLayout(form2);
+
+    m_info = new QLabel(this);
+    m_info->setWordWrap(true);
+    m_info->setStyleSheet(QStringLiteral("color: palette(mid);"));
+    m_problem = new QLabel(this);
+    m_problem->setWordWrap(true);
+    m_problem->setStyleSheet(QStringLiteral("color: #b00000;"));
+    m_problem->hide();
+    outer->addWidget(m_info);
+    outer->addWidget(m_problem);
+    outer->addStretch(1);
+
+    connect(m_layout, &QLineEdit::editingFinished, this, [this] {
+        rebuildAxes();
+        updateInfo();
+        emit changed();
+    });
+    connect(m_prefix, &QSpinBox::valueChanged, this, [this] {
+        if (m_restoring)
+            return;
+        updateInfo();
+        emit changed();
+    });
+    connect(m_grid, &QLineEdit::editingFinished, this, [this] {
+        updateInfo();
+        emit changed();
+    });
+    connect(guess, &QPushButton::clicked, this, [this] {
+        guessGridAndPrefix();
+        updateInfo();
+        emit changed();
+    });
+    setTensor(std::nullopt);
+}
+
+void SelectionPanel::setTensor(const std::optional<TensorEntry>& queries)
+{
+    const bool newShape = !queries || !m_tensor || queries->shape != m_shape;
+    m_tensor = queries;
+    m_shape = queries ? queries->shape : QVector<qint64>();
+    m_layout->setPlaceholderText(queries ? tr("default: %1").arg(defaultLayout(int(m_shape.size())).isEmpty()
+                                                                      ? tr("none for rank %1").arg(m_shape.size())
+                                                                      : defaultLayout(int(m_shape.size())))
+                                         : QString());
+    if (newShape && !m_restoring) {
+        // A layout typed for another rank would not fit: fall back to the default.
+        if (!m_layout->text().isEmpty() && m_layout->text().size() != m_shape.size())
+            m_layout->clear();
+        guessGridAndPrefix();
+    }
+    rebuildAxes();
+    updateInfo();
+}
+
+QString SelectionPanel::layout() const
+{
+    const QString typed = m_layout->text().trimmed();
+    return typed.isEmpty() ? defaultLayout(int(m_shape.size())) : typed;
+}
+
+void SelectionPanel::rebuildAxes()
+{
+    for (auto* s : std::as_const(m_spins))
+        s->disconnect(this);
+    while (m_axesForm->rowCount() > 0)
+        m_axesForm->removeRow(0);
+    m_spins.clear();
+    if (!m_tensor)
+        return;
+    const QString letters = layout();
+    if (letters.size() != m_shape.size())
+        return;
+    for (int i = 0; i < letters.size(); ++i) {
+        const QChar c = letters.at(i);
+        if (c == QLatin1Char('n') || c == QLatin1Char('d'))
+            continue;
+        auto* spin = new QSpinBox(m_axesBox);
+        spin->setRange(0, int(std::max<qint64>(0, m_shape[i] - 1)));
+        spin->setValue(std::clamp(m_at.value(c, 0), 0, spin->maximum()));
+        spin->setSuffix(tr("  of %1").arg(m_shape[i]));
+        spin->setToolTip(tr("Index on axis %1 (%2), 0..%3. Same as --at %1=i.%4")
+                             .arg(c)
+                             .arg(axisName(c))
+                             .arg(m_shape[i] - 1)
+                             .arg(c == QLatin1Char('h') ? tr(" Step with PgUp/PgDn or Alt+Left/Right.") : QString()));
+        spin->setKeyboardTracking(false);
+        m_at[c] = spin->value();
+        connect(spin, &QSpinBox::valueChanged, this, [this, c](int v) {
+            m_at[c] = v;
+            if (m_restoring)
+                return;
+            updateInfo();
+            emit changed();
+        });
+        auto* label = new QLabel(QStringLiteral("<b>%1</b> %2").arg(c).arg(axisName(c)), m_axesBox);
+        label->setBuddy(spin);
+        m_axesForm->addRow(label, spin);
+        m_spins.insert(c, spin);
+    }
+}
+
+void SelectionPanel::guessGridAndPrefix()
+{
+    if (!m_tensor)
+        return;
+    const QString letters = layout();
+    const qsizetype nAxis = letters.indexOf(QLatin1Char('n'));
+    if (nAxis < 0 || nAxis >= m_shape.size())
+        return;
+    const qint64 n = m_shape[nAxis];
+    auto attr = [&](const char* key) {
+        const QString k = QString::fromLatin1(key);
+        return m_tensor->attributes.contains(k) ? m_tensor->attributes.value(k) : m_tensor->fileAttributes.value(k);
+    };
+    qint64 prefix = 0;
+    std::vector<qint64> grid;
+    if (attr("prefix_tokens").isDouble())
+        prefix = qint64(attr("prefix_tokens").toDouble());
+    if (attr("grid").isArray()) {
+        for (const auto& v : attr("grid").toArray())
+            grid.push_back(qint64(v.toDouble()));
+        qint64 prod = 1;
+        for (qint64 g : grid)
+            prod *= g;
+        if (!attr("prefix_tokens").isDouble() && prod + 1 == n)
+            prefix = 1;
+    } else {
+        const qint64 s = qint64(std::llround(std::sqrt(double(n))));
+        const qint64 s1 = qint64(std::llround(std::sqrt(double(n - 1))));
+        if (s * s == n && s > 1)
+            grid = {s, s};
+        else if (s1 * s1 == n - 1 && s1 > 1 && !attr("prefix_tokens").isDouble()) {
+            grid = {s1, s1};
+            prefix = 1;
+        } else if (prefix > 0) {
+            const qint64 s2 = qint64(std::llround(std::sqrt(double(n - prefix))));
+            if (s2 * s2 == n - prefix && s2 > 1)
+                grid = {s2, s2};
+        }
+    }
+    QStringList parts;
+    for (qint64 g : grid)
+        parts << QString::number(g);
+    const bool was = m_restoring;
+    m_restoring = true;
+    m_prefix->setValue(int(prefix));
+    m_grid->setText(parts.join(QStringLiteral("x")));
+    m_restoring = was;
+}
+
+io::AxisSelection SelectionPanel::selection() const
+{
+    io::AxisSelection sel;
+    sel.layout = m_layout->text().trimmed().toStdString();
+    for (auto it = m_spins.begin(); it != m_spins.end(); ++it)
+        sel.at[char(it.key().toLatin1())] = it.value()->value();
+    sel.prefix_tokens = m_prefix->value();
+    return sel;
+}
+
+std::vector<Eigen::Index> SelectionPanel::tokenGrid() const
+{
+    return parseSizes(m_grid->text());
+}
+
+qint64 SelectionPanel::tokens() const
+{
+    if (!m_tensor)
+        return -1;
+    const QString letters = layout();
+    const qsizetype nAxis = letters.indexOf(QLatin1Char('n'));
+    if (letters.size() != m_shape.size() || nAxis < 0)
+        return -1;
+    return m_shape[nAxis] - m_prefix->value();
+}
+
+QString SelectionPanel::problem() const
+{
+    if (!m_tensor)
+        return tr("Assign queries and keys in the data browser (right-click a tensor).");
+    try {
+        io::TensorInfo info;
+        info.name = m_tensor->name.toStdString();
+        for (qint64 s : m_shape)
+            info.shape.push_back(s);
+        io::resolve_layout(info, selection(), ("queries " + m_tensor->ref()).toStdString());
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    const qint64 n = tokens();
+    if (n < 1)
+        return tr("Prefix tokens %1 leave no token (the queries have %2).").arg(m_prefix->value()).arg(n + m_prefix->value());
+    if (!m_grid->text().trimmed().isEmpty()) {
+        const auto grid = tokenGrid();
+        if (grid.empty() || grid.size() > 3)
+            return tr("Token grid '%1': give 2 or 3 sizes such as 16x16.").arg(m_grid->text());
+        qint64 prod = 1;
+        for (auto g : grid)
+            prod *= g;
+        if (prod != n)
+            return tr("Token grid %1 holds %2 tokens but the selection has N = %3 (after %4 prefix tokens).")
+                .arg(m_grid->text())
+                .arg(prod)
+                .arg(n)
+                .arg(m_prefix->value());
+    }
+    return {};
+}
+
+QString SelectionPanel::summary() const
+{
+    QStringList parts;
+    for (auto it = m_spins.begin(); it != m_spins.end(); ++it)
+        parts << QStringLiteral("%1=%2").arg(it.key()).arg(it.value()->value());
+    return parts.join(QStringLiteral(", "));
+}
+
+QChar SelectionPanel::stepAxis() const
+{
+    if (m_spins.contains(QLatin1Char('h')))
+        return QLatin1Char('h');
+    const QString letters = layout();
+    for (QChar c : letters)
+        if (m_spins.contains(c))
+            return c;
+    return QChar();
+}
+
+bool SelectionPanel::step(QChar axis, int delta)
+{
+    QSpinBox* spin = m_spins.value(axis);
+    if (!spin)
+        return false;
+    const int before = spin->value();
+    spin->setValue(std::clamp(before + delta, spin->minimum(), spin->maximum()));
+    return spin->value() != before;
+}
+
+void SelectionPanel::setIndex(QChar axis, int value)
+{
+    if (QSpinBox* spin = m_spins.value(axis))
+        spin->setValue(value);
+    else
+        m_at[axis] = value;
+}
+
+int SelectionPanel::index(QChar axis) const
+{
+    if (QSpinBox* spin = m_spins.value(axis))
+        return spin->value();
+    return m_at.value(axis, 0);
+}
+
+void SelectionPanel::updateInfo()
+{
+    const QString p = problem();
+    m_problem->setText(p);
+    m_problem->setVisible(!p.isEmpty() && m_tensor.has_value());
+    if (!m_tensor) {
+        m_info->setText(tr("No queries assigned yet."));
+        return;
+    }
+    QStringList dims;
+    for (qint64 s : m_shape)
+        dims << QString::number(s);
+    QString text = tr("Queries %1 [%2], layout %3").arg(m_tensor->name.isEmpty() ? tr("(array)") : m_tensor->name,
+                                                     dims.join(QStringLiteral(", ")), layout());
+    if (tokens() > 0)
+        text += tr("; N = %1 tokens").arg(tokens());
+    m_info->setText(text);
+}
+
+QJsonObject SelectionPanel::saveState() const
+{
+    QJsonObject o;
+    o[QStringLiteral("layout")] = m_layout->text().trimmed();
+    QJsonObject at;
+    for (auto it = m_spins.begin(); it != m_spins.end(); ++it)
+        at[QString(it.key())] = it.value()->value();
+    o[QStringLiteral("at")] = at;
+    o[QStringLiteral("prefix_tokens")] = m_prefix->value();
+    QJsonArray grid;
+    for (auto g : tokenGrid())
+        grid.append(qint64(g));
+    o[QStringLiteral("token_grid")] = grid;
+    return o;
+}
+
+void SelectionPanel::restoreState(const QJsonObject& state)
+{
+    m_restoring = true;
+    m_layout->setText(state.value(QStringLiteral("layout")).toString());
+    const QJsonObject at = state.value(QStringLiteral("at")).toObject();
+    for (auto it = at.begin(); it != at.end(); ++it)
+        if (!it.key().isEmpty())
+            m_at[it.key().at(0)] = it->toInt();
+    rebuildAxes();
+    m_prefix->setValue(state.value(QStringLiteral("prefix_tokens")).toInt());
+    QStringList parts;
+    for (const auto& v : state.value(QStringLiteral("token_grid")).toArray())
+        parts << QString::number(v.toInteger());
+    m_grid->setText(parts.join(QStringLiteral("x")));
+    m_restoring = false;
+    updateInfo();
+    emit changed();
+}
+
+}  // namespace attnscope::widgets

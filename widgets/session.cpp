@@ -1,0 +1,73 @@
+#include "session.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QSaveFile>
+
+namespace attnscope::widgets {
+
+QString sessionStoredPath(const QString& sessionFile, const QString& path)
+{
+    if (path.isEmpty())
+        return path;
+    const QDir dir = QFileInfo(sessionFile).absoluteDir();
+    const QString abs = QFileInfo(path).absoluteFilePath();
+    const QString rel = dir.relativeFilePath(abs);
+    // Relative when it stays near the session (at most two levels up), else absolute.
+    return rel.startsWith(QStringLiteral("../../../")) ? abs : rel;
+}
+
+QString sessionResolvedPath(const QString& sessionFile, const QString& stored)
+{
+    if (stored.isEmpty() || QFileInfo(stored).isAbsolute())
+        return stored;
+    return QDir::cleanPath(QFileInfo(sessionFile).absoluteDir().filePath(stored));
+}
+
+bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error)
+{
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+        if (error)
+            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
+        return false;
+    }
+    out.write(QJsonDocument(session).toJson(QJsonDocument::Indented));
+    if (!out.commit()) {
+        if (error)
+            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
+        return false;
+    }
+    return true;
+}
+
+std::optional<QJsonObject> readSessionFile(const QString& path, QString* error)
+{
+    auto fail = [&](const QString& why) -> std::optional<QJsonObject> {
+        if (error)
+            *error = QStringLiteral("%1: %2").arg(path, why);
+        return std::nullopt;
+    };
+    QFile in(path);
+    if (!in.open(QIODevice::ReadOnly))
+        return fail(in.errorString());
+    if (in.size() > 64 * 1024 * 1024)
+        return fail(QObject::tr("too large for a session file"));
+    QJsonParseError pe;
+    const QJsonDocument doc = QJsonDocument::fromJson(in.readAll(), &pe);
+    if (pe.error != QJsonParseError::NoError)
+        return fail(QObject::tr("not valid JSON (%1 at byte %2)").arg(pe.errorString()).arg(pe.offset));
+    if (!doc.isObject())
+        return fail(QObject::tr("not a session (expected a JSON object)"));
+    const QJsonObject o = doc.object();
+    const QJsonValue v = o.value(QStringLiteral("attnscope_session"));
+    if (!v.isDouble())
+        return fail(QObject::tr("not an AttnScope session (no \"attnscope_session\" version)"));
+    if (v.toInt() > kSessionVersion)
+        return fail(QObject::tr("session version %1 is newer than this AttnScope understands (%2)").arg(v.toInt()).arg(kSessionVersion));
+    return o;
+}
+
+}  // namespace attnscope::widgets

@@ -1,0 +1,25 @@
+#pragma once
+// Session files (.attnscope): a readable, indented JSON document with everything needed to reopen an
+// analysis: files, Q/K/V references, selection, every mechanism option, active view, selected query and
+// each view's own state. The main window builds and applies the document; this file reads and writes it.
+// Paths are stored relative to the session file's folder when they lie below it or beside it, so a
+// session travels with its data (docs/sessions/*.attnscope refer to ../../data/...).
+#include <QJsonObject>
+#include <QString>
+#include <optional>
+
+namespace attnscope::widgets {
+
+inline constexpr int kSessionVersion = 1;
+
+// `path` as stored in the session at `sessionFile` (relative when short, else absolute).
+QString sessionStoredPath(const QString& sessionFile, const QString& path);
+// A stored path resolved against the session file's folder.
+QString sessionResolvedPath(const QString& sessionFile, const QString& stored);
+
+// Writes the document (indented) atomically. Returns false and sets *error on failure.
+bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error);
+// Reads and checks the document (JSON object with "attnscope_session" <= kSessionVersion).
+std::optional<QJsonObject> readSessionFile(const QString& path, QString* error);
+
+}  // namespace attnscope::widgets
