@@ -8,12 +8,15 @@
 #include <iostream>
 #include <string>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
+#include "analysis/sweep.h"
 #include "analysis/synth.h"
 #include "attention/operator.h"
 #include "cli_options.h"
@@ -29,7 +32,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth"};
+constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep"};
 
 bool ends_with(const std::string& s, const std::string& suffix)
 {
@@ -351,6 +354,113 @@ int run_synth(const SynthArgs& a)
     return 0;
 }
 
+// --------------------------------------------------------------------------------------------- sweep
+struct SweepArgs {
+    std::vector<std::string> q, k;
+    std::string synth_kind;
+    std::int64_t d = 64, seeds = 1, n = 0;
+    std::string vary;
+    std::string subsample = "first";
+    std::int64_t draws = 1;
+    std::uint64_t subsample_seed = 0;
+    std::string heads, layers;
+    std::string mechanisms = "softmax,linear,mhla";
+    std::string csv_out = "-";
+    std::optional<std::string> json_out;
+    SelectionArgs selection;
+    MechanismArgs mechanism;
+    MetricArgs metrics;
+    MemoryArgs memory;
+};
+
+// "all" or a comma list of non-negative indices.
+void parse_axis_list(const std::string& text, const std::string& option, std::optional<std::vector<Eigen::Index>>& list,
+                     bool& all)
+{
+    if (text.empty())
+        return;
+    if (text == "all") {
+        all = true;
+        return;
+    }
+    std::vector<Eigen::Index> v;
+    for (const std::string& item : split_list(text)) {
+        std::size_t used = 0;
+        long long x = -1;
+        try {
+            x = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || x < 0)
+            throw std::invalid_argument(option + " " + text + ": '" + item + "' is not an index (or use all)");
+        v.push_back(x);
+    }
+    list = std::move(v);
+}
+
+int run_sweep(const SweepArgs& a)
+{
+    analysis::SweepSpec spec;
+    if (a.vary.size() < 2 || (a.vary[0] != 'n' && a.vary[0] != 'm') || (a.vary.size() > 1 && a.vary[1] != '='))
+        throw std::invalid_argument("--vary " + a.vary + ": expected n=LIST or m=LIST, e.g. n=256,1024,4096");
+    spec.vary = a.vary[0];
+    if (a.vary.size() > 2)
+        spec.values = parse_sizes(a.vary.substr(2), "--vary");
+    spec.subsample = analysis::parse_subsample(a.subsample);
+    if (a.draws < 1)
+        throw std::invalid_argument("--draws must be at least 1");
+    if (a.draws > 1 && spec.subsample != analysis::Subsample::random)
+        throw std::invalid_argument("--draws needs --subsample random");
+    spec.draws = a.draws;
+    spec.seed = a.subsample_seed;
+    parse_axis_list(a.heads, "--heads", spec.heads, spec.all_heads);
+    parse_axis_list(a.layers, "--layers", spec.layers, spec.all_layers);
+    spec.mechanisms = parse_mechanisms(a.mechanisms);
+    spec.options = a.mechanism.resolve();
+    spec.metrics = a.metrics.resolve();
+    spec.memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(spec.memory_limit);
+
+    if (!a.synth_kind.empty()) {
+        if (!a.q.empty() || !a.k.empty())
+            throw std::invalid_argument("give either --synth or --q/--k inputs, not both");
+        if (a.d < 1 || a.seeds < 1)
+            throw std::invalid_argument("--d and --seeds must be at least 1");
+        spec.synth = analysis::SynthSource{a.synth_kind, a.d, a.seeds, a.n};
+    } else {
+        if (a.q.empty() || a.q.size() != a.k.size())
+            throw std::invalid_argument("give --q and --k in pairs (got " + std::to_string(a.q.size()) + " --q and " +
+                                        std::to_string(a.k.size()) + " --k), or --synth KIND");
+        const io::AxisSelection sel = a.selection.resolve();
+        for (std::size_t i = 0; i < a.q.size(); ++i)
+            spec.inputs.push_back({a.q[i], a.k[i], std::nullopt, sel});
+    }
+
+    // Refuse unwritable destinations before the work.
+    std::optional<AtomicOutput> probe_csv, probe_json;
+    if (a.csv_out != "-")
+        probe_csv.emplace(a.csv_out);
+    if (a.json_out && *a.json_out != "-")
+        probe_json.emplace(*a.json_out);
+
+    analysis::JobContext ctx;
+    const bool tty = ::isatty(2);
+    ctx.on_progress = [&](double f, const std::string& stage) {
+        if (tty)
+            std::fprintf(stderr, "\r[%3.0f%%] %-70.70s", 100.0 * f, stage.c_str());
+    };
+    const auto records = analysis::run_sweep(spec, ctx);
+    if (tty)
+        std::fprintf(stderr, "\r%-80s\r", "");
+    write_text_output(a.csv_out, analysis::sweep_csv(records));
+    if (a.json_out)
+        write_text_output(*a.json_out, analysis::sweep_summary(spec, records).dump(2) + "\n");
+    if (a.csv_out != "-")
+        std::cerr << "wrote " << a.csv_out << " (" << records.size() << " records)\n";
+    return 0;
+}
+
 template <class F>
 int guarded(F&& body)
 {
@@ -398,7 +508,7 @@ int run_cli(int argc, char** argv)
 {
     if (argc >= 2 && argv[1][0] != '-' &&
         std::none_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return std::strcmp(s, argv[1]) == 0; })) {
-        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth) nor an existing file");
+        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth, sweep) nor an existing file");
         return 2;
     }
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
@@ -445,6 +555,28 @@ int run_cli(int argc, char** argv)
     sy_cmd->add_option("--out", sy.out, "FILE.h5")->required();
     sy.memory.add_to(*sy_cmd);
 
+    SweepArgs sw;
+    auto* sw_cmd = app.add_subcommand("sweep", "Rank and entropy against sequence length N or block count M (CSV + JSON summary)");
+    sw_cmd->add_option("--q", sw.q, "Queries FILE[:NAME] (repeat with --k for several inputs)")->take_all()->allow_extra_args(false);
+    sw_cmd->add_option("--k", sw.k, "Keys FILE[:NAME]")->take_all()->allow_extra_args(false);
+    sw_cmd->add_option("--synth", sw.synth_kind, "Synthetic data instead of inputs: gaussian | lowrank | local1d | local2d");
+    sw_cmd->add_option("--d", sw.d, "Synthetic features per head (default 64)");
+    sw_cmd->add_option("--seeds", sw.seeds, "Synthetic draws, seeds S..S+K-1 (default 1)");
+    sw_cmd->add_option("--n", sw.n, "Synthetic tokens for --vary m");
+    sw_cmd->add_option("--vary", sw.vary, "n=LIST (sequence lengths) or m=LIST (block counts; block-grid sides for grid data)")->required();
+    sw_cmd->add_option("--subsample", sw.subsample, "Token subsets for --vary n: first | random | crop (default first)");
+    sw_cmd->add_option("--draws", sw.draws, "Random subsets per N (--subsample random)");
+    sw_cmd->add_option("--subsample-seed", sw.subsample_seed, "Seed of random subsets and of synthetic draws (default 0)");
+    sw_cmd->add_option("--heads", sw.heads, "all or a comma list of heads (default: the selection's)");
+    sw_cmd->add_option("--layers", sw.layers, "all or a comma list of layers (axis l; default: the selection's)");
+    sw_cmd->add_option("--mechanism", sw.mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    sw_cmd->add_option("--csv", sw.csv_out, "Long-format CSV (default - : standard output)");
+    sw_cmd->add_option("--json", sw.json_out, "JSON summary: mean and std per point");
+    sw.selection.add_to(*sw_cmd);
+    sw.mechanism.add_to(*sw_cmd);
+    sw.metrics.add_to(*sw_cmd);
+    sw.memory.add_to(*sw_cmd);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -462,6 +594,8 @@ int run_cli(int argc, char** argv)
         return guarded([&] { return run_matrix(mx); });
     if (sy_cmd->parsed())
         return guarded([&] { return run_synth(sy); });
+    if (sw_cmd->parsed())
+        return guarded([&] { return run_sweep(sw); });
     return 2;
 }
 

@@ -63,3 +63,9 @@ TEST(CliCommands, AnalyzeSummaryAndJsonFile)
     EXPECT_LE(doc["results"][1]["rank"].get<int>(), 8);
     EXPECT_GT(doc["results"][0]["rank"].get<int>(), 8);
 }
+
+TEST(CliCommands, SweepEqualsSeparateAnalyzeRuns)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_sweep");
+    EXPECT_NO_THROW(attnscope::test::run_python("app/check_sweep.py", {ATTNSCOPE_BINARY, dir}));
+}

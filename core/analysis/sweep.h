@@ -1,0 +1,84 @@
+#pragma once
+// Expressivity against sequence length N or block count M (`attnscope sweep`): the curves of global
+// context collapse. One record per (mechanism, N, M, layer, head, draw) point.
+//
+// Sources: loaded activations (one or several inputs; each token subset is analysed like `analyze`
+// would analyse it), or synthetic activations (`synth` kinds, one draw per seed).
+// Token subsets for --vary n:
+//   first   the first N tokens;
+//   random  `draws` subsets of N tokens, drawn without replacement and kept in token order
+//           (partial Fisher-Yates with util/rng.h's SplitMix64(seed + draw));
+//   crop    a centred sub-grid of grid data: crop sizes c_i = G_i * sqrt(N / prod G) must be whole
+//           and hold whole blocks; the block grid scales with the crop (block size kept).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/explore.h"
+#include "analysis/job.h"
+#include "attention/options.h"
+
+namespace attnscope::analysis {
+
+enum class Subsample { first, random, crop };
+std::string_view to_string(Subsample s);
+Subsample parse_subsample(std::string_view s);   // throws std::invalid_argument
+
+struct SynthSource {
+    std::string kind = "gaussian";
+    Eigen::Index d = 64;
+    Eigen::Index seeds = 1;          // draws 0..seeds-1 use seed + draw
+    Eigen::Index n = 0;              // --vary m: tokens per draw
+};
+
+struct SweepSpec {
+    std::vector<TensorSource> inputs;        // loaded activations (selection: layout, prefix tokens, fixed --at)
+    std::optional<SynthSource> synth;        // or synthetic data
+    char vary = 'n';                         // 'n' or 'm'
+    std::vector<Eigen::Index> values;        // N values, or M values (block counts; block-grid sides for grid data)
+    Subsample subsample = Subsample::first;
+    Eigen::Index draws = 1;                  // random subsets per N
+    std::uint64_t seed = 0;
+    std::optional<std::vector<Eigen::Index>> heads;    // indices of the 'h' axis; nullopt: the selection's
+    bool all_heads = false;
+    std::optional<std::vector<Eigen::Index>> layers;   // indices of the 'l' axis
+    bool all_layers = false;
+    std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
+                                                    attention::Mechanism::mhla};
+    attention::AttentionOptions options;     // grid options describe the full token grid of the inputs
+    MetricOptions metrics;                   // spectrum + entropy by default
+    std::uint64_t memory_limit = 0;          // 0: default_memory_limit()
+};
+
+struct SweepRecord {
+    std::string mechanism;
+    Eigen::Index n = 0, m = 0;
+    std::optional<Eigen::Index> layer, head;
+    Eigen::Index draw = 0;
+    std::string input;                       // reference of the queries, or "synth:KIND"
+    std::optional<metrics::SpectrumMetrics> spectrum;
+    std::optional<metrics::EntropyStats> entropy;
+    double seconds = 0;
+    std::vector<std::string> warnings;
+};
+
+// The token indices of one subset (ascending). `grid` and `block_grid` only for crop.
+std::vector<Eigen::Index> subset_tokens(Subsample how, Eigen::Index available, Eigen::Index n, std::uint64_t seed,
+                                        Eigen::Index draw, const std::vector<Eigen::Index>& grid = {});
+
+// Runs the whole sweep (progress and cancellation through ctx). Throws std::invalid_argument /
+// InputError for impossible specs (N larger than the tokens available, crops that do not fit, ...)
+// before any analysis starts.
+std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx);
+
+// The long-format CSV (header + one line per record; empty fields for what does not apply).
+std::string sweep_csv(const std::vector<SweepRecord>& records);
+// Mean and population std of every metric per (mechanism, n, m) point, over layers, heads and draws.
+nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<SweepRecord>& records);
+
+}  // namespace attnscope::analysis
