@@ -1,0 +1,380 @@
+// Result views on real explore results (1-D, grid, large N, failing and signed mechanisms): results show,
+// queries select, exports are valid non-blank PNG / PDF / SVG, state round-trips, the maps view links
+// clicks to queries, switches to difference mode and log colour scales, draws reduced images for large
+// N; metricsCsv matches the result. Set ATTNSCOPE_SCREENSHOTS=1 to also write docs/views-<name>.png.
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTest>
+#include <QXmlStreamReader>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <qcustomplot.h>
+
+#include <gtest/gtest.h>
+
+#include "analysis/explore.h"
+#include "analysis/synth.h"
+#include "export.h"
+#include "io/writers.h"
+#include "support/test_support.h"
+#include "views.h"
+
+using namespace attnscope;
+using attention::Mechanism;
+using widgets::ResultView;
+
+namespace {
+
+using Result = std::shared_ptr<const analysis::ExploreResult>;
+
+std::string dataPath(const std::string& name) { return test::tests_path("../data/" + name); }
+
+Result exploreSample(const std::string& file, bool grid)
+{
+    analysis::ExploreRequest r;
+    r.source.q_ref = dataPath(file) + ":/q";
+    r.source.k_ref = dataPath(file) + ":/k";
+    r.source.selection.at['h'] = 0;
+    if (grid) {
+        r.options.blocks.kind = attention::BlockSpec::Kind::grid;
+        r.options.blocks.grid = {16, 16};
+        r.options.blocks.block_grid = {4, 4};
+        r.token_grid = {16, 16};
+    }
+    return std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+}
+
+// A synthetic file written with core's writer; `configure` adjusts the request.
+Result exploreSynth(const std::string& name, Eigen::Index n, Eigen::Index d, const std::string& kind,
+                    const std::function<void(analysis::ExploreRequest&)>& configure = {})
+{
+    const std::string dir = test::fresh_work_dir("views_" + name);
+    analysis::SynthOptions o;
+    o.n = n;
+    o.d = d;
+    o.kind = kind;
+    o.seed = 7;
+    const auto data = analysis::synthesize(o, 1ULL << 31);
+    io::write_hdf5(dir + "/s.h5", {io::DatasetOut{"/q", {1, n, d}, data.q}, io::DatasetOut{"/k", {1, n, d}, data.k}});
+    analysis::ExploreRequest r;
+    r.source.q_ref = dir + "/s.h5:/q";
+    r.source.k_ref = dir + "/s.h5:/k";
+    if (configure)
+        configure(r);
+    return std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+}
+
+const Result& result1d()
+{
+    static Result r = exploreSample("lm_local1d.h5", false);
+    return r;
+}
+const Result& resultGrid()
+{
+    static Result r = exploreSample("vit_local2d.h5", true);
+    return r;
+}
+
+int distinctColours(const QImage& img, double* nonWhiteFraction = nullptr)
+{
+    QSet<QRgb> colours;
+    qint64 nonWhite = 0;
+    for (int y = 0; y < img.height(); y += 2)
+        for (int x = 0; x < img.width(); x += 2) {
+            const QRgb c = img.pixel(x, y);
+            colours.insert(c);
+            if (qRed(c) < 245 || qGreen(c) < 245 || qBlue(c) < 245)
+                ++nonWhite;
+        }
+    if (nonWhiteFraction)
+        *nonWhiteFraction = double(nonWhite) / (double(img.width() / 2) * (img.height() / 2));
+    return colours.size();
+}
+
+QCustomPlot* plotOf(ResultView* v) { return v->findChild<QCustomPlot*>(); }
+
+QList<QCPColorScale*> colourScales(QCustomPlot* plot)
+{
+    QList<QCPColorScale*> out;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
+        if (auto* s = qobject_cast<QCPColorScale*>(e))
+            out << s;
+    return out;
+}
+
+QList<QCPColorMap*> colourMaps(QCustomPlot* plot)
+{
+    QList<QCPColorMap*> out;
+    for (int i = 0; i < plot->plottableCount(); ++i)
+        if (auto* m = qobject_cast<QCPColorMap*>(plot->plottable(i)))
+            out << m;
+    return out;
+}
+
+// Exports `view` as PNG, PDF and SVG into dir and checks each file.
+void checkExports(ResultView* view, const QString& dir, const QString& tag, bool expectColourful = true)
+{
+    const QString base = dir + "/" + view->viewName() + "_" + tag;
+    widgets::ExportOptions opt;
+    opt.dpi = 96;
+    ASSERT_EQ(widgets::exportView(view, base + ".png", opt), QString());
+    QImage img(base + ".png");
+    ASSERT_FALSE(img.isNull()) << base.toStdString();
+    EXPECT_EQ(img.size(), view->preferredExportSize());
+    double nonWhite = 0;
+    const int colours = distinctColours(img, &nonWhite);
+    EXPECT_GT(nonWhite, expectColourful ? 0.01 : 0.001) << view->viewName().toStdString() << " " << tag.toStdString();
+    EXPECT_GT(colours, expectColourful ? 40 : 8) << view->viewName().toStdString() << " " << tag.toStdString();
+
+    opt.dpi = 192;
+    ASSERT_EQ(widgets::exportView(view, base + "_hi.png", opt), QString());
+    EXPECT_EQ(QImage(base + "_hi.png").size(), view->preferredExportSize() * 2);
+
+    ASSERT_EQ(widgets::exportView(view, base + ".pdf", opt), QString());
+    QFile pdf(base + ".pdf");
+    ASSERT_TRUE(pdf.open(QIODevice::ReadOnly));
+    const QByteArray bytes = pdf.readAll();
+    EXPECT_TRUE(bytes.startsWith("%PDF")) << base.toStdString();
+    EXPECT_GT(bytes.size(), 1500);
+    EXPECT_LT(bytes.size(), 30 * 1024 * 1024);
+
+    ASSERT_EQ(widgets::exportView(view, base + ".svg", opt), QString());
+    QFile svg(base + ".svg");
+    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+    const QByteArray svgText = svg.readAll();
+    EXPECT_TRUE(svgText.contains("<svg"));
+    QXmlStreamReader xml(svgText);
+    int elements = 0;
+    while (!xml.atEnd())
+        if (xml.readNext() == QXmlStreamReader::StartElement)
+            ++elements;
+    EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
+    EXPECT_GT(elements, 10);
+    EXPECT_TRUE(svgText.contains("DejaVu Sans"));
+}
+
+void exerciseAll(const Result& result, const std::string& name, int query)
+{
+    const QString dir = QString::fromStdString(test::fresh_work_dir(name));
+    QWidget parent;
+    const auto views = widgets::createAllViews(&parent);
+    ASSERT_EQ(views.size(), 6);
+    const QStringList names{"maps", "query", "spectrum", "entropy", "mixing", "metrics"};
+    for (int i = 0; i < views.size(); ++i) {
+        ResultView* v = views[i];
+        EXPECT_EQ(v->viewName(), names[i]);
+        EXPECT_FALSE(v->viewTitle().isEmpty());
+        checkExports(v, dir, "empty", false);   // the empty state exports too
+        v->setResult(result);
+        v->setQuery(query);
+        checkExports(v, dir, "result");
+        // State round trip into a fresh view of the same kind.
+        const QJsonObject state = v->saveState();
+        std::unique_ptr<ResultView> twin(widgets::createAllViews()[i]);
+        twin->setResult(result);
+        twin->restoreState(state);
+        EXPECT_EQ(twin->saveState(), state) << v->viewName().toStdString();
+        v->setResult(nullptr);
+        v->setResult(result);
+    }
+    EXPECT_TRUE(widgets::exportAllViews(views, dir + "/all", "svg", {}).isEmpty());
+    EXPECT_EQ(QDir(dir + "/all").entryList(QDir::Files).size(), 6);
+}
+
+}  // namespace
+
+TEST(Views, OneDimensional) { exerciseAll(result1d(), "views_1d", 100); }
+
+TEST(Views, Grid) { exerciseAll(resultGrid(), "views_grid", 120); }
+
+TEST(Views, FailedAndSignedMechanisms)
+{
+    // Official normalisation needs equal blocks: 100 tokens in 7 blocks makes MHLA fail alone.
+    const Result failed = exploreSynth("failed", 100, 16, "local1d", [](analysis::ExploreRequest& r) {
+        r.options.blocks.blocks = 7;
+        r.options.normalize = attention::Normalize::official;
+    });
+    const auto* mhla = failed->find(Mechanism::mhla);
+    ASSERT_NE(mhla, nullptr);
+    ASSERT_FALSE(mhla->error.empty());
+    exerciseAll(failed, "views_failed", 5);
+    const QString csv = widgets::metricsCsv(*failed);
+    EXPECT_TRUE(csv.contains(QString::fromStdString(mhla->error).left(20)));
+
+    // Identity features: signed entries, entropy undefined; a log request falls back to a linear scale.
+    const Result signedResult = exploreSynth("signed", 96, 16, "gaussian", [](analysis::ExploreRequest& r) {
+        r.options.feature_map.kind = attention::FeatureMapKind::identity;
+        r.options.normalize = attention::Normalize::none;
+    });
+    exerciseAll(signedResult, "views_signed", 3);
+    std::unique_ptr<ResultView> maps(widgets::createMapsView());
+    maps->setResult(signedResult);
+    maps->restoreState(QJsonObject{{"log", true}});
+    const auto scales = colourScales(plotOf(maps.get()));
+    ASSERT_EQ(scales.size(), 1);
+    EXPECT_EQ(scales[0]->dataScaleType(), QCPAxis::stLinear);
+    EXPECT_LT(scales[0]->dataRange().lower, 0);
+    EXPECT_DOUBLE_EQ(scales[0]->dataRange().lower, -scales[0]->dataRange().upper);
+    EXPECT_TRUE(scales[0]->axis()->label().contains("log scale unavailable"));
+}
+
+TEST(MapsView, ClickSelectsQuery)
+{
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    view->resize(1300, 600);
+    view->setResult(result1d());
+    view->show();
+    QCustomPlot* plot = plotOf(view.get());
+    plot->replot();
+    QSignalSpy spy(view.get(), &ResultView::querySelected);
+    QCPAxisRect* rect = plot->axisRects().at(1);   // the linear panel: clicks anywhere select the row
+    const int px = static_cast<int>(rect->axis(QCPAxis::atBottom)->coordToPixel(200));
+    const int py = static_cast<int>(rect->axis(QCPAxis::atLeft)->coordToPixel(321));
+    QTest::mouseClick(plot, Qt::LeftButton, Qt::NoModifier, QPoint(px, py));
+    ASSERT_EQ(spy.count(), 1);
+    EXPECT_NEAR(spy.at(0).at(0).toInt(), 321, 1);
+
+    // Hover reports query, key and value.
+    QSignalSpy status(view.get(), &ResultView::statusMessage);
+    QTest::mouseMove(plot, QPoint(px, py));
+    QMouseEvent move(QEvent::MouseMove, QPointF(px, py), plot->mapToGlobal(QPointF(px, py)), Qt::NoButton, Qt::NoButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+    ASSERT_GE(status.count(), 1);
+    EXPECT_TRUE(status.last().at(0).toString().contains("linear"));
+    EXPECT_TRUE(status.last().at(0).toString().contains("key j = "));
+}
+
+TEST(MapsView, DifferenceAndLogModes)
+{
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    view->setResult(result1d());
+    QCustomPlot* plot = plotOf(view.get());
+    EXPECT_EQ(plot->axisRects().size(), 3);
+    view->restoreState(QJsonObject{{"difference", "softmax"}});
+    EXPECT_EQ(view->saveState()["difference"].toString(), "softmax");
+    EXPECT_EQ(plot->axisRects().size(), 2);   // linear - softmax, MHLA - softmax
+    auto scales = colourScales(plot);
+    ASSERT_EQ(scales.size(), 1);
+    EXPECT_LT(scales[0]->dataRange().lower, 0);
+    EXPECT_DOUBLE_EQ(scales[0]->dataRange().lower, -scales[0]->dataRange().upper);
+    // Full resolution: the drawn difference is exactly A_linear - A_softmax.
+    const auto& A = *result1d()->find(Mechanism::linear)->matrix;
+    const auto& S = *result1d()->find(Mechanism::softmax)->matrix;
+    QCPColorMap* map = colourMaps(plot).at(0);
+    EXPECT_EQ(map->data()->keySize(), 512);
+    EXPECT_NEAR(map->data()->cell(40, 30), A(30, 40) - S(30, 40), 1e-15);
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_diff")), "diff");
+
+    view->restoreState(QJsonObject{{"difference", "off"}, {"log", true}, {"colormap", "magma"}});
+    scales = colourScales(plot);
+    ASSERT_EQ(scales.size(), 1);
+    EXPECT_EQ(scales[0]->dataScaleType(), QCPAxis::stLogarithmic);
+    EXPECT_GT(scales[0]->dataRange().lower, 0);
+    EXPECT_EQ(view->saveState()["colormap"].toString(), "magma");
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_log")), "log");
+}
+
+TEST(MapsView, LargeMatrixUsesReducedImages)
+{
+    const Result big = exploreSynth("large", 2048, 32, "local1d");
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    view->setResult(big);
+    QCustomPlot* plot = plotOf(view.get());
+    const auto maps = colourMaps(plot);
+    ASSERT_EQ(maps.size(), 3);
+    EXPECT_EQ(maps[0]->data()->keySize(), 1024);
+    EXPECT_EQ(maps[0]->data()->valueSize(), 1024);
+    // Max reduction: each cell is the max of a 2x2 block.
+    const auto& A = *big->outcomes[0].matrix;
+    EXPECT_DOUBLE_EQ(maps[0]->data()->cell(7, 5), A.block(10, 14, 2, 2).maxCoeff());
+    // Zoomed in: full resolution of the visible region, linked across panels.
+    view->restoreState(QJsonObject{{"x_range", QJsonArray{99.5, 299.5}}, {"y_range", QJsonArray{999.5, 1099.5}}});
+    for (QCPColorMap* m : colourMaps(plot)) {
+        EXPECT_EQ(m->data()->keySize(), 200);
+        EXPECT_EQ(m->data()->valueSize(), 100);
+    }
+    for (QCPAxisRect* r : plot->axisRects())
+        EXPECT_DOUBLE_EQ(r->axis(QCPAxis::atBottom)->range().lower, 99.5);
+    EXPECT_DOUBLE_EQ(colourMaps(plot)[0]->data()->cell(0, 0), A(1000, 100));
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_large")), "zoom");
+}
+
+TEST(MetricsCsv, MatchesResult)
+{
+    const auto& r = *resultGrid();
+    const QStringList lines = widgets::metricsCsv(r).split('\n', Qt::SkipEmptyParts);
+    ASSERT_EQ(lines.size(), 1 + static_cast<int>(r.outcomes.size()));
+    const QStringList header = lines[0].split(',');
+    EXPECT_EQ(header[0], "mechanism");
+    const int rankCol = header.indexOf("rank"), tolCol = header.indexOf("tol"), meanCol = header.indexOf("entropy_mean"),
+              stableCol = header.indexOf("stable_rank");
+    ASSERT_GE(rankCol, 0);
+    ASSERT_GE(meanCol, 0);
+    for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
+        const auto& o = r.outcomes[i];
+        const QStringList f = lines[static_cast<int>(i) + 1].split(',');   // numeric columns precede the quoted params
+        EXPECT_EQ(f[0].toStdString(), std::string(attention::to_string(o.result.mechanism)));
+        ASSERT_TRUE(o.result.spectrum);
+        EXPECT_EQ(f[rankCol].toLongLong(), o.result.spectrum->rank);
+        EXPECT_EQ(f[tolCol].toDouble(), o.result.spectrum->tol);
+        EXPECT_EQ(f[stableCol].toDouble(), o.result.spectrum->stable_rank);
+        ASSERT_TRUE(o.result.entropy);
+        EXPECT_EQ(f[meanCol].toDouble(), o.result.entropy->mean);
+    }
+}
+
+TEST(Export, Errors)
+{
+    std::unique_ptr<ResultView> view(widgets::createSpectrumView());
+    const QString dir = QString::fromStdString(test::fresh_work_dir("views_export_errors"));
+    const QString bad = widgets::exportView(view.get(), dir + "/fig.bmp", {});
+    EXPECT_TRUE(bad.contains(dir + "/fig.bmp"));
+    EXPECT_FALSE(bad.contains('\n'));
+    const QString missing = widgets::exportView(view.get(), dir + "/no/such/folder/fig.png", {});
+    EXPECT_TRUE(missing.contains("fig.png"));
+    EXPECT_FALSE(QFileInfo::exists(dir + "/no/such/folder/fig.png"));
+    // An existing file is replaced only by a complete figure.
+    ASSERT_EQ(widgets::exportView(view.get(), dir + "/fig.png", {}), QString());
+    EXPECT_EQ(QDir(dir).entryList(QDir::Files | QDir::Hidden).size(), 1);
+    EXPECT_FALSE(widgets::exportAllViews({view.get()}, dir, "tiff", {}).isEmpty());
+}
+
+// Documentation figures (docs/views-<name>.png); only when ATTNSCOPE_SCREENSHOTS is set.
+TEST(Views, Screenshots)
+{
+    if (!std::getenv("ATTNSCOPE_SCREENSHOTS"))
+        GTEST_SKIP() << "set ATTNSCOPE_SCREENSHOTS=1 to write docs/views-*.png";
+    const auto views = widgets::createAllViews();
+    for (ResultView* v : views) {
+        const bool grid = v->viewName() == "query" || v->viewName() == "entropy" || v->viewName() == "mixing";
+        v->setResult(grid ? resultGrid() : result1d());
+        v->setQuery(grid ? 120 : 300);
+        widgets::ExportOptions opt;
+        opt.dpi = 96;
+        EXPECT_EQ(widgets::exportView(v, QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-%1.png").arg(v->viewName()), opt), QString());
+        if (v->viewName() == "maps") {
+            v->restoreState(QJsonObject{{"log", true}});
+            EXPECT_EQ(widgets::exportView(v, QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-maps.png"), opt), QString());
+            v->setResult(resultGrid());
+            v->setQuery(120);
+            EXPECT_EQ(widgets::exportView(v, QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-maps-grid.png"), opt), QString());
+            v->restoreState(QJsonObject{{"difference", "softmax"}, {"log", false}});
+            EXPECT_EQ(widgets::exportView(v, QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-maps-difference.png"), opt), QString());
+        }
+        if (v->viewName() == "query" || v->viewName() == "entropy") {
+            v->setResult(result1d());
+            v->setQuery(300);
+            v->restoreState(QJsonObject{{"log_y", true}});
+            EXPECT_EQ(widgets::exportView(v, QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-%1-1d.png").arg(v->viewName()), opt),
+                      QString());
+        }
+        delete v;
+    }
+}

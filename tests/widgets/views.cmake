@@ -1,0 +1,4 @@
+# Result views and figure export (tests/widgets/test_views*.cpp).
+attnscope_add_widget_test(test_views test_views.cpp)
+target_link_libraries(test_views PRIVATE Qt6::Test)
+target_compile_definitions(test_views PRIVATE ATTNSCOPE_DOCS_DIR="${PROJECT_SOURCE_DIR}/docs")

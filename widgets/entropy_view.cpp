@@ -1,0 +1,293 @@
+// EntropyView: row-entropy histograms per mechanism (step outlines with light fills, ln N and the means
+// marked) and the entropy of every query: a line over t for 1-D data, heatmaps over the grid otherwise.
+#include <QHBoxLayout>
+#include <QJsonObject>
+#include <algorithm>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "analysis/explore.h"
+#include "plot_style.h"
+#include "views.h"
+
+namespace attnscope::widgets {
+namespace {
+
+using analysis::ExploreResult;
+using Eigen::Index;
+
+constexpr int kBins = 40;
+
+QCPItemStraightLine* vline(QCustomPlot* plot, QCPAxisRect* rect, double x, const QPen& pen)
+{
+    auto* line = new QCPItemStraightLine(plot);
+    line->setClipAxisRect(rect);
+    for (auto* p : {line->point1, line->point2})
+        p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    line->point1->setCoords(x, 0);
+    line->point2->setCoords(x, 1);
+    line->setPen(pen);
+    return line;
+}
+
+QCPItemStraightLine* hline(QCustomPlot* plot, QCPAxisRect* rect, double y, const QPen& pen)
+{
+    auto* line = new QCPItemStraightLine(plot);
+    line->setClipAxisRect(rect);
+    for (auto* p : {line->point1, line->point2})
+        p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+    line->point1->setCoords(0, y);
+    line->point2->setCoords(1, y);
+    line->setPen(pen);
+    return line;
+}
+
+class EntropyView : public PlotView {
+public:
+    explicit EntropyView(QWidget* parent) : PlotView(parent)
+    {
+        toolRow()->addStretch(1);
+        rebuild();
+    }
+
+    QString viewName() const override { return QStringLiteral("entropy"); }
+    QString viewTitle() const override { return tr("Row entropy"); }
+    QSize preferredExportSize() const override
+    {
+        if (m_result && gridTokens(*m_result).valid())
+            return {std::max<int>(900, 420 + 330 * static_cast<int>(m_result->outcomes.size())), 440};
+        return {1200, 480};
+    }
+
+    void setResult(std::shared_ptr<const ExploreResult> result) override
+    {
+        m_result = std::move(result);
+        rebuild();
+    }
+    void setQuery(int token) override
+    {
+        // 3-D grids show the selected query's frame.
+        if (m_result && gridTokens(*m_result).frames > 1 && token != m_query) {
+            m_query = token;
+            rebuild();
+        }
+        m_query = token;
+    }
+
+private:
+    void rebuild()
+    {
+        if (!m_result) {
+            showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the row entropies."));
+            return;
+        }
+        clearPlot(m_plot);
+        const GridTokens g = gridTokens(*m_result);
+        const double lnN = std::log(static_cast<double>(std::max<Index>(1, m_result->n)));
+        auto* layout = m_plot->plotLayout();
+        auto* group = new QCPMarginGroup(m_plot);
+
+        // Histogram.
+        layout->addElement(0, 0, new QCPTextElement(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
+        auto* hist = new QCPAxisRect(m_plot, true);
+        layout->addElement(1, 0, hist);
+        styleAxisRect(hist);
+        hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H_t (nats)"));
+        hist->axis(QCPAxis::atLeft)->setLabel(tr("queries"));
+        auto* legend = addLegend(hist, Qt::AlignTop | Qt::AlignLeft);
+        double lo = lnN, hi = 0;
+        QStringList missing;
+        for (const auto& o : m_result->outcomes) {
+            if (o.result.entropy && !o.result.entropy->rows.empty()) {
+                lo = std::min(lo, o.result.entropy->min);
+                hi = std::max(hi, o.result.entropy->max);
+            } else {
+                QString why = !o.error.empty() ? tr("failed") : tr("entropy undefined (negative entries)");
+                missing << tr("%1: %2").arg(mechanismLabel(o.result.mechanism), why);
+            }
+        }
+        const double top = std::max(hi, lnN);
+        if (lo > top)
+            lo = 0;
+        const double span = std::max(top - lo, 1e-6);
+        const double binLo = std::max(0.0, lo - 0.02 * span), binHi = top + 0.02 * span;
+        const double width = (binHi - binLo) / kBins;
+        double maxCount = 1;
+        for (const auto& o : m_result->outcomes) {
+            if (!o.result.entropy || o.result.entropy->rows.empty())
+                continue;
+            // Counting rows per bin of the core's entropies (display only).
+            QVector<double> counts(kBins + 2, 0.0), centres(kBins + 2);
+            for (int b = 0; b < kBins + 2; ++b)
+                centres[b] = binLo + (b - 0.5) * width;
+            for (double h : o.result.entropy->rows) {
+                const int b = std::clamp(static_cast<int>(std::floor((h - binLo) / width)), 0, kBins - 1);
+                counts[b + 1] += 1;
+            }
+            for (double c : counts)
+                maxCount = std::max(maxCount, c);
+            auto* graph = m_plot->addGraph(hist->axis(QCPAxis::atBottom), hist->axis(QCPAxis::atLeft));
+            const QColor color = mechanismColor(o.result.mechanism);
+            graph->setLineStyle(QCPGraph::lsStepCenter);
+            graph->setPen(QPen(color, 1.5));
+            QColor fill = color;
+            fill.setAlpha(50);
+            graph->setBrush(fill);
+            graph->setData(centres, counts, true);
+            graph->setName(tr("%1: mean %2 nats").arg(mechanismLabel(o.result.mechanism), fmtNum(o.result.entropy->mean)));
+            graph->addToLegend(legend);
+            vline(m_plot, hist, o.result.entropy->mean, QPen(color, 1.3, Qt::DotLine));
+        }
+        hist->axis(QCPAxis::atBottom)->setRange(binLo, binHi + 0.1 * span);
+        hist->axis(QCPAxis::atLeft)->setRange(0, maxCount * 1.35);
+        vline(m_plot, hist, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+        auto* lnLabel = new QCPItemText(m_plot);
+        lnLabel->setClipAxisRect(hist);
+        lnLabel->position->setAxes(hist->axis(QCPAxis::atBottom), hist->axis(QCPAxis::atLeft));
+        lnLabel->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+        lnLabel->position->setAxisRect(hist);
+        lnLabel->position->setCoords(lnN, 0.03);
+        lnLabel->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+        lnLabel->setRotation(-90);
+        lnLabel->setText(tr("ln N = %1 (uniform)").arg(fmtNum(lnN)));
+        lnLabel->setFont(plotFont(kTickPt));
+        lnLabel->setPadding(QMargins(0, 0, 0, 3));
+        if (!missing.isEmpty()) {
+            auto* note = new QCPItemText(m_plot);
+            note->setClipAxisRect(hist);
+            note->position->setType(QCPItemPosition::ptAxisRectRatio);
+            note->position->setAxisRect(hist);
+            note->position->setCoords(0.02, 0.97);
+            note->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+            note->setTextAlignment(Qt::AlignLeft);
+            note->setText(missing.join('\n'));
+            note->setFont(plotFont(kTickPt));
+            note->setColor(QColor(170, 20, 20));
+        }
+
+        if (g.valid())
+            buildGridMaps(g, group, lnN);
+        else
+            buildLine(group, lnN);
+        layout->setRowStretchFactor(0, 0.01);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+    void buildLine(QCPMarginGroup* group, double lnN)
+    {
+        auto* layout = m_plot->plotLayout();
+        layout->addElement(0, 1, new QCPTextElement(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
+        auto* rect = new QCPAxisRect(m_plot, true);
+        layout->addElement(1, 1, rect);
+        styleAxisRect(rect);
+        rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        auto* x = rect->axis(QCPAxis::atBottom);
+        auto* y = rect->axis(QCPAxis::atLeft);
+        x->setLabel(tr("query t"));
+        y->setLabel(tr("H_t (nats)"));
+        double lo = lnN;
+        for (const auto& o : m_result->outcomes) {
+            if (!o.result.entropy || o.result.entropy->rows.empty())
+                continue;
+            const auto& rows = o.result.entropy->rows;
+            QVector<double> xs(static_cast<int>(rows.size())), ys(static_cast<int>(rows.size()));
+            for (std::size_t t = 0; t < rows.size(); ++t) {
+                xs[static_cast<int>(t)] = static_cast<double>(t);
+                ys[static_cast<int>(t)] = rows[t];
+                lo = std::min(lo, rows[t]);
+            }
+            auto* graph = m_plot->addGraph(x, y);
+            graph->setData(xs, ys, true);
+            graph->setPen(QPen(mechanismColor(o.result.mechanism), 1.3));
+        }
+        hline(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+        x->setRange(-0.5, static_cast<double>(m_result->n) - 0.5);
+        y->setRange(std::max(0.0, lo - 0.08 * (lnN - lo + 1e-9)), lnN + 0.08 * (lnN - lo + 1e-9) + 0.05);
+    }
+
+    void buildGridMaps(const GridTokens& g, QCPMarginGroup* group, double lnN)
+    {
+        auto* layout = m_plot->plotLayout();
+        Index frame = 0;
+        if (g.frames > 1 && m_query >= 0) {
+            const auto c = m_result->grid_coords(m_query);
+            if (c.size() == 3)
+                frame = c[0];
+        }
+        auto* scale = new QCPColorScale(m_plot);
+        scale->setBarWidth(12);
+        scale->setGradient(colorGradient(ColorMap::viridis));
+        scale->axis()->setTickLabelFont(plotFont(kTickPt));
+        scale->axis()->setLabelFont(plotFont(kLabelPt));
+        scale->axis()->setLabel(tr("H_t (nats)"));
+        scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        double lo = lnN, hi = 0;
+        int col = 1;
+        for (const auto& o : m_result->outcomes) {
+            QString title = mechanismLabel(o.result.mechanism) + tr(": entropy per query");
+            if (g.frames > 1)
+                title += tr(" (frame %1)").arg(frame);
+            auto* t = new QCPTextElement(m_plot, title, plotFont(kLabelPt, true));
+            layout->addElement(0, col, t);
+            auto* rect = new QCPAxisRect(m_plot, true);
+            layout->addElement(1, col, rect);
+            ++col;
+            styleAxisRect(rect);
+            rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            auto* x = rect->axis(QCPAxis::atBottom);
+            auto* y = rect->axis(QCPAxis::atLeft);
+            x->setLabel(tr("grid column"));
+            y->setLabel(tr("grid row"));
+            x->grid()->setVisible(false);
+            y->grid()->setVisible(false);
+            setIntegerTicks(x);
+            setIntegerTicks(y);
+            y->setRangeReversed(true);
+            x->setRange(-0.5, static_cast<double>(g.w) - 0.5);
+            y->setRange(-0.5, static_cast<double>(g.h) - 0.5);
+            if (!o.result.entropy || o.result.entropy->rows.empty()) {
+                auto* note = new QCPItemText(m_plot);
+                note->setClipAxisRect(rect);
+                note->position->setType(QCPItemPosition::ptAxisRectRatio);
+                note->position->setAxisRect(rect);
+                note->position->setCoords(0.5, 0.5);
+                note->setText(!o.error.empty() ? tr("failed") : tr("entropy undefined\n(negative entries)"));
+                note->setFont(plotFont(kLabelPt));
+                note->setColor(QColor(170, 20, 20));
+                continue;
+            }
+            const auto& rows = o.result.entropy->rows;
+            auto* map = new QCPColorMap(x, y);
+            map->setInterpolate(false);
+            map->data()->setSize(static_cast<int>(g.w), static_cast<int>(g.h));
+            map->data()->setRange(QCPRange(0, static_cast<double>(g.w) - 1), QCPRange(0, static_cast<double>(g.h) - 1));
+            for (Index r = 0; r < g.h; ++r)
+                for (Index c = 0; c < g.w; ++c) {
+                    const Index tok = g.at(frame, r, c);
+                    const double v = tok >= 0 && static_cast<std::size_t>(tok) < rows.size()
+                                         ? rows[static_cast<std::size_t>(tok)]
+                                         : std::numeric_limits<double>::quiet_NaN();
+                    if (std::isfinite(v))
+                        lo = std::min(lo, v), hi = std::max(hi, v);
+                    map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
+                }
+            map->setColorScale(scale);
+        }
+        layout->addElement(1, col, scale);
+        if (hi <= lo)
+            hi = lo + 1e-6;
+        scale->setDataRange(QCPRange(lo, hi));
+        layout->setColumnStretchFactor(0, 1.3);
+        layout->setColumnStretchFactor(col, 0.01);
+    }
+
+    std::shared_ptr<const ExploreResult> m_result;
+    int m_query = -1;
+};
+
+}  // namespace
+
+ResultView* createEntropyView(QWidget* parent) { return new EntropyView(parent); }
+
+}  // namespace attnscope::widgets

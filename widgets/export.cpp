@@ -1,0 +1,132 @@
+// Figure export: PNG (raster at dpi / 96 scale), PDF (vector, page = logical size at 96 px/in) and SVG
+// (vector, explicit font family), written through QSaveFile (temporary file in the same folder, renamed
+// on success).
+#include "export.h"
+
+#include <QDir>
+#include <QFileInfo>
+#include <QImage>
+#include <QPageSize>
+#include <QPdfWriter>
+#include <QSaveFile>
+#include <QSvgGenerator>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "plot_style.h"
+#include "result_view.h"
+
+namespace attnscope::widgets {
+namespace {
+
+void paintView(ResultView* view, QCPPainter& painter, const QSize& size, double font_scale, bool vector)
+{
+    painter.setRenderHint(QPainter::Antialiasing, true);
+    painter.setRenderHint(QPainter::TextAntialiasing, true);
+    if (vector) {
+        painter.setMode(QCPPainter::pmVectorized, true);
+        painter.setMode(QCPPainter::pmNoCaching, true);
+    }
+    painter.fillRect(QRect(QPoint(0, 0), size), Qt::white);
+    registerQcpPainter(&painter, true);
+    view->renderTo(&painter, size, font_scale);
+    registerQcpPainter(&painter, false);
+}
+
+}  // namespace
+
+QString exportView(ResultView* view, const QString& path, const ExportOptions& options)
+{
+    const QString suffix = QFileInfo(path).suffix().toLower();
+    if (!view)
+        return QStringLiteral("cannot export %1: no view").arg(path);
+    if (suffix != "png" && suffix != "pdf" && suffix != "svg")
+        return QStringLiteral("cannot export %1: unknown format '%2' (use .png, .pdf or .svg)").arg(path, suffix);
+    QSize size = view->preferredExportSize();
+    if (options.width > 0)
+        size.setWidth(options.width);
+    if (options.height > 0)
+        size.setHeight(options.height);
+    if (size.width() < 16 || size.height() < 16 || size.width() > 20000 || size.height() > 20000)
+        return QStringLiteral("cannot export %1: size %2x%3 out of range").arg(path).arg(size.width()).arg(size.height());
+    const double dpi = options.dpi > 0 ? options.dpi : 96.0;
+    const double font_scale = options.font_scale > 0 ? options.font_scale : 1.0;
+
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly))
+        return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+
+    if (suffix == "png") {
+        const double scale = dpi / 96.0;
+        const QSize px(static_cast<int>(std::lround(size.width() * scale)), static_cast<int>(std::lround(size.height() * scale)));
+        if (static_cast<qint64>(px.width()) * px.height() > 400LL * 1000 * 1000)
+            return QStringLiteral("cannot export %1: %2x%3 pixels is too large (lower the dpi)").arg(path).arg(px.width()).arg(px.height());
+        QImage image(px, QImage::Format_ARGB32_Premultiplied);
+        if (image.isNull())
+            return QStringLiteral("cannot export %1: out of memory for %2x%3 pixels").arg(path).arg(px.width()).arg(px.height());
+        image.fill(Qt::white);
+        {
+            QCPPainter painter(&image);
+            painter.scale(scale, scale);
+            paintView(view, painter, size, font_scale, false);
+        }
+        image = image.convertToFormat(QImage::Format_RGB32);
+        const int dpm = static_cast<int>(std::lround(dpi / 0.0254));
+        image.setDotsPerMeterX(dpm);
+        image.setDotsPerMeterY(dpm);
+        if (!image.save(&file, "PNG"))
+            return QStringLiteral("cannot write %1: PNG encoding failed").arg(path);
+    } else if (suffix == "pdf") {
+        QPdfWriter writer(&file);
+        writer.setResolution(96);
+        writer.setCreator(QStringLiteral("AttnScope"));
+        writer.setTitle(view->viewTitle());
+        writer.setPageSize(QPageSize(QSizeF(size.width() * 72.0 / 96.0, size.height() * 72.0 / 96.0), QPageSize::Point,
+                                     QString(), QPageSize::ExactMatch));
+        writer.setPageMargins(QMarginsF(0, 0, 0, 0));
+        QCPPainter painter;
+        if (!painter.begin(&writer))
+            return QStringLiteral("cannot write %1: PDF painter failed to start").arg(path);
+        paintView(view, painter, size, font_scale, true);
+        painter.end();
+    } else {
+        QSvgGenerator generator;
+        generator.setOutputDevice(&file);
+        generator.setSize(size);
+        generator.setViewBox(QRect(QPoint(0, 0), size));
+        generator.setResolution(96);
+        generator.setTitle(view->viewTitle());
+        generator.setDescription(QStringLiteral("AttnScope figure: %1").arg(view->viewName()));
+        QCPPainter painter;
+        if (!painter.begin(&generator))
+            return QStringLiteral("cannot write %1: SVG painter failed to start").arg(path);
+        paintView(view, painter, size, font_scale, true);
+        painter.end();
+    }
+    if (file.error() != QFileDevice::NoError)
+        return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+    if (!file.commit())
+        return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+    return {};
+}
+
+QStringList exportAllViews(const QList<ResultView*>& views, const QString& folder, const QString& format,
+                           const ExportOptions& options)
+{
+    const QString fmt = format.toLower();
+    if (fmt != "png" && fmt != "pdf" && fmt != "svg")
+        return {QStringLiteral("cannot export into %1: unknown format '%2' (use png, pdf or svg)").arg(folder, format)};
+    if (!QDir().mkpath(folder))
+        return {QStringLiteral("cannot export into %1: cannot create the folder").arg(folder)};
+    QStringList errors;
+    for (ResultView* v : views) {
+        if (!v)
+            continue;
+        const QString msg = exportView(v, QDir(folder).filePath(v->viewName() + '.' + fmt), options);
+        if (!msg.isEmpty())
+            errors << msg;
+    }
+    return errors;
+}
+
+}  // namespace attnscope::widgets

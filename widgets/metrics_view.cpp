@@ -1,0 +1,238 @@
+// MetricsView: every metric per mechanism in a table (metrics down, mechanisms across), Copy as CSV
+// (metricsCsv: one row per mechanism), and a vector rendering of the table for export.
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QJsonObject>
+#include <QLabel>
+#include <QPainter>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <algorithm>
+
+#include "analysis/explore.h"
+#include "plot_style.h"
+#include "views.h"
+
+namespace attnscope::widgets {
+namespace {
+
+using analysis::ExploreResult;
+
+QString paramsText(const nlohmann::ordered_json& params)
+{
+    QStringList parts;
+    if (params.is_object())
+        for (auto it = params.begin(); it != params.end(); ++it)
+            parts << QString::fromStdString(it.key()) + '=' +
+                         QString::fromStdString(it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    return parts.join(", ");
+}
+
+class MetricsView : public ResultView {
+public:
+    explicit MetricsView(QWidget* parent) : ResultView(parent)
+    {
+        auto* v = new QVBoxLayout(this);
+        v->setContentsMargins(4, 4, 4, 4);
+        auto* row = new QHBoxLayout;
+        m_summary = new QLabel(this);
+        m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        row->addWidget(m_summary, 1);
+        m_copy = new QPushButton(tr("Copy as CSV"), this);
+        m_copy->setToolTip(tr("Copy every metric, one row per mechanism, as CSV (Ctrl+Shift+C)"));
+        row->addWidget(m_copy);
+        v->addLayout(row);
+        m_table = new QTableWidget(this);
+        m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+        m_table->setWordWrap(true);
+        m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+        m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+        v->addWidget(m_table, 1);
+        auto* action = new QAction(tr("Copy as CSV"), this);
+        action->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+        action->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+        addAction(action);
+        connect(action, &QAction::triggered, this, [this] { copyCsv(); });
+        connect(m_copy, &QPushButton::clicked, this, [this] { copyCsv(); });
+        rebuild();
+    }
+
+    QString viewName() const override { return QStringLiteral("metrics"); }
+    QString viewTitle() const override { return tr("Metrics"); }
+    QSize preferredExportSize() const override { return {1000, 600}; }
+
+    void setResult(std::shared_ptr<const ExploreResult> result) override
+    {
+        m_result = std::move(result);
+        rebuild();
+    }
+
+    void renderTo(QPainter* painter, const QSize& size, double font_scale) override
+    {
+        painter->save();
+        painter->fillRect(QRect(QPoint(0, 0), size), Qt::white);
+        const QFont body = plotFont(kLabelPt * font_scale), bold = plotFont(kLabelPt * font_scale, true),
+                    title = plotFont(kTitlePt * 1.1 * font_scale, true);
+        const double margin = 24 * font_scale;
+        double y = margin;
+        painter->setPen(Qt::black);
+        painter->setFont(title);
+        const QString heading = m_result ? tr("Metrics per mechanism (N = %1, d = %2)").arg(m_result->n).arg(m_result->d)
+                                         : tr("Metrics");
+        painter->drawText(QRectF(margin, y, size.width() - 2 * margin, 40 * font_scale), Qt::AlignLeft | Qt::AlignTop, heading);
+        y += QFontMetricsF(title).height() * 1.6;
+        if (!m_result || m_cols.isEmpty()) {
+            painter->setFont(body);
+            painter->drawText(QRectF(margin, y, size.width() - 2 * margin, size.height() - y), Qt::AlignLeft | Qt::AlignTop,
+                              tr("No result yet. Open activation files and assign Q and K."));
+            painter->restore();
+            return;
+        }
+        const QFontMetricsF fm(body), fmb(bold);
+        double nameW = 0;
+        for (const QString& r : m_rows)
+            nameW = std::max(nameW, fmb.horizontalAdvance(r));
+        nameW += 16 * font_scale;
+        const double tableW = size.width() - 2 * margin;
+        const double colW = (tableW - nameW) / m_cols.size();
+        const double pad = 5 * font_scale;
+        auto rowHeight = [&](const QStringList& cells, const QFontMetricsF& f) {
+            double h = f.height();
+            for (const QString& c : cells)
+                h = std::max(h, f.boundingRect(QRectF(0, 0, colW - 2 * pad, 1e6), Qt::TextWordWrap, c).height());
+            return h + 2 * pad;
+        };
+        // Header.
+        const double hh = rowHeight(m_cols, fmb);
+        painter->fillRect(QRectF(margin, y, tableW, hh), QColor(235, 238, 243));
+        painter->setFont(bold);
+        for (int c = 0; c < m_cols.size(); ++c) {
+            painter->setPen(m_colColors[c].darker(120));
+            painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, hh - 2 * pad),
+                              Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, m_cols[c]);
+        }
+        y += hh;
+        painter->setPen(QPen(QColor(60, 60, 60), 1));
+        painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
+        for (int r = 0; r < m_rows.size(); ++r) {
+            QStringList cells;
+            for (int c = 0; c < m_cols.size(); ++c)
+                cells << m_cells[r][c];
+            const double h = rowHeight(cells, fm);
+            if (y + h > size.height() - margin / 2)
+                break;
+            if (r % 2 == 1)
+                painter->fillRect(QRectF(margin, y, tableW, h), QColor(248, 248, 248));
+            painter->setPen(Qt::black);
+            painter->setFont(bold);
+            painter->drawText(QRectF(margin + pad, y + pad, nameW - pad, h - 2 * pad), Qt::AlignLeft | Qt::AlignTop, m_rows[r]);
+            painter->setFont(body);
+            for (int c = 0; c < m_cols.size(); ++c) {
+                const bool alarm = (m_rows[r] == tr("error") || m_rows[r] == tr("warnings")) && cells[c] != QStringLiteral("\u2014");
+                painter->setPen(alarm ? QColor(160, 20, 20) : Qt::black);
+                painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, h - 2 * pad),
+                                  Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, cells[c]);
+            }
+            y += h;
+        }
+        painter->setPen(QPen(QColor(60, 60, 60), 1));
+        painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
+        painter->restore();
+    }
+
+private:
+    void copyCsv()
+    {
+        if (!m_result)
+            return;
+        QApplication::clipboard()->setText(metricsCsv(*m_result));
+        emit statusMessage(tr("Metrics copied as CSV (%1 mechanisms)").arg(m_result->outcomes.size()));
+    }
+
+    void rebuild()
+    {
+        m_rows.clear();
+        m_cols.clear();
+        m_colColors.clear();
+        m_cells.clear();
+        m_table->clear();
+        m_copy->setEnabled(bool(m_result));
+        if (!m_result) {
+            m_summary->setText(tr("No result yet. Open activation files and assign Q and K to see the metrics."));
+            m_table->setRowCount(0);
+            m_table->setColumnCount(0);
+            return;
+        }
+        m_summary->setText(tr("N = %1 tokens, d = %2 features, computed in %3 s")
+                               .arg(m_result->n)
+                               .arg(m_result->d)
+                               .arg(fmtNum(m_result->seconds)));
+        m_rows = QStringList{tr("rank"),          tr("relative rank"), tr("tolerance"),     tr("s_1"),
+                             tr("effective rank"), tr("stable rank"),   tr("entropy mean"),  tr("entropy std"),
+                             tr("entropy min"),   tr("entropy max"),   tr("normalised entropy mean"),
+                             tr("params"),        tr("warnings"),      tr("error")};
+        for (const auto& o : m_result->outcomes) {
+            m_cols << mechanismLabel(o.result.mechanism);
+            m_colColors << mechanismColor(o.result.mechanism);
+        }
+        m_cells.assign(m_rows.size(), QStringList());
+        const QString na = QStringLiteral("\u2014");
+        for (const auto& o : m_result->outcomes) {
+            const auto& r = o.result;
+            QStringList v;
+            if (r.spectrum) {
+                const auto& s = *r.spectrum;
+                v << tr("%1 / %2").arg(s.rank).arg(m_result->n) << fmtNum(s.relative_rank, 4) << fmtNum(s.tol, 3)
+                  << (s.singular_values.empty() ? na : fmtNum(s.singular_values.front(), 5)) << fmtNum(s.effective_rank, 5)
+                  << fmtNum(s.stable_rank, 5);
+            } else {
+                for (int i = 0; i < 6; ++i)
+                    v << na;
+            }
+            if (r.entropy) {
+                const auto& e = *r.entropy;
+                v << fmtNum(e.mean, 5) << fmtNum(e.std, 4) << fmtNum(e.min, 5) << fmtNum(e.max, 5) << fmtNum(e.normalized_mean, 4);
+            } else {
+                for (int i = 0; i < 5; ++i)
+                    v << (o.error.empty() ? tr("undefined") : na);
+            }
+            v << paramsText(r.params);
+            QStringList w;
+            for (const auto& s : r.warnings)
+                w << QString::fromStdString(s);
+            v << (w.isEmpty() ? na : w.join("\n")) << (o.error.empty() ? na : QString::fromStdString(o.error));
+            for (int i = 0; i < m_rows.size(); ++i)
+                m_cells[i] << v[i];
+        }
+        m_table->setRowCount(m_rows.size());
+        m_table->setColumnCount(m_cols.size());
+        m_table->setHorizontalHeaderLabels(m_cols);
+        m_table->setVerticalHeaderLabels(m_rows);
+        for (int r = 0; r < m_rows.size(); ++r)
+            for (int c = 0; c < m_cols.size(); ++c) {
+                auto* item = new QTableWidgetItem(m_cells[r][c]);
+                item->setToolTip(m_cells[r][c]);
+                if (m_rows[r] == tr("error") && m_cells[r][c] != na)
+                    item->setForeground(QColor(160, 20, 20));
+                m_table->setItem(r, c, item);
+            }
+    }
+
+    std::shared_ptr<const ExploreResult> m_result;
+    QLabel* m_summary;
+    QPushButton* m_copy;
+    QTableWidget* m_table;
+    QStringList m_rows, m_cols;
+    QList<QColor> m_colColors;
+    std::vector<QStringList> m_cells;
+};
+
+}  // namespace
+
+ResultView* createMetricsView(QWidget* parent) { return new MetricsView(parent); }
+
+}  // namespace attnscope::widgets

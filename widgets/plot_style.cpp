@@ -1,0 +1,338 @@
+// Shared look of the result views; see plot_style.h.
+#include "plot_style.h"
+
+#include <QHBoxLayout>
+#include <QJsonArray>
+#include <QSet>
+#include <QVBoxLayout>
+#include <cmath>
+#include <qcustomplot.h>
+
+#include "analysis/explore.h"
+
+namespace attnscope::widgets {
+
+QColor mechanismColor(attention::Mechanism m)
+{
+    switch (m) {
+    case attention::Mechanism::softmax: return QColor(0x00, 0x72, 0xB2);   // blue
+    case attention::Mechanism::linear: return QColor(0xE6, 0x9F, 0x00);    // orange
+    case attention::Mechanism::mhla: return QColor(0x00, 0x9E, 0x73);      // bluish green
+    }
+    return Qt::black;
+}
+
+QString mechanismLabel(attention::Mechanism m)
+{
+    switch (m) {
+    case attention::Mechanism::softmax: return QStringLiteral("softmax");
+    case attention::Mechanism::linear: return QStringLiteral("linear");
+    case attention::Mechanism::mhla: return QStringLiteral("MHLA");
+    }
+    return {};
+}
+
+QString colorMapName(ColorMap m)
+{
+    switch (m) {
+    case ColorMap::viridis: return QStringLiteral("viridis");
+    case ColorMap::magma: return QStringLiteral("magma");
+    case ColorMap::cividis: return QStringLiteral("cividis");
+    case ColorMap::diverging: return QStringLiteral("diverging");
+    }
+    return {};
+}
+
+ColorMap colorMapFromName(const QString& name, ColorMap fallback)
+{
+    for (ColorMap m : {ColorMap::viridis, ColorMap::magma, ColorMap::cividis, ColorMap::diverging})
+        if (colorMapName(m) == name)
+            return m;
+    return fallback;
+}
+
+QCPColorGradient colorGradient(ColorMap m)
+{
+    // Nine stops at 0, 1/8, ..., 1 of matplotlib's colour maps; QCustomPlot interpolates in RGB between them.
+    static const char* viridis[] = {"#440154", "#472d7b", "#3b528b", "#2c728e", "#21918c",
+                                    "#28ae80", "#5ec962", "#addc30", "#fde725"};
+    static const char* magma[] = {"#000004", "#1c1044", "#4f127b", "#812581", "#b5367a",
+                                  "#e55064", "#fb8761", "#fec287", "#fcfdbf"};
+    static const char* cividis[] = {"#00224e", "#123570", "#3b496c", "#575d6d", "#707173",
+                                    "#8a8678", "#a59c74", "#c3b369", "#fee838"};
+    static const char* rdbu_r[] = {"#053061", "#2166ac", "#4393c3", "#92c5de", "#f7f7f7",
+                                   "#f4a582", "#d6604d", "#b2182b", "#67001f"};
+    const char** stops = viridis;
+    switch (m) {
+    case ColorMap::viridis: stops = viridis; break;
+    case ColorMap::magma: stops = magma; break;
+    case ColorMap::cividis: stops = cividis; break;
+    case ColorMap::diverging: stops = rdbu_r; break;
+    }
+    QCPColorGradient g;
+    g.clearColorStops();
+    for (int i = 0; i < 9; ++i)
+        g.setColorStopAt(i / 8.0, QColor(stops[i]));
+    g.setColorInterpolation(QCPColorGradient::ciRGB);
+    g.setLevelCount(256);
+    g.setNanHandling(QCPColorGradient::nhLowestColor);
+    return g;
+}
+
+QFont plotFont(double point_size, bool bold)
+{
+    QFont f(QStringLiteral("DejaVu Sans"));
+    f.setPointSizeF(point_size);
+    f.setBold(bold);
+    f.setStyleStrategy(QFont::PreferAntialias);
+    return f;
+}
+
+void styleAxisRect(QCPAxisRect* rect)
+{
+    for (QCPAxis* ax : rect->axes()) {
+        ax->setLabelFont(plotFont(kLabelPt));
+        ax->setTickLabelFont(plotFont(kTickPt));
+        ax->setBasePen(QPen(Qt::black, 1));
+        ax->setTickPen(QPen(Qt::black, 1));
+        ax->setSubTickPen(QPen(Qt::black, 1));
+        ax->setTickLengthIn(0);
+        ax->setTickLengthOut(4);
+        ax->setSubTickLengthIn(0);
+        ax->setSubTickLengthOut(2);
+        ax->setLabelPadding(4);
+        ax->grid()->setPen(QPen(QColor(0, 0, 0, 25), 1, Qt::SolidLine));
+        ax->grid()->setSubGridVisible(false);
+        ax->grid()->setZeroLinePen(Qt::NoPen);
+    }
+}
+
+namespace {
+class IntegerTicker : public QCPAxisTicker {
+protected:
+    double getTickStep(const QCPRange& range) override
+    {
+        const double s = QCPAxisTicker::getTickStep(range);
+        if (s < 1)
+            return 1;
+        return std::abs(s - 2.5) < 1e-9 ? 2.0 : std::round(s);
+    }
+};
+}  // namespace
+
+void setIntegerTicks(QCPAxis* axis)
+{
+    auto t = QSharedPointer<IntegerTicker>::create();
+    t->setTickCount(6);
+    axis->setTicker(t);
+}
+
+void clearPlot(QCustomPlot* plot)
+{
+    plot->clearItems();
+    plot->clearPlottables();
+    plot->plotLayout()->clear();   // deletes axis rects (and the legends in their inset layouts)
+    plot->legend = nullptr;
+    plot->setAutoAddPlottableToLegend(false);
+}
+
+QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align)
+{
+    auto* legend = new QCPLegend;
+    rect->insetLayout()->addElement(legend, align);
+    legend->setLayer(QStringLiteral("legend"));
+    legend->setFont(plotFont(kTickPt));
+    legend->setBrush(QColor(255, 255, 255, 225));
+    legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
+    legend->setIconSize(22, 10);
+    legend->setRowSpacing(0);
+    legend->setMargins(QMargins(6, 3, 6, 3));
+    return legend;
+}
+
+void showPlotMessage(QCustomPlot* plot, const QString& text)
+{
+    clearPlot(plot);
+    auto* t = new QCPTextElement(plot, text, plotFont(kTitlePt));
+    t->setTextColor(QColor(90, 90, 90));
+    plot->plotLayout()->addElement(0, 0, t);
+    plot->replot();
+}
+
+QString fmtNum(double v, int digits)
+{
+    if (!std::isfinite(v))
+        return QStringLiteral("n/a");
+    return QString::number(v, 'g', digits);
+}
+
+GridTokens gridTokens(const analysis::ExploreResult& result)
+{
+    GridTokens g;
+    const auto& tg = result.token_grid;
+    if (tg.size() < 2 || tg.size() > 3)
+        return g;
+    Eigen::Index total = 1;
+    for (Eigen::Index v : tg)
+        total *= v;
+    if (total != result.n || total <= 0)
+        return g;
+    g.frames = tg.size() == 3 ? tg[0] : 1;
+    g.h = tg[tg.size() - 2];
+    g.w = tg[tg.size() - 1];
+    g.token.assign(static_cast<std::size_t>(total), -1);
+    for (Eigen::Index t = 0; t < result.n; ++t) {
+        const auto c = result.grid_coords(t);
+        if (c.size() != tg.size())
+            return GridTokens{};
+        const Eigen::Index f = tg.size() == 3 ? c[0] : 0;
+        g.token[static_cast<std::size_t>((f * g.h + c[c.size() - 2]) * g.w + c[c.size() - 1])] = t;
+    }
+    return g;
+}
+
+namespace {
+QSet<const QPainter*>& qcpPainters()
+{
+    static QSet<const QPainter*> set;
+    return set;
+}
+}  // namespace
+
+void registerQcpPainter(QCPPainter* painter, bool active)
+{
+    if (active)
+        qcpPainters().insert(painter);
+    else
+        qcpPainters().remove(painter);
+}
+
+QCPPainter* asQcpPainter(QPainter* painter)
+{
+    return qcpPainters().contains(painter) ? static_cast<QCPPainter*>(painter) : nullptr;
+}
+
+QJsonArray rangeToJson(double lo, double hi) { return QJsonArray{lo, hi}; }
+
+bool rangeFromJson(const QJsonValue& v, double& lo, double& hi)
+{
+    const QJsonArray a = v.toArray();
+    if (a.size() != 2 || !a[0].isDouble() || !a[1].isDouble())
+        return false;
+    lo = a[0].toDouble();
+    hi = a[1].toDouble();
+    return std::isfinite(lo) && std::isfinite(hi) && hi > lo;
+}
+
+PlotView::PlotView(QWidget* parent) : ResultView(parent)
+{
+    auto* v = new QVBoxLayout(this);
+    v->setContentsMargins(2, 2, 2, 2);
+    v->setSpacing(2);
+    m_tools = new QHBoxLayout;
+    m_tools->setContentsMargins(4, 0, 4, 0);
+    v->addLayout(m_tools);
+    m_plot = new QCustomPlot(this);
+    m_plot->setBackground(Qt::white);
+    m_plot->setNoAntialiasingOnDrag(true);
+    v->addWidget(m_plot, 1);
+}
+
+namespace {
+
+// Multiplies every font of the plot by a factor and restores them on destruction.
+class FontScaler {
+public:
+    FontScaler(QCustomPlot* plot, double s)
+    {
+        if (std::abs(s - 1.0) < 1e-9)
+            return;
+        auto scaled = [s](QFont f) {
+            f.setPointSizeF(f.pointSizeF() * s);
+            return f;
+        };
+        auto scaleAxis = [&](QCPAxis* ax) {
+            const QFont lf = ax->labelFont(), tf = ax->tickLabelFont();
+            ax->setLabelFont(scaled(lf));
+            ax->setTickLabelFont(scaled(tf));
+            const int pad = ax->labelPadding(), tpad = ax->tickLabelPadding();
+            m_restore.push_back([ax, lf, tf, pad, tpad] {
+                ax->setLabelFont(lf);
+                ax->setTickLabelFont(tf);
+                ax->setLabelPadding(pad);
+                ax->setTickLabelPadding(tpad);
+            });
+        };
+        std::function<void(QCPLayoutElement*)> walk = [&](QCPLayoutElement* e) {
+            if (!e)
+                return;
+            if (auto* t = qobject_cast<QCPTextElement*>(e)) {
+                const QFont f = t->font();
+                t->setFont(scaled(f));
+                m_restore.push_back([t, f] { t->setFont(f); });
+            } else if (auto* lg = qobject_cast<QCPLegend*>(e)) {
+                const QFont f = lg->font();
+                lg->setFont(scaled(f));
+                for (int i = 0; i < lg->itemCount(); ++i)
+                    if (QCPAbstractLegendItem* li = lg->item(i)) {
+                        const QFont fi = li->font();
+                        li->setFont(scaled(fi));
+                        m_restore.push_back([li, fi] { li->setFont(fi); });
+                    }
+                m_restore.push_back([lg, f] { lg->setFont(f); });
+                return;
+            } else if (auto* r = qobject_cast<QCPAxisRect*>(e)) {
+                for (QCPAxis* ax : r->axes())
+                    scaleAxis(ax);
+                walk(r->insetLayout());
+                return;
+            } else if (auto* cs = qobject_cast<QCPColorScale*>(e)) {
+                scaleAxis(cs->axis());
+                const int w = cs->barWidth();
+                cs->setBarWidth(static_cast<int>(std::lround(w * s)));
+                m_restore.push_back([cs, w] { cs->setBarWidth(w); });
+            }
+            if (auto* l = qobject_cast<QCPLayout*>(e))
+                for (int i = 0; i < l->elementCount(); ++i)
+                    walk(l->elementAt(i));
+        };
+        walk(plot->plotLayout());
+        for (int i = 0; i < plot->itemCount(); ++i)
+            if (auto* t = qobject_cast<QCPItemText*>(plot->item(i))) {
+                const QFont f = t->font();
+                t->setFont(scaled(f));
+                m_restore.push_back([t, f] { t->setFont(f); });
+            }
+    }
+    ~FontScaler()
+    {
+        for (auto it = m_restore.rbegin(); it != m_restore.rend(); ++it)
+            (*it)();
+    }
+
+private:
+    std::vector<std::function<void()>> m_restore;
+};
+
+}  // namespace
+
+void PlotView::renderTo(QPainter* painter, const QSize& size, double font_scale)
+{
+    {
+        FontScaler scaler(m_plot, font_scale);
+        if (QCPPainter* qcp = asQcpPainter(painter)) {
+            m_plot->toPainter(qcp, size.width(), size.height());
+        } else {
+            // A plain QPainter: record through a QCPPainter into a picture (vector) and replay it.
+            QPicture picture;
+            QCPPainter p(&picture);
+            p.setMode(QCPPainter::pmVectorized);
+            m_plot->toPainter(&p, size.width(), size.height());
+            p.end();
+            painter->drawPicture(0, 0, picture);
+        }
+    }
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+}  // namespace attnscope::widgets
