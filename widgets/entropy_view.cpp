@@ -199,7 +199,7 @@ private:
             }
             auto* graph = m_plot->addGraph(x, y);
             graph->setData(xs, ys, true);
-            graph->setPen(QPen(mechanismColor(o.result.mechanism), 1.3));
+            graph->setPen(mechanismPen(o.result.mechanism, 0.9));
         }
         hline(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
         x->setRange(-0.5, static_cast<double>(m_result->n) - 0.5);

@@ -22,6 +22,12 @@ QColor mechanismColor(attention::Mechanism m)
     return Qt::black;
 }
 
+QPen mechanismPen(attention::Mechanism m, double scale)
+{
+    const double w = m == attention::Mechanism::linear ? 2.8 : (m == attention::Mechanism::mhla ? 1.2 : 1.5);
+    return QPen(mechanismColor(m), w * scale);
+}
+
 QString mechanismLabel(attention::Mechanism m)
 {
     switch (m) {

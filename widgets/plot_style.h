@@ -4,6 +4,7 @@
 // (export rendering with scaled fonts). qcustomplot.h stays out of this header (it is slow to compile).
 #include <QColor>
 #include <QFont>
+#include <QPen>
 #include <QJsonArray>
 #include <QString>
 #include <functional>
@@ -33,6 +34,8 @@ namespace attnscope::widgets {
 
 // One colour per mechanism, used by every view (Okabe-Ito: distinguishable with colour-vision deficiency).
 QColor mechanismColor(attention::Mechanism m);
+// Line pen of a mechanism: linear is drawn wider underneath MHLA so nearly equal curves stay visible.
+QPen mechanismPen(attention::Mechanism m, double scale = 1.0);
 // "softmax", "linear", "MHLA".
 QString mechanismLabel(attention::Mechanism m);
 

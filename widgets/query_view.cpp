@@ -181,7 +181,7 @@ private:
             }
             auto* graph = m_plot->addGraph(x, y);
             graph->setData(keys, vals, true);
-            graph->setPen(QPen(mechanismColor(o.result.mechanism), 1.6));
+            graph->setPen(mechanismPen(o.result.mechanism));
             graph->setName(mechanismLabel(o.result.mechanism));
             graph->addToLegend(legend);
         }

@@ -139,7 +139,7 @@ private:
             count = std::max(count, s.size());
             auto* g = m_plot->addGraph(x, y);
             g->setData(xs, ys, true);
-            g->setPen(QPen(mechanismColor(mech), 1.8));
+            g->setPen(mechanismPen(mech, 1.1));
             g->setName(name);
             g->addToLegend(legend);
         }
