@@ -129,6 +129,7 @@ bool DataBrowser::openFile(const QString& path, QString* error)
     } catch (const std::exception& e) {
         const QString message = QString::fromStdString(e.what());
         fileItem->setData(colName, roleKind, kindError);
+        fileItem->setFirstColumnSpanned(true);
         fileItem->setForeground(colName, QBrush(QColor(180, 0, 0)));
         fileItem->setToolTip(colName, QStringLiteral("%1\n%2").arg(path, message));
         auto* err = new QTreeWidgetItem(fileItem, {message});
@@ -145,8 +146,11 @@ bool DataBrowser::openFile(const QString& path, QString* error)
     entry.path = path;
     const QJsonObject fileAttrs = toQt(file->file_attributes());
     const QString format = QString::fromStdString(std::string(file->format()));
-    fileItem->setText(colShape, tr("%n tensor(s)", nullptr, int(file->tensors().size())));
-    fileItem->setText(colType, format);
+    // The file row spans all columns so that long file names stay readable.
+    fileItem->setText(colName, QStringLiteral("%1   (%2, %3)")
+                                   .arg(QFileInfo(path).fileName(), format,
+                                        file->tensors().size() == 1 ? tr("1 tensor") : tr("%1 tensors").arg(file->tensors().size())));
+    fileItem->setFirstColumnSpanned(true);
     QString tip = QStringLiteral("%1 (%2)").arg(QFileInfo(path).absoluteFilePath(), format);
     if (!fileAttrs.isEmpty())
         tip += QLatin1Char('\n') + attributesText(fileAttrs);

@@ -125,6 +125,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_runner(std::mak
         connect(v, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
     }
     m_stack->addWidget(m_tabs);
+    // An explicit minimum keeps a view's long unwrapped label from squeezing the docks off screen.
+    m_stack->setMinimumSize(420, 300);
     cl->addWidget(m_stack, 1);
     setCentralWidget(central);
 
@@ -146,7 +148,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_runner(std::mak
     mechDock->setObjectName(QStringLiteral("mechanismDock"));
     mechDock->setWidget(scrolled(m_mechanism));
     addDockWidget(Qt::RightDockWidgetArea, mechDock);
-    resizeDocks({dataDock, mechDock}, {330, 330}, Qt::Horizontal);
+    resizeDocks({dataDock, mechDock}, {270, 285}, Qt::Horizontal);
     resizeDocks({dataDock, selDock}, {520, 330}, Qt::Vertical);
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);

@@ -69,10 +69,11 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     m_causal = new QCheckBox(tr("Causal (token t sees keys j <= t)"), common);
     m_causal->setToolTip(tr("--causal"));
     cf->addRow(m_causal);
-    m_scaleAuto = new QCheckBox(tr("auto: 1/√d"), common);
+    m_scaleAuto = new QCheckBox(tr("1/√d"), common);
+    m_scaleAuto->setToolTip(tr("Default scale 1/sqrt(d); untick to type one"));
     m_scaleAuto->setChecked(true);
     m_scale = new QDoubleSpinBox(common);
-    m_scale->setDecimals(6);
+    m_scale->setDecimals(4);
     m_scale->setRange(-1e6, 1e6);
     m_scale->setValue(0.125);
     m_scale->setSingleStep(0.01);
@@ -84,10 +85,14 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     auto* fm = new QGroupBox(tr("Feature map φ (linear, MHLA)"), this);
     auto* ff = new QFormLayout(fm);
     m_featureMap = new QComboBox(fm);
-    m_featureMap->addItem(tr("relu: max(x,0)+1e-6"), QStringLiteral("relu"));
-    m_featureMap->addItem(tr("elu1: elu(x)+1"), QStringLiteral("elu1"));
-    m_featureMap->addItem(tr("identity: x"), QStringLiteral("identity"));
-    m_featureMap->addItem(tr("favor: FAVOR+ random features"), QStringLiteral("favor"));
+    const std::pair<const char*, QString> maps[] = {{"relu", tr("max(x, 0) + 1e-6 (the MHLA authors' choice)")},
+                                                    {"elu1", tr("elu(x) + 1")},
+                                                    {"identity", tr("x (scores may be negative)")},
+                                                    {"favor", tr("FAVOR+ positive random features (Performer)")}};
+    for (const auto& [name, formula] : maps) {
+        m_featureMap->addItem(QString::fromLatin1(name), QString::fromLatin1(name));
+        m_featureMap->setItemData(m_featureMap->count() - 1, formula, Qt::ToolTipRole);
+    }
     m_featureMap->setToolTip(tr("--feature-map"));
     ff->addRow(tr("φ"), m_featureMap);
     m_favorFeatures = new QSpinBox(fm);
@@ -104,9 +109,9 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     auto* mh = new QGroupBox(tr("MHLA blocks and mixing"), this);
     auto* mf = new QFormLayout(mh);
     m_blockMode = new QComboBox(mh);
-    m_blockMode->addItem(tr("Count: M contiguous blocks"), QStringLiteral("blocks"));
-    m_blockMode->addItem(tr("Chunk: C tokens per block"), QStringLiteral("chunk"));
-    m_blockMode->addItem(tr("Grid: token grid cut into a block grid"), QStringLiteral("grid"));
+    m_blockMode->addItem(tr("count M"), QStringLiteral("blocks"));
+    m_blockMode->addItem(tr("chunk C"), QStringLiteral("chunk"));
+    m_blockMode->addItem(tr("grid"), QStringLiteral("grid"));
     mf->addRow(tr("Blocks"), m_blockMode);
     m_blocks = new QSpinBox(mh);
     m_blocks->setRange(0, 1 << 20);
@@ -124,8 +129,9 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     m_grid->setToolTip(tr("--grid G1,G2[,G3]; empty: the selection's token grid"));
     m_blockGrid = new QLineEdit(QStringLiteral("4x4"), mh);
     m_blockGrid->setToolTip(tr("--block-grid B1,B2[,B3]: blocks per grid axis"));
-    m_gridRow = row(mh, {m_grid, new QLabel(tr("blocks"), mh), m_blockGrid});
-    mf->addRow(tr("Grid"), m_gridRow);
+    m_gridRow = m_grid;
+    mf->addRow(tr("Token grid"), m_grid);
+    mf->addRow(tr("Block grid"), m_blockGrid);
     m_tokenOrder = new QComboBox(mh);
     m_tokenOrder->addItem(tr("raster"), QStringLiteral("raster"));
     m_tokenOrder->addItem(tr("blocked (grouped by block)"), QStringLiteral("blocked"));
@@ -133,11 +139,11 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     mf->addRow(tr("Token order"), m_tokenOrder);
 
     m_mixing = new QComboBox(mh);
-    m_mixing->addItem(tr("default (cos; causal when causal)"), QString());
+    m_mixing->addItem(tr("default"), QString());
     for (const char* p : kPresets)
         m_mixing->addItem(QString::fromLatin1(p), QString::fromLatin1(p));
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
-    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix"));
+    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal when causal)"));
     mf->addRow(tr("Mixing"), m_mixing);
     m_sigma = new QDoubleSpinBox(mh);
     m_sigma->setRange(1e-6, 1e6);
@@ -230,15 +236,17 @@ void MechanismPanel::updateEnabled()
     m_favorFeatures->setEnabled(favor);
     m_seed->setEnabled(favor);
     const QString mode = m_blockMode->currentData().toString();
-    m_blocks->setEnabled(mode == QLatin1String("blocks"));
-    m_chunk->setEnabled(mode == QLatin1String("chunk"));
-    m_gridRow->setEnabled(mode == QLatin1String("grid"));
-    m_tokenOrder->setEnabled(mode == QLatin1String("grid"));
+    // Only the fields of the chosen block mode are shown.
+    m_mixingForm->setRowVisible(m_blocks, mode == QLatin1String("blocks"));
+    m_mixingForm->setRowVisible(m_chunk, mode == QLatin1String("chunk"));
+    m_mixingForm->setRowVisible(m_grid, mode == QLatin1String("grid"));
+    m_mixingForm->setRowVisible(m_blockGrid, mode == QLatin1String("grid"));
+    m_mixingForm->setRowVisible(m_tokenOrder, mode == QLatin1String("grid"));
     const QString mixing = m_mixing->currentData().toString();
     m_sigma->setEnabled(mixing == QLatin1String("exp"));
     m_threshold->setEnabled(mixing == QLatin1String("local"));
     m_mixingForm->setRowVisible(m_fileRow, mixing == QLatin1String("file"));
-    m_grid->setPlaceholderText(m_selectionGrid.empty() ? tr("G1,G2") : tr("%1 (selection)").arg(sizesText(m_selectionGrid)));
+    m_grid->setPlaceholderText(m_selectionGrid.empty() ? tr("G1xG2 (none in the selection)") : tr("%1 from the selection").arg(sizesText(m_selectionGrid)));
 }
 
 void MechanismPanel::chooseMixingFile()

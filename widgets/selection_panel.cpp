@@ -77,7 +77,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
     form2->addRow(tr("&Prefix tokens"), m_prefix);
     auto* gridRow = new QHBoxLayout;
     m_grid = new QLineEdit(this);
-    m_grid->setPlaceholderText(tr("none (1-D tokens)"));
+    m_grid->setPlaceholderText(tr("none (1-D)"));
     m_grid->setToolTip(tr("Token grid H x W (or T x H x W) for grid views and MHLA grid blocks; empty for 1-D sequences"));
     auto* guess = new QPushButton(tr("Guess"), this);
     guess->setToolTip(tr("Guess grid and prefix tokens from the file's attributes or from N (s², s²+1)"));
@@ -88,7 +88,6 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
 
     m_info = new QLabel(this);
     m_info->setWordWrap(true);
-    m_info->setStyleSheet(QStringLiteral("color: palette(mid);"));
     m_problem = new QLabel(this);
     m_problem->setWordWrap(true);
     m_problem->setStyleSheet(QStringLiteral("color: #b00000;"));

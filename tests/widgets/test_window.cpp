@@ -104,7 +104,7 @@ TEST_F(WindowTest, BrowserShowsGroupsShapesSkippedObjectsAndErrors)
     QTreeWidget* tree = browser.tree();
     ASSERT_EQ(tree->topLevelItemCount(), 1);
     QTreeWidgetItem* file = tree->topLevelItem(0);
-    EXPECT_EQ(file->text(0), QStringLiteral("nested.h5"));
+    EXPECT_TRUE(file->text(0).startsWith(QStringLiteral("nested.h5"))) << file->text(0).toStdString();
     QTreeWidgetItem* layers = findItem(tree, QStringLiteral("layers"));
     ASSERT_NE(layers, nullptr);
     EXPECT_EQ(layers->parent(), file);
