@@ -196,7 +196,11 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     connect(m_featureMap, &QComboBox::currentIndexChanged, this, changedSlot);
     connect(m_favorFeatures, &QSpinBox::valueChanged, this, changedSlot);
     connect(m_seed, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_blockMode, &QComboBox::currentIndexChanged, this, changedSlot);
+    connect(m_blockMode, &QComboBox::currentIndexChanged, this, [this] {
+        if (!m_restoring)
+            m_blockModeChosen = true;
+        emitChanged();
+    });
     connect(m_blocks, &QSpinBox::valueChanged, this, changedSlot);
     connect(m_chunk, &QSpinBox::valueChanged, this, changedSlot);
     connect(m_grid, &QLineEdit::editingFinished, this, changedSlot);
@@ -335,6 +339,20 @@ void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& 
 {
     m_tokens = tokens;
     m_selectionGrid = tokenGrid;
+    // Grid data defaults to MHLA's grid blocks (up to 4 per axis, the paper's 4x4) until the user picks a mode.
+    if (!m_blockModeChosen) {
+        const bool was = m_restoring;
+        m_restoring = true;
+        const bool grid = tokenGrid.size() >= 2 && tokenGrid.size() <= 3;
+        m_blockMode->setCurrentIndex(m_blockMode->findData(grid ? QStringLiteral("grid") : QStringLiteral("blocks")));
+        if (grid) {
+            std::vector<Eigen::Index> bg;
+            for (auto g : tokenGrid)
+                bg.push_back(g % 4 == 0 ? 4 : g % 2 == 0 ? 2 : 1);
+            m_blockGrid->setText(sizesText(bg));
+        }
+        m_restoring = was;
+    }
     updateEnabled();
     updateProblems();
 }
@@ -459,6 +477,7 @@ void MechanismPanel::restoreState(const QJsonObject& s)
     m_favorFeatures->setValue(s.value(QStringLiteral("favor_features")).toInt(256));
     m_seed->setValue(s.value(QStringLiteral("seed")).toInt(0));
     setCombo(m_blockMode, s.value(QStringLiteral("block_mode")));
+    m_blockModeChosen = s.contains(QStringLiteral("block_mode"));
     m_blocks->setValue(s.value(QStringLiteral("blocks")).toInt(0));
     m_chunk->setValue(s.value(QStringLiteral("chunk")).toInt(64));
     m_grid->setText(s.value(QStringLiteral("grid")).toString());

@@ -58,6 +58,7 @@ private:
     qint64 m_tokens = -1;
     std::vector<Eigen::Index> m_selectionGrid;
     bool m_restoring = false;
+    bool m_blockModeChosen = false;   // the user (or a session) chose the block mode
 
     QCheckBox* m_scaleAuto = nullptr;
     QDoubleSpinBox* m_scale = nullptr;

@@ -212,6 +212,9 @@ TEST_F(WindowTest, SelectionComputesUpdatesViewsAndHeadStepping)
         ASSERT_TRUE(o.matrix);
     }
     EXPECT_EQ(first->token_grid, (std::vector<Eigen::Index>{4, 4}));
+    // Grid data: MHLA defaults to grid blocks (4 per axis where they divide).
+    ASSERT_TRUE(first->blocks);
+    EXPECT_EQ(first->blocks->block_grid, (std::vector<Eigen::Index>{4, 4}));
     EXPECT_EQ(w.views().size(), 6);
     EXPECT_EQ(w.currentView()->viewName(), QStringLiteral("maps"));
 
