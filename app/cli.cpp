@@ -17,6 +17,7 @@
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
 #include "analysis/sweep.h"
+#include "batch_job.h"
 #include "analysis/synth.h"
 #include "attention/operator.h"
 #include "cli_options.h"
@@ -32,7 +33,7 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep"};
+constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge"};
 
 bool ends_with(const std::string& s, const std::string& suffix)
 {
@@ -461,6 +462,73 @@ int run_sweep(const SweepArgs& a)
     return 0;
 }
 
+// --------------------------------------------------------------------------------------------- batch
+struct BatchArgs {
+    std::string job;
+    std::string out;
+    int jobs = 1;
+    std::string shard = "0/1";
+};
+
+std::string duration_text(double seconds)
+{
+    if (seconds < 0)
+        return "?";
+    const long s = std::lround(seconds);
+    if (s >= 3600)
+        return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+    if (s >= 60)
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+int run_batch(const BatchArgs& a)
+{
+    analysis::BatchRunOptions opt;
+    const auto slash = a.shard.find('/');
+    try {
+        if (slash == std::string::npos)
+            throw std::invalid_argument("");
+        opt.shard_index = std::stoi(a.shard.substr(0, slash));
+        opt.shard_count = std::stoi(a.shard.substr(slash + 1));
+    } catch (const std::exception&) {
+        throw std::invalid_argument("--shard " + a.shard + ": expected I/N, e.g. 0/4 (I from 0 to N-1)");
+    }
+    opt.jobs = a.jobs;
+    const analysis::BatchPlan plan = parse_batch_job(a.job);
+    opt.out_dir = a.out.empty() ? (std::filesystem::path(a.job).stem().string() + "_results") : a.out;
+    const bool tty = ::isatty(2);
+    opt.on_progress = [&](const analysis::BatchProgress& p) {
+        const double pct = p.total ? 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total) : 100.0;
+        if (tty)
+            std::fprintf(stderr, "\r[%zu/%zu] %3.0f%% ETA %-7s %-60.60s", p.done, p.total, pct, duration_text(p.eta_seconds).c_str(),
+                         p.label.c_str());
+        else
+            std::fprintf(stderr, "progress %zu/%zu (%.0f%%) eta %s: %s\n", p.done, p.total, pct,
+                         duration_text(p.eta_seconds).c_str(), p.label.c_str());
+    };
+    const analysis::BatchReport report = analysis::run_batch(plan, opt);
+    if (tty)
+        std::fprintf(stderr, "\n");
+    std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps -> {}\n", a.job,
+                             report.units, report.skipped, report.analysed, report.records, report.sweeps, opt.out_dir);
+    if (!report.failures.empty()) {
+        for (const auto& f : report.failures)
+            std::cerr << "failed: " << f << "\n";
+        print_error(std::to_string(report.failures.size()) + " failure(s) (listed above and in " + opt.out_dir +
+                    "/failures.txt); rerun to retry them");
+        return 2;
+    }
+    return 0;
+}
+
+int run_merge(const std::vector<std::string>& dirs, const std::string& out)
+{
+    analysis::merge_batches(dirs, out);
+    std::cerr << "merged " << dirs.size() << " folders into " << out << "\n";
+    return 0;
+}
+
 template <class F>
 int guarded(F&& body)
 {
@@ -508,7 +576,7 @@ int run_cli(int argc, char** argv)
 {
     if (argc >= 2 && argv[1][0] != '-' &&
         std::none_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return std::strcmp(s, argv[1]) == 0; })) {
-        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth, sweep) nor an existing file");
+        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth, sweep, batch, merge) nor an existing file");
         return 2;
     }
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
@@ -577,6 +645,19 @@ int run_cli(int argc, char** argv)
     sw.metrics.add_to(*sw_cmd);
     sw.memory.add_to(*sw_cmd);
 
+    BatchArgs ba;
+    auto* ba_cmd = app.add_subcommand("batch", "Run a TOML job over many files, layers and heads (resumable, shardable)");
+    ba_cmd->add_option("JOB", ba.job, "The job file (docs/batch.md)")->required();
+    ba_cmd->add_option("--out", ba.out, "Output folder (default: <job name>_results)");
+    ba_cmd->add_option("--jobs", ba.jobs, "Units analysed in parallel (default 1)");
+    ba_cmd->add_option("--shard", ba.shard, "I/N: run only units with index % N == I (Slurm arrays, GNU parallel)");
+
+    std::vector<std::string> merge_dirs;
+    std::string merge_out;
+    auto* me_cmd = app.add_subcommand("merge", "Combine the output folders of batch shards");
+    me_cmd->add_option("DIR", merge_dirs, "Shard output folders")->required();
+    me_cmd->add_option("--out", merge_out, "Merged output folder")->required();
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -596,6 +677,10 @@ int run_cli(int argc, char** argv)
         return guarded([&] { return run_synth(sy); });
     if (sw_cmd->parsed())
         return guarded([&] { return run_sweep(sw); });
+    if (ba_cmd->parsed())
+        return guarded([&] { return run_batch(ba); });
+    if (me_cmd->parsed())
+        return guarded([&] { return run_merge(merge_dirs, merge_out); });
     return 2;
 }
 

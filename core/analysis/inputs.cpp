@@ -1,6 +1,8 @@
 #include "analysis/inputs.h"
 
 #include <array>
+#include <numeric>
+#include <stdexcept>
 
 #include "io/tensor_file.h"
 #include "util/error.h"
@@ -75,6 +77,32 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
     if (in.v)
         j["dv"] = in.v->values.cols();
     return in;
+}
+
+std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::string& layout, char axis,
+                               const std::optional<std::vector<Eigen::Index>>& chosen, bool all, const io::AxisSelection& sel,
+                               const std::string& option)
+{
+    const auto pos = layout.find(axis);
+    if (pos == std::string::npos) {
+        if (all || chosen)
+            throw std::invalid_argument(option + ": the layout " + layout + " has no '" + std::string(1, axis) + "' axis");
+        return {};
+    }
+    const Eigen::Index size = info.shape[pos];
+    if (all) {
+        std::vector<Eigen::Index> v(static_cast<std::size_t>(size));
+        std::iota(v.begin(), v.end(), Eigen::Index{0});
+        return v;
+    }
+    if (chosen) {
+        for (Eigen::Index i : *chosen)
+            if (i < 0 || i >= size)
+                throw std::invalid_argument(option + ": index " + std::to_string(i) + " is outside 0.." + std::to_string(size - 1));
+        return *chosen;
+    }
+    const auto it = sel.at.find(axis);
+    return {it == sel.at.end() ? Eigen::Index{0} : it->second};
 }
 
 bool is_mixing_preset(const std::string& text)

@@ -3,6 +3,7 @@
 // checked against each other, plus a mixing matrix from `FILE[:DATASET]`.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,13 @@ struct LoadedInputs {
 // different N, or when any file or selection is bad (see io::load_selected).
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection);
+
+// The indices to visit on index axis `axis` ('h', 'l', ...) of a tensor with `layout`: all of them,
+// the chosen list (checked against the axis size), or the selection's own index (default 0). Empty
+// when the layout has no such axis (an error if indices were asked for). `option` names the option.
+std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::string& layout, char axis,
+                                      const std::optional<std::vector<Eigen::Index>>& chosen, bool all,
+                                      const io::AxisSelection& sel, const std::string& option);
 
 // True when `text` names a mixing preset rather than a file.
 bool is_mixing_preset(const std::string& text);

@@ -196,31 +196,6 @@ std::vector<Point> plan_points(const SweepSpec& spec, Index available)
     return points;
 }
 
-std::vector<Index> axis_values(const io::TensorInfo& info, const std::string& layout, char axis,
-                               const std::optional<std::vector<Index>>& chosen, bool all, const io::AxisSelection& sel,
-                               const std::string& option)
-{
-    const auto pos = layout.find(axis);
-    if (pos == std::string::npos) {
-        if (all || chosen)
-            throw std::invalid_argument(option + ": the layout " + layout + " has no '" + std::string(1, axis) + "' axis");
-        return {};
-    }
-    const Index size = info.shape[pos];
-    if (all) {
-        std::vector<Index> v(static_cast<std::size_t>(size));
-        std::iota(v.begin(), v.end(), Index{0});
-        return v;
-    }
-    if (chosen) {
-        for (Index i : *chosen)
-            if (i < 0 || i >= size)
-                throw std::invalid_argument(option + ": index " + std::to_string(i) + " is outside 0.." + std::to_string(size - 1));
-        return *chosen;
-    }
-    const auto it = sel.at.find(axis);
-    return {it == sel.at.end() ? Index{0} : it->second};
-}
 
 }  // namespace
 
@@ -376,6 +351,18 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx)
     }
     ctx.progress(1.0, "done");
     return records;
+}
+
+void validate_sweep(const SweepSpec& spec)
+{
+    // run_sweep plans (and validates) every point before its first progress report; a cancelled
+    // context stops it right there.
+    JobContext ctx;
+    ctx.token.cancel();
+    try {
+        run_sweep(spec, ctx);
+    } catch (const JobCancelled&) {
+    }
 }
 
 namespace {

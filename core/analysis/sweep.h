@@ -76,6 +76,9 @@ std::vector<Eigen::Index> subset_tokens(Subsample how, Eigen::Index available, E
 // before any analysis starts.
 std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx);
 
+// Checks every point of `spec` (what run_sweep checks before any analysis) without analysing anything.
+void validate_sweep(const SweepSpec& spec);
+
 // The long-format CSV (header + one line per record; empty fields for what does not apply).
 std::string sweep_csv(const std::vector<SweepRecord>& records);
 // Mean and population std of every metric per (mechanism, n, m) point, over layers, heads and draws.

@@ -69,3 +69,9 @@ TEST(CliCommands, SweepEqualsSeparateAnalyzeRuns)
     const std::string dir = attnscope::test::fresh_work_dir("cli_sweep");
     EXPECT_NO_THROW(attnscope::test::run_python("app/check_sweep.py", {ATTNSCOPE_BINARY, dir}));
 }
+
+TEST(CliCommands, BatchResumesShardsMergeAndSchema)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_batch");
+    EXPECT_NO_THROW(attnscope::test::run_python("app/check_batch.py", {ATTNSCOPE_BINARY, dir}));
+}

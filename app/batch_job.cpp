@@ -1,0 +1,294 @@
+#include "batch_job.h"
+
+#include <filesystem>
+#include <set>
+
+#include <toml++/toml.h>
+
+#include "analysis/inputs.h"
+#include "cli_options.h"
+#include "util/error.h"
+
+namespace attnscope::app {
+
+namespace fs = std::filesystem;
+
+std::vector<Eigen::Index> parse_sizes_allow_zero(const std::string& text, const std::string& option);
+
+namespace {
+
+class JobReader {
+public:
+    explicit JobReader(std::string path) : m_path(std::move(path)) {}
+
+    [[noreturn]] void fail(const toml::node* node, const std::string& what) const
+    {
+        std::string where = m_path;
+        if (node && node->source().begin.line > 0)
+            where += ":" + std::to_string(node->source().begin.line);
+        throw InputError(where + ": " + what);
+    }
+
+    void check_keys(const toml::table& t, const std::set<std::string>& known, const std::string& section) const
+    {
+        for (const auto& [key, node] : t) {
+            const std::string k(key.str());
+            if (!known.count(k)) {
+                std::string list;
+                for (const auto& n : known)
+                    list += (list.empty() ? "" : ", ") + n;
+                fail(&node, "unknown key '" + k + "' in " + section + " (known: " + list + ")");
+            }
+        }
+    }
+
+    std::optional<std::string> str(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return std::nullopt;
+        if (!n->is_string())
+            fail(n, std::string("'") + key + "' must be a string");
+        return std::string(*n->as_string());
+    }
+
+    std::optional<std::int64_t> integer(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return std::nullopt;
+        if (!n->is_integer())
+            fail(n, std::string("'") + key + "' must be an integer");
+        return n->as_integer()->get();
+    }
+
+    std::optional<double> number(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return std::nullopt;
+        if (n->is_integer())
+            return static_cast<double>(n->as_integer()->get());
+        if (!n->is_floating_point())
+            fail(n, std::string("'") + key + "' must be a number");
+        return n->as_floating_point()->get();
+    }
+
+    std::optional<bool> boolean(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return std::nullopt;
+        if (!n->is_boolean())
+            fail(n, std::string("'") + key + "' must be true or false");
+        return n->as_boolean()->get();
+    }
+
+    // A string, or an array of strings / integers, as the CLI's comma list.
+    std::optional<std::string> list(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return std::nullopt;
+        if (n->is_string())
+            return std::string(*n->as_string());
+        if (n->is_integer())
+            return std::to_string(n->as_integer()->get());
+        if (!n->is_array())
+            fail(n, std::string("'") + key + "' must be a string or an array");
+        std::string out;
+        for (const auto& item : *n->as_array()) {
+            std::string v;
+            if (item.is_string())
+                v = std::string(*item.as_string());
+            else if (item.is_integer())
+                v = std::to_string(item.as_integer()->get());
+            else
+                fail(&item, std::string("'") + key + "' items must be strings or integers");
+            out += (out.empty() ? "" : ",") + v;
+        }
+        return out;
+    }
+
+    const toml::table* table(const toml::table& t, const char* key) const
+    {
+        const toml::node* n = t.get(key);
+        if (!n)
+            return nullptr;
+        if (!n->is_table())
+            fail(n, std::string("'") + key + "' must be a table [" + key + "]");
+        return n->as_table();
+    }
+
+private:
+    std::string m_path;
+};
+
+void axis_list(const std::optional<std::string>& text, std::optional<std::vector<Eigen::Index>>& list, bool& all,
+               const std::string& what)
+{
+    if (!text)
+        return;
+    if (*text == "all") {
+        all = true;
+        return;
+    }
+    list = std::vector<Eigen::Index>{};
+    for (const auto& v : parse_sizes_allow_zero(*text, what))
+        list->push_back(v);
+}
+
+}  // namespace
+
+analysis::BatchPlan parse_batch_job(const std::string& path)
+{
+    if (!fs::is_regular_file(path))
+        throw InputError(path + ": no such job file");
+    toml::table root;
+    try {
+        root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+        throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+    }
+    const JobReader r(path);
+    r.check_keys(root, {"inputs", "q", "k", "layout", "at", "heads", "layers", "prefix_tokens", "mechanisms", "max_memory",
+                        "attention", "metrics", "sweep"},
+                 "the job");
+    const std::string base = fs::path(path).parent_path().string();
+
+    analysis::BatchPlan plan;
+    plan.job_path = path;
+    const toml::node* inputs = root.get("inputs");
+    if (!inputs)
+        r.fail(nullptr, "'inputs' is required: files or globs, e.g. inputs = [\"acts/*.h5\"]");
+    std::vector<std::string> patterns;
+    if (inputs->is_string())
+        patterns.emplace_back(*inputs->as_string());
+    else if (inputs->is_array()) {
+        for (const auto& item : *inputs->as_array()) {
+            if (!item.is_string())
+                r.fail(&item, "'inputs' must list strings");
+            patterns.emplace_back(*item.as_string());
+        }
+    } else {
+        r.fail(inputs, "'inputs' must be a string or an array of strings");
+    }
+    plan.files = analysis::expand_inputs(patterns, base);
+    plan.q_name = r.str(root, "q").value_or("q");
+    plan.k_name = r.str(root, "k").value_or("k");
+
+    SelectionArgs sel;
+    sel.layout = r.str(root, "layout").value_or("");
+    if (const toml::table* at = r.table(root, "at")) {
+        std::string text;
+        for (const auto& [key, node] : *at) {
+            if (!node.is_integer())
+                r.fail(&node, "'at." + std::string(key.str()) + "' must be an integer");
+            text += (text.empty() ? "" : ",") + std::string(key.str()) + "=" + std::to_string(node.as_integer()->get());
+        }
+        sel.at = text;
+    }
+    sel.prefix_tokens = r.integer(root, "prefix_tokens").value_or(0);
+    plan.selection = sel.resolve();
+    axis_list(r.list(root, "heads"), plan.heads, plan.all_heads, "heads");
+    axis_list(r.list(root, "layers"), plan.layers, plan.all_layers, "layers");
+    if (auto m = r.list(root, "mechanisms")) {
+        plan.mechanisms.clear();
+        for (const std::string& item : split_list(*m))
+            plan.mechanisms.push_back(attention::parse_mechanism(item));
+    }
+    MemoryArgs mem;
+    mem.max_memory = r.str(root, "max_memory").value_or("");
+    plan.memory_limit = mem.max_memory.empty() ? 0 : mem.resolve();
+
+    MechanismArgs mech;
+    if (const toml::table* t = r.table(root, "attention")) {
+        r.check_keys(*t, {"scale", "causal", "feature_map", "favor_features", "seed", "blocks", "chunk", "grid", "block_grid",
+                          "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize"},
+                     "[attention]");
+        mech.scale = r.number(*t, "scale");
+        mech.causal = r.boolean(*t, "causal").value_or(false);
+        mech.feature_map = r.str(*t, "feature_map").value_or("relu");
+        mech.favor_features = r.integer(*t, "favor_features").value_or(256);
+        mech.seed = static_cast<std::uint64_t>(r.integer(*t, "seed").value_or(0));
+        mech.blocks = r.integer(*t, "blocks");
+        mech.chunk = r.integer(*t, "chunk");
+        if ((mech.blocks ? 1 : 0) + (mech.chunk ? 1 : 0) + (t->get("grid") ? 1 : 0) > 1)
+            r.fail(t->get("blocks") ? t->get("blocks") : t->get("chunk"), "give only one of blocks, chunk, grid");
+        mech.grid = r.list(*t, "grid").value_or("");
+        mech.block_grid = r.list(*t, "block_grid").value_or("");
+        mech.token_order = r.str(*t, "token_order").value_or("raster");
+        mech.mixing = r.str(*t, "mixing").value_or("");
+        if (!mech.mixing.empty() && !analysis::is_mixing_preset(mech.mixing) && !fs::path(mech.mixing).is_absolute()) {
+            const auto candidate = fs::path(base) / mech.mixing;   // files relative to the job
+            const std::string file_part = mech.mixing.substr(0, mech.mixing.find(':'));
+            if (fs::exists(fs::path(base) / file_part))
+                mech.mixing = candidate.string();
+        }
+        mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
+        mech.mixing_threshold = r.number(*t, "mixing_threshold").value_or(1.5);
+        mech.normalize = r.str(*t, "normalize").value_or("row");
+    }
+    plan.options = mech.resolve();
+
+    MetricArgs met;
+    if (const toml::table* t = r.table(root, "metrics")) {
+        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy"}, "[metrics]");
+        met.metrics = r.list(*t, "metrics").value_or("spectrum,entropy");
+        met.method = r.str(*t, "method").value_or("auto");
+        met.rank_rtol = r.number(*t, "rank_rtol");
+        met.top_k = r.integer(*t, "top_k");
+        met.row_entropy = r.boolean(*t, "row_entropy").value_or(false);
+    }
+    plan.metrics = met.resolve();
+
+    if (const toml::node* sweeps = root.get("sweep")) {
+        if (!sweeps->is_array_of_tables())
+            r.fail(sweeps, "'sweep' must be an array of tables: [[sweep]]");
+        std::set<std::string> names;
+        for (const auto& node : *sweeps->as_array()) {
+            const toml::table& t = *node.as_table();
+            r.check_keys(t, {"name", "vary", "subsample", "draws", "subsample_seed", "heads", "layers"}, "[[sweep]]");
+            analysis::BatchSweep sw;
+            sw.name = r.str(t, "name").value_or("");
+            if (sw.name.empty() || sw.name.find('/') != std::string::npos || !names.insert(sw.name).second)
+                r.fail(&node, "every [[sweep]] needs a unique 'name' without '/'");
+            const std::string vary = r.str(t, "vary").value_or("");
+            if (vary.size() < 3 || (vary[0] != 'n' && vary[0] != 'm') || vary[1] != '=')
+                r.fail(&node, "[[sweep]] " + sw.name + ": 'vary' must be \"n=LIST\" or \"m=LIST\"");
+            sw.spec.vary = vary[0];
+            sw.spec.values = parse_sizes(vary.substr(2), "vary");
+            sw.spec.subsample = analysis::parse_subsample(r.str(t, "subsample").value_or("first"));
+            sw.spec.draws = r.integer(t, "draws").value_or(1);
+            sw.spec.seed = static_cast<std::uint64_t>(r.integer(t, "subsample_seed").value_or(0));
+            axis_list(r.list(t, "heads"), sw.spec.heads, sw.spec.all_heads, "heads");
+            axis_list(r.list(t, "layers"), sw.spec.layers, sw.spec.all_layers, "layers");
+            sw.spec.mechanisms = plan.mechanisms;
+            sw.spec.options = plan.options;
+            sw.spec.metrics = plan.metrics;
+            sw.spec.memory_limit = plan.memory_limit;
+            plan.sweeps.push_back(std::move(sw));
+        }
+    }
+    return plan;
+}
+
+std::vector<Eigen::Index> parse_sizes_allow_zero(const std::string& text, const std::string& option)
+{
+    std::vector<Eigen::Index> out;
+    for (const std::string& item : split_list(text)) {
+        std::size_t used = 0;
+        long long v = -1;
+        try {
+            v = std::stoll(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || v < 0)
+            throw std::invalid_argument(option + " " + text + ": '" + item + "' is not an index (or \"all\")");
+        out.push_back(static_cast<Eigen::Index>(v));
+    }
+    return out;
+}
+
+}  // namespace attnscope::app
