@@ -353,6 +353,23 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx)
     return records;
 }
 
+SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
+                        const MetricOptions& metrics)
+{
+    SweepSpec spec;
+    spec.inputs = {source};
+    spec.vary = 'n';
+    spec.options = options;
+    spec.metrics = metrics;
+    // Every head and layer the queries' layout has (an axis it lacks is simply not iterated).
+    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
+    const auto file = io::open_tensor_file(ref.file);
+    const std::string layout = io::resolve_layout(file->find(ref.name), source.selection, "--q " + source.q_ref);
+    spec.all_heads = layout.find('h') != std::string::npos;
+    spec.all_layers = layout.find('l') != std::string::npos;
+    return spec;
+}
+
 void validate_sweep(const SweepSpec& spec)
 {
     // run_sweep plans (and validates) every point before its first progress report; a cancelled

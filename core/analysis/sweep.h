@@ -67,6 +67,17 @@ struct SweepRecord {
     std::vector<std::string> warnings;
 };
 
+// A finished sweep, as the curves view and figures consume it.
+struct SweepResult {
+    SweepSpec spec;
+    std::vector<SweepRecord> records;
+};
+
+// The model overview: every (layer, head) of one input at its full N, per mechanism (a sweep that varies
+// nothing: spec.vary = 'n', no values, all heads and layers). Records carry layer and head.
+SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
+                        const MetricOptions& metrics);
+
 // The token indices of one subset (ascending). `grid` and `block_grid` only for crop.
 std::vector<Eigen::Index> subset_tokens(Subsample how, Eigen::Index available, Eigen::Index n, std::uint64_t seed,
                                         Eigen::Index draw, const std::vector<Eigen::Index>& grid = {});
