@@ -7,6 +7,8 @@
 #include "analysis/inputs.h"
 #include "util/error.h"
 
+extern "C" void openblas_set_num_threads(int);
+
 namespace attnscope::app {
 
 std::vector<std::string> split_list(const std::string& text, char sep)
@@ -154,7 +156,7 @@ void MetricArgs::add_to(CLI::App& cmd)
     const char* g = "Metrics";
     cmd.add_option("--metrics", metrics, "What to compute: spectrum,entropy (default both)")->group(g);
     cmd.add_option("--method", method,
-                   "Singular values: auto | dense | structured (exact from the factors of non-causal linear / MHLA; "
+                   "Singular values: auto | dense | structured | streaming (structured: exact from the factors of non-causal linear / MHLA; streaming: never N x N, top-k matrix-free for softmax; "
                    "default auto: structured where cheaper)")->group(g);
     cmd.add_option("--rank-rtol", rank_rtol, "Rank tolerance relative to s_1 (default: NumPy's matrix_rank rule)")->group(g);
     cmd.add_option("--top-k", top_k, "Report only the k largest singular values")->group(g);
@@ -194,10 +196,15 @@ analysis::MetricOptions MetricArgs::resolve() const
 void MemoryArgs::add_to(CLI::App& cmd)
 {
     cmd.add_option("--max-memory", max_memory, "Refuse dense work above this size, e.g. 8G, 512M (default: half the RAM)");
+    cmd.add_option("--threads", threads, "BLAS / LAPACK threads (default: all cores)");
 }
 
 std::uint64_t MemoryArgs::resolve() const
 {
+    if (threads < 0 || threads > 1024)
+        throw std::invalid_argument("--threads must lie in 0..1024 (0: all cores)");
+    if (threads > 0)
+        openblas_set_num_threads(threads);
     if (max_memory.empty())
         return analysis::default_memory_limit();
     std::size_t used = 0;

@@ -53,9 +53,12 @@ struct MetricArgs {
     analysis::MetricOptions resolve() const;
 };
 
+// Resources: --max-memory and --threads.
 struct MemoryArgs {
     std::string max_memory;   // e.g. "8G", "512M", bytes; empty = half the RAM
+    int threads = 0;          // BLAS threads; 0 = OpenBLAS's default (all cores)
     void add_to(CLI::App& cmd);
+    // Validates both, applies --threads, returns the memory limit in bytes.
     std::uint64_t resolve() const;
 };
 

@@ -12,6 +12,7 @@
 #include "attention/operator.h"
 #include "metrics/streaming.h"
 #include "metrics/structured.h"
+#include "metrics/topk.h"
 #include "util/error.h"
 
 namespace attnscope::analysis {
@@ -129,19 +130,12 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     for (MechanismResult& r : results) {
         const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
         const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
-        // All singular values without factors need the dense matrix; everything else streams.
-        if (metric_options.spectrum && !use_structured(*op, metric_options)) {
-            const std::uint64_t need = dense_memory_bytes(n);
-            if (need > memory_limit)
-                throw InputError(std::string(attention::to_string(r.mechanism)) + ", N=" + std::to_string(n) +
-                                 ": all singular values need the dense " + std::to_string(n) + " x " + std::to_string(n) +
-                                 " matrix, about " + human_bytes(need) + ", over the memory limit of " +
-                                 human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), "
-                                 "and --method structured for non-causal linear and MHLA");
+        const SpectrumPath path = choose_spectrum_path(*op, metric_options, memory_limit);
+        if (path == SpectrumPath::dense) {
             Eigen::MatrixXd A = op->dense();
-            measure(r, *op, &A, true, mechanism_options, metric_options);
-        } else {
-            measure(r, *op, nullptr, false, mechanism_options, metric_options);
+            measure(r, *op, &A, true, path, mechanism_options, metric_options);
+        } else {   // everything else streams: no N x N matrix is ever formed
+            measure(r, *op, nullptr, false, path, mechanism_options, metric_options);
         }
     }
     return results;
@@ -161,6 +155,7 @@ std::string_view to_string(SpectrumMethod m)
     case SpectrumMethod::automatic: return "auto";
     case SpectrumMethod::dense: return "dense";
     case SpectrumMethod::structured: return "structured";
+    case SpectrumMethod::streaming: return "streaming";
     }
     return "auto";
 }
@@ -173,32 +168,60 @@ SpectrumMethod parse_spectrum_method(std::string_view s)
         return SpectrumMethod::dense;
     if (s == "structured")
         return SpectrumMethod::structured;
-    throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured");
+    if (s == "streaming")
+        return SpectrumMethod::streaming;
+    throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured, streaming");
 }
 
-bool use_structured(const attention::AttentionOperator& op, const MetricOptions& metric_options)
+SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit)
 {
+    if (!mo.spectrum)
+        return SpectrumPath::none;
     const attention::KernelFactors* factors = op.factors();
-    if (!metric_options.spectrum)
-        return false;
-    if (metric_options.method == SpectrumMethod::structured) {
+    const Index n = op.rows();
+    const std::string name = std::string(attention::to_string(op.mechanism())) +
+                             (op.kernel_pieces() && op.kernel_pieces()->causal ? " (causal)" : "");
+    switch (mo.method) {
+    case SpectrumMethod::dense:
+        break;
+    case SpectrumMethod::structured:
         if (!factors)
-            throw std::invalid_argument(std::string(attention::to_string(op.mechanism())) +
-                                        (op.kernel_pieces() && op.kernel_pieces()->causal ? " (causal)" : "") +
-                                        " attention has no low-rank factors: --method structured applies to non-causal "
-                                        "linear and MHLA only (use --method auto)");
-        return true;
+            throw std::invalid_argument(name + " attention has no low-rank factors: --method structured applies to "
+                                               "non-causal linear and MHLA only (use --method auto)");
+        return SpectrumPath::structured;
+    case SpectrumMethod::streaming:
+        if (factors)
+            return SpectrumPath::structured;
+        if (!mo.top_k)
+            throw std::invalid_argument("--method streaming: all singular values of " + name +
+                                        " attention need the dense matrix; give --top-k K for the K largest "
+                                        "(matrix-free), or use --metrics entropy");
+        return SpectrumPath::top_k;
+    case SpectrumMethod::automatic:
+        // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
+        if (factors && metrics::structured_core_size(*factors) < n)
+            return SpectrumPath::structured;
+        if (dense_memory_bytes(n) > memory_limit) {
+            if (factors)
+                return SpectrumPath::structured;
+            if (mo.top_k)
+                return SpectrumPath::top_k;
+        }
+        break;
     }
-    // Structured is exact; auto takes it when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
-    return metric_options.method == SpectrumMethod::automatic && factors &&
-           metrics::structured_core_size(*factors) < op.rows();
+    const std::uint64_t need = dense_memory_bytes(n);
+    if (need > memory_limit)
+        throw InputError(name + ", N=" + std::to_string(n) + ": all singular values need the dense " + std::to_string(n) +
+                         " x " + std::to_string(n) + " matrix, about " + human_bytes(need) + ", over the memory limit of " +
+                         human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), --top-k K "
+                         "(matrix-free largest singular values), and --method structured for non-causal linear and MHLA");
+    return SpectrumPath::dense;
 }
 
 void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
-             const attention::AttentionOptions& options, const MetricOptions& metric_options)
+             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options)
 {
-    const bool structured = use_structured(op, metric_options);
-    if (metric_options.spectrum && !structured && !A)
+    if (path == SpectrumPath::dense && !A)
         throw std::logic_error("measure: a dense spectrum needs the dense matrix");
     const std::vector<Index> allowed = op.allowed_keys();
     const std::string non_finite = "the attention matrix has non-finite entries (a row normaliser is zero); "
@@ -236,16 +259,30 @@ void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::
                                  std::string(attention::to_string(options.normalize)) +
                                  "); entropy is computed from the entries as they are");
     }
-    if (metric_options.spectrum) {
-        const Index n = op.rows();
-        std::vector<double> s;
-        if (structured)
-            s = metrics::structured_singular_values(*op.factors());
-        else
-            s = consume ? metrics::singular_values(std::move(*A)) : metrics::singular_values(Eigen::MatrixXd(*A));
-        r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
-        r.spectrum_method = structured ? "structured" : "dense";
+    if (path == SpectrumPath::none)
+        return;
+    const Index n = op.rows();
+    std::vector<double> s;
+    if (path == SpectrumPath::top_k) {
+        metrics::TopSingularValues top = metrics::top_singular_values(op, *metric_options.top_k);
+        if (!top.converged)
+            r.warnings.push_back("the matrix-free top-k solver did not converge; the values are its best estimates");
+        r.warnings.push_back("only the " + std::to_string(top.values.size()) +
+                             " largest singular values are known (matrix-free): rank, effective and stable rank need "
+                             "all of them (--method dense)");
+        metrics::SpectrumMetrics partial;
+        partial.singular_values = std::move(top.values);
+        r.spectrum = std::move(partial);
+        r.partial_spectrum = true;
+        r.spectrum_method = "top-k";
+        return;
     }
+    if (path == SpectrumPath::structured)
+        s = metrics::structured_singular_values(*op.factors());
+    else
+        s = consume ? metrics::singular_values(std::move(*A)) : metrics::singular_values(Eigen::MatrixXd(*A));
+    r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, metric_options.rank_rtol);
+    r.spectrum_method = path == SpectrumPath::structured ? "structured" : "dense";
 }
 
 json result_json(const MechanismResult& r, const MetricOptions& mo)
@@ -260,7 +297,11 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
         method["entropy"] = r.entropy_method;
     j["method"] = std::move(method);
     if (mo.spectrum) {
-        if (r.spectrum) {
+        if (r.spectrum && r.partial_spectrum) {
+            for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank"})
+                j[key] = nullptr;
+            j["singular_values"] = r.spectrum->singular_values;
+        } else if (r.spectrum) {
             const auto& s = *r.spectrum;
             j["rank"] = s.rank;
             j["rank_tol"] = s.tol;

@@ -18,9 +18,13 @@ namespace attnscope::analysis {
 using Index = Eigen::Index;
 
 // How the singular values are computed: `dense` (dgesdd on the N x N matrix), `structured` (exact, from
-// the low-rank factors of non-causal linear / MHLA, metrics/structured.h), `auto` (structured where it is
-// cheaper, dense otherwise).
-enum class SpectrumMethod { automatic, dense, structured };
+// the low-rank factors of non-causal linear / MHLA, metrics/structured.h), `streaming` (never form
+// N x N: structured where exact, else only the --top-k largest, matrix-free, metrics/topk.h), `auto`
+// (structured where it is cheaper; dense when it fits the memory limit; else the streaming choice).
+enum class SpectrumMethod { automatic, dense, structured, streaming };
+
+// The computation chosen for one operator's spectrum.
+enum class SpectrumPath { none, dense, structured, top_k };
 std::string_view to_string(SpectrumMethod m);
 SpectrumMethod parse_spectrum_method(std::string_view s);   // throws std::invalid_argument
 
@@ -39,7 +43,8 @@ struct MechanismResult {
     std::optional<metrics::SpectrumMetrics> spectrum;   // absent when not requested or not computable
     std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined
     std::vector<std::string> warnings;
-    std::string spectrum_method;                        // "dense" or "structured" (empty: no spectrum)
+    std::string spectrum_method;                        // "dense", "structured" or "top-k" (empty: no spectrum)
+    bool partial_spectrum = false;                      // only the top-k singular values are known (no ranks)
     std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
 };
 
@@ -64,13 +69,15 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
 // method chosen), adding warnings for what cannot be computed. A dense SVD destroys A when `consume` is
 // true, else works on a copy. Throws std::invalid_argument when --method structured meets an operator
 // without factors (softmax, causal).
-// With A null, entropy streams (metrics/streaming.h) and the spectrum must be structured.
+// With A null, entropy streams (metrics/streaming.h) and a dense spectrum is impossible.
 void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
-             const attention::AttentionOptions& options, const MetricOptions& metric_options);
+             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options);
 
-// Whether the spectrum of `op` is computed from its factors under `metric_options` (throws
-// std::invalid_argument when --method structured meets an operator without factors).
-bool use_structured(const attention::AttentionOperator& op, const MetricOptions& metric_options);
+// The spectrum computation for `op` under `metric_options` when dense work may use `memory_limit`
+// bytes. Throws std::invalid_argument when the method asked for cannot apply (structured without
+// factors; streaming all singular values of softmax) and InputError when nothing fits, naming what would.
+SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
+                                  std::uint64_t memory_limit);
 
 // The options a mechanism is computed with (attention.md 1.3: linear attention is always row-normalised).
 attention::AttentionOptions options_for(attention::Mechanism mechanism, const attention::AttentionOptions& options);

@@ -129,7 +129,7 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
             auto A = std::make_shared<Eigen::MatrixXd>(op->dense());
             o.allowed_keys = op->allowed_keys();
             advance(name + ": singular values");
-            measure(o.result, *op, A.get(), false, opts, mo);
+            measure(o.result, *op, A.get(), false, choose_spectrum_path(*op, mo, UINT64_MAX), opts, mo);
             o.matrix = std::move(A);
             step += 1;
         } catch (const JobCancelled&) {

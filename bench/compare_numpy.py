@@ -1,0 +1,118 @@
+"""AttnScope against the NumPy way of doing the same work, in one run.
+
+For each N: random Q, K (N x d, d = 64) -> softmax, linear (relu) and MHLA (M = 16 contiguous blocks,
+cos mixing) attention matrices, all singular values, numerical rank, effective and stable rank, and row
+entropy. The NumPy pipeline is what a notebook would do (dense matrices, np.linalg.svd(compute_uv=False));
+`attnscope analyze` runs on the same inputs (an HDF5 file). Prints both wall times, the ratio, and
+whether every number agrees (ranks exactly; singular values to 1e-10 * s_1; the rest to 1e-10 relative).
+
+usage: python3 bench/compare_numpy.py [--attnscope build/app/attnscope] [--sizes 1024,2048,4096] [--d 64] [--markdown]
+Run with Debian's python3 (numpy on OpenBLAS). Threads: both use the machine's cores (OpenBLAS).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference"))
+import attnref  # noqa: E402  (the independent reference: block layout and mixing presets)
+
+
+def numpy_pipeline(Q, K, M):
+    """Dense matrices + full spectra + entropy, the way a NumPy notebook would do it."""
+    N, d = Q.shape
+    out = {}
+    # softmax
+    S = Q @ K.T / np.sqrt(d)
+    S -= S.max(axis=1, keepdims=True)
+    A = np.exp(S)
+    A /= A.sum(axis=1, keepdims=True)
+    mats = {"softmax": A}
+    # linear (relu + 1e-6)
+    pq, pk = np.maximum(Q, 0) + 1e-6, np.maximum(K, 0) + 1e-6
+    P = pq @ pk.T
+    mats["linear"] = P / P.sum(axis=1, keepdims=True)
+    # MHLA: M contiguous blocks, cos mixing
+    blk, centres = attnref.block_layout(N, blocks=M)
+    Mc = attnref.mixing_preset("cos", centres)
+    P = Mc[np.ix_(blk, blk)] * (pq @ pk.T)
+    mats["mhla"] = P / P.sum(axis=1, keepdims=True)
+    for name, A in mats.items():
+        s = np.linalg.svd(A, compute_uv=False)
+        tol = s[0] * max(A.shape) * np.finfo(float).eps
+        p = s / s.sum()
+        p = p[p > 0]
+        H = -np.sum(np.where(A > 0, A * np.log(np.where(A > 0, A, 1)), 0), axis=1)
+        out[name] = {"rank": int((s > tol).sum()), "singular_values": s, "effective_rank": float(np.exp(-(p * np.log(p)).sum())),
+                     "stable_rank": float((s ** 2).sum() / s[0] ** 2), "entropy_mean": float(H.mean()),
+                     "entropy_normalized_mean": float((H / np.log(N)).mean())}
+    return out
+
+
+def agree(ours, ref):
+    problems = []
+    for mech, r in ref.items():
+        o = ours[mech]
+        if o["rank"] != r["rank"]:
+            problems.append(f"{mech} rank {o['rank']} vs {r['rank']}")
+        s1 = r["singular_values"][0]
+        sv = np.asarray(o["singular_values"])
+        if sv.shape != r["singular_values"].shape or np.max(np.abs(sv - r["singular_values"])) > 1e-10 * s1:
+            problems.append(f"{mech} singular values differ")
+        for key, got in (("effective_rank", o["effective_rank"]), ("stable_rank", o["stable_rank"]),
+                         ("entropy_mean", o["entropy"]["mean"]), ("entropy_normalized_mean", o["entropy"]["normalized_mean"])):
+            if abs(got - r[key]) > 1e-10 * abs(r[key]):
+                problems.append(f"{mech} {key} {got} vs {r[key]}")
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--attnscope", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "app", "attnscope"))
+    ap.add_argument("--sizes", default="1024,2048,4096")
+    ap.add_argument("--d", type=int, default=64)
+    ap.add_argument("--blocks", type=int, default=16)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for N in [int(x) for x in args.sizes.split(",")]:
+            rng = np.random.default_rng(N)
+            Q = rng.normal(size=(N, args.d))
+            K = rng.normal(size=(N, args.d))
+            path = os.path.join(tmp, f"qk{N}.h5")
+            with h5py.File(path, "w") as f:
+                f["q"] = Q
+                f["k"] = K
+            t0 = time.perf_counter()
+            ref = numpy_pipeline(Q, K, args.blocks)
+            t_numpy = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            p = subprocess.run([args.attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--blocks",
+                                str(args.blocks), "--json", "-"], capture_output=True, text=True)
+            t_ours = time.perf_counter() - t0
+            if p.returncode != 0:
+                print(p.stderr)
+                return 1
+            ours = {r["mechanism"]: r for r in json.loads(p.stdout)["results"]}
+            problems = agree(ours, ref)
+            methods = ", ".join(f"{m}: {ours[m]['method']['spectrum']}" for m in ("softmax", "linear", "mhla"))
+            rows.append((N, t_numpy, t_ours, t_numpy / t_ours, "yes" if not problems else "NO: " + "; ".join(problems), methods))
+            print(f"N={N}: numpy {t_numpy:.2f} s, attnscope {t_ours:.2f} s, ratio {t_numpy / t_ours:.1f}x, "
+                  f"agree: {rows[-1][4]} ({methods})", flush=True)
+    if args.markdown:
+        print("\n| N | NumPy (s) | AttnScope (s) | speed-up | every number agrees | spectrum method |")
+        print("|---|---|---|---|---|---|")
+        for N, a, b, r, ok, m in rows:
+            print(f"| {N} | {a:.2f} | {b:.2f} | {r:.1f}x | {ok} | {m} |")
+    return 0 if all(r[4] == "yes" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
