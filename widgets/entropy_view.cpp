@@ -1,5 +1,6 @@
 // EntropyView: row-entropy histograms per mechanism (step outlines with light fills, ln N and the means
 // marked) and the entropy of every query: a line over t for 1-D data, heatmaps over the grid otherwise.
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <algorithm>
@@ -46,7 +47,21 @@ class EntropyView : public PlotView {
 public:
     explicit EntropyView(QWidget* parent) : PlotView(parent)
     {
+        m_perPanelBox = new QCheckBox(tr("Per-panel colour scales"), this);
+        m_perPanelBox->setToolTip(tr("Grid data: one colour scale per mechanism, so nearly uniform maps (linear, MHLA)\n"
+                                     "show their structure instead of one flat colour on the shared scale"));
+        toolRow()->addWidget(m_perPanelBox);
         toolRow()->addStretch(1);
+        connect(m_perPanelBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        rebuild();
+    }
+
+    QJsonObject saveState() const override { return QJsonObject{{"per_panel_scale", m_perPanelBox->isChecked()}}; }
+    void restoreState(const QJsonObject& s) override
+    {
+        const QSignalBlocker b(m_perPanelBox);
+        if (s.contains("per_panel_scale"))
+            m_perPanelBox->setChecked(s["per_panel_scale"].toBool());
         rebuild();
     }
 
@@ -77,6 +92,7 @@ public:
 private:
     void rebuild()
     {
+        m_perPanelBox->setEnabled(m_result && gridTokens(*m_result).valid());
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the row entropies."));
             return;
@@ -215,13 +231,24 @@ private:
             if (c.size() == 3)
                 frame = c[0];
         }
-        auto* scale = new QCPColorScale(m_plot);
-        scale->setBarWidth(12);
-        scale->setGradient(colorGradient(ColorMap::viridis));
-        scale->axis()->setTickLabelFont(plotFont(kTickPt));
-        scale->axis()->setLabelFont(plotFont(kLabelPt));
-        scale->axis()->setLabel(tr("H_t (nats)"));
-        scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        const bool perPanel = m_perPanelBox->isChecked();
+        auto makeScale = [this, group](bool horizontal) {
+            auto* scale = new QCPColorScale(m_plot);
+            scale->setBarWidth(horizontal ? 9 : 12);
+            scale->setType(horizontal ? QCPAxis::atBottom : QCPAxis::atRight);
+            scale->setGradient(colorGradient(ColorMap::viridis));
+            scale->axis()->setTickLabelFont(plotFont(kTickPt));
+            scale->axis()->setLabelFont(plotFont(kLabelPt));
+            scale->axis()->setLabel(tr("H_t (nats)"));
+            if (horizontal) {
+                scale->axis()->ticker()->setTickCount(4);
+                scale->setMarginGroup(QCP::msLeft | QCP::msRight, group);
+            } else {
+                scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            }
+            return scale;
+        };
+        QCPColorScale* shared = perPanel ? nullptr : makeScale(false);
         double lo = lnN, hi = 0;
         int col = 1;
         for (const auto& o : m_result->outcomes) {
@@ -234,7 +261,7 @@ private:
             layout->addElement(1, col, rect);
             ++col;
             styleAxisRect(rect);
-            rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
             auto* x = rect->axis(QCPAxis::atBottom);
             auto* y = rect->axis(QCPAxis::atLeft);
             x->setLabel(tr("grid column"));
@@ -262,6 +289,7 @@ private:
             map->setInterpolate(false);
             map->data()->setSize(static_cast<int>(g.w), static_cast<int>(g.h));
             map->data()->setRange(QCPRange(0, static_cast<double>(g.w) - 1), QCPRange(0, static_cast<double>(g.h) - 1));
+            double plo = lnN, phi = 0;
             for (Index r = 0; r < g.h; ++r)
                 for (Index c = 0; c < g.w; ++c) {
                     const Index tok = g.at(frame, r, c);
@@ -269,20 +297,41 @@ private:
                                          ? rows[static_cast<std::size_t>(tok)]
                                          : std::numeric_limits<double>::quiet_NaN();
                     if (std::isfinite(v))
-                        lo = std::min(lo, v), hi = std::max(hi, v);
+                        plo = std::min(plo, v), phi = std::max(phi, v);
                     map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
                 }
-            map->setColorScale(scale);
+            lo = std::min(lo, plo);
+            hi = std::max(hi, phi);
+            if (perPanel) {
+                // Own scale under the panel; a nearly constant map gets a small symmetric range around its value.
+                auto* scale = makeScale(true);
+                layout->addElement(2, col - 1, scale);
+                if (phi <= plo) {
+                    plo -= 1e-6;
+                    phi += 1e-6;
+                }
+                scale->setDataRange(QCPRange(plo, phi));
+                scale->axis()->setNumberFormat("gb");
+                scale->axis()->setNumberPrecision(4);
+                map->setColorScale(scale);
+            } else {
+                map->setColorScale(shared);
+            }
         }
-        layout->addElement(1, col, scale);
-        if (hi <= lo)
-            hi = lo + 1e-6;
-        scale->setDataRange(QCPRange(lo, hi));
+        if (shared) {
+            layout->addElement(1, col, shared);
+            if (hi <= lo)
+                hi = lo + 1e-6;
+            shared->setDataRange(QCPRange(lo, hi));
+            layout->setColumnStretchFactor(col, 0.01);
+        } else {
+            layout->setRowStretchFactor(2, 0.01);
+        }
         layout->setColumnStretchFactor(0, 1.3);
-        layout->setColumnStretchFactor(col, 0.01);
     }
 
     std::shared_ptr<const ExploreResult> m_result;
+    QCheckBox* m_perPanelBox = nullptr;
     int m_query = -1;
 };
 

@@ -147,6 +147,59 @@ public:
         PlotView::renderTo(painter, size, font_scale);
     }
 
+protected:
+    // Square panels (equal aspect, like imshow): the outer layout's margins take what is left over so the
+    // panels' inner rects are side x side, centred.
+    void adjustLayout(const QSize& size) override
+    {
+        auto* top = m_plot->plotLayout();
+        top->setAutoMargins(QCP::msNone);
+        top->setMargins(QMargins(0, 0, 0, 0));
+        if (m_panels.empty() || !m_panels.front().rect)
+            return;
+        const int k = static_cast<int>(m_panels.size());
+        // Width excess is taken out by horizontal margins (k panels shrink), height excess by vertical ones;
+        // later passes only correct the residual (tick labels change with the layout).
+        int extraX = 0, extraY = 0;
+        layoutAt(size);
+        auto diff = [this] {
+            const QRect r = m_panels.front().rect->rect();
+            return r.width() < 8 || r.height() < 8 ? 0 : r.width() - r.height();
+        };
+        const bool wide = diff() > 0;
+        auto settle = [&](int passes) {
+            for (int pass = 0; pass < passes; ++pass) {
+                const int d = diff();
+                if (d == 0)
+                    break;
+                if (wide)
+                    extraX = std::clamp(extraX + k * d, 0, std::max(0, size.width() - 60));
+                else
+                    extraY = std::clamp(extraY - d, 0, std::max(0, size.height() - 60));
+                top->setMargins(QMargins(extraX / 2, extraY / 2, extraX - extraX / 2, extraY - extraY / 2));
+                layoutAt(size);
+            }
+        };
+        settle(4);
+        // Titles centred over the image rather than the column (which includes the tick labels): a left
+        // margin of (left - right) margin, when every title still fits its column (else titles could widen
+        // the columns and break the squares).
+        const QMargins m = m_panels.front().rect->margins();
+        const int shift = std::max(0, m.left() - m.right());
+        bool fit = true;
+        for (const Panel& p : m_panels)
+            if (p.title)
+                fit = fit && QFontMetrics(p.title->font()).horizontalAdvance(p.title->text()) + shift + 8 <= p.rect->outerRect().width();
+        for (Panel& p : m_panels)
+            if (p.title) {
+                p.title->setAutoMargins(QCP::msNone);
+                p.title->setMargins(QMargins(fit ? shift : 0, 0, 0, 0));
+            }
+        layoutAt(size);
+        settle(2);
+    }
+
+public:
     QJsonObject saveState() const override
     {
         QJsonObject s;
@@ -203,6 +256,7 @@ private:
         QCPAxisRect* rect = nullptr;
         QCPColorMap* map = nullptr;   // null when the mechanism failed
         QCPItemStraightLine* queryLine = nullptr;
+        QCPTextElement* title = nullptr;
     };
 
     Index n() const { return m_result ? m_result->n : 0; }
@@ -290,6 +344,7 @@ private:
             else
                 y->setTickLabels(false);
             p.rect = rect;
+            p.title = title;
             if (o.matrix) {
                 p.map = new QCPColorMap(x, y);
                 p.map->setInterpolate(false);
@@ -333,12 +388,13 @@ private:
         layout->setRowStretchFactor(0, 0.01);
         layout->setColumnStretchFactor(col, 0.01);
         if (m_blockLines > 0) {
-            QString foot = tr("White lines on MHLA: block boundaries");
+            QString foot = tr("White lines: MHLA block boundaries");
             if (m_result->blocks && m_result->blocks->block_grid.size() > 1 && m_result->token_order == attention::TokenOrder::raster)
-                foot = tr("White lines on MHLA: boundaries between block rows (raster token order: the blocks of one block row "
-                          "interleave along each grid row, so their boundaries are not contiguous in token index)");
+                foot = tr("White lines: MHLA block boundaries (raster grids: block rows only)");
             auto* note = new QCPTextElement(m_plot, foot, plotFont(kTickPt));
             note->setTextColor(QColor(80, 80, 80));
+            // (raster order: the blocks of one block row interleave along each grid row, so only the boundaries
+            // between block rows are contiguous in token index)
             m_plot->plotLayout()->addElement(1, 0, note);
             m_plot->plotLayout()->setRowStretchFactor(1, 0.01);
         }

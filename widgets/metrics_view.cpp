@@ -71,6 +71,21 @@ public:
         rebuild();
     }
 
+    // The selected cell, by metric and mechanism (the table has no other state; column widths follow the view).
+    QJsonObject saveState() const override
+    {
+        const int r = m_table->currentRow(), c = m_table->currentColumn();
+        if (r < 0 || c < 0 || r >= m_rows.size() || c >= m_cols.size() || !m_table->currentItem() || !m_table->currentItem()->isSelected())
+            return {};
+        return QJsonObject{{"metric", m_rows[r]}, {"mechanism", m_cols[c]}};
+    }
+    void restoreState(const QJsonObject& s) override
+    {
+        const int r = m_rows.indexOf(s["metric"].toString()), c = m_cols.indexOf(s["mechanism"].toString());
+        if (r >= 0 && c >= 0)
+            m_table->setCurrentCell(r, c);
+    }
+
     void renderTo(QPainter* painter, const QSize& size, double font_scale) override
     {
         painter->save();

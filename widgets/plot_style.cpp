@@ -6,9 +6,11 @@
 #include <QSet>
 #include <QVBoxLayout>
 #include <cmath>
+#include <limits>
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
+#include "analysis/sweep.h"
 
 namespace attnscope::widgets {
 
@@ -218,6 +220,54 @@ QCPPainter* asQcpPainter(QPainter* painter)
     return qcpPainters().contains(painter) ? static_cast<QCPPainter*>(painter) : nullptr;
 }
 
+QStringList sweepMetricKeys()
+{
+    return {QStringLiteral("rank"),         QStringLiteral("relative_rank"), QStringLiteral("effective_rank"),
+            QStringLiteral("stable_rank"),  QStringLiteral("entropy_mean"),  QStringLiteral("entropy_normalized_mean"),
+            QStringLiteral("seconds")};
+}
+
+QString sweepMetricLabel(const QString& key)
+{
+    if (key == "rank") return QStringLiteral("numerical rank");
+    if (key == "relative_rank") return QStringLiteral("relative rank (rank / N)");
+    if (key == "effective_rank") return QStringLiteral("effective rank");
+    if (key == "stable_rank") return QStringLiteral("stable rank");
+    if (key == "entropy_mean") return QStringLiteral("mean row entropy (nats)");
+    if (key == "entropy_normalized_mean") return QStringLiteral("normalised row entropy");
+    if (key == "seconds") return QStringLiteral("seconds");
+    return {};
+}
+
+double sweepMetricValue(const analysis::SweepRecord& r, const QString& key)
+{
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    if (key == "seconds")
+        return r.seconds;
+    if (key == "entropy_mean" || key == "entropy_normalized_mean") {
+        if (!r.entropy)
+            return nan;
+        return key == "entropy_mean" ? r.entropy->mean : r.entropy->normalized_mean;
+    }
+    if (!r.spectrum)
+        return nan;
+    if (key == "rank") return static_cast<double>(r.spectrum->rank);
+    if (key == "relative_rank") return r.spectrum->relative_rank;
+    if (key == "effective_rank") return r.spectrum->effective_rank;
+    if (key == "stable_rank") return r.spectrum->stable_rank;
+    return nan;
+}
+
+bool mechanismFromName(const std::string& name, attention::Mechanism& out)
+{
+    for (auto m : {attention::Mechanism::softmax, attention::Mechanism::linear, attention::Mechanism::mhla})
+        if (attention::to_string(m) == name) {
+            out = m;
+            return true;
+        }
+    return false;
+}
+
 QJsonArray rangeToJson(double lo, double hi) { return QJsonArray{lo, hi}; }
 
 bool rangeFromJson(const QJsonValue& v, double& lo, double& hi)
@@ -230,18 +280,40 @@ bool rangeFromJson(const QJsonValue& v, double& lo, double& hi)
     return std::isfinite(lo) && std::isfinite(hi) && hi > lo;
 }
 
-PlotView::PlotView(QWidget* parent) : ResultView(parent)
+PlotPane::PlotPane(QWidget* owner, std::function<void(const QSize&)> adjust) : m_adjust(std::move(adjust))
 {
-    auto* v = new QVBoxLayout(this);
+    auto* v = new QVBoxLayout(owner);
     v->setContentsMargins(2, 2, 2, 2);
     v->setSpacing(2);
     m_tools = new QHBoxLayout;
     m_tools->setContentsMargins(4, 0, 4, 0);
     v->addLayout(m_tools);
-    m_plot = new QCustomPlot(this);
+    m_plot = new QCustomPlot(owner);
     m_plot->setBackground(Qt::white);
     m_plot->setNoAntialiasingOnDrag(true);
     v->addWidget(m_plot, 1);
+    QObject::connect(m_plot, &QCustomPlot::beforeReplot, m_plot, [this] { runAdjust(m_plot->viewport().size()); });
+}
+
+void PlotPane::layoutAt(const QSize& size)
+{
+    m_plot->setViewport(QRect(QPoint(0, 0), size));
+    auto* layout = m_plot->plotLayout();
+    layout->update(QCPLayoutElement::upPreparation);
+    layout->update(QCPLayoutElement::upMargins);
+    layout->update(QCPLayoutElement::upLayout);
+}
+
+void PlotPane::runAdjust(const QSize& size)
+{
+    if (!m_adjust || m_adjusting || size.width() < 2 || size.height() < 2)
+        return;
+    m_adjusting = true;
+    const QRect old = m_plot->viewport();
+    m_adjust(size);
+    if (m_plot->viewport() != old)
+        m_plot->setViewport(old);
+    m_adjusting = false;
 }
 
 namespace {
@@ -322,10 +394,11 @@ private:
 
 }  // namespace
 
-void PlotView::renderTo(QPainter* painter, const QSize& size, double font_scale)
+void PlotPane::renderTo(QPainter* painter, const QSize& size, double font_scale)
 {
     {
         FontScaler scaler(m_plot, font_scale);
+        runAdjust(size);
         if (QCPPainter* qcp = asQcpPainter(painter)) {
             m_plot->toPainter(qcp, size.width(), size.height());
         } else {

@@ -7,6 +7,7 @@
 #include <QPen>
 #include <QJsonArray>
 #include <QString>
+#include <QStringList>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -28,6 +29,7 @@ class QCPRange;
 namespace attnscope::analysis {
 struct ExploreResult;
 struct MechanismOutcome;
+struct SweepRecord;
 }
 
 namespace attnscope::widgets {
@@ -62,21 +64,62 @@ void showPlotMessage(QCustomPlot* plot, const QString& text);
 // Human number: 3 significant digits, no trailing zeros.
 QString fmtNum(double v, int digits = 3);
 
-// Base of the QCustomPlot-backed views: owns the plot and a tool row above it; renderTo draws the plot
-// at any size with every font multiplied by font_scale (the on-screen fonts are restored afterwards).
-class PlotView : public ResultView {
+// Metrics of sweep records (curves and overview views): keys "rank", "relative_rank", "effective_rank",
+// "stable_rank", "entropy_mean", "entropy_normalized_mean", "seconds" (the CSV's column names).
+QStringList sweepMetricKeys();
+// Axis / colour-bar title in words ("numerical rank", "relative rank (rank / N)", ...); empty for unknown keys.
+QString sweepMetricLabel(const QString& key);
+// The record's value of a metric; NaN when the record lacks it (no spectrum, entropy undefined).
+double sweepMetricValue(const analysis::SweepRecord& record, const QString& key);
+// The mechanism a record names ("softmax", "linear", "mhla"); false for anything else.
+bool mechanismFromName(const std::string& name, attention::Mechanism& out);
+
+// The plot of a QCustomPlot-backed view with a tool row above it. renderTo draws the plot at any size
+// with every font multiplied by font_scale (the on-screen fonts are restored afterwards). `adjust` (may be
+// empty) is layout that depends on the drawn size (square heatmaps, which cell labels fit): it runs before
+// every on-screen replot with the plot's size, and in renderTo at the export size with the fonts scaled;
+// it may call layoutAt, the viewport is restored afterwards.
+class PlotPane {
 public:
-    explicit PlotView(QWidget* parent);
-    void renderTo(QPainter* painter, const QSize& size, double font_scale) override;
+    PlotPane(QWidget* owner, std::function<void(const QSize&)> adjust);
+    QCustomPlot* plot() const { return m_plot; }
+    QHBoxLayout* toolRow() const { return m_tools; }
+    void renderTo(QPainter* painter, const QSize& size, double font_scale);
+    // Lays the plot out at `size` now (element rects are then valid for that size).
+    void layoutAt(const QSize& size);
+
+private:
+    void runAdjust(const QSize& size);
+    QCustomPlot* m_plot = nullptr;
+    QHBoxLayout* m_tools = nullptr;
+    std::function<void(const QSize&)> m_adjust;
+    bool m_adjusting = false;
+};
+
+// Base of the QCustomPlot-backed result views (PlotPane inside a ResultView, or any other view base).
+template <class Base>
+class PlotViewOf : public Base {
+public:
+    explicit PlotViewOf(QWidget* parent)
+        : Base(parent), m_pane(this, [this](const QSize& size) { adjustLayout(size); }), m_plot(m_pane.plot())
+    {
+    }
+    void renderTo(QPainter* painter, const QSize& size, double font_scale) override { m_pane.renderTo(painter, size, font_scale); }
     QCustomPlot* plot() const { return m_plot; }
 
 protected:
-    QHBoxLayout* toolRow() const { return m_tools; }
-    QCustomPlot* m_plot = nullptr;
+    QHBoxLayout* toolRow() const { return m_pane.toolRow(); }
+    virtual void adjustLayout(const QSize& size) { Q_UNUSED(size); }
+    void layoutAt(const QSize& size) { m_pane.layoutAt(size); }
 
 private:
-    QHBoxLayout* m_tools = nullptr;
+    PlotPane m_pane;
+
+protected:
+    QCustomPlot* m_plot = nullptr;
 };
+
+using PlotView = PlotViewOf<ResultView>;
 
 // Tokens on the display grid (token_grid of 2 or 3 axes, either token order): token[(f * h + r) * w + c].
 // h = 0 for 1-D data (or a grid whose size is not N).

@@ -1,0 +1,500 @@
+// Curves and model overview views on real sweeps (core run_sweep on synthetic data and on a small HDF5
+// file with layers and heads): curves equal the core's sweep_summary, reference lines, log axes, hover,
+// exports are non-blank PNG / valid PDF / SVG, state round-trips, the empty state exports. Also the maps
+// view's square panels, on screen after a resize and in renderTo. ATTNSCOPE_SCREENSHOTS=1 writes
+// docs/views-curves-n.png, docs/views-curves-m.png and docs/views-overview.png.
+#include <QApplication>
+#include <QFile>
+#include <QImage>
+#include <QPainter>
+#include <QSet>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTest>
+#include <QXmlStreamReader>
+#include <cstdlib>
+#include <memory>
+#include <qcustomplot.h>
+
+#include <gtest/gtest.h>
+
+#include "analysis/explore.h"
+#include "analysis/sweep.h"
+#include "analysis/synth.h"
+#include "curves.h"
+#include "export.h"
+#include "io/writers.h"
+#include "support/test_support.h"
+#include "views.h"
+
+using namespace attnscope;
+using widgets::ResultView;
+using widgets::SweepView;
+using Sweep = std::shared_ptr<const analysis::SweepResult>;
+
+namespace {
+
+Sweep runSweep(analysis::SweepSpec spec)
+{
+    auto r = std::make_shared<analysis::SweepResult>();
+    r->records = analysis::run_sweep(spec, analysis::JobContext{});
+    r->spec = std::move(spec);
+    return r;
+}
+
+Sweep sweepN(std::vector<Eigen::Index> values = {32, 64, 128}, Eigen::Index seeds = 2)
+{
+    analysis::SweepSpec spec;
+    spec.synth = analysis::SynthSource{"local1d", 16, seeds, 0};
+    spec.vary = 'n';
+    spec.values = std::move(values);
+    return runSweep(spec);
+}
+
+Sweep sweepM(Eigen::Index n = 64, std::vector<Eigen::Index> values = {1, 2, 4, 8})
+{
+    analysis::SweepSpec spec;
+    spec.synth = analysis::SynthSource{"local1d", 16, 2, n};
+    spec.vary = 'm';
+    spec.values = std::move(values);
+    return runSweep(spec);
+}
+
+// An lhnd file (layers x heads x N x d) of synthetic activations, one kind and seed per (layer, head),
+// and its overview sweep.
+Sweep overview(const std::string& name, int layers, int heads, Eigen::Index n, Eigen::Index d, bool mixedKinds)
+{
+    const std::string dir = test::fresh_work_dir(name);
+    std::vector<double> q, k;
+    for (int l = 0; l < layers; ++l)
+        for (int h = 0; h < heads; ++h) {
+            analysis::SynthOptions o;
+            o.n = n;
+            o.d = d;
+            const char* kinds[] = {"local1d", "gaussian", "lowrank"};
+            o.kind = mixedKinds ? kinds[(l + 2 * h) % 3] : "gaussian";
+            o.seed = static_cast<std::uint64_t>(10 * l + h);
+            const auto data = analysis::synthesize(o, 1ULL << 31);
+            q.insert(q.end(), data.q.begin(), data.q.end());
+            k.insert(k.end(), data.k.begin(), data.k.end());
+        }
+    const std::vector<std::int64_t> shape{layers, heads, n, d};
+    io::write_hdf5(dir + "/model.h5", {io::DatasetOut{"/q", shape, q}, io::DatasetOut{"/k", shape, k}});
+    analysis::TensorSource src;
+    src.q_ref = dir + "/model.h5:/q";
+    src.k_ref = dir + "/model.h5:/k";
+    src.selection.layout = "lhnd";
+    return runSweep(analysis::overview_spec(src, {}, {}));
+}
+
+const Sweep& smallN()
+{
+    static Sweep s = sweepN();
+    return s;
+}
+const Sweep& smallM()
+{
+    static Sweep s = sweepM();
+    return s;
+}
+const Sweep& smallOverview()
+{
+    static Sweep s = overview("curves_overview", 2, 3, 36, 8, false);
+    return s;
+}
+
+QCustomPlot* plotOf(ResultView* v) { return v->findChild<QCustomPlot*>(); }
+
+QCPGraph* graphNamed(QCustomPlot* plot, const QString& prefix)
+{
+    for (int i = 0; i < plot->graphCount(); ++i)
+        if (plot->graph(i)->name().startsWith(prefix))
+            return plot->graph(i);
+    return nullptr;
+}
+
+QList<QCPColorMap*> colourMaps(QCustomPlot* plot)
+{
+    QList<QCPColorMap*> out;
+    for (int i = 0; i < plot->plottableCount(); ++i)
+        if (auto* m = qobject_cast<QCPColorMap*>(plot->plottable(i)))
+            out << m;
+    return out;
+}
+
+int distinctColours(const QImage& img, double* nonWhiteFraction)
+{
+    QSet<QRgb> colours;
+    qint64 nonWhite = 0;
+    for (int y = 0; y < img.height(); y += 2)
+        for (int x = 0; x < img.width(); x += 2) {
+            const QRgb c = img.pixel(x, y);
+            colours.insert(c);
+            if (qRed(c) < 245 || qGreen(c) < 245 || qBlue(c) < 245)
+                ++nonWhite;
+        }
+    *nonWhiteFraction = double(nonWhite) / (double(img.width() / 2) * (img.height() / 2));
+    return colours.size();
+}
+
+void checkExports(ResultView* view, const QString& dir, const QString& tag, bool colourful)
+{
+    const QString base = dir + "/" + view->viewName() + "_" + tag;
+    widgets::ExportOptions opt;
+    opt.dpi = 96;
+    ASSERT_EQ(widgets::exportView(view, base + ".png", opt), QString());
+    const QImage img(base + ".png");
+    ASSERT_FALSE(img.isNull());
+    EXPECT_EQ(img.size(), view->preferredExportSize());
+    double nonWhite = 0;
+    const int colours = distinctColours(img, &nonWhite);
+    EXPECT_GT(nonWhite, colourful ? 0.01 : 0.001) << tag.toStdString();
+    EXPECT_GT(colours, colourful ? 40 : 8) << tag.toStdString();
+
+    ASSERT_EQ(widgets::exportView(view, base + ".pdf", opt), QString());
+    QFile pdf(base + ".pdf");
+    ASSERT_TRUE(pdf.open(QIODevice::ReadOnly));
+    const QByteArray bytes = pdf.readAll();
+    EXPECT_TRUE(bytes.startsWith("%PDF"));
+    EXPECT_GT(bytes.size(), 1500);
+
+    ASSERT_EQ(widgets::exportView(view, base + ".svg", opt), QString());
+    QFile svg(base + ".svg");
+    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
+    const QByteArray text = svg.readAll();
+    QXmlStreamReader xml(text);
+    int elements = 0;
+    while (!xml.atEnd())
+        if (xml.readNext() == QXmlStreamReader::StartElement)
+            ++elements;
+    EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
+    EXPECT_GT(elements, 10);
+    EXPECT_TRUE(text.contains("DejaVu Sans"));
+}
+
+// Empty state, a sweep, every metric, exports, and a state round trip into a fresh view.
+void exercise(SweepView* (*create)(QWidget*), const Sweep& sweep, const QString& name)
+{
+    const QString dir = QString::fromStdString(test::fresh_work_dir(name.toStdString()));
+    std::unique_ptr<SweepView> view(create(nullptr));
+    EXPECT_FALSE(view->viewTitle().isEmpty());
+    checkExports(view.get(), dir, "empty", false);
+    view->setSweep(sweep);
+    for (const char* m : {"relative_rank", "effective_rank", "stable_rank", "entropy_mean", "entropy_normalized_mean", "seconds", "rank"}) {
+        view->setMetric(m);
+        EXPECT_EQ(view->saveState()["metric"].toString(), m);
+        EXPECT_GT(plotOf(view.get())->plottableCount(), 0) << m;
+    }
+    view->setMetric("no_such_metric");
+    EXPECT_EQ(view->saveState()["metric"].toString(), "rank");
+    checkExports(view.get(), dir, "rank", true);
+    view->setMetric("entropy_mean");
+    checkExports(view.get(), dir, "entropy", true);
+
+    QJsonObject state = view->saveState();
+    state["metric"] = "stable_rank";
+    view->restoreState(state);
+    std::unique_ptr<SweepView> twin(create(nullptr));
+    twin->setSweep(sweep);
+    twin->restoreState(view->saveState());
+    EXPECT_EQ(twin->saveState(), view->saveState());
+    EXPECT_EQ(twin->saveState()["metric"].toString(), "stable_rank");
+    view->setSweep(nullptr);
+    checkExports(view.get(), dir, "cleared", false);
+}
+
+const nlohmann::ordered_json* summaryPoint(const nlohmann::ordered_json& summary, const std::string& mech, Eigen::Index n, Eigen::Index m)
+{
+    for (const auto& p : summary["points"])
+        if (p["mechanism"] == mech && p["n"] == n && p["m"] == m)
+            return &p;
+    return nullptr;
+}
+
+}  // namespace
+
+TEST(CurvesView, RankAgainstN)
+{
+    const Sweep& s = smallN();
+    ASSERT_EQ(s->records.size(), 3u * 3u * 2u);   // N values x mechanisms x seeds
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    EXPECT_EQ(view->viewName(), "curves");
+    view->setSweep(s);
+    view->setMetric("rank");
+    QCustomPlot* plot = plotOf(view.get());
+    const auto summary = analysis::sweep_summary(s->spec, s->records);
+    for (const char* mech : {"softmax", "linear", "MHLA"}) {
+        QCPGraph* g = graphNamed(plot, mech);
+        ASSERT_NE(g, nullptr) << mech;
+        ASSERT_EQ(g->dataCount(), 3);
+        EXPECT_EQ(g->scatterStyle().shape() != QCPScatterStyle::ssNone, true);
+        const std::string core = QString(mech).toLower().toStdString();
+        for (int i = 0; i < 3; ++i) {
+            const double n = g->data()->at(i)->key;
+            const auto* p = summaryPoint(summary, core, static_cast<Eigen::Index>(n), 16);
+            ASSERT_NE(p, nullptr) << core << " N=" << n;
+            EXPECT_DOUBLE_EQ(g->data()->at(i)->value, (*p)["rank"]["mean"].get<double>());
+        }
+    }
+    // Linear rank is bounded by d = 16 at every N; softmax's grows past it.
+    QCPGraph* lin = graphNamed(plot, "linear");
+    for (int i = 0; i < 3; ++i)
+        EXPECT_LE(lin->data()->at(i)->value, 16.0);
+    EXPECT_GT(graphNamed(plot, "softmax")->data()->at(2)->value, 16.0);
+    // Reference lines: rank = N (dashed) and the feature dimension (dotted).
+    QCPGraph* full = graphNamed(plot, "full rank");
+    ASSERT_NE(full, nullptr);
+    EXPECT_EQ(full->pen().style(), Qt::DashLine);
+    EXPECT_DOUBLE_EQ(full->data()->at(0)->value, full->data()->at(0)->key);
+    QCPGraph* dline = graphNamed(plot, "feature dimension d = 16");
+    ASSERT_NE(dline, nullptr);
+    EXPECT_EQ(dline->pen().style(), Qt::DotLine);
+    EXPECT_DOUBLE_EQ(dline->data()->at(5)->value, 16.0);
+    // Bands: two seeds differ in effective rank, so each mechanism gets a min..max band.
+    view->setMetric("effective_rank");
+    int filled = 0;
+    for (int i = 0; i < plot->graphCount(); ++i)
+        filled += plot->graph(i)->channelFillGraph() ? 1 : 0;
+    EXPECT_EQ(filled, 3);
+    view->setMetric("rank");
+    // 32..128 spans 4x: linear axes by default; log2 on request.
+    QCPAxis* x = plot->axisRects().front()->axis(QCPAxis::atBottom);
+    EXPECT_EQ(x->scaleType(), QCPAxis::stLinear);
+    EXPECT_EQ(x->label(), "sequence length N");
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atLeft)->label(), "numerical rank");
+    view->restoreState(QJsonObject{{"x_scale", "log2"}, {"y_scale", "log"}, {"band", "std"}});
+    x = plot->axisRects().front()->axis(QCPAxis::atBottom);
+    EXPECT_EQ(x->scaleType(), QCPAxis::stLogarithmic);
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atLeft)->scaleType(), QCPAxis::stLogarithmic);
+    EXPECT_EQ(view->saveState()["band"].toString(), "std");
+    view->restoreState(QJsonObject{{"x_scale", "auto"}, {"y_scale", "auto"}, {"band", "none"}});
+    for (int i = 0; i < plot->graphCount(); ++i)
+        EXPECT_EQ(plot->graph(i)->channelFillGraph(), nullptr);
+    view->setMetric("relative_rank");
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atLeft)->label(), "relative rank (rank / N)");
+    EXPECT_NE(graphNamed(plot, "full rank"), nullptr);
+
+    // A wide span switches to log2 by itself (powers of two).
+    std::unique_ptr<SweepView> wide(widgets::createCurvesView());
+    wide->setSweep(sweepN({16, 64, 256}, 1));
+    EXPECT_EQ(plotOf(wide.get())->axisRects().front()->axis(QCPAxis::atBottom)->scaleType(), QCPAxis::stLogarithmic);
+}
+
+TEST(CurvesView, HoverReadsOut)
+{
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    view->resize(900, 600);
+    view->setSweep(smallN());
+    view->show();
+    QCustomPlot* plot = plotOf(view.get());
+    plot->replot();
+    QSignalSpy status(view.get(), &ResultView::statusMessage);
+    QCPAxisRect* rect = plot->axisRects().front();
+    const QPointF p(rect->axis(QCPAxis::atBottom)->coordToPixel(64), rect->center().y());
+    QMouseEvent move(QEvent::MouseMove, p, plot->mapToGlobal(p), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+    ASSERT_GE(status.count(), 1);
+    const QString msg = status.last().at(0).toString();
+    EXPECT_TRUE(msg.startsWith("N = 64")) << msg.toStdString();
+    EXPECT_TRUE(msg.contains("softmax: mean")) << msg.toStdString();
+    EXPECT_TRUE(msg.contains("2 records")) << msg.toStdString();
+}
+
+TEST(CurvesView, RankAgainstM)
+{
+    const Sweep& s = smallM();
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    view->setSweep(s);
+    QCustomPlot* plot = plotOf(view.get());
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atBottom)->label(), "blocks M");
+    QCPGraph* mhla = graphNamed(plot, "MHLA");
+    ASSERT_NE(mhla, nullptr);
+    ASSERT_EQ(mhla->dataCount(), 4);
+    for (int i = 0; i < 4; ++i)
+        EXPECT_DOUBLE_EQ(mhla->data()->at(i)->key, std::pow(2.0, i));
+    // MHLA's rank grows with M (M = 1 is linear attention).
+    EXPECT_GT(mhla->data()->at(3)->value, mhla->data()->at(0)->value);
+    EXPECT_EQ(graphNamed(plot, "full rank"), nullptr);   // rank = N only against N
+    EXPECT_NE(graphNamed(plot, "feature dimension"), nullptr);
+}
+
+TEST(CurvesView, ExportsAndState) { exercise(&widgets::createCurvesView, smallN(), "curves_n"); }
+
+TEST(CurvesView, ExportsAndStateM) { exercise(&widgets::createCurvesView, smallM(), "curves_m"); }
+
+TEST(OverviewView, LayersByHeads)
+{
+    const Sweep& s = smallOverview();
+    ASSERT_EQ(s->records.size(), 2u * 3u * 3u);
+    std::unique_ptr<SweepView> view(widgets::createOverviewView());
+    EXPECT_EQ(view->viewName(), "overview");
+    view->setSweep(s);
+    view->setMetric("relative_rank");
+    QCustomPlot* plot = plotOf(view.get());
+    const auto maps = colourMaps(plot);
+    ASSERT_EQ(maps.size(), 3);
+    for (QCPColorMap* m : maps) {
+        EXPECT_EQ(m->data()->keySize(), 3);     // heads
+        EXPECT_EQ(m->data()->valueSize(), 2);   // layers
+        EXPECT_EQ(m->colorScale(), maps.front()->colorScale());   // one shared scale
+    }
+    EXPECT_FALSE(maps.front()->colorScale()->axis()->label().isEmpty());
+    // Cell (head h, layer l) of the first panel is that record's relative rank.
+    for (const auto& r : s->records) {
+        if (r.mechanism == "softmax") {
+            EXPECT_DOUBLE_EQ(maps[0]->data()->cell(static_cast<int>(*r.head), static_cast<int>(*r.layer)), r.spectrum->relative_rank);
+        }
+    }
+
+    // Hover on the linear panel's cell (head 2, layer 1).
+    view->resize(1100, 500);
+    view->show();
+    plot->replot();
+    QSignalSpy status(view.get(), &ResultView::statusMessage);
+    QCPAxisRect* rect = plot->axisRects().at(1);
+    const QPointF p(rect->axis(QCPAxis::atBottom)->coordToPixel(2), rect->axis(QCPAxis::atLeft)->coordToPixel(1));
+    QMouseEvent move(QEvent::MouseMove, p, plot->mapToGlobal(p), Qt::NoButton, Qt::NoButton, Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+    ASSERT_GE(status.count(), 1);
+    const QString msg = status.last().at(0).toString();
+    EXPECT_TRUE(msg.contains("linear") && msg.contains("layer 1") && msg.contains("head 2")) << msg.toStdString();
+    // Values are written in cells that are large enough.
+    int visibleTexts = 0;
+    for (int i = 0; i < plot->itemCount(); ++i)
+        if (auto* t = qobject_cast<QCPItemText*>(plot->item(i)))
+            visibleTexts += t->visible() ? 1 : 0;
+    EXPECT_EQ(visibleTexts, 18);
+}
+
+TEST(OverviewView, ExportsAndState) { exercise(&widgets::createOverviewView, smallOverview(), "overview"); }
+
+namespace {
+void expectSquarePanels(QCustomPlot* plot, const char* where)
+{
+    const auto rects = plot->axisRects();
+    ASSERT_EQ(rects.size(), 3) << where;
+    for (QCPAxisRect* r : rects) {
+        EXPECT_NEAR(r->width(), r->height(), 2) << where;
+        EXPECT_NEAR(r->width(), rects.front()->width(), 1) << where;
+        EXPECT_GT(r->width(), 100) << where;
+    }
+}
+}  // namespace
+
+TEST(MapsView, SquarePanels)
+{
+    analysis::ExploreRequest r;
+    r.source.q_ref = test::tests_path("../data/lm_local1d.h5") + ":/q";
+    r.source.k_ref = test::tests_path("../data/lm_local1d.h5") + ":/k";
+    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    view->resize(1500, 950);
+    view->setResult(result);
+    view->show();
+    QCustomPlot* plot = plotOf(view.get());
+    plot->replot();
+    expectSquarePanels(plot, "1500x950 window");
+    // Centred: as much room left of the first panel as right of the colour bar, roughly.
+    view->resize(900, 1000);
+    QApplication::processEvents();
+    plot->replot();
+    expectSquarePanels(plot, "900x1000 window");
+    // Export sizes: wide and tall.
+    for (const QSize size : {QSize(1500, 600), QSize(1000, 900)}) {
+        QImage img(size, QImage::Format_ARGB32_Premultiplied);
+        img.fill(Qt::white);
+        QPainter painter(&img);
+        view->renderTo(&painter, size, 1.0);
+        expectSquarePanels(plot, size.height() == 600 ? "render 1500x600" : "render 1000x900");
+        painter.end();
+    }
+    // Linked zoom still works with the square layout.
+    view->restoreState(QJsonObject{{"x_range", QJsonArray{99.5, 199.5}}, {"y_range", QJsonArray{99.5, 199.5}}});
+    plot->replot();
+    for (QCPAxisRect* rect : plot->axisRects())
+        EXPECT_DOUBLE_EQ(rect->axis(QCPAxis::atBottom)->range().lower, 99.5);
+    expectSquarePanels(plot, "zoomed");
+}
+
+TEST(EntropyView, PerPanelScales)
+{
+    analysis::ExploreRequest r;
+    r.source.q_ref = test::tests_path("../data/vit_local2d.h5") + ":/q";
+    r.source.k_ref = test::tests_path("../data/vit_local2d.h5") + ":/k";
+    r.options.blocks.kind = attention::BlockSpec::Kind::grid;
+    r.options.blocks.grid = {16, 16};
+    r.options.blocks.block_grid = {4, 4};
+    r.token_grid = {16, 16};
+    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    std::unique_ptr<ResultView> view(widgets::createEntropyView());
+    view->setResult(result);
+    auto scales = [&] {
+        QSet<QCPColorScale*> s;
+        for (QCPColorMap* m : colourMaps(plotOf(view.get())))
+            s.insert(m->colorScale());
+        return s.size();
+    };
+    EXPECT_EQ(scales(), 1);
+    view->restoreState(QJsonObject{{"per_panel_scale", true}});
+    EXPECT_EQ(scales(), 3);
+    EXPECT_TRUE(view->saveState()["per_panel_scale"].toBool());
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("entropy_per_panel")), "per_panel", true);
+}
+
+TEST(MetricsView, FontScaleAndState)
+{
+    analysis::ExploreRequest r;
+    r.source.q_ref = test::tests_path("../data/lm_local1d.h5") + ":/q";
+    r.source.k_ref = test::tests_path("../data/lm_local1d.h5") + ":/k";
+    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    std::unique_ptr<ResultView> view(widgets::createMetricsView());
+    view->setResult(result);
+    auto* table = view->findChild<QTableWidget*>();
+    ASSERT_NE(table, nullptr);
+    table->setCurrentCell(4, 1);
+    const QJsonObject state = view->saveState();
+    EXPECT_EQ(state["mechanism"].toString(), "linear");
+    std::unique_ptr<ResultView> twin(widgets::createMetricsView());
+    twin->setResult(result);
+    twin->restoreState(state);
+    EXPECT_EQ(twin->saveState(), state);
+    // Larger fonts: more ink.
+    auto ink = [&](double scale) {
+        QImage img(QSize(1000, 600), QImage::Format_ARGB32_Premultiplied);
+        img.fill(Qt::white);
+        QPainter painter(&img);
+        view->renderTo(&painter, img.size(), scale);
+        painter.end();
+        double nonWhite = 0;
+        distinctColours(img, &nonWhite);
+        return nonWhite;
+    };
+    EXPECT_GT(ink(1.5), ink(1.0) * 1.3);
+}
+
+// Documentation figures; only when ATTNSCOPE_SCREENSHOTS is set.
+TEST(CurvesView, Screenshots)
+{
+    if (!std::getenv("ATTNSCOPE_SCREENSHOTS"))
+        GTEST_SKIP() << "set ATTNSCOPE_SCREENSHOTS=1 to write docs/views-curves-*.png and docs/views-overview.png";
+    widgets::ExportOptions opt;
+    opt.dpi = 96;
+    std::unique_ptr<SweepView> curves(widgets::createCurvesView());
+    curves->setSweep(sweepN({32, 64, 128, 256, 512, 1024}, 3));
+    curves->setMetric("rank");
+    curves->restoreState(QJsonObject{{"y_scale", "log"}});   // log-log: rank = N is the diagonal
+    EXPECT_EQ(widgets::exportView(curves.get(), QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-curves-n.png"), opt), QString());
+    // Against M with a full-rank mixing matrix (the default 1-D cos preset has rank 2, capping MHLA at 2d).
+    analysis::SweepSpec m;
+    m.synth = analysis::SynthSource{"local1d", 16, 3, 256};
+    m.vary = 'm';
+    m.values = {1, 2, 4, 8, 16, 32, 64};
+    m.options.mixing.preset = "exp";
+    curves->restoreState(QJsonObject{{"y_scale", "auto"}});
+    curves->setSweep(runSweep(m));
+    EXPECT_EQ(widgets::exportView(curves.get(), QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-curves-m.png"), opt), QString());
+    std::unique_ptr<SweepView> ov(widgets::createOverviewView());
+    ov->setSweep(overview("curves_overview_doc", 4, 6, 144, 16, true));
+    ov->setMetric("effective_rank");
+    EXPECT_EQ(widgets::exportView(ov.get(), QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-overview.png"), opt), QString());
+}

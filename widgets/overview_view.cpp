@@ -1,0 +1,330 @@
+// OverviewView: the layers x heads grid of one model per mechanism (records of an overview sweep), coloured
+// by a metric on one shared scale, with the values written in the cells when they fit. Layer and head keep
+// the file's order (layer 0 at the top), so a row or column that collapses stands out where it is.
+#include <QComboBox>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QJsonObject>
+#include <QLabel>
+#include <QMouseEvent>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <qcustomplot.h>
+
+#include "analysis/sweep.h"
+#include "curves.h"
+#include "plot_style.h"
+
+namespace attnscope::widgets {
+namespace {
+
+using analysis::SweepResult;
+using attention::Mechanism;
+using Eigen::Index;
+
+constexpr int kMaxCellLabels = 2500;   // text items per view; larger grids show colours only
+
+class OverviewView : public PlotViewOf<SweepView> {
+public:
+    explicit OverviewView(QWidget* parent) : PlotViewOf<SweepView>(parent)
+    {
+        auto* tools = toolRow();
+        tools->addWidget(new QLabel(tr("Metric"), this));
+        m_metricBox = new QComboBox(this);
+        for (const QString& k : sweepMetricKeys())
+            m_metricBox->addItem(sweepMetricLabel(k), k);
+        tools->addWidget(m_metricBox);
+        tools->addSpacing(12);
+        tools->addWidget(new QLabel(tr("Colour map"), this));
+        m_cmapBox = new QComboBox(this);
+        for (ColorMap c : {ColorMap::viridis, ColorMap::magma, ColorMap::cividis})
+            m_cmapBox->addItem(colorMapName(c));
+        tools->addWidget(m_cmapBox);
+        tools->addStretch(1);
+        connect(m_metricBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+        connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+        connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
+        rebuild();
+    }
+
+    QString viewName() const override { return QStringLiteral("overview"); }
+    QString viewTitle() const override { return tr("Model overview"); }
+    QSize preferredExportSize() const override
+    {
+        const int k = std::max<int>(1, static_cast<int>(m_panels.size()));
+        const int cols = std::max<int>(1, static_cast<int>(m_heads.size())), rows = std::max<int>(1, static_cast<int>(m_layers.size()));
+        // Cells about 40 px wide (values readable), panels 220..420 px.
+        const int pw = std::clamp(40 * cols, 220, 420);
+        const int ph = rows == 1 ? 60 : std::clamp(pw * rows / cols, 160, 520);
+        return {90 + k * (pw + 16) + 110, 130 + ph};
+    }
+    void setResult(std::shared_ptr<const analysis::ExploreResult> result) override { Q_UNUSED(result); }
+
+    void setSweep(std::shared_ptr<const SweepResult> sweep) override
+    {
+        m_sweep = std::move(sweep);
+        rebuild();
+    }
+
+    void setMetric(const QString& metric) override
+    {
+        const int i = m_metricBox->findData(metric);
+        if (i >= 0)
+            m_metricBox->setCurrentIndex(i);
+    }
+
+    QJsonObject saveState() const override
+    {
+        return QJsonObject{{"metric", m_metricBox->currentData().toString()}, {"colormap", m_cmapBox->currentText()}};
+    }
+
+    void restoreState(const QJsonObject& s) override
+    {
+        const QSignalBlocker b1(m_metricBox), b2(m_cmapBox);
+        const int i = m_metricBox->findData(s["metric"].toString());
+        if (i >= 0)
+            m_metricBox->setCurrentIndex(i);
+        const int j = m_cmapBox->findText(s["colormap"].toString());
+        if (j >= 0)
+            m_cmapBox->setCurrentIndex(j);
+        rebuild();
+    }
+
+protected:
+    // Cell values are written when the widest label fits its cell at the drawn size.
+    void adjustLayout(const QSize& size) override
+    {
+        if (m_panels.empty() || m_labels.empty())
+            return;
+        layoutAt(size);
+        bool fits = true;
+        for (const Panel& p : m_panels) {
+            const double cw = static_cast<double>(p.rect->width()) / std::max<std::size_t>(1, m_heads.size());
+            const double ch = static_cast<double>(p.rect->height()) / std::max<std::size_t>(1, m_layers.size());
+            const QFontMetricsF fm(m_labels.front()->font());
+            fits = fits && fm.horizontalAdvance(m_widestLabel) + 4 <= cw && fm.height() + 1 <= ch;
+        }
+        for (QCPItemText* t : m_labels)
+            t->setVisible(fits);
+    }
+
+private:
+    struct Panel {
+        Mechanism mechanism = Mechanism::softmax;
+        QCPAxisRect* rect = nullptr;
+        QCPColorMap* map = nullptr;
+        std::vector<double> values;   // row-major layers x heads; NaN where missing
+    };
+
+    QString metric() const { return m_metricBox->currentData().toString(); }
+
+    double value(const Panel& p, std::size_t row, std::size_t col) const { return p.values[row * m_heads.size() + col]; }
+
+    void rebuild()
+    {
+        m_panels.clear();
+        m_labels.clear();
+        m_widestLabel.clear();
+        m_layers.clear();
+        m_heads.clear();
+        if (!m_sweep || m_sweep->records.empty()) {
+            showPlotMessage(m_plot, tr("No model overview yet.\nRun an overview of a file with several layers or heads to see every layer and head per mechanism."));
+            return;
+        }
+        const QString key = metric();
+        // One N: the largest in the records (an overview sweep has exactly one).
+        Index n = 0;
+        for (const auto& r : m_sweep->records)
+            n = std::max(n, r.n);
+        std::set<Index> layers, heads;
+        std::vector<Mechanism> order;
+        for (const auto& r : m_sweep->records) {
+            Mechanism m;
+            if (r.n != n || !mechanismFromName(r.mechanism, m))
+                continue;
+            layers.insert(r.layer.value_or(-1));
+            heads.insert(r.head.value_or(-1));
+            if (std::find(order.begin(), order.end(), m) == order.end())
+                order.push_back(m);
+        }
+        m_layers.assign(layers.begin(), layers.end());
+        m_heads.assign(heads.begin(), heads.end());
+        const std::size_t L = m_layers.size(), H = m_heads.size();
+        // Mean over records of one cell (draws, or repeated inputs); usually exactly one.
+        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+        bool integral = true;
+        for (Mechanism m : order) {
+            Panel p;
+            p.mechanism = m;
+            std::vector<double> sum(L * H, 0.0), cnt(L * H, 0.0);
+            for (const auto& r : m_sweep->records) {
+                Mechanism rm;
+                if (r.n != n || !mechanismFromName(r.mechanism, rm) || rm != m)
+                    continue;
+                const double v = sweepMetricValue(r, key);
+                if (!std::isfinite(v))
+                    continue;
+                const auto row = static_cast<std::size_t>(std::lower_bound(m_layers.begin(), m_layers.end(), r.layer.value_or(-1)) - m_layers.begin());
+                const auto col = static_cast<std::size_t>(std::lower_bound(m_heads.begin(), m_heads.end(), r.head.value_or(-1)) - m_heads.begin());
+                sum[row * H + col] += v;
+                cnt[row * H + col] += 1;
+            }
+            p.values.assign(L * H, std::numeric_limits<double>::quiet_NaN());
+            for (std::size_t i = 0; i < L * H; ++i)
+                if (cnt[i] > 0) {
+                    p.values[i] = sum[i] / cnt[i];
+                    lo = std::min(lo, p.values[i]);
+                    hi = std::max(hi, p.values[i]);
+                    integral = integral && p.values[i] == std::round(p.values[i]);
+                }
+            m_panels.push_back(std::move(p));
+        }
+        if (!std::isfinite(lo)) {
+            m_panels.clear();
+            showPlotMessage(m_plot, tr("The overview has no values of %1.").arg(sweepMetricLabel(key)));
+            return;
+        }
+        if (hi <= lo) {
+            const double pad = lo == 0 ? 0.5 : std::abs(lo) * 0.05;
+            lo -= pad;
+            hi += pad;
+        }
+        clearPlot(m_plot);
+
+        QString source;
+        if (!m_sweep->spec.inputs.empty())
+            source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref).section(':', 0, 0)).fileName() + QStringLiteral(", ");
+        const bool noLayer = L == 1 && m_layers.front() < 0, noHead = H == 1 && m_heads.front() < 0;
+        QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
+        title[0] = title[0].toUpper();
+        m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
+        auto* grid = new QCPLayoutGrid;
+        m_plot->plotLayout()->addElement(1, 0, grid);
+        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        auto* group = new QCPMarginGroup(m_plot);
+        auto* scale = new QCPColorScale(m_plot);
+        scale->setType(QCPAxis::atRight);
+        scale->setBarWidth(14);
+        scale->setGradient(colorGradient(colorMapFromName(m_cmapBox->currentText())));
+        scale->setDataRange(QCPRange(lo, hi));
+        scale->axis()->setLabel(sweepMetricLabel(key));
+        scale->axis()->setLabelFont(plotFont(kLabelPt));
+        scale->axis()->setTickLabelFont(plotFont(kTickPt));
+        scale->axis()->setLabelPadding(6);
+        scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+
+        auto ticksFor = [](QCPAxis* ax, const std::vector<Index>& idx) {
+            if (idx.size() <= 16) {
+                auto t = QSharedPointer<QCPAxisTickerText>::create();
+                for (std::size_t i = 0; i < idx.size(); ++i)
+                    t->addTick(static_cast<double>(i), idx[i] < 0 ? QStringLiteral("\u2013") : QString::number(idx[i]));
+                ax->setTicker(t);
+            } else {
+                setIntegerTicks(ax);
+            }
+        };
+        const bool labels = L * H * m_panels.size() <= static_cast<std::size_t>(kMaxCellLabels);
+        QCPColorGradient gradient = scale->gradient();
+        int col = 0;
+        for (Panel& p : m_panels) {
+            grid->addElement(0, col, new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true)));
+            auto* rect = new QCPAxisRect(m_plot, true);
+            grid->addElement(1, col, rect);
+            styleAxisRect(rect);
+            rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, group);
+            rect->setupFullAxesBox(false);
+            auto* x = rect->axis(QCPAxis::atBottom);
+            auto* y = rect->axis(QCPAxis::atLeft);
+            rect->axis(QCPAxis::atTop)->setTicks(false);
+            rect->axis(QCPAxis::atRight)->setTicks(false);
+            for (QCPAxis* ax : {x, y}) {
+                ax->grid()->setVisible(false);
+                ax->setSubTicks(false);
+            }
+            ticksFor(x, m_heads);
+            ticksFor(y, m_layers);
+            x->setRange(-0.5, static_cast<double>(H) - 0.5);
+            y->setRange(-0.5, static_cast<double>(L) - 0.5);
+            y->setRangeReversed(true);   // layer 0 at the top
+            x->setLabel(noHead ? tr("(no head axis)") : tr("head"));
+            if (col == 0)
+                y->setLabel(noLayer ? tr("(no layer axis)") : tr("layer"));
+            else
+                y->setTickLabels(false);
+            p.rect = rect;
+            p.map = new QCPColorMap(x, y);
+            p.map->setInterpolate(false);
+            p.map->setTightBoundary(false);
+            p.map->data()->setSize(static_cast<int>(H), static_cast<int>(L));
+            p.map->data()->setRange(QCPRange(0, std::max<double>(1e-9, static_cast<double>(H) - 1)),
+                                    QCPRange(0, std::max<double>(1e-9, static_cast<double>(L) - 1)));
+            for (std::size_t r = 0; r < L; ++r)
+                for (std::size_t c = 0; c < H; ++c)
+                    p.map->data()->setCell(static_cast<int>(c), static_cast<int>(r), value(p, r, c));
+            p.map->setColorScale(scale);
+            if (labels)
+                for (std::size_t r = 0; r < L; ++r)
+                    for (std::size_t c = 0; c < H; ++c) {
+                        const double v = value(p, r, c);
+                        if (!std::isfinite(v))
+                            continue;
+                        const QString text = integral ? QString::number(static_cast<long long>(v)) : fmtNum(v, 3);
+                        if (text.size() > m_widestLabel.size())
+                            m_widestLabel = text;
+                        auto* t = new QCPItemText(m_plot);
+                        t->setClipAxisRect(rect);
+                        t->position->setAxes(x, y);
+                        t->position->setCoords(static_cast<double>(c), static_cast<double>(r));
+                        t->setPositionAlignment(Qt::AlignCenter);
+                        t->setText(text);
+                        t->setFont(plotFont(kTickPt - 0.5));
+                        const QColor bg = QColor::fromRgb(gradient.color(v, QCPRange(lo, hi)));
+                        t->setColor(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
+                        m_labels.push_back(t);
+                    }
+            ++col;
+        }
+        grid->addElement(1, col, scale);
+        grid->setRowStretchFactor(0, 0.01);
+        grid->setColumnStretchFactor(col, 0.01);
+        grid->setColumnSpacing(14);
+        grid->setRowSpacing(2);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+    void hover(const QPoint& pos)
+    {
+        for (const Panel& p : m_panels) {
+            if (!p.rect || !p.rect->rect().contains(pos))
+                continue;
+            const auto c = std::lround(p.rect->axis(QCPAxis::atBottom)->pixelToCoord(pos.x()));
+            const auto r = std::lround(p.rect->axis(QCPAxis::atLeft)->pixelToCoord(pos.y()));
+            if (r < 0 || c < 0 || r >= static_cast<long>(m_layers.size()) || c >= static_cast<long>(m_heads.size()))
+                return;
+            const auto layer = m_layers[static_cast<std::size_t>(r)], head = m_heads[static_cast<std::size_t>(c)];
+            emit statusMessage(tr("%1   layer %2   head %3   %4 = %5")
+                                   .arg(mechanismLabel(p.mechanism))
+                                   .arg(layer < 0 ? QStringLiteral("\u2013") : QString::number(layer))
+                                   .arg(head < 0 ? QStringLiteral("\u2013") : QString::number(head))
+                                   .arg(sweepMetricLabel(metric()))
+                                   .arg(fmtNum(value(p, static_cast<std::size_t>(r), static_cast<std::size_t>(c)), 6)));
+            return;
+        }
+    }
+
+    std::shared_ptr<const SweepResult> m_sweep;
+    std::vector<Panel> m_panels;
+    std::vector<Index> m_layers, m_heads;   // -1: the records have no such axis
+    std::vector<QCPItemText*> m_labels;
+    QString m_widestLabel;
+    QComboBox *m_metricBox, *m_cmapBox;
+};
+
+}  // namespace
+
+SweepView* createOverviewView(QWidget* parent) { return new OverviewView(parent); }
+
+}  // namespace attnscope::widgets
