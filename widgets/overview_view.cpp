@@ -97,9 +97,18 @@ protected:
     // Cell values are written when the widest label fits its cell at the drawn size.
     void adjustLayout(const QSize& size) override
     {
-        if (m_panels.empty() || m_labels.empty())
+        if (m_panels.empty())
             return;
         layoutAt(size);
+        // Titles centred over the heatmap, not over its column (which includes the first panel's layer labels).
+        const QMargins m = m_panels.front().rect->margins();
+        for (Panel& p : m_panels) {
+            p.title->setAutoMargins(QCP::msNone);
+            p.title->setMargins(QMargins(std::max(0, m.left() - m.right()), 0, 0, 0));
+        }
+        layoutAt(size);
+        if (m_labels.empty())
+            return;
         bool fits = true;
         for (const Panel& p : m_panels) {
             const double cw = static_cast<double>(p.rect->width()) / std::max<std::size_t>(1, m_heads.size());
@@ -115,6 +124,7 @@ private:
     struct Panel {
         Mechanism mechanism = Mechanism::softmax;
         QCPAxisRect* rect = nullptr;
+        QCPTextElement* title = nullptr;
         QCPColorMap* map = nullptr;
         std::vector<double> values;   // row-major layers x heads; NaN where missing
     };
@@ -230,7 +240,8 @@ private:
         QCPColorGradient gradient = scale->gradient();
         int col = 0;
         for (Panel& p : m_panels) {
-            grid->addElement(0, col, new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true)));
+            p.title = new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true));
+            grid->addElement(0, col, p.title);
             auto* rect = new QCPAxisRect(m_plot, true);
             grid->addElement(1, col, rect);
             styleAxisRect(rect);
