@@ -139,6 +139,7 @@ void analyse_point(const SweepSpec& spec, const MatrixXd& q, const MatrixXd& k, 
         r.mechanism = std::string(attention::to_string(mech));
         r.n = q.rows();
         r.m = m;
+        r.d = q.cols();
         r.layer = layer;
         r.head = head;
         r.draw = p.draw;
@@ -466,7 +467,10 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
             double var = 0;
             for (double x : v)
                 var += (x - mean) * (x - mean);
-            p[metric] = {{"mean", mean}, {"std", std::sqrt(var / static_cast<double>(v.size()))}};
+            p[metric] = {{"mean", mean},
+                         {"std", std::sqrt(var / static_cast<double>(v.size()))},
+                         {"min", *std::min_element(v.begin(), v.end())},
+                         {"max", *std::max_element(v.begin(), v.end())}};
         }
         points.push_back(std::move(p));
     }

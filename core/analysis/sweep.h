@@ -58,6 +58,7 @@ struct SweepSpec {
 struct SweepRecord {
     std::string mechanism;
     Eigen::Index n = 0, m = 0;
+    Eigen::Index d = 0;                      // features per token of the analysed Q, K
     std::optional<Eigen::Index> layer, head;
     Eigen::Index draw = 0;
     std::string input;                       // reference of the queries, or "synth:KIND"
@@ -92,7 +93,7 @@ void validate_sweep(const SweepSpec& spec);
 
 // The long-format CSV (header + one line per record; empty fields for what does not apply).
 std::string sweep_csv(const std::vector<SweepRecord>& records);
-// Mean and population std of every metric per (mechanism, n, m) point, over layers, heads and draws.
+// Mean, population std, min and max of every metric per (mechanism, n, m) point, over layers, heads and draws.
 nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<SweepRecord>& records);
 
 }  // namespace attnscope::analysis
