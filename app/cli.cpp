@@ -27,13 +27,18 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 
+#ifdef ATTNSCOPE_WITH_GUI
+#include "analysis/explore.h"
+#include "figure.h"
+#endif
+
 namespace attnscope::app {
 
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge"};
+constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge", "figure"};
 
 bool ends_with(const std::string& s, const std::string& suffix)
 {
@@ -356,24 +361,6 @@ int run_synth(const SynthArgs& a)
 }
 
 // --------------------------------------------------------------------------------------------- sweep
-struct SweepArgs {
-    std::vector<std::string> q, k;
-    std::string synth_kind;
-    std::int64_t d = 64, seeds = 1, n = 0;
-    std::string vary;
-    std::string subsample = "first";
-    std::int64_t draws = 1;
-    std::uint64_t subsample_seed = 0;
-    std::string heads, layers;
-    std::string mechanisms = "softmax,linear,mhla";
-    std::string csv_out = "-";
-    std::optional<std::string> json_out;
-    SelectionArgs selection;
-    MechanismArgs mechanism;
-    MetricArgs metrics;
-    MemoryArgs memory;
-};
-
 // "all" or a comma list of non-negative indices.
 void parse_axis_list(const std::string& text, const std::string& option, std::optional<std::vector<Eigen::Index>>& list,
                      bool& all)
@@ -400,67 +387,257 @@ void parse_axis_list(const std::string& text, const std::string& option, std::op
     list = std::move(v);
 }
 
-int run_sweep(const SweepArgs& a)
-{
-    analysis::SweepSpec spec;
-    if (a.vary.size() < 2 || (a.vary[0] != 'n' && a.vary[0] != 'm') || (a.vary.size() > 1 && a.vary[1] != '='))
-        throw std::invalid_argument("--vary " + a.vary + ": expected n=LIST or m=LIST, e.g. n=256,1024,4096");
-    spec.vary = a.vary[0];
-    if (a.vary.size() > 2)
-        spec.values = parse_sizes(a.vary.substr(2), "--vary");
-    spec.subsample = analysis::parse_subsample(a.subsample);
-    if (a.draws < 1)
-        throw std::invalid_argument("--draws must be at least 1");
-    if (a.draws > 1 && spec.subsample != analysis::Subsample::random)
-        throw std::invalid_argument("--draws needs --subsample random");
-    spec.draws = a.draws;
-    spec.seed = a.subsample_seed;
-    parse_axis_list(a.heads, "--heads", spec.heads, spec.all_heads);
-    parse_axis_list(a.layers, "--layers", spec.layers, spec.all_layers);
-    spec.mechanisms = parse_mechanisms(a.mechanisms);
-    spec.options = a.mechanism.resolve();
-    spec.metrics = a.metrics.resolve();
-    spec.memory_limit = a.memory.resolve();
-    io::set_read_limit_bytes(spec.memory_limit);
+// The options of `attnscope sweep`, registered on `sweep` and on `figure` (whose explore views use the
+// inputs, selection and mechanism options too), and resolved into the core's SweepSpec.
+struct SweepOptions {
+    std::vector<std::string> q, k;
+    std::string synth_kind;
+    std::int64_t d = 64, seeds = 1, n = 0;
+    std::string vary;
+    std::string subsample = "first";
+    std::int64_t draws = 1;
+    std::uint64_t subsample_seed = 0;
+    std::string heads, layers;
+    std::string mechanisms = "softmax,linear,mhla";
+    SelectionArgs selection;
+    MechanismArgs mechanism;
+    MetricArgs metrics;
+    MemoryArgs memory;
 
-    if (!a.synth_kind.empty()) {
-        if (!a.q.empty() || !a.k.empty())
-            throw std::invalid_argument("give either --synth or --q/--k inputs, not both");
-        if (a.d < 1 || a.seeds < 1)
-            throw std::invalid_argument("--d and --seeds must be at least 1");
-        spec.synth = analysis::SynthSource{a.synth_kind, a.d, a.seeds, a.n};
-    } else {
-        if (a.q.empty() || a.q.size() != a.k.size())
-            throw std::invalid_argument("give --q and --k in pairs (got " + std::to_string(a.q.size()) + " --q and " +
-                                        std::to_string(a.k.size()) + " --k), or --synth KIND");
-        const io::AxisSelection sel = a.selection.resolve();
-        for (std::size_t i = 0; i < a.q.size(); ++i)
-            spec.inputs.push_back({a.q[i], a.k[i], std::nullopt, sel});
+    void add_to(CLI::App& cmd, bool vary_required)
+    {
+        cmd.add_option("--q", q, "Queries FILE[:NAME] (repeat with --k for several inputs)")->take_all()->allow_extra_args(false);
+        cmd.add_option("--k", k, "Keys FILE[:NAME]")->take_all()->allow_extra_args(false);
+        cmd.add_option("--synth", synth_kind, "Synthetic data instead of inputs: gaussian | lowrank | local1d | local2d");
+        cmd.add_option("--d", d, "Synthetic features per head (default 64)");
+        cmd.add_option("--seeds", seeds, "Synthetic draws, seeds S..S+K-1 (default 1)");
+        cmd.add_option("--n", n, "Synthetic tokens for --vary m");
+        auto* v = cmd.add_option("--vary", vary, "n=LIST (sequence lengths) or m=LIST (block counts; block-grid sides for grid data)");
+        if (vary_required)
+            v->required();
+        cmd.add_option("--subsample", subsample, "Token subsets for --vary n: first | random | crop (default first)");
+        cmd.add_option("--draws", draws, "Random subsets per N (--subsample random)");
+        cmd.add_option("--subsample-seed", subsample_seed, "Seed of random subsets and of synthetic draws (default 0)");
+        cmd.add_option("--heads", heads, "all or a comma list of heads (default: the selection's)");
+        cmd.add_option("--layers", layers, "all or a comma list of layers (axis l; default: the selection's)");
+        cmd.add_option("--mechanism", mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+        selection.add_to(cmd);
+        mechanism.add_to(cmd);
+        metrics.add_to(cmd);
+        memory.add_to(cmd);
     }
 
-    // Refuse unwritable destinations before the work.
-    std::optional<AtomicOutput> probe_csv, probe_json;
-    if (a.csv_out != "-")
-        probe_csv.emplace(a.csv_out);
-    if (a.json_out && *a.json_out != "-")
-        probe_json.emplace(*a.json_out);
+    // The spec of `attnscope sweep` (validates every option; the core validates the points).
+    analysis::SweepSpec resolve() const
+    {
+        analysis::SweepSpec spec;
+        if (vary.size() < 2 || (vary[0] != 'n' && vary[0] != 'm') || (vary.size() > 1 && vary[1] != '='))
+            throw std::invalid_argument("--vary " + vary + ": expected n=LIST or m=LIST, e.g. n=256,1024,4096");
+        spec.vary = vary[0];
+        if (vary.size() > 2)
+            spec.values = parse_sizes(vary.substr(2), "--vary");
+        spec.subsample = analysis::parse_subsample(subsample);
+        if (draws < 1)
+            throw std::invalid_argument("--draws must be at least 1");
+        if (draws > 1 && spec.subsample != analysis::Subsample::random)
+            throw std::invalid_argument("--draws needs --subsample random");
+        spec.draws = draws;
+        spec.seed = subsample_seed;
+        parse_axis_list(heads, "--heads", spec.heads, spec.all_heads);
+        parse_axis_list(layers, "--layers", spec.layers, spec.all_layers);
+        spec.mechanisms = parse_mechanisms(mechanisms);
+        spec.options = mechanism.resolve();
+        spec.metrics = metrics.resolve();
+        spec.memory_limit = memory.resolve();
+        io::set_read_limit_bytes(spec.memory_limit);
 
+        if (!synth_kind.empty()) {
+            if (!q.empty() || !k.empty())
+                throw std::invalid_argument("give either --synth or --q/--k inputs, not both");
+            if (d < 1 || seeds < 1)
+                throw std::invalid_argument("--d and --seeds must be at least 1");
+            spec.synth = analysis::SynthSource{synth_kind, d, seeds, n};
+        } else {
+            if (q.empty() || q.size() != k.size())
+                throw std::invalid_argument("give --q and --k in pairs (got " + std::to_string(q.size()) + " --q and " +
+                                            std::to_string(k.size()) + " --k), or --synth KIND");
+            const io::AxisSelection sel = selection.resolve();
+            for (std::size_t i = 0; i < q.size(); ++i)
+                spec.inputs.push_back({q[i], k[i], std::nullopt, sel});
+        }
+        return spec;
+    }
+};
+
+struct SweepArgs {
+    SweepOptions sweep;
+    std::string csv_out = "-";
+    std::optional<std::string> json_out;
+    std::optional<std::string> plot_out;
+    std::optional<std::string> metric;
+};
+
+std::vector<analysis::SweepRecord> run_sweep_with_progress(const analysis::SweepSpec& spec)
+{
     analysis::JobContext ctx;
     const bool tty = ::isatty(2);
     ctx.on_progress = [&](double f, const std::string& stage) {
         if (tty)
             std::fprintf(stderr, "\r[%3.0f%%] %-70.70s", 100.0 * f, stage.c_str());
     };
-    const auto records = analysis::run_sweep(spec, ctx);
+    auto records = analysis::run_sweep(spec, ctx);
     if (tty)
         std::fprintf(stderr, "\r%-80s\r", "");
-    write_text_output(a.csv_out, analysis::sweep_csv(records));
-    if (a.json_out)
-        write_text_output(*a.json_out, analysis::sweep_summary(spec, records).dump(2) + "\n");
+    return records;
+}
+
+int run_sweep(const SweepArgs& a)
+{
+    const analysis::SweepSpec spec = a.sweep.resolve();
+
+    // Refuse unwritable destinations (and a bad figure name) before the work.
+    std::optional<AtomicOutput> csv_out, json_out, plot_out;
+    if (a.csv_out != "-")
+        csv_out.emplace(a.csv_out);
+    if (a.json_out && *a.json_out != "-")
+        json_out.emplace(*a.json_out);
+#ifdef ATTNSCOPE_WITH_GUI
+    FigureTarget target;
+    FigureLook look;
+    if (a.plot_out) {
+        target.path = *a.plot_out;
+        check_figure_target("curves", target);
+        check_figure_metric(a.metric);
+        look.metric = a.metric;
+        plot_out.emplace(*a.plot_out);
+    }
+#else
+    if (a.plot_out)
+        throw std::invalid_argument("--plot: this attnscope was built without the desktop app's views (ATTNSCOPE_BUILD_GUI=OFF)");
+#endif
+    if (a.metric && !a.plot_out)
+        throw std::invalid_argument("--metric chooses what --plot shows; give --plot OUT.png too");
+
+    auto records = run_sweep_with_progress(spec);
+    // The figure first (it is the step most likely to fail), then the text outputs; every file is
+    // renamed into place only when all of them are written.
+    const std::string csv = analysis::sweep_csv(records);
+    const std::string summary = a.json_out ? analysis::sweep_summary(spec, records).dump(2) + "\n" : std::string();
+#ifdef ATTNSCOPE_WITH_GUI
+    if (plot_out) {
+        auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});
+        render_sweep_figure_to(sweep, "curves", look, target, plot_out->temp_path());
+        records = sweep->records;
+    }
+#endif
+    if (csv_out)
+        write_text_output(csv_out->temp_path(), csv);
+    if (json_out)
+        write_text_output(json_out->temp_path(), summary);
+    if (csv_out)
+        csv_out->commit();
+    if (json_out)
+        json_out->commit();
+    if (plot_out)
+        plot_out->commit();
+    if (a.csv_out == "-")
+        write_text_output("-", csv);
+    if (a.json_out && *a.json_out == "-")
+        write_text_output("-", summary);
     if (a.csv_out != "-")
         std::cerr << "wrote " << a.csv_out << " (" << records.size() << " records)\n";
+    if (a.plot_out)
+        std::cerr << "wrote " << *a.plot_out << "\n";
     return 0;
 }
+
+// -------------------------------------------------------------------------------------------- figure
+#ifdef ATTNSCOPE_WITH_GUI
+struct FigureArgs {
+    std::string view;
+    std::optional<std::string> session;
+    SweepOptions sweep;   // inputs, selection, mechanism options (every view); sweep options (curves)
+    std::optional<std::string> v;
+    std::string token_grid;
+    FigureTarget target;
+    std::optional<std::string> colormap, metric, view_state;
+    std::optional<int> query;
+    bool log = false;
+};
+
+int run_figure(FigureArgs a)
+{
+    check_figure_target(a.view, a.target);
+    FigureLook look;
+    look.colormap = a.colormap;
+    look.log = a.log;
+    look.query = a.query;
+    look.metric = a.metric;
+    if (a.view_state) {
+        try {
+            look.state = nlohmann::json::parse(*a.view_state);
+        } catch (const std::exception&) {
+            throw std::invalid_argument("--view-state " + *a.view_state + ": not valid JSON");
+        }
+        if (!look.state.is_object())
+            throw std::invalid_argument("--view-state must be a JSON object, e.g. {\"cumulative\": true}");
+    }
+    if (a.metric && !is_sweep_view(a.view))
+        throw std::invalid_argument("--metric applies to --view curves and overview (not " + a.view + ")");
+    check_figure_metric(a.metric);
+
+    if (a.session) {
+        if (a.colormap || a.log || a.query || a.metric || a.view_state || !a.sweep.q.empty() || !a.sweep.synth_kind.empty() ||
+            !a.sweep.vary.empty())
+            throw std::invalid_argument("--session renders the session's own data and view state: give only --view, --out "
+                                        "and the size options with it");
+        render_session_figure(*a.session, a.view, a.target);
+        std::cerr << "wrote " << a.target.path << " (" << a.view << " of " << *a.session << ")\n";
+        return 0;
+    }
+
+    if (a.view == "curves") {
+        if (a.sweep.vary.empty())
+            throw std::invalid_argument("--view curves needs --vary n=LIST or m=LIST (and --q/--k or --synth KIND)");
+        const analysis::SweepSpec spec = a.sweep.resolve();
+        auto records = run_sweep_with_progress(spec);
+        render_sweep_figure(std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)}),
+                            a.view, look, a.target);
+    } else {
+        if (!a.sweep.vary.empty() || !a.sweep.synth_kind.empty())
+            throw std::invalid_argument("--vary and --synth make curves: use --view curves (not " + a.view + ")");
+        if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
+            throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +
+                                        " and " + std::to_string(a.sweep.k.size()) + "), or --session S.attnscope");
+        analysis::TensorSource source{a.sweep.q[0], a.sweep.k[0], a.v, a.sweep.selection.resolve()};
+        const attention::AttentionOptions options = a.sweep.mechanism.resolve();
+        const std::uint64_t memory_limit = a.sweep.memory.resolve();
+        io::set_read_limit_bytes(memory_limit);
+        if (a.view == "overview") {
+            if (a.v || a.query || !a.token_grid.empty())
+                throw std::invalid_argument("--view overview takes no --v, --query or --token-grid");
+            analysis::SweepSpec spec = analysis::overview_spec(source, options, a.sweep.metrics.resolve());
+            spec.mechanisms = parse_mechanisms(a.sweep.mechanisms);
+            spec.memory_limit = memory_limit;
+            auto records = run_sweep_with_progress(spec);
+            render_sweep_figure(std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)}),
+                                a.view, look, a.target);
+        } else {
+            analysis::ExploreRequest request;
+            request.source = source;
+            request.mechanisms = parse_mechanisms(a.sweep.mechanisms);
+            request.options = options;
+            request.rank_rtol = a.sweep.metrics.resolve().rank_rtol;
+            request.memory_limit = memory_limit;
+            if (!a.token_grid.empty())
+                request.token_grid = parse_sizes(a.token_grid, "--token-grid");
+            render_explore_figure(request, a.view, look, a.target);
+        }
+    }
+    std::cerr << "wrote " << a.target.path << " (" << a.view << ")\n";
+    return 0;
+}
+#endif
 
 // --------------------------------------------------------------------------------------------- batch
 struct BatchArgs {
@@ -576,7 +753,7 @@ int run_cli(int argc, char** argv)
 {
     if (argc >= 2 && argv[1][0] != '-' &&
         std::none_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return std::strcmp(s, argv[1]) == 0; })) {
-        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth, sweep, batch, merge) nor an existing file");
+        print_error(std::string("'") + argv[1] + "' is neither a subcommand (info, analyze, matrix, synth, sweep, batch, merge, figure) nor an existing file");
         return 2;
     }
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
@@ -625,25 +802,32 @@ int run_cli(int argc, char** argv)
 
     SweepArgs sw;
     auto* sw_cmd = app.add_subcommand("sweep", "Rank and entropy against sequence length N or block count M (CSV + JSON summary)");
-    sw_cmd->add_option("--q", sw.q, "Queries FILE[:NAME] (repeat with --k for several inputs)")->take_all()->allow_extra_args(false);
-    sw_cmd->add_option("--k", sw.k, "Keys FILE[:NAME]")->take_all()->allow_extra_args(false);
-    sw_cmd->add_option("--synth", sw.synth_kind, "Synthetic data instead of inputs: gaussian | lowrank | local1d | local2d");
-    sw_cmd->add_option("--d", sw.d, "Synthetic features per head (default 64)");
-    sw_cmd->add_option("--seeds", sw.seeds, "Synthetic draws, seeds S..S+K-1 (default 1)");
-    sw_cmd->add_option("--n", sw.n, "Synthetic tokens for --vary m");
-    sw_cmd->add_option("--vary", sw.vary, "n=LIST (sequence lengths) or m=LIST (block counts; block-grid sides for grid data)")->required();
-    sw_cmd->add_option("--subsample", sw.subsample, "Token subsets for --vary n: first | random | crop (default first)");
-    sw_cmd->add_option("--draws", sw.draws, "Random subsets per N (--subsample random)");
-    sw_cmd->add_option("--subsample-seed", sw.subsample_seed, "Seed of random subsets and of synthetic draws (default 0)");
-    sw_cmd->add_option("--heads", sw.heads, "all or a comma list of heads (default: the selection's)");
-    sw_cmd->add_option("--layers", sw.layers, "all or a comma list of layers (axis l; default: the selection's)");
-    sw_cmd->add_option("--mechanism", sw.mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    sw.sweep.add_to(*sw_cmd, true);
     sw_cmd->add_option("--csv", sw.csv_out, "Long-format CSV (default - : standard output)");
     sw_cmd->add_option("--json", sw.json_out, "JSON summary: mean and std per point");
-    sw.selection.add_to(*sw_cmd);
-    sw.mechanism.add_to(*sw_cmd);
-    sw.metrics.add_to(*sw_cmd);
-    sw.memory.add_to(*sw_cmd);
+    sw_cmd->add_option("--plot", sw.plot_out, "Also render the curves figure: OUT.png, OUT.pdf or OUT.svg");
+    sw_cmd->add_option("--metric", sw.metric, "Metric the --plot figure shows (default rank)");
+
+#ifdef ATTNSCOPE_WITH_GUI
+    FigureArgs fg;
+    auto* fg_cmd = app.add_subcommand("figure", "Render a view of the desktop app headless to PNG, PDF or SVG");
+    fg_cmd->add_option("--view", fg.view, "maps | query | spectrum | entropy | mixing | metrics | curves | overview")->required();
+    fg_cmd->add_option("--out", fg.target.path, "FIG.png, FIG.pdf or FIG.svg")->required();
+    fg_cmd->add_option("--session", fg.session, "Render the view of an .attnscope session (its data and view state)");
+    fg_cmd->add_option("--v", fg.v, "Values FILE[:NAME] (optional; checked)");
+    fg_cmd->add_option("--token-grid", fg.token_grid, "Token grid H,W for display (default: the MHLA --grid, if any)");
+    fg_cmd->add_option("--query", fg.query, "Selected query token (maps, query, entropy)");
+    fg_cmd->add_option("--colormap", fg.colormap, "viridis | magma | cividis (maps, overview)");
+    fg_cmd->add_flag("--log", fg.log, "Log scale (maps: colours; query, curves: y axis; spectrum: x axis)");
+    fg_cmd->add_option("--metric", fg.metric, "curves/overview: rank | relative_rank | effective_rank | stable_rank | "
+                                               "entropy_mean | entropy_normalized_mean | seconds");
+    fg_cmd->add_option("--view-state", fg.view_state, "More view-state keys as a JSON object (as sessions store them)");
+    fg_cmd->add_option("--width", fg.target.width, "Width in logical pixels (default: the view's preferred size)")->group("Figure size");
+    fg_cmd->add_option("--height", fg.target.height, "Height in logical pixels")->group("Figure size");
+    fg_cmd->add_option("--dpi", fg.target.dpi, "PNG pixels = size * dpi / 96 (default 300)")->group("Figure size");
+    fg_cmd->add_option("--font-scale", fg.target.font_scale, "Multiplies every font (default 1)")->group("Figure size");
+    fg.sweep.add_to(*fg_cmd, false);
+#endif
 
     BatchArgs ba;
     auto* ba_cmd = app.add_subcommand("batch", "Run a TOML job over many files, layers and heads (resumable, shardable)");
@@ -677,6 +861,10 @@ int run_cli(int argc, char** argv)
         return guarded([&] { return run_synth(sy); });
     if (sw_cmd->parsed())
         return guarded([&] { return run_sweep(sw); });
+#ifdef ATTNSCOPE_WITH_GUI
+    if (fg_cmd->parsed())
+        return guarded([&] { return run_figure(fg); });
+#endif
     if (ba_cmd->parsed())
         return guarded([&] { return run_batch(ba); });
     if (me_cmd->parsed())

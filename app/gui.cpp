@@ -130,8 +130,8 @@ int run_gui(int argc, char** argv)
     auto grab = [&] {
         // Let the views lay out and replot before the grab.
         QTimer::singleShot(300, &window, [&] {
-            if (window.isComputing())
-                return;   // a later computation will call back
+            if (window.isComputing() || window.isSweeping())
+                return;   // a later computation or sweep will call back
             const QImage image = window.grab().toImage();
             QSaveFile file(out);
             if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())
@@ -140,6 +140,13 @@ int run_gui(int argc, char** argv)
                 finish(0, QString());
         });
     };
+    // A session's sweeps (curves, overview) rerun too: the grab waits for them.
+    QObject::connect(&window, &widgets::MainWindow::sweepFinished, &window, [&](const QString&, bool ok, const QString& message) {
+        if (!ok)
+            finish(2, QStringLiteral("session %1: %2").arg(QString::fromStdString(args.session), message));
+        else if (!window.isComputing() && !window.isSweeping() && window.result())
+            grab();
+    });
     QObject::connect(&window, &widgets::MainWindow::computationFinished, &window, [&](bool ok, const QString& message) {
         if (window.isComputing())
             return;

@@ -30,9 +30,14 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include <algorithm>
+#include <optional>
+
 #include "analysis/explore.h"
 #include "analysis/inputs.h"
 #include "analysis/job.h"
+#include "analysis/sweep.h"
+#include "curves.h"
 #include "data_browser.h"
 #include "export.h"
 #include "export_dialog.h"
@@ -41,6 +46,7 @@
 #include "result_view.h"
 #include "selection_panel.h"
 #include "session.h"
+#include "sweep_dialog.h"
 #include "util/atomic_file.h"
 #include "views.h"
 
@@ -86,8 +92,28 @@ QWidget* scrolled(QWidget* inner)
 
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_runner(std::make_unique<analysis::JobRunner>())
+// One kind of sweep ("curves" or "overview"): its own worker (queue depth one), its last result and
+// the tab that shows it (created when the first result arrives).
+struct MainWindow::SweepSlot {
+    QString name;
+    std::unique_ptr<analysis::JobRunner> runner = std::make_unique<analysis::JobRunner>();
+    std::uint64_t job = 0;
+    bool running = false;
+    double fraction = 0;
+    QString stage;
+    std::shared_ptr<const analysis::SweepResult> result;
+    SweepView* view = nullptr;
+    std::optional<QJsonObject> pendingState;   // a session's view state, applied with the first result
+    bool requested = false;                    // run since the last reset (recorded in sessions)
+    bool activate = true;                      // show the tab when done (not for a session's reruns)
+};
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), m_runner(std::make_unique<analysis::JobRunner>()), m_curvesSlot(std::make_unique<SweepSlot>()),
+      m_overviewSlot(std::make_unique<SweepSlot>()), m_sweepParams(std::make_unique<SweepParams>())
 {
+    m_curvesSlot->name = QStringLiteral("curves");
+    m_overviewSlot->name = QStringLiteral("overview");
     setWindowTitle(QStringLiteral("AttnScope"));
     setAcceptDrops(true);
     setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
@@ -166,7 +192,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent), m_runner(std::mak
 
 MainWindow::~MainWindow()
 {
-    // Join the worker first: its `done` posts to this object, which must outlive it.
+    // Join the workers first: their `done` posts to this object, which must outlive them.
+    m_curvesSlot->runner.reset();
+    m_overviewSlot->runner.reset();
     m_runner.reset();
 }
 
@@ -233,6 +261,7 @@ void MainWindow::buildMenus()
     file->addAction(tr("&Export Figure..."), QKeySequence(tr("Ctrl+E")), this, &MainWindow::showExportDialog);
     file->addAction(tr("Export &Metrics CSV..."), this, &MainWindow::chooseMetricsCsv);
     file->addAction(tr("Export Matrices (.&npy)..."), this, &MainWindow::chooseMatricesFolder);
+    file->addAction(tr("Export S&weep CSV..."), this, &MainWindow::chooseSweepCsv);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
@@ -258,6 +287,12 @@ void MainWindow::buildMenus()
     sel->addSeparator();
     sel->addAction(tr("&Recompute"), QKeySequence(Qt::Key_F5), this, &MainWindow::computeNow);
     sel->addAction(tr("&Cancel Computation"), QKeySequence(Qt::Key_Escape), this, &MainWindow::cancelComputation);
+
+    auto* analysisMenu = menuBar()->addMenu(tr("&Analysis"));
+    analysisMenu->addAction(tr("&Sweep..."), QKeySequence(tr("Ctrl+Shift+W")), this, &MainWindow::showSweepDialog);
+    analysisMenu->addAction(tr("Model &Overview"), this, &MainWindow::runOverview);
+    analysisMenu->addSeparator();
+    analysisMenu->addAction(tr("&Cancel Sweeps"), this, &MainWindow::cancelSweeps);
 
     auto* help = menuBar()->addMenu(tr("&Help"));
     help->addAction(tr("&Quick Start"), this, [this] {
@@ -298,6 +333,22 @@ void MainWindow::buildStatusBar()
     m_stage->hide();
     m_progress->hide();
     m_cancel->hide();
+
+    m_sweepStage = new QLabel(this);
+    m_sweepProgress = new QProgressBar(this);
+    m_sweepProgress->setRange(0, 1000);
+    m_sweepProgress->setFixedWidth(120);
+    m_sweepProgress->setTextVisible(false);
+    m_sweepCancel = new QToolButton(this);
+    m_sweepCancel->setText(tr("Cancel sweep"));
+    m_sweepCancel->setToolTip(tr("Cancel the running sweeps (Analysis > Cancel Sweeps)"));
+    connect(m_sweepCancel, &QToolButton::clicked, this, &MainWindow::cancelSweeps);
+    statusBar()->addPermanentWidget(m_sweepStage);
+    statusBar()->addPermanentWidget(m_sweepProgress);
+    statusBar()->addPermanentWidget(m_sweepCancel);
+    m_sweepStage->hide();
+    m_sweepProgress->hide();
+    m_sweepCancel->hide();
 }
 
 // ------------------------------------------------------------------------------------------- opening
@@ -408,6 +459,7 @@ void MainWindow::dropEvent(QDropEvent* event)
 void MainWindow::closeEvent(QCloseEvent* event)
 {
     m_runner->cancel();
+    cancelSweeps();
     QMainWindow::closeEvent(event);
 }
 
@@ -635,8 +687,8 @@ ResultView* MainWindow::currentView() const
 
 void MainWindow::setCurrentView(const QString& name)
 {
-    for (int i = 0; i < m_views.size(); ++i)
-        if (m_views[i]->viewName() == name)
+    for (int i = 0; i < m_tabs->count(); ++i)
+        if (auto* v = qobject_cast<ResultView*>(m_tabs->widget(i)); v && v->viewName() == name)
             m_tabs->setCurrentIndex(i);
 }
 
@@ -706,7 +758,8 @@ QString MainWindow::messageText() const
 void MainWindow::showExportDialog()
 {
     ResultView* view = currentView();
-    if (!view || !m_result) {
+    const bool sweepView = view && (view == curvesView() || view == overviewView());
+    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !m_result)) {
         showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
         return;
     }
@@ -718,7 +771,10 @@ void MainWindow::showExportDialog()
     QStringList errors;
     if (dialog.allViews()) {
         QDir().mkpath(target);
-        errors = exportAllViews(m_views, target, dialog.format(), dialog.options());
+        QList<ResultView*> views = exportableViews();
+        if (!m_result)   // only the sweep views have something to show
+            views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
+        errors = exportAllViews(views, target, dialog.format(), dialog.options());
         m_lastExportFolder = target;
     } else {
         const QString err = exportView(view, target, dialog.options());
@@ -876,7 +932,18 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
     QJsonObject views;
     for (ResultView* v : m_views)
         views[v->viewName()] = v->saveState();
+    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()}) {
+        if (slot->view)
+            views[slot->name] = slot->view->saveState();
+        else if (slot->pendingState)
+            views[slot->name] = *slot->pendingState;
+    }
     s[QStringLiteral("views")] = views;
+    // Sweeps are stored as their parameters (the results are recomputed when the session is opened).
+    if (m_curvesSlot->requested)
+        s[QStringLiteral("sweep")] = m_sweepParams->toJson();
+    if (m_overviewSlot->requested)
+        s[QStringLiteral("overview")] = true;
     return s;
 }
 
@@ -916,6 +983,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     };
     m_debounce.stop();
     m_applyingSession = true;
+    resetSweeps();
     m_browser->closeAll();
     m_result.reset();
     for (ResultView* v : m_views)
@@ -950,14 +1018,315 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     for (ResultView* v : m_views)
         if (views.contains(v->viewName()))
             v->restoreState(views.value(v->viewName()).toObject());
-    setCurrentView(s.value(QStringLiteral("view")).toString(QStringLiteral("maps")));
+    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (views.contains(slot->name))
+            slot->pendingState = views.value(slot->name).toObject();
+    const QString active = s.value(QStringLiteral("view")).toString(QStringLiteral("maps"));
+    setCurrentView(active);
+    m_pendingView = (active == m_curvesSlot->name || active == m_overviewSlot->name) ? active : QString();
     m_query = s.value(QStringLiteral("query")).toInt(-1);
     m_applyingSession = false;
     hideMessage();
     updateCentral();
     updateTitle();
     computeNow();
+    // A session's sweeps rerun in the background; only the session's active view is brought forward.
+    if (s.contains(QStringLiteral("sweep"))) {
+        runSweep(SweepParams::fromJson(s.value(QStringLiteral("sweep")).toObject()));
+        m_curvesSlot->activate = false;
+    }
+    if (s.value(QStringLiteral("overview")).toBool()) {
+        runOverview();
+        m_overviewSlot->activate = false;
+    }
     return true;
+}
+
+// ---------------------------------------------------------------------------------------------- sweeps
+
+MainWindow::SweepSlot& MainWindow::slot(const QString& view) const
+{
+    return view == m_overviewSlot->name ? *m_overviewSlot : *m_curvesSlot;
+}
+
+SweepView* MainWindow::curvesView() const { return m_curvesSlot->view; }
+SweepView* MainWindow::overviewView() const { return m_overviewSlot->view; }
+
+bool MainWindow::hasSweepResult(const QString& view) const
+{
+    return (view == m_curvesSlot->name || view == m_overviewSlot->name) && slot(view).result != nullptr;
+}
+
+std::shared_ptr<const analysis::SweepResult> MainWindow::sweepResult(const QString& view) const
+{
+    return hasSweepResult(view) ? slot(view).result : nullptr;
+}
+
+bool MainWindow::isSweeping() const
+{
+    return m_curvesSlot->running || m_overviewSlot->running;
+}
+
+void MainWindow::cancelSweeps()
+{
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (s->running && s->runner)
+            s->runner->cancel();
+}
+
+QList<ResultView*> MainWindow::exportableViews() const
+{
+    QList<ResultView*> views = m_views;
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (s->view && s->result)
+            views << s->view;
+    return views;
+}
+
+void MainWindow::resetSweeps()
+{
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()}) {
+        if (s->running)
+            s->runner->cancel();
+        s->running = false;
+        s->job = 0;   // a late outcome of the cancelled job is dropped
+        s->result.reset();
+        s->pendingState.reset();
+        s->requested = false;
+        if (s->view) {
+            m_tabs->removeTab(m_tabs->indexOf(s->view));
+            s->view->deleteLater();
+            s->view = nullptr;
+        }
+    }
+    m_lastSweepError.clear();
+    m_pendingView.clear();
+    updateSweepStatus();
+}
+
+bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) const
+{
+    const auto q = m_browser->assigned(TensorRole::queries);
+    const auto k = m_browser->assigned(TensorRole::keys);
+    if (!q || !k) {
+        *error = tr("queries and keys are not assigned");
+        return false;
+    }
+    const QString problem = m_selection->problem();
+    if (!problem.isEmpty()) {
+        *error = tr("Selection: %1").arg(problem);
+        return false;
+    }
+    source.q_ref = q->ref().toStdString();
+    source.k_ref = k->ref().toStdString();
+    source.selection = m_selection->selection();
+    return true;
+}
+
+void MainWindow::showSweepDialog()
+{
+    const bool haveData = m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
+    SweepDialog dialog(*m_sweepParams, haveData, this);
+    if (dialog.exec() == QDialog::Accepted)
+        runSweep(dialog.params());
+}
+
+void MainWindow::runSweep(const SweepParams& params)
+{
+    *m_sweepParams = params;
+    m_curvesSlot->requested = true;
+    analysis::SweepSpec spec;
+    try {
+        analysis::TensorSource source;
+        QString why;
+        const bool have = !params.synthetic && currentSource(source, &why);
+        if (!params.synthetic && !have)
+            throw std::invalid_argument(why.toStdString());
+        spec = sweepSpec(params, have ? &source : nullptr, m_mechanism->options());
+    } catch (const std::exception& e) {
+        m_lastSweepError = tr("Sweep: %1").arg(QString::fromStdString(e.what()));
+        showMessage(m_lastSweepError, true);
+        emit sweepFinished(m_curvesSlot->name, false, m_lastSweepError);
+        return;
+    }
+    const std::string mixingRef = m_mechanism->mixingFile().toStdString();
+    startSweep(m_curvesSlot->name, [spec, mixingRef](const analysis::JobContext& ctx) mutable {
+        if (!mixingRef.empty()) {
+            ctx.progress(0.0, "reading the mixing matrix");
+            spec.options.mixing.matrix = analysis::load_matrix(mixingRef);
+        }
+        auto records = analysis::run_sweep(spec, ctx);
+        return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
+    });
+}
+
+void MainWindow::runOverview()
+{
+    m_overviewSlot->requested = true;
+    analysis::TensorSource source;
+    attention::AttentionOptions options;
+    QString why;
+    try {
+        if (!currentSource(source, &why))
+            throw std::invalid_argument(why.toStdString());
+        options = m_mechanism->options();
+    } catch (const std::exception& e) {
+        m_lastSweepError = tr("Model overview: %1").arg(QString::fromStdString(e.what()));
+        showMessage(m_lastSweepError, true);
+        emit sweepFinished(m_overviewSlot->name, false, m_lastSweepError);
+        return;
+    }
+    const std::string mixingRef = m_mechanism->mixingFile().toStdString();
+    startSweep(m_overviewSlot->name, [source, options, mixingRef](const analysis::JobContext& ctx) mutable {
+        if (!mixingRef.empty()) {
+            ctx.progress(0.0, "reading the mixing matrix");
+            options.mixing.matrix = analysis::load_matrix(mixingRef);
+        }
+        // overview_spec opens the file (layout of the queries): here, off the GUI thread.
+        analysis::SweepSpec spec = analysis::overview_spec(source, options, analysis::MetricOptions{});
+        auto records = analysis::run_sweep(spec, ctx);
+        return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
+    });
+}
+
+void MainWindow::startSweep(const QString& view,
+                            std::function<std::shared_ptr<const analysis::SweepResult>(const analysis::JobContext&)> work)
+{
+    using SweepPtr = std::shared_ptr<const analysis::SweepResult>;
+    SweepSlot& s = slot(view);
+    m_lastSweepError.clear();
+    auto done = [this, view](analysis::JobOutcome<SweepPtr> outcome) {
+        auto shared = std::make_shared<analysis::JobOutcome<SweepPtr>>(std::move(outcome));
+        QMetaObject::invokeMethod(
+            this,
+            [this, view, shared] {
+                SweepSlot& s = slot(view);
+                if (shared->id != s.job)
+                    return;   // replaced by a newer sweep of the same kind
+                s.running = false;
+                updateSweepStatus();
+                const QString what = view == m_overviewSlot->name ? tr("Model overview") : tr("Sweep");
+                if (shared->cancelled) {
+                    statusBar()->showMessage(tr("%1 cancelled").arg(what), 5000);
+                    emit sweepFinished(view, false, tr("cancelled"));
+                    return;
+                }
+                if (!shared->error.empty()) {
+                    m_lastSweepError = tr("%1: %2").arg(what, QString::fromStdString(shared->error));
+                    showMessage(m_lastSweepError, true);
+                    statusBar()->showMessage(m_lastSweepError, 10000);
+                    emit sweepFinished(view, false, m_lastSweepError);
+                    return;
+                }
+                finishSweep(view, *shared->result);
+                statusBar()->showMessage(tr("%1 done: %2 analyses").arg(what).arg(qsizetype((*shared->result)->records.size())), 5000);
+                emit sweepFinished(view, true, QString());
+            },
+            Qt::QueuedConnection);
+    };
+    auto progress = [this, view](double fraction, const std::string& stage) {
+        const QString text = QString::fromStdString(stage);
+        QMetaObject::invokeMethod(
+            this,
+            [this, view, fraction, text] {
+                SweepSlot& s = slot(view);
+                if (!s.running)
+                    return;
+                s.fraction = fraction;
+                s.stage = text;
+                updateSweepStatus();
+            },
+            Qt::QueuedConnection);
+    };
+    s.running = true;
+    s.activate = true;
+    s.fraction = 0;
+    s.stage = tr("starting");
+    s.job = s.runner->submit<SweepPtr>(std::move(work), done, progress);
+    updateSweepStatus();
+}
+
+void MainWindow::finishSweep(const QString& view, std::shared_ptr<const analysis::SweepResult> result)
+{
+    SweepSlot& s = slot(view);
+    s.result = std::move(result);
+    const bool created = s.view == nullptr;
+    if (created) {
+        s.view = view == m_overviewSlot->name ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
+        m_tabs->addTab(s.view, view == m_overviewSlot->name ? tr("Overview") : tr("Curves"));
+        connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
+    }
+    s.view->setSweep(s.result);
+    if (s.pendingState) {
+        s.view->restoreState(*s.pendingState);
+        s.pendingState.reset();
+    } else if (view == m_curvesSlot->name && created) {
+        s.view->setMetric(m_sweepParams->metric);
+    }
+    if (s.activate || m_pendingView == view)
+        m_tabs->setCurrentWidget(s.view);
+    if (m_pendingView == view)
+        m_pendingView.clear();
+    updateCentral();
+}
+
+void MainWindow::updateSweepStatus()
+{
+    QStringList stages;
+    double fraction = 1.0;
+    bool any = false;
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (s->running) {
+            any = true;
+            stages << tr("%1: %2").arg(s == m_overviewSlot.get() ? tr("overview") : tr("sweep"), s->stage);
+            fraction = std::min(fraction, s->fraction);
+        }
+    m_sweepStage->setText(stages.join(QStringLiteral(" · ")));
+    m_sweepProgress->setValue(int(fraction * 1000));
+    m_sweepStage->setVisible(any);
+    m_sweepProgress->setVisible(any);
+    m_sweepCancel->setVisible(any);
+}
+
+bool MainWindow::exportSweepCsv(const QString& path, const QString& view, QString* error)
+{
+    const auto result = sweepResult(view);
+    if (!result) {
+        if (error)
+            *error = tr("no %1 result to export yet").arg(view);
+        return false;
+    }
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+        out.write(QByteArray::fromStdString(analysis::sweep_csv(result->records))) < 0 || !out.commit()) {
+        if (error)
+            *error = tr("%1: cannot write (%2)").arg(path, out.errorString());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::chooseSweepCsv()
+{
+    // The sweep of the current tab when it shows one, else the curves.
+    ResultView* v = currentView();
+    QString view = (v && v == overviewView()) ? m_overviewSlot->name : m_curvesSlot->name;
+    if (!hasSweepResult(view))
+        view = hasSweepResult(m_overviewSlot->name) ? m_overviewSlot->name : m_curvesSlot->name;
+    if (!hasSweepResult(view)) {
+        showMessage(tr("No sweep yet: run Analysis > Sweep... or Analysis > Model Overview."), false);
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export sweep CSV"),
+                                                      QDir(m_lastExportFolder).filePath(view + QStringLiteral(".csv")),
+                                                      tr("CSV (*.csv)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (exportSweepCsv(path, view, &error))
+        statusBar()->showMessage(tr("Sweep written to %1").arg(path), 8000);
+    else
+        showMessage(error, true);
 }
 
 }  // namespace attnscope::widgets

@@ -15,10 +15,14 @@
 #include <QStringList>
 #include <QTimer>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 namespace attnscope::analysis {
 struct ExploreResult;
+struct SweepResult;
+struct TensorSource;
+struct JobContext;
 class JobRunner;
 }
 
@@ -29,6 +33,7 @@ class QStackedWidget;
 class QTabWidget;
 class QToolButton;
 class QFrame;
+class QAction;
 
 namespace attnscope::widgets {
 
@@ -36,6 +41,8 @@ class DataBrowser;
 class SelectionPanel;
 class MechanismPanel;
 class ResultView;
+class SweepView;
+struct SweepParams;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -81,10 +88,30 @@ public:
     MechanismPanel* mechanismPanel() const { return m_mechanism; }
     QString messageText() const;                  // the message bar's text ("" when hidden)
 
+    // Sweeps (Analysis menu): each runs in the background on its own JobRunner (progress and Cancel in
+    // the status bar) and opens its tab when done: "curves" (Sweep..., on the current data or synthetic
+    // data) and "overview" (Model Overview: every layer x head of the current Q/K). Sessions store the
+    // sweep parameters and the views' states; loading a session reruns the sweeps.
+    void runSweep(const SweepParams& params);
+    void runOverview();
+    bool isSweeping() const;
+    void cancelSweeps();
+    SweepView* curvesView() const;                // null until a sweep finished
+    SweepView* overviewView() const;
+    bool hasSweepResult(const QString& view) const;                         // "curves" or "overview"
+    std::shared_ptr<const analysis::SweepResult> sweepResult(const QString& view) const;
+    QString lastSweepError() const { return m_lastSweepError; }
+    // The long-format CSV (analysis::sweep_csv) of the "curves" or "overview" sweep.
+    bool exportSweepCsv(const QString& path, const QString& view, QString* error = nullptr);
+    // The six result views plus the sweep views that have a result (what the export dialog exports).
+    QList<ResultView*> exportableViews() const;
+
 signals:
     void computationStarted();
     // Every scheduled computation ends here (ok, or the error: bad selection, core failure, cancelled).
     void computationFinished(bool ok, const QString& error);
+    // Every sweep ends here ("curves" or "overview"; ok, or the error / "cancelled").
+    void sweepFinished(const QString& view, bool ok, const QString& error);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -101,6 +128,8 @@ private:
     void showExportDialog();
     void chooseMetricsCsv();
     void chooseMatricesFolder();
+    void chooseSweepCsv();
+    void showSweepDialog();
     void addRecentFile(const QString& path);
     void fillRecentMenu();
     bool openOne(const QString& path, QString* error);
@@ -114,6 +143,14 @@ private:
     void hideMessage();
     void updateTitle();
     void updateCentral();
+
+    struct SweepSlot;
+    SweepSlot& slot(const QString& view) const;
+    void startSweep(const QString& view, std::function<std::shared_ptr<const analysis::SweepResult>(const analysis::JobContext&)> work);
+    void finishSweep(const QString& view, std::shared_ptr<const analysis::SweepResult> result);
+    void updateSweepStatus();
+    void resetSweeps();
+    bool currentSource(analysis::TensorSource& source, QString* error) const;
 
     std::unique_ptr<analysis::JobRunner> m_runner;
     std::uint64_t m_currentJob = 0;
@@ -141,6 +178,14 @@ private:
     QToolButton* m_cancel = nullptr;
     QLabel* m_info = nullptr;
     QMenu* m_recentMenu = nullptr;
+
+    std::unique_ptr<SweepSlot> m_curvesSlot, m_overviewSlot;
+    std::unique_ptr<SweepParams> m_sweepParams;   // the dialog's last parameters
+    QString m_lastSweepError;
+    QString m_pendingView;                       // a session's active view that waits for its sweep
+    QLabel* m_sweepStage = nullptr;
+    QProgressBar* m_sweepProgress = nullptr;
+    QToolButton* m_sweepCancel = nullptr;
 };
 
 }  // namespace attnscope::widgets

@@ -5,4 +5,5 @@ target_sources(attnscope_widgets PRIVATE
   selection_panel.cpp selection_panel.h
   mechanism_panel.cpp mechanism_panel.h
   session.cpp session.h
-  export_dialog.cpp export_dialog.h)
+  export_dialog.cpp export_dialog.h
+  sweep_dialog.cpp sweep_dialog.h)

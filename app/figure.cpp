@@ -1,0 +1,319 @@
+// Headless figures by the desktop app's own views (figure.h).
+#include "figure.h"
+
+#include <QApplication>
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QString>
+#include <QThread>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include "analysis/explore.h"
+#include "analysis/job.h"
+#include "analysis/sweep.h"
+#include "curves.h"
+#include "export.h"
+#include "main_window.h"
+#include "result_view.h"
+#include "util/atomic_file.h"
+#include "util/error.h"
+#include "views.h"
+
+namespace attnscope::app {
+
+namespace {
+
+const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics"};
+const std::vector<std::string> kSweepViews = {"curves", "overview"};
+const std::vector<std::string> kMetrics = {"rank",         "relative_rank", "effective_rank", "stable_rank",
+                                           "entropy_mean", "entropy_normalized_mean", "seconds"};
+
+std::string joined(const std::vector<std::string>& names)
+{
+    std::string s;
+    for (const auto& n : names)
+        s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+// A figure promises one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
+// propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
+void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
+{
+    if (type == QtFatalMsg)
+        std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
+}
+
+// The QApplication of one figure: offscreen unless the caller chose a platform, created before any
+// widget and destroyed after them. Nested use (a test that already has an application) reuses it.
+class GuiScope {
+public:
+    GuiScope()
+    {
+        if (QCoreApplication::instance())
+            return;
+        if (!std::getenv("QT_QPA_PLATFORM"))
+            ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        if (!std::getenv("ATTNSCOPE_QT_MESSAGES"))
+            m_previous = qInstallMessageHandler(quiet_handler);
+        m_app = std::make_unique<QApplication>(m_argc, m_argv);
+        QApplication::setApplicationName(QStringLiteral("AttnScope"));
+        QApplication::setOrganizationName(QStringLiteral("AttnScope"));
+        QApplication::setApplicationVersion(QStringLiteral(ATTNSCOPE_VERSION));
+    }
+    ~GuiScope()
+    {
+        m_app.reset();
+        if (m_previous)
+            qInstallMessageHandler(m_previous);
+    }
+    GuiScope(const GuiScope&) = delete;
+    GuiScope& operator=(const GuiScope&) = delete;
+
+private:
+    int m_argc = 1;
+    char m_name[10] = "attnscope";
+    char* m_argv[2] = {m_name, nullptr};
+    std::unique_ptr<QApplication> m_app;
+    QtMessageHandler m_previous = nullptr;
+};
+
+widgets::ExportOptions export_options(const FigureTarget& t)
+{
+    widgets::ExportOptions o;
+    o.width = t.width;
+    o.height = t.height;
+    o.dpi = t.dpi;
+    o.font_scale = t.font_scale;
+    return o;
+}
+
+// Writes the view through a temporary file next to `path` (renamed on success): exportView's own
+// temporary file is renamed onto ours, ours onto the destination.
+void export_to(widgets::ResultView* view, const std::string& path, const FigureTarget& target, bool commit)
+{
+    if (commit) {
+        AtomicOutput out(path);
+        const QString err = widgets::exportView(view, QString::fromStdString(out.temp_path()), export_options(target));
+        if (!err.isEmpty())
+            throw InputError(path + ": " + err.toStdString());
+        out.commit();
+        return;
+    }
+    const QString err = widgets::exportView(view, QString::fromStdString(path), export_options(target));
+    if (!err.isEmpty())
+        throw InputError(target.path + ": " + err.toStdString());
+}
+
+// The look as view-state keys of `view` (the keys its saveState() writes); options a view has no key
+// for are refused by name.
+QJsonObject state_for(const std::string& view, const FigureLook& look, const QJsonObject& saved)
+{
+    QJsonObject s = saved;
+    if (look.colormap) {
+        if (!saved.contains(QStringLiteral("colormap")))
+            throw std::invalid_argument("--colormap: the " + view + " view has no colour map (maps, overview)");
+        const std::string c = *look.colormap;
+        if (c != "viridis" && c != "magma" && c != "cividis")
+            throw std::invalid_argument("--colormap " + c + " is not one of viridis, magma, cividis");
+        s[QStringLiteral("colormap")] = QString::fromStdString(c);
+    }
+    if (look.log) {
+        // The view's own log switch: maps "log" (colours), query "log_y", spectrum "log_x" (booleans),
+        // curves "y_scale" (the x axis of N is logarithmic already).
+        const char* keys[] = {"log", "log_y", "log_x"};
+        bool set = false;
+        for (const char* k : keys)
+            if (!set && saved.contains(QLatin1String(k))) {
+                s[QLatin1String(k)] = true;
+                set = true;
+            }
+        if (!set && saved.contains(QStringLiteral("y_scale"))) {
+            s[QStringLiteral("y_scale")] = QStringLiteral("log");
+            set = true;
+        }
+        if (!set)
+            throw std::invalid_argument("--log: the " + view + " view has no log scale");
+    }
+    if (look.query)
+        s[QStringLiteral("query")] = *look.query;
+    if (look.metric)
+        s[QStringLiteral("metric")] = QString::fromStdString(*look.metric);
+    if (look.state.is_object()) {
+        const QJsonDocument extra = QJsonDocument::fromJson(QByteArray::fromStdString(look.state.dump()));
+        const QJsonObject o = extra.object();
+        for (auto it = o.begin(); it != o.end(); ++it)
+            s[it.key()] = it.value();
+    } else if (!look.state.is_null()) {
+        throw std::invalid_argument("--view-state must be a JSON object, e.g. {\"cumulative\": true}");
+    }
+    return s;
+}
+
+widgets::ResultView* find_view(const QList<widgets::ResultView*>& views, const std::string& name)
+{
+    for (widgets::ResultView* v : views)
+        if (v->viewName().toStdString() == name)
+            return v;
+    return nullptr;
+}
+
+// A mechanism that could not be computed fails the figure, naming it (the view would show an error panel).
+void require_outcomes(const analysis::ExploreResult& r)
+{
+    for (const auto& o : r.outcomes)
+        if (!o.error.empty())
+            throw InputError(std::string(attention::to_string(o.result.mechanism)) + ": " + o.error);
+}
+
+}  // namespace
+
+bool is_explore_view(const std::string& view)
+{
+    return std::find(kExploreViews.begin(), kExploreViews.end(), view) != kExploreViews.end();
+}
+
+bool is_sweep_view(const std::string& view)
+{
+    return std::find(kSweepViews.begin(), kSweepViews.end(), view) != kSweepViews.end();
+}
+
+std::string figure_view_names()
+{
+    std::vector<std::string> all = kExploreViews;
+    all.insert(all.end(), kSweepViews.begin(), kSweepViews.end());
+    return joined(all);
+}
+
+std::string figure_metric_names() { return joined(kMetrics); }
+
+void check_figure_metric(const std::optional<std::string>& metric)
+{
+    if (metric && std::find(kMetrics.begin(), kMetrics.end(), *metric) == kMetrics.end())
+        throw std::invalid_argument("--metric " + *metric + " is not one of " + joined(kMetrics));
+}
+
+void check_figure_target(const std::string& view, const FigureTarget& target)
+{
+    if (!is_explore_view(view) && !is_sweep_view(view))
+        throw std::invalid_argument("--view " + view + " is not one of " + figure_view_names());
+    std::string ext = std::filesystem::path(target.path).extension().string();
+    std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (ext != ".png" && ext != ".pdf" && ext != ".svg")
+        throw std::invalid_argument("--out " + target.path + ": name a .png, .pdf or .svg file");
+    if (target.width < 0 || target.height < 0 || (target.width > 0 && target.width < 16) || (target.height > 0 && target.height < 16) ||
+        target.width > 20000 || target.height > 20000)
+        throw std::invalid_argument("--width/--height must lie in 16..20000 logical pixels");
+    if (!(target.dpi >= 24 && target.dpi <= 2400))
+        throw std::invalid_argument("--dpi must lie in 24..2400");
+    if (!(target.font_scale > 0.1 && target.font_scale <= 10))
+        throw std::invalid_argument("--font-scale must lie in (0.1, 10]");
+    AtomicOutput probe(target.path);   // the folder exists and is writable
+}
+
+void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,
+                           const FigureTarget& target)
+{
+    check_figure_target(view, target);
+    if (!is_explore_view(view))
+        throw std::invalid_argument("--view " + view + " needs a sweep (--vary) or the overview; this figure shows one of " +
+                                    joined(kExploreViews));
+    analysis::JobContext ctx;
+    auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
+    require_outcomes(*result);
+    if (look.query && (*look.query < 0 || *look.query >= result->n))
+        throw std::invalid_argument("--query " + std::to_string(*look.query) + " is not a token of N=" + std::to_string(result->n));
+
+    GuiScope gui;
+    const QList<widgets::ResultView*> views = widgets::createAllViews(nullptr);
+    struct Owner {
+        QList<widgets::ResultView*> v;
+        ~Owner() { qDeleteAll(v); }
+    } owner{views};
+    widgets::ResultView* v = find_view(views, view);
+    if (!v)
+        throw std::invalid_argument("--view " + view + ": no such view in this build");
+    v->setResult(result);
+    v->restoreState(state_for(view, look, v->saveState()));
+    if (look.query)
+        v->setQuery(*look.query);
+    export_to(v, target.path, target, true);
+}
+
+void render_sweep_figure_to(std::shared_ptr<const analysis::SweepResult> sweep, const std::string& view,
+                            const FigureLook& look, const FigureTarget& target, const std::string& path)
+{
+    if (!is_sweep_view(view))
+        throw std::invalid_argument("--view " + view + " does not show a sweep (curves, overview)");
+    if (!sweep || sweep->records.empty())
+        throw InputError("the sweep produced no records to plot");
+    check_figure_metric(look.metric);
+    GuiScope gui;
+    std::unique_ptr<widgets::SweepView> v(view == "curves" ? widgets::createCurvesView(nullptr) : widgets::createOverviewView(nullptr));
+    v->setSweep(std::move(sweep));
+    FigureLook rest = look;
+    rest.metric.reset();   // setMetric below is the interface's way
+    v->restoreState(state_for(view, rest, v->saveState()));
+    if (look.metric)
+        v->setMetric(QString::fromStdString(*look.metric));
+    export_to(v.get(), path, target, false);
+}
+
+void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, const std::string& view,
+                         const FigureLook& look, const FigureTarget& target)
+{
+    check_figure_target(view, target);
+    AtomicOutput out(target.path);
+    render_sweep_figure_to(std::move(sweep), view, look, target, out.temp_path());
+    out.commit();
+}
+
+void render_session_figure(const std::string& session, const std::string& view, const FigureTarget& target)
+{
+    check_figure_target(view, target);
+    GuiScope gui;
+    widgets::MainWindow window;
+    window.setInteractive(false);
+    QString error;
+    if (!window.loadSession(QString::fromStdString(session), &error))
+        throw InputError(error.toStdString());
+    // The session's computations (explore, and the sweeps it records) run in the background.
+    QElapsedTimer timer;
+    timer.start();
+    while (window.isComputing() || window.isSweeping()) {
+        if (timer.elapsed() > 60LL * 60 * 1000)
+            throw InputError("session " + session + ": timed out waiting for the computation");
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(5);
+    }
+    QCoreApplication::processEvents();
+    widgets::ResultView* v = nullptr;
+    if (is_sweep_view(view)) {
+        if (!window.lastSweepError().isEmpty())
+            throw InputError("session " + session + ": " + window.lastSweepError().toStdString());
+        v = view == "curves" ? window.curvesView() : window.overviewView();
+        if (!v || !window.hasSweepResult(QString::fromStdString(view)))
+            throw InputError("session " + session + " has no " + view + " (run " +
+                             (view == "curves" ? std::string("Analysis > Sweep") : std::string("Analysis > Model overview")) +
+                             " in the app and save the session again)");
+    } else {
+        if (!window.result())
+            throw InputError("session " + session + ": " +
+                             (window.lastError().isEmpty() ? std::string("nothing to compute") : window.lastError().toStdString()));
+        require_outcomes(*window.result());
+        v = find_view(window.views(), view);
+        if (!v)
+            throw std::invalid_argument("--view " + view + ": no such view in this build");
+    }
+    export_to(v, target.path, target, true);
+}
+
+}  // namespace attnscope::app

@@ -1,0 +1,74 @@
+#pragma once
+// Headless figures (`attnscope figure`, `attnscope sweep --plot`): the desktop app's own views
+// (widgets/views.h, widgets/curves.h) rendered by widgets/export.h on Qt's offscreen platform, so a
+// figure made on a cluster node looks exactly like one exported from the desktop.
+//
+// Every function creates the QApplication it needs (setting QT_QPA_PLATFORM=offscreen when it is
+// unset, before the application exists) and removes it again. This header stays free of Qt so that
+// cli.cpp builds without it. Failures throw std::invalid_argument (bad view name, extension, option)
+// or InputError (compute failure naming the mechanism, file or session; unwritable output); the
+// output file is then never left behind.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace attnscope::analysis {
+struct ExploreRequest;
+struct SweepResult;
+}
+
+namespace attnscope::app {
+
+// Where and how large: --out, --width, --height (logical pixels; 0 = the view's preferred size),
+// --dpi (PNG pixels = size * dpi / 96), --font-scale.
+struct FigureTarget {
+    std::string path;
+    int width = 0, height = 0;
+    double dpi = 300.0;
+    double font_scale = 1.0;
+};
+
+// How the view looks; each field maps to the view's own saved-state keys (ResultView::saveState).
+struct FigureLook {
+    std::optional<std::string> colormap;   // maps, overview: "colormap"
+    bool log = false;                      // maps: "log"; query: "log_y"; spectrum: "log_x"; curves: "y_scale"
+    std::optional<int> query;              // the selected query token (maps, query, entropy)
+    std::optional<std::string> metric;     // curves, overview
+    nlohmann::json state;                  // extra view-state keys merged last (--view-state JSON)
+};
+
+// "maps", "query", "spectrum", "entropy", "mixing", "metrics" (one explore result).
+bool is_explore_view(const std::string& view);
+// "curves", "overview" (a sweep result).
+bool is_sweep_view(const std::string& view);
+// The names above, comma-separated, for messages.
+std::string figure_view_names();
+// Metric names the curves and overview views accept, comma-separated.
+std::string figure_metric_names();
+// Throws std::invalid_argument when `metric` is set and not one of figure_metric_names().
+void check_figure_metric(const std::optional<std::string>& metric);
+
+// Checks the view name, the output's extension (.png, .pdf, .svg) and that its folder is writable,
+// before any work. Throws std::invalid_argument / InputError.
+void check_figure_target(const std::string& view, const FigureTarget& target);
+
+// Computes `request` (core explore(), synchronously) and renders one of the explore views.
+void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,
+                           const FigureTarget& target);
+
+// Renders the curves or overview view of a finished sweep.
+void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, const std::string& view,
+                         const FigureLook& look, const FigureTarget& target);
+
+// Opens an .attnscope session in the desktop app's main window (never shown), waits for its
+// computation and renders view `view` with the session's saved view state.
+void render_session_figure(const std::string& session, const std::string& view, const FigureTarget& target);
+
+// Renders into `path` as given (the caller commits a temporary path later: sweep --plot writes the
+// figure, the CSV and the JSON, then renames them all). Used by render_sweep_figure.
+void render_sweep_figure_to(std::shared_ptr<const analysis::SweepResult> sweep, const std::string& view,
+                            const FigureLook& look, const FigureTarget& target, const std::string& path);
+
+}  // namespace attnscope::app
