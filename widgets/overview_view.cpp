@@ -269,12 +269,15 @@ private:
             p.map = new QCPColorMap(x, y);
             p.map->setInterpolate(false);
             p.map->setTightBoundary(false);
-            p.map->data()->setSize(static_cast<int>(H), static_cast<int>(L));
-            p.map->data()->setRange(QCPRange(0, std::max<double>(1e-9, static_cast<double>(H) - 1)),
-                                    QCPRange(0, std::max<double>(1e-9, static_cast<double>(L) - 1)));
-            for (std::size_t r = 0; r < L; ++r)
-                for (std::size_t c = 0; c < H; ++c)
-                    p.map->data()->setCell(static_cast<int>(c), static_cast<int>(r), value(p, r, c));
+            // QCPColorMap derives a cell's extent from range / (size - 1): an axis with one cell (a file
+            // without a layer or head axis) is drawn as two identical cells spanning -0.5..0.5.
+            const int kc = H == 1 ? 2 : static_cast<int>(H), vr = L == 1 ? 2 : static_cast<int>(L);
+            p.map->data()->setSize(kc, vr);
+            p.map->data()->setRange(H == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(H) - 1),
+                                    L == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(L) - 1));
+            for (int r = 0; r < vr; ++r)
+                for (int c = 0; c < kc; ++c)
+                    p.map->data()->setCell(c, r, value(p, L == 1 ? 0 : static_cast<std::size_t>(r), H == 1 ? 0 : static_cast<std::size_t>(c)));
             p.map->setColorScale(scale);
             if (labels)
                 for (std::size_t r = 0; r < L; ++r)

@@ -22,7 +22,7 @@ protected:
     static void SetUpTestSuite()
     {
         // CTest runs each test in its own process, in parallel: one folder per process.
-        g_dir = attnscope::test::fresh_work_dir("cli_errors_" + std::to_string(::getpid()));
+        g_dir = attnscope::test::fresh_work_dir("cli_errors");
         attnscope::test::run_python("app/make_cli_fixtures.py", {g_dir});
     }
 

@@ -39,7 +39,7 @@ const Fixture& fixture()
     static const Fixture f = [] {
         Fixture x;
         // One folder per process: ctest -j runs these tests in parallel processes.
-        x.dir = attnscope::test::fresh_work_dir("cli_figure_fixtures_" + std::to_string(::getpid()));
+        x.dir = attnscope::test::fresh_work_dir("cli_figure_fixtures");
         x.grid = x.dir + "/grid.h5";
         x.lm = x.dir + "/lm.h5";
         const auto a = run_attnscope("synth --n 64 --d 8 --heads 2 --kind local2d --seed 1 --out " + x.grid);

@@ -20,7 +20,9 @@ std::string tests_path(const std::string& relative) { return std::string(ATTNSCO
 
 std::string fresh_work_dir(const std::string& name)
 {
-    const fs::path dir = fs::path(ATTNSCOPE_TEST_WORK_DIR) / name;
+    // CTest runs every test in its own process, two or more at a time: one folder per process, so
+    // parallel tests never wipe each other's files.
+    const fs::path dir = fs::path(ATTNSCOPE_TEST_WORK_DIR) / (name + "_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     return dir.string();

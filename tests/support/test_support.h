@@ -11,7 +11,8 @@ namespace attnscope::test {
 // Path of a file under tests/ (source tree), e.g. tests_path("reference/attnref.py").
 std::string tests_path(const std::string& relative);
 
-// A fresh, empty folder under the build tree's tests/work/<name> (removed first if it exists).
+// A fresh, empty folder under the build tree's tests/work/<name>_<pid> (removed first if it exists):
+// private to this test process.
 std::string fresh_work_dir(const std::string& name);
 
 // Runs `python3 tests/<script> <args...>`; throws std::runtime_error with the output when it fails.

@@ -44,7 +44,7 @@ bool waitSweeps(MainWindow& w, int ms = 120000)
 QString headsFile()
 {
     static const QString path = [] {
-        const std::string dir = test::fresh_work_dir("window_sweep_fixtures_" + std::to_string(::getpid()));
+        const std::string dir = test::fresh_work_dir("window_sweep_fixtures");
         const std::string file = dir + "/lm.h5";
         const auto r = test::run_command(std::string(ATTNSCOPE_BINARY) + " synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
         if (r.status != 0)

@@ -34,7 +34,7 @@ MatrixXd matrix_from_json(const nlohmann::json& rows)
 const nlohmann::json& layouts()
 {
     static const nlohmann::json j = [] {
-        const std::string dir = test::fresh_work_dir("attention_layouts_" + std::to_string(::getpid()));
+        const std::string dir = test::fresh_work_dir("attention_layouts");
         test::run_python("core/attention/make_layouts.py", {dir});
         std::ifstream in(dir + "/layouts.json");
         return nlohmann::json::parse(in);

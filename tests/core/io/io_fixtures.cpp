@@ -45,10 +45,12 @@ std::string generate()
     const fs::path stamp = dir / "STAMP";
     if (fs::exists(stamp) && read_text(stamp.string()) == script)
         return dir.string();
-    const std::string fresh = fresh_work_dir(kFolder);
-    run_python(kScript, {fresh});
+    // Shared by every test process (under the lock), so not a per-process fresh_work_dir().
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    run_python(kScript, {dir.string()});
     std::ofstream(stamp, std::ios::binary) << script;
-    return fresh;
+    return dir.string();
 }
 
 }  // namespace
