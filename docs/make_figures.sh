@@ -56,6 +56,9 @@ curves vit-rank-n rank "${vit_n[@]}"
 vit_m=(--q "$vit:/q" --k "$vit:/k" --grid 16,16 --block-grid 4,4 --vary m=1,2,4,8,16 --heads all)
 "$bin" sweep "${vit_m[@]}" --csv "$out/vit-grid-m.csv" --json "$out/vit-grid-m.json"
 curves vit-rank-m rank "${vit_m[@]}"
+#    ... and which heads collapse: the model overview (one row: the sample has no layer axis).
+"$bin" figure --view overview --q "$vit:/q" --k "$vit:/k" --grid 16,16 --block-grid 4,4 --metric effective_rank \
+    --width 1100 --height 320 --dpi 100 --out "$out/vit-overview.png"
 # 4. The bundled LM-like sample: the first N tokens, all heads; rows flatten as N grows.
 lm_n=(--q "$lm:/q" --k "$lm:/k" --vary n=64,128,256,512 --heads all --blocks 8)
 "$bin" sweep "${lm_n[@]}" --csv "$out/lm-first-n.csv" --json "$out/lm-first-n.json"
