@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   xvfb xauth
   python3 python3-numpy python3-h5py
+  python3-torch python3-sklearn
 )
 
 missing=()

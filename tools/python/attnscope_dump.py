@@ -1,0 +1,509 @@
+#!/usr/bin/env python3
+"""attnscope_dump: record the queries, keys and values of a PyTorch model's attention layers and
+write them as one HDF5 file that AttnScope reads.
+
+Needs Python 3, PyTorch, NumPy and h5py (Debian 12: ``apt-get install python3-torch python3-h5py``).
+AttnScope itself never runs Python and never unpickles anything; this module runs in *your*
+environment, next to your model.
+
+Quick start::
+
+    import torch
+    from attnscope_dump import AttnScopeRecorder
+
+    model.eval()
+    with AttnScopeRecorder(model, name="my-vit") as rec:      # hooks every nn.MultiheadAttention
+        model(images)                                          # one ordinary forward pass
+    rec.save("acts.h5", grid=(14, 14), prefix_tokens=1)        # causal=None: taken from the masks
+
+    # then:  attnscope analyze --q acts.h5:/layers/3/q --k acts.h5:/layers/3/k --head 2 \\
+    #            --prefix-tokens 1 --grid 14,14 --block-grid 7,7
+
+What is captured
+----------------
+* ``torch.nn.MultiheadAttention``: PyTorch computes q, k, v inside ``F.multi_head_attention_forward``
+  where no hook reaches them, so the recorder wraps the module's ``forward``, takes its inputs
+  (query, key, value, attn_mask, key_padding_mask; positional or keyword, ``batch_first`` or not) and
+  re-projects them exactly as PyTorch does: ``in_proj_weight`` / ``in_proj_bias`` packed (the same
+  ``linear(...).chunk(3)`` for self-attention, the same split for encoder-decoder attention), or
+  ``q_proj_weight`` / ``k_proj_weight`` / ``v_proj_weight`` when ``kdim`` / ``vdim`` differ;
+  ``bias_k`` / ``bias_v`` (``add_bias_kv``) and ``add_zero_attn`` append their extra key/value token
+  as PyTorch does; heads are split as ``view(N, B * H, head_dim)``, i.e. head h of batch element b is
+  features ``h * head_dim : (h + 1) * head_dim``. The dumped q is *not* pre-scaled: AttnScope's default
+  softmax scale ``1/sqrt(head_dim)`` is PyTorch's, so ``softmax(q k^T / sqrt(d))`` from the file
+  equals the weights PyTorch returns with ``need_weights=True, average_attn_weights=False``
+  (``tests/app/check_pytorch_bridge.py`` checks this to 1e-6 through ``attnscope matrix``).
+  PyTorch's fused fast paths (``nn.TransformerEncoderLayer`` in eval mode) bypass the attention
+  module; the recorder switches them off while it is active.
+* Any other module: ``rec.add(module, fn)`` with ``fn(module, args, kwargs, output)`` returning
+  ``(q, k)`` or ``(q, k, v)`` as tensors of shape ``[B, H, N, d]`` (or ``[H, N, d]``), e.g. for a
+  timm / HF style block whose forward computes ``qkv = self.qkv(x)``::
+
+      def vit_qkv(mod, args, kwargs, out):
+          x = args[0]; B, N, C = x.shape
+          qkv = mod.qkv(x).reshape(B, N, 3, mod.num_heads, C // mod.num_heads).permute(2, 0, 3, 1, 4)
+          return qkv[0], qkv[1], qkv[2]
+
+  A module called several times in one recording keeps its last call. Layers are numbered in the
+  order the hooked modules first ran.
+
+The file (``save``)
+-------------------
+``/layers/<i>/q``, ``/layers/<i>/k``, ``/layers/<i>/v``: float32 (or ``dtype="float64"``),
+``[heads, N, head_dim]``, gzip + shuffle, for one batch element (``batch=0``). Root attributes:
+
+=================  ==========================================================================
+``model``          model name (``name=``, default the model's class name)
+``source``         ``"attnscope_dump"``;  ``source_version``: this module's version
+``torch_version``  ``torch.__version__`` of the run
+``layout``         ``"hnd"`` (the datasets' axis order; AttnScope's default for rank 3)
+``n_layers``       number of ``/layers/<i>`` groups
+``n_heads``        heads per layer (when all layers agree; else -1 and see the datasets)
+``n_tokens``       tokens N of the queries (when all layers agree; else -1)
+``batch_index``    which batch element was written
+``causal``         bool: analyse with ``--causal``. ``save(causal=None)`` sets it when every
+                   layer's attn_mask was a causal mask (see ``mask`` below)
+``prefix_tokens``  int: leading non-grid tokens (CLS, registers) -> ``--prefix-tokens``
+``grid``           int array, e.g. ``[8, 8]``: the grid of the N - prefix_tokens tokens,
+                   row-major (raster) -> ``--grid 8,8``; absent for 1-D sequences
+=================  ==========================================================================
+
+Attributes of each ``q``/``k``/``v`` dataset: ``module`` (qualified module name), ``module_type``
+(class name), ``scale`` (the softmax scale the module uses, 1/sqrt(head_dim) for MultiheadAttention), ``mask``
+(``"none"``, ``"causal"``, ``"other"``: the attn_mask the module was given), ``key_padding_mask``
+(bool: one was given; AttnScope does not apply padding masks), ``extra_keys`` (keys appended by
+``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens).
+
+Command line::
+
+    python3 attnscope_dump.py --demo out.h5    # a small random encoder (2 layers, 4 heads, 8x8 grid + CLS)
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import math
+import os
+import sys
+import tempfile
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+__all__ = ["AttnScopeRecorder", "project_mha", "mask_kind", "write_h5", "__version__"]
+__version__ = "0.1.0"
+
+QKVFn = Callable[[nn.Module, tuple, dict, object], Sequence[Optional[torch.Tensor]]]
+
+_MHA_ARGS = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+             "average_attn_weights", "is_causal")
+
+
+def _bind_mha_args(args: tuple, kwargs: dict) -> dict:
+    """MultiheadAttention.forward's arguments by name (positional or keyword)."""
+    bound = dict(zip(_MHA_ARGS, args))
+    bound.update(kwargs)
+    return bound
+
+
+def mask_kind(attn_mask: Optional[torch.Tensor], n_q: int, n_k: int) -> str:
+    """``"none"``, ``"causal"`` (exactly key j > query i masked: bool True or float -inf above the
+    diagonal, nothing else) or ``"other"``."""
+    if attn_mask is None:
+        return "none"
+    m = attn_mask.detach()
+    if m.dim() == 2:
+        m = m.unsqueeze(0)
+    if m.dim() != 3 or m.shape[-2:] != (n_q, n_k) or n_q != n_k:
+        return "other"
+    above = torch.ones(n_q, n_k, dtype=torch.bool, device=m.device).triu(1)
+    if m.dtype == torch.uint8:
+        m = m.to(torch.bool)
+    if m.dtype == torch.bool:
+        ok = bool((m == above).all())
+    else:
+        ok = bool(torch.isneginf(m[:, above]).all()) and bool((m[:, ~above] == 0).all())
+    return "causal" if ok else "other"
+
+
+def project_mha(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor,
+                value: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """q, k, v of ``mha`` for these inputs as ``[B, H, N, head_dim]`` (``[1, H, N, d]`` for
+    unbatched inputs), computed as ``F.multi_head_attention_forward`` computes them."""
+    batched = query.dim() == 3
+    if not batched:
+        query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+    elif mha.batch_first:
+        # keep the identities (query is key is value) PyTorch's packed projection relies on
+        if key is value:
+            if query is key:
+                query = key = value = query.transpose(1, 0)
+            else:
+                query, key = [x.transpose(1, 0) for x in (query, key)]
+                value = key
+        else:
+            query, key, value = [x.transpose(1, 0) for x in (query, key, value)]
+    # now [N, B, E]
+    E = query.shape[-1]
+    H = mha.num_heads
+    hd = mha.head_dim
+    if mha._qkv_same_embed_dim:
+        w, b = mha.in_proj_weight, mha.in_proj_bias
+        if key is value:
+            if query is key:
+                q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
+            else:
+                w_q, w_kv = w.split([E, E * 2])
+                b_q, b_kv = (None, None) if b is None else b.split([E, E * 2])
+                q = F.linear(query, w_q, b_q)
+                k, v = F.linear(key, w_kv, b_kv).chunk(2, dim=-1)
+        else:
+            w_q, w_k, w_v = w.chunk(3)
+            b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
+            q, k, v = F.linear(query, w_q, b_q), F.linear(key, w_k, b_k), F.linear(value, w_v, b_v)
+    else:
+        b = mha.in_proj_bias
+        b_q, b_k, b_v = (None, None, None) if b is None else b.chunk(3)
+        q = F.linear(query, mha.q_proj_weight, b_q)
+        k = F.linear(key, mha.k_proj_weight, b_k)
+        v = F.linear(value, mha.v_proj_weight, b_v)
+    bsz = q.shape[1]
+    if mha.bias_k is not None and mha.bias_v is not None:
+        k = torch.cat([k, mha.bias_k.repeat(1, bsz, 1)])
+        v = torch.cat([v, mha.bias_v.repeat(1, bsz, 1)])
+
+    def heads(t: torch.Tensor) -> torch.Tensor:  # [N, B, H*hd] -> [B, H, N, hd], PyTorch's split
+        n = t.shape[0]
+        return t.contiguous().view(n, bsz * H, hd).transpose(0, 1).reshape(bsz, H, n, hd)
+
+    q, k, v = heads(q), heads(k), heads(v)
+    if mha.add_zero_attn:
+        z = torch.zeros(bsz, H, 1, hd, dtype=k.dtype, device=k.device)
+        k, v = torch.cat([k, z], dim=2), torch.cat([v, z], dim=2)
+    return q, k, v
+
+
+class _Record:
+    __slots__ = ("name", "module", "q", "k", "v", "mask", "key_padding_mask", "extra_keys", "scale")
+
+    def __init__(self, name, module):
+        self.name, self.module = name, module
+        self.q = self.k = self.v = None
+        self.mask, self.key_padding_mask, self.extra_keys, self.scale = "none", False, 0, None
+
+
+class AttnScopeRecorder(contextlib.AbstractContextManager):
+    """Records q, k, v of attention modules during forward passes inside a ``with`` block.
+
+    ``model``: the model; every ``nn.MultiheadAttention`` in it is hooked unless
+    ``mha=False``. ``name``: the model name written to the file (default: the class name).
+    ``modules``: optional ``{qualified_name_or_module: fn}`` of extra modules with a function
+    returning (q, k[, v]) (see ``add``). Tensors are kept detached on the CPU.
+    """
+
+    def __init__(self, model: nn.Module, name: Optional[str] = None, mha: bool = True,
+                 modules: Optional[Dict[object, QKVFn]] = None):
+        self.model = model
+        self.active = False
+        self.name = name or type(model).__name__
+        self._names = {m: n for n, m in model.named_modules()}
+        self._targets: List[Tuple[nn.Module, Optional[QKVFn]]] = []
+        if mha:
+            for m in model.modules():
+                if isinstance(m, nn.MultiheadAttention):
+                    self._targets.append((m, None))
+        for key, fn in (modules or {}).items():
+            self.add(model.get_submodule(key) if isinstance(key, str) else key, fn)
+        self._records: Dict[int, _Record] = {}
+        self._order: List[int] = []
+        self._undo: List[Callable[[], None]] = []
+
+    # -- set-up ------------------------------------------------------------------------------
+    def add(self, module: nn.Module, fn: QKVFn) -> "AttnScopeRecorder":
+        """Hook ``module`` with ``fn(module, args, kwargs, output) -> (q, k[, v])``; q, k, v shaped
+        ``[B, H, N, d]`` or ``[H, N, d]``. Call before entering the ``with`` block."""
+        if self.active:
+            raise RuntimeError("add() modules before entering the recorder")
+        self._targets = [(m, f) for m, f in self._targets if m is not module]
+        self._targets.append((module, fn))
+        return self
+
+    def __enter__(self) -> "AttnScopeRecorder":
+        if self.active:
+            raise RuntimeError("the recorder is already active")
+        if not self._targets:
+            raise ValueError("no attention module to record: the model has no nn.MultiheadAttention; "
+                             "use add(module, fn) for other attention modules")
+        self.clear()
+        for module, fn in self._targets:
+            self._wrap(module, fn)
+        self._disable_fast_paths()
+        self.active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        while self._undo:
+            self._undo.pop()()
+        self.active = False
+
+    def clear(self) -> None:
+        """Forget everything recorded so far."""
+        self._records.clear()
+        self._order.clear()
+
+    def _wrap(self, module: nn.Module, fn: Optional[QKVFn]) -> None:
+        original = module.forward  # bound method (or an earlier instance attribute)
+        had_instance_attr = "forward" in module.__dict__
+        recorder = self
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            out = original(*args, **kwargs)
+            with torch.no_grad():
+                recorder._capture(module, fn, args, kwargs, out)
+            return out
+
+        module.forward = forward
+
+        def undo():
+            if had_instance_attr:
+                module.forward = original
+            else:
+                del module.forward
+        self._undo.append(undo)
+
+    def _disable_fast_paths(self) -> None:
+        # PyTorch >= 2.1 has a switch; older versions (Debian 12: 1.13) take the fused path of
+        # TransformerEncoderLayer only without grad, so its forward runs with grad enabled here.
+        backend = getattr(torch.backends, "mha", None)
+        if backend is not None and hasattr(backend, "set_fastpath_enabled"):
+            was = backend.get_fastpath_enabled()
+            backend.set_fastpath_enabled(False)
+            self._undo.append(lambda: backend.set_fastpath_enabled(was))
+            return
+        hooked = {id(m) for m, _ in self._targets}
+        for layer in self.model.modules():
+            if isinstance(layer, nn.TransformerEncoderLayer) and id(layer.self_attn) in hooked:
+                self._wrap_grad(layer)
+            if isinstance(layer, nn.TransformerEncoder):
+                self._wrap_grad(layer)  # its nested-tensor fast path also bypasses the layers
+
+    def _wrap_grad(self, module: nn.Module) -> None:
+        original = module.forward
+        had_instance_attr = "forward" in module.__dict__
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            src = args[0] if args else kwargs.get("src")
+            if not isinstance(src, torch.Tensor) or not src.is_floating_point() or (
+                    torch.is_grad_enabled() and (src.requires_grad or any(p.requires_grad for p in module.parameters()))):
+                return original(*args, **kwargs)  # the fused path is not taken anyway
+            # Nothing requires grad: make the input require it, so the fused path is not taken; the
+            # result is detached again, so nothing outside sees a graph.
+            src = src.detach().requires_grad_(True)
+            if args:
+                args = (src,) + tuple(args[1:])
+            else:
+                kwargs = dict(kwargs, src=src)
+            with torch.enable_grad():
+                out = original(*args, **kwargs)
+            return out.detach() if isinstance(out, torch.Tensor) else out
+
+        module.forward = forward
+
+        def undo():
+            if had_instance_attr:
+                module.forward = original
+            else:
+                del module.forward
+        self._undo.append(undo)
+
+    # -- capture -----------------------------------------------------------------------------
+    def _capture(self, module, fn, args, kwargs, out) -> None:
+        rec = _Record(self._names.get(module, type(module).__name__), module)
+        if fn is None:
+            a = _bind_mha_args(args, kwargs)
+            q, k, v = project_mha(module, a["query"], a["key"], a["value"])
+            extra = int(module.bias_k is not None) + int(bool(module.add_zero_attn))
+            n_q, n_k = q.shape[2], k.shape[2] - extra
+            rec.mask = "causal" if a.get("is_causal") else mask_kind(a.get("attn_mask"), n_q, n_k)
+            rec.key_padding_mask = a.get("key_padding_mask") is not None
+            rec.extra_keys = extra
+            rec.scale = 1.0 / math.sqrt(module.head_dim)
+        else:
+            got = fn(module, args, kwargs, out)
+            if len(got) not in (2, 3):
+                raise ValueError(f"{rec.name}: the q/k/v function must return (q, k) or (q, k, v)")
+            q, k = got[0], got[1]
+            v = got[2] if len(got) == 3 else None
+            q, k = _as4(q, rec.name, "q"), _as4(k, rec.name, "k")
+            v = None if v is None else _as4(v, rec.name, "v")
+            rec.scale = 1.0 / math.sqrt(q.shape[-1])
+        rec.q = q.detach().cpu()
+        rec.k = k.detach().cpu()
+        rec.v = None if v is None else v.detach().cpu()
+        key = id(module)
+        if key not in self._records:
+            self._order.append(key)
+        self._records[key] = rec
+
+    # -- results -----------------------------------------------------------------------------
+    @property
+    def layers(self) -> List[_Record]:
+        """Recorded layers in the order their modules first ran."""
+        return [self._records[i] for i in self._order]
+
+    def tensors(self, layer: int, batch: int = 0) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
+        """(q, k, v) of one layer and batch element as float64 NumPy arrays ``[H, N, d]``."""
+        r = self.layers[layer]
+        pick = (lambda t: None if t is None else t[batch].double().numpy())
+        return pick(r.q), pick(r.k), pick(r.v)
+
+    def save(self, path: str, grid: Optional[Sequence[int]] = None, prefix_tokens: int = 0,
+             causal: Optional[bool] = None, batch: int = 0, dtype: str = "float32",
+             name: Optional[str] = None, attrs: Optional[dict] = None) -> str:
+        """Write ``path`` (HDF5, atomically). ``grid``: token grid of the N - prefix_tokens tokens
+        (e.g. ``(14, 14)``); ``causal``: None takes it from the masks (every layer causal).
+        ``attrs``: extra root attributes (numbers, strings, bools, lists)."""
+        layers = self.layers
+        if not layers:
+            raise RuntimeError("nothing recorded: run the model inside the `with` block first")
+        if causal is None:
+            causal = all(r.mask == "causal" for r in layers)
+        root = {"model": name or self.name, "causal": bool(causal), "prefix_tokens": int(prefix_tokens),
+                "batch_index": int(batch)}
+        if grid is not None:
+            root["grid"] = [int(g) for g in grid]
+        for r in layers:
+            n_tok = r.q.shape[2]
+            if not 0 <= batch < r.q.shape[0]:
+                raise IndexError(f"batch {batch} out of range: {r.name} saw {r.q.shape[0]} batch elements")
+            if grid is not None and int(np.prod(root["grid"])) + prefix_tokens != n_tok:
+                raise ValueError(f"grid {root['grid']} + {prefix_tokens} prefix tokens != N = {n_tok} ({r.name})")
+        out_layers = []
+        for i, r in enumerate(layers):
+            meta = {"module": r.name, "module_type": type(r.module).__name__, "scale": float(r.scale),
+                    "mask": r.mask, "key_padding_mask": bool(r.key_padding_mask), "extra_keys": int(r.extra_keys)}
+            ts = {"q": r.q[batch], "k": r.k[batch]}
+            if r.v is not None:
+                ts["v"] = r.v[batch]
+            out_layers.append((ts, meta))
+        root.update(attrs or {})
+        return write_h5(path, out_layers, root, dtype=dtype)
+
+
+def _as4(t: torch.Tensor, name: str, role: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        t = torch.as_tensor(t)
+    if t.dim() == 3:
+        t = t.unsqueeze(0)
+    if t.dim() != 4:
+        raise ValueError(f"{name}: {role} must be [B, H, N, d] or [H, N, d], got {tuple(t.shape)}")
+    return t
+
+
+def write_h5(path: str, layers: List[Tuple[Dict[str, torch.Tensor], dict]], root_attrs: dict,
+             dtype: str = "float32") -> str:
+    """Low-level writer: ``layers`` is a list of ``({"q": [H,N,d], "k": ..., "v": ...}, attrs)``.
+    Written to a temporary file beside ``path`` and renamed, so a failure leaves nothing behind."""
+    import h5py  # imported here so that the recorder works without h5py until save()
+
+    if dtype not in ("float32", "float64"):
+        raise ValueError("dtype must be float32 or float64")
+    heads = {int(ts["q"].shape[0]) for ts, _ in layers}
+    ntok = {int(ts["q"].shape[1]) for ts, _ in layers}
+    attrs = {"source": "attnscope_dump", "source_version": __version__, "torch_version": str(torch.__version__),
+             "layout": "hnd", "n_layers": len(layers), "n_heads": heads.pop() if len(heads) == 1 else -1,
+             "n_tokens": ntok.pop() if len(ntok) == 1 else -1}
+    attrs.update(root_attrs)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".attnscope_dump.", suffix=".h5", dir=folder)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            for key, value in attrs.items():
+                f.attrs[key] = _attr(value)
+            for i, (ts, meta) in enumerate(layers):
+                g = f.create_group(f"layers/{i}")
+                for role, t in ts.items():
+                    a = t.detach().cpu().to(torch.float64).numpy().astype(dtype)
+                    chunks = (1,) + a.shape[1:] if a.size > 0 else None
+                    d = g.create_dataset(role, data=a, compression="gzip", compression_opts=6,
+                                         shuffle=True, chunks=chunks)
+                    for key, value in meta.items():
+                        d.attrs[key] = _attr(value)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp made it private; give it the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _attr(value):
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    if isinstance(value, (float, np.floating)):
+        return np.float64(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "iu":
+            return arr.astype(np.int64)
+        if arr.dtype.kind == "f":
+            return arr.astype(np.float64)
+        return arr
+    raise TypeError(f"unsupported attribute value {value!r}")
+
+
+# -- command line ----------------------------------------------------------------------------
+class _DemoEncoder(nn.Module):
+    """A small random ViT-like encoder: 8x8 patch tokens + CLS, 2 layers, 4 heads, width 64."""
+
+    def __init__(self, width=64, heads=4, depth=2, grid=8):
+        super().__init__()
+        self.cls = nn.Parameter(torch.randn(1, 1, width) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, grid * grid + 1, width) * 0.5)
+        self.embed = nn.Linear(1, width)
+        layer = nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
+
+    def forward(self, pixels):  # [B, 64]
+        x = self.embed(pixels.unsqueeze(-1))
+        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+        return self.encoder(x)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="As a library: see the module docstring (python3 -m pydoc attnscope_dump).")
+    p.add_argument("--demo", metavar="OUT.h5", required=True,
+                   help="dump a small random ViT-like encoder (2 layers, 4 heads, 8x8 grid + CLS) to OUT.h5")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    torch.manual_seed(a.seed)
+    model = _DemoEncoder().eval()
+    with torch.no_grad(), AttnScopeRecorder(model, name="attnscope_dump demo encoder") as rec:
+        model(torch.rand(1, 64))
+    rec.save(a.demo, grid=(8, 8), prefix_tokens=1)
+    print(f"wrote {a.demo}: {len(rec.layers)} layers, q/k/v [4, 65, 16]; try\n"
+          f"  attnscope info {a.demo}\n"
+          f"  attnscope analyze --q {a.demo}:/layers/0/q --k {a.demo}:/layers/0/k --head 0 "
+          f"--prefix-tokens 1 --grid 8,8 --block-grid 4,4")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
