@@ -140,7 +140,7 @@ void axis_list(const std::optional<std::string>& text, std::optional<std::vector
 
 }  // namespace
 
-analysis::BatchPlan parse_batch_job(const std::string& path)
+BatchJob parse_batch_job(const std::string& path)
 {
     if (!fs::is_regular_file(path))
         throw InputError(path + ": no such job file");
@@ -152,7 +152,7 @@ analysis::BatchPlan parse_batch_job(const std::string& path)
     }
     const JobReader r(path);
     r.check_keys(root, {"inputs", "q", "k", "layout", "at", "heads", "layers", "prefix_tokens", "mechanisms", "max_memory",
-                        "attention", "metrics", "sweep"},
+                        "attention", "metrics", "sweep", "figure"},
                  "the job");
     const std::string base = fs::path(path).parent_path().string();
 
@@ -270,7 +270,52 @@ analysis::BatchPlan parse_batch_job(const std::string& path)
             plan.sweeps.push_back(std::move(sw));
         }
     }
-    return plan;
+
+    BatchJob job;
+    if (const toml::node* figures = root.get("figure")) {
+        if (!figures->is_array_of_tables())
+            r.fail(figures, "'figure' must be an array of tables: [[figure]]");
+        for (const auto& node : *figures->as_array()) {
+            const toml::table& t = *node.as_table();
+            r.check_keys(t, {"view", "format", "sweep", "heads", "metric", "log", "colormap", "query", "width", "height",
+                             "dpi", "font_scale"},
+                         "[[figure]]");
+            BatchFigure f;
+            f.view = r.str(t, "view").value_or("");
+            if (!is_explore_view(f.view) && !is_sweep_view(f.view))
+                r.fail(&node, "[[figure]] 'view' must be one of " + figure_view_names());
+            f.format = r.str(t, "format").value_or("png");
+            if (f.format != "png" && f.format != "pdf" && f.format != "svg")
+                r.fail(t.get("format"), "[[figure]] 'format' must be png, pdf or svg");
+            f.sweep = r.str(t, "sweep");
+            if (f.view == "curves") {
+                bool known = false;
+                for (const auto& sw : plan.sweeps)
+                    known = known || (f.sweep && sw.name == *f.sweep);
+                if (!known)
+                    r.fail(&node, "[[figure]] view = \"curves\" needs 'sweep' naming one of the job's [[sweep]] tables");
+            } else if (f.sweep) {
+                r.fail(t.get("sweep"), "[[figure]] 'sweep' applies to view = \"curves\" only");
+            }
+            if (auto heads = r.list(t, "heads"))
+                f.heads = parse_sizes_allow_zero(*heads, "heads");
+            f.look.metric = r.str(t, "metric");
+            check_figure_metric(f.look.metric);
+            f.look.log = r.boolean(t, "log").value_or(false);
+            f.look.colormap = r.str(t, "colormap");
+            if (auto q = r.integer(t, "query"))
+                f.look.query = static_cast<int>(*q);
+            f.size.width = static_cast<int>(r.integer(t, "width").value_or(0));
+            f.size.height = static_cast<int>(r.integer(t, "height").value_or(0));
+            f.size.dpi = r.number(t, "dpi").value_or(150.0);
+            f.size.font_scale = r.number(t, "font_scale").value_or(1.0);
+            if (f.size.width < 0 || f.size.height < 0 || !(f.size.dpi > 0) || !(f.size.font_scale > 0))
+                r.fail(&node, "[[figure]] width, height must be >= 0 and dpi, font_scale > 0");
+            job.figures.push_back(std::move(f));
+        }
+    }
+    job.plan = std::move(plan);
+    return job;
 }
 
 std::vector<Eigen::Index> parse_sizes_allow_zero(const std::string& text, const std::string& option)

@@ -672,7 +672,8 @@ int run_batch(const BatchArgs& a)
         throw std::invalid_argument("--shard " + a.shard + ": expected I/N, e.g. 0/4 (I from 0 to N-1)");
     }
     opt.jobs = a.jobs;
-    const analysis::BatchPlan plan = parse_batch_job(a.job);
+    const BatchJob job = parse_batch_job(a.job);
+    const analysis::BatchPlan& plan = job.plan;
     opt.out_dir = a.out.empty() ? (std::filesystem::path(a.job).stem().string() + "_results") : a.out;
     const bool tty = ::isatty(2);
     opt.on_progress = [&](const analysis::BatchProgress& p) {
@@ -684,6 +685,82 @@ int run_batch(const BatchArgs& a)
             std::fprintf(stderr, "progress %zu/%zu (%.0f%%) eta %s: %s\n", p.done, p.total, pct,
                          duration_text(p.eta_seconds).c_str(), p.label.c_str());
     };
+    // (Declared here: the hooks below run inside analysis::run_batch, after this block.)
+    const std::filesystem::path figures = std::filesystem::path(opt.out_dir) / "figures";
+    // A figure already on disk is kept (resume); each is written atomically by the export.
+    auto render_if_missing = [&figures](const std::filesystem::path& path, const auto& render) {
+        if (std::filesystem::exists(path))
+            return;
+        std::filesystem::create_directories(figures);
+        render(path.string());
+    };
+    if (!job.figures.empty()) {
+#ifdef ATTNSCOPE_WITH_GUI
+        opt.on_unit_figures = [&](const analysis::BatchUnit& u) {
+            for (const BatchFigure& f : job.figures) {
+                if (!is_explore_view(f.view) && f.view != "overview")
+                    continue;
+                const std::string stem = std::filesystem::path(u.file).stem().string();
+                if (f.view == "overview") {
+                    // One overview per file (its name does not depend on the unit: drawn once).
+                    const std::string name = stem + "_overview_" + f.look.metric.value_or("rank") + "." + f.format;
+                    render_if_missing(figures / name, [&](const std::string& out) {
+                        analysis::TensorSource src{u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt,
+                                                   plan.selection};
+                        auto sweep = std::make_shared<analysis::SweepResult>();
+                        sweep->spec = analysis::overview_spec(src, plan.options, plan.metrics);
+                        sweep->spec.mechanisms = plan.mechanisms;
+                        sweep->records = analysis::run_sweep(sweep->spec, analysis::JobContext{});
+                        FigureTarget t = f.size;
+                        t.path = out;
+                        render_sweep_figure(sweep, "overview", f.look, t);
+                    });
+                    continue;
+                }
+                if (f.heads && (!u.head || std::find(f.heads->begin(), f.heads->end(), *u.head) == f.heads->end()))
+                    continue;
+                std::string name = stem;
+                if (u.layer)
+                    name += "_l" + std::to_string(*u.layer);
+                if (u.head)
+                    name += "_h" + std::to_string(*u.head);
+                name += "_" + f.view + "." + f.format;
+                render_if_missing(figures / name, [&](const std::string& out) {
+                    analysis::ExploreRequest req;
+                    req.source = {u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt, plan.selection};
+                    if (u.layer)
+                        req.source.selection.at['l'] = *u.layer;
+                    if (u.head)
+                        req.source.selection.at['h'] = *u.head;
+                    req.mechanisms = plan.mechanisms;
+                    req.options = plan.options;
+                    req.rank_rtol = plan.metrics.rank_rtol;
+                    req.memory_limit = plan.memory_limit;
+                    FigureTarget t = f.size;
+                    t.path = out;
+                    render_explore_figure(req, f.view, f.look, t);
+                });
+            }
+        };
+        opt.on_sweep_figures = [&](const analysis::BatchSweep& sw, const analysis::SweepResult& result) {
+            auto shared = std::make_shared<const analysis::SweepResult>(result);
+            for (const BatchFigure& f : job.figures) {
+                if (f.view != "curves" || !f.sweep || *f.sweep != sw.name)
+                    continue;
+                const std::string name = sw.name + "_" + f.look.metric.value_or("rank") + "." + f.format;
+                render_if_missing(figures / name, [&](const std::string& out) {
+                    FigureTarget t = f.size;
+                    t.path = out;
+                    render_sweep_figure(shared, "curves", f.look, t);
+                });
+            }
+        };
+#else
+        (void)render_if_missing;
+        throw std::invalid_argument(a.job + ": [[figure]] needs the desktop app's views; this attnscope was built "
+                                    "without them (ATTNSCOPE_BUILD_GUI=OFF)");
+#endif
+    }
     const analysis::BatchReport report = analysis::run_batch(plan, opt);
     if (tty)
         std::fprintf(stderr, "\n");

@@ -453,16 +453,29 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
         fs::create_directories(sweep_dir);
         const SweepSpec spec = sweep_spec(sw);
         try {
-            const auto recs = run_sweep(spec, JobContext{});
+            auto recs = run_sweep(spec, JobContext{});
             write_file_atomically(js.string(), sweep_summary(spec, recs).dump(2) + "\n");
             write_file_atomically(csv.string(), sweep_csv(recs));
             ++report.sweeps;
+            if (opt.on_sweep_figures)
+                opt.on_sweep_figures(sw, SweepResult{spec, std::move(recs)});
         } catch (const InputError& e) {
             report.failures.push_back("sweep " + sw.name + ": " + e.what());
         } catch (const std::invalid_argument& e) {
             report.failures.push_back("sweep " + sw.name + ": " + e.what());
         }
     }
+
+    if (opt.on_unit_figures)
+        for (const Unit& u : units) {
+            try {
+                opt.on_unit_figures(BatchUnit{u.index, u.file, u.layer, u.head});
+            } catch (const InputError& e) {
+                report.failures.push_back("figures of " + u.key + ": " + e.what());
+            } catch (const std::invalid_argument& e) {
+                report.failures.push_back("figures of " + u.key + ": " + e.what());
+            }
+        }
 
     bool all_recorded = true;
     for (const Unit& u : units)
@@ -508,15 +521,16 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
     fs::create_directories(out_dir, ec);
     if (!fs::is_directory(out_dir))
         throw InputError(out_dir + ": cannot create the output folder");
-    for (const std::string& dir : dirs) {
-        const fs::path sweeps = fs::path(dir) / "sweeps";
-        if (!fs::is_directory(sweeps))
-            continue;
-        fs::create_directories(fs::path(out_dir) / "sweeps");
-        for (const auto& e : fs::directory_iterator(sweeps))
-            if (e.is_regular_file())
-                fs::copy_file(e.path(), fs::path(out_dir) / "sweeps" / e.path().filename(), fs::copy_options::overwrite_existing);
-    }
+    for (const std::string& dir : dirs)
+        for (const char* sub : {"sweeps", "figures"}) {
+            const fs::path from = fs::path(dir) / sub;
+            if (!fs::is_directory(from))
+                continue;
+            fs::create_directories(fs::path(out_dir) / sub);
+            for (const auto& e : fs::directory_iterator(from))
+                if (e.is_regular_file())
+                    fs::copy_file(e.path(), fs::path(out_dir) / sub / e.path().filename(), fs::copy_options::overwrite_existing);
+        }
     write_final(out_dir, merged);
 }
 

@@ -51,11 +51,24 @@ struct BatchProgress {
     std::string label;                     // what just finished
 };
 
+// One unit of work: (file, layer, head) in the job's order.
+struct BatchUnit {
+    std::size_t index = 0;
+    std::string file;
+    std::optional<Eigen::Index> layer, head;
+};
+
 struct BatchRunOptions {
     std::string out_dir;
     int jobs = 1;                          // units analysed in parallel
     int shard_index = 0, shard_count = 1;
     std::function<void(const BatchProgress&)> on_progress;
+    // Figure hooks (the app renders figures; the core has no Qt). Called on the calling thread after
+    // the units, for every unit of this shard, and for every sweep of this shard when its records are
+    // known (freshly run). A hook may throw InputError / std::invalid_argument: the failure is reported
+    // like a failed unit and the batch goes on.
+    std::function<void(const BatchUnit&)> on_unit_figures;
+    std::function<void(const BatchSweep&, const SweepResult&)> on_sweep_figures;
 };
 
 struct BatchReport {

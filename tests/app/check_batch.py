@@ -144,6 +144,39 @@ else:
                 if abs(g.get(f, 0) - r[f]) > 1e-12 * abs(r[f]):
                     problems.append(f"--jobs 2 {key}: {f} {g.get(f)} vs {r[f]}")
 
+# [[figure]]: rendered into DIR/figures (only when this attnscope has the desktop views)
+with open(os.path.join(work, "figjob.toml"), "w") as f:
+    f.write(open(job).read() + """
+[[figure]]
+view = "spectrum"
+heads = [1]
+
+[[figure]]
+view = "curves"
+sweep = "crop"
+metric = "effective_rank"
+format = "svg"
+""")
+fig = run(["batch", "figjob.toml", "--out", "figs"])
+if "built without" not in fig.stderr:
+    if fig.returncode != 0:
+        problems.append(f"figure batch exited {fig.returncode}: {fig.stderr}")
+    else:
+        names = sorted(os.listdir(os.path.join(work, "figs", "figures")))
+        want = sorted([f"model{i}_l{l}_h1_spectrum.png" for i in range(3) for l in range(2)] + ["crop_effective_rank.svg"])
+        if names != want:
+            problems.append(f"figures {names}, want {want}")
+        for n in names:
+            data = open(os.path.join(work, "figs", "figures", n), "rb").read()
+            if len(data) < 2000 or not (data.startswith(b"\x89PNG") or b"<svg" in data[:2000]):
+                problems.append(f"figure {n} is not a PNG / SVG ({len(data)} bytes)")
+bad_fig = os.path.join(work, "badfig.toml")
+with open(bad_fig, "w") as f:
+    f.write(open(job).read() + '\n[[figure]]\nview = "curves"\nsweep = "nope"\n')
+r = run(["batch", "badfig.toml", "--out", "badfig_out"])
+if r.returncode != 2 or "sweep" not in r.stderr or os.path.exists(os.path.join(work, "badfig_out")):
+    problems.append(f"a curves figure of an unknown sweep: exit {r.returncode}, {r.stderr!r}")
+
 # schema errors: exit 2, one error line naming file, line and key; no output folder
 bad_cases = {
     "unknown_key.toml": ('inputs = ["acts/*.h5"]\nq = "/layers/q"\nk = "/layers/k"\nlayout = "lhnd"\n[attention]\nblokcs = 4\n',
