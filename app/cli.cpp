@@ -188,6 +188,12 @@ void print_summary(const ojson& doc)
               << "  d=" << in["d"];
     if (in["prefix_tokens"].get<long long>() > 0)
         std::cout << "  (dropped " << in["prefix_tokens"] << " prefix tokens)";
+    if (in.contains("defaults_from_file")) {
+        std::string used;
+        for (const auto& [key, value] : in["defaults_from_file"].items())
+            used += (used.empty() ? "" : " ") + key + "=" + value.dump();
+        std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
+    }
     std::cout << "\n\n";
     std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", "mechanism", "rank", "rel.rank",
                              "eff.rank", "stable", "H mean", "H std", "H/ln n", "params");
@@ -229,8 +235,11 @@ void print_summary(const ojson& doc)
 int run_analyze(const AnalyzeArgs& a)
 {
     const auto mechanisms = parse_mechanisms(a.mechanisms);
-    const io::AxisSelection selection = a.selection.resolve();
-    const attention::AttentionOptions options = a.mechanism.resolve();
+    SelectionArgs selection_args = a.selection;
+    MechanismArgs mechanism_args = a.mechanism;
+    const ojson from_file = apply_file_defaults(a.q, selection_args, mechanism_args);
+    const io::AxisSelection selection = selection_args.resolve();
+    const attention::AttentionOptions options = mechanism_args.resolve();
     const analysis::MetricOptions metric_options = a.metrics.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(memory_limit);
@@ -243,6 +252,8 @@ int run_analyze(const AnalyzeArgs& a)
     ojson doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;
     doc["input"] = in.input_json;
+    if (!from_file.empty())
+        doc["input"]["defaults_from_file"] = from_file;
     ojson list = ojson::array();
     for (const auto& r : results)
         list.push_back(analysis::result_json(r, metric_options));
@@ -279,8 +290,11 @@ int run_matrix(const MatrixArgs& a)
     const bool h5 = ends_with(ext, ".h5") || ends_with(ext, ".hdf5");
     if (!npy && !h5)
         throw std::invalid_argument("--out " + a.out + ": name a .npy or .h5 file");
-    const io::AxisSelection selection = a.selection.resolve();
-    attention::AttentionOptions options = a.mechanism_args.resolve();
+    SelectionArgs selection_args = a.selection;
+    MechanismArgs mechanism_args = a.mechanism_args;
+    const ojson from_file = apply_file_defaults(a.q, selection_args, mechanism_args);
+    const io::AxisSelection selection = selection_args.resolve();
+    attention::AttentionOptions options = mechanism_args.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(memory_limit);
     AtomicOutput out(a.out);   // checks the folder before any work
@@ -310,7 +324,10 @@ int run_matrix(const MatrixArgs& a)
                 ds.data[static_cast<std::size_t>(t * n + j)] = A(t, j);
         ds.attributes["mechanism"] = std::string(attention::to_string(mechanism));
         ds.attributes["params"] = params.dump();
-        ds.attributes["input"] = in.input_json.dump();
+        ojson input = in.input_json;
+        if (!from_file.empty())
+            input["defaults_from_file"] = from_file;
+        ds.attributes["input"] = input.dump();
         ds.attributes["attnscope_version"] = ATTNSCOPE_VERSION;
         io::write_hdf5(out.temp_path(), {ds});
     }

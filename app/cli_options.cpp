@@ -4,12 +4,49 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "analysis/explore.h"
 #include "analysis/inputs.h"
 #include "util/error.h"
 
 extern "C" void openblas_set_num_threads(int);
 
 namespace attnscope::app {
+
+nlohmann::ordered_json apply_file_defaults(const std::string& q_ref, SelectionArgs& selection, MechanismArgs& mechanism)
+{
+    nlohmann::ordered_json used = nlohmann::ordered_json::object();
+    const analysis::FileDefaults d = analysis::file_defaults(q_ref);
+    if (!selection.prefix_tokens && d.prefix_tokens && *d.prefix_tokens > 0) {
+        selection.prefix_tokens = *d.prefix_tokens;
+        used["prefix_tokens"] = *d.prefix_tokens;
+    }
+    if (!mechanism.causal && !mechanism.no_causal && d.causal && *d.causal) {
+        mechanism.causal = true;
+        used["causal"] = true;
+    }
+    const bool blocks_given = mechanism.blocks || mechanism.chunk || !mechanism.grid.empty() || !mechanism.block_grid.empty();
+    if (!blocks_given && !d.grid.empty()) {
+        analysis::TensorSource src{q_ref, q_ref, std::nullopt, selection.resolve()};
+        Eigen::Index cells = 1;
+        for (auto g : d.grid)
+            cells *= g;
+        if (analysis::selected_tokens(src) == cells) {
+            // The desktop app's rule: 4 blocks per axis where they divide, else 2, else 1.
+            std::vector<Eigen::Index> bg;
+            std::string grid_text, block_text;
+            for (auto g : d.grid) {
+                bg.push_back(g % 4 == 0 ? 4 : g % 2 == 0 ? 2 : 1);
+                grid_text += (grid_text.empty() ? "" : ",") + std::to_string(g);
+                block_text += (block_text.empty() ? "" : ",") + std::to_string(bg.back());
+            }
+            mechanism.grid = grid_text;
+            mechanism.block_grid = block_text;
+            used["grid"] = d.grid;
+            used["block_grid"] = bg;
+        }
+    }
+    return used;
+}
 
 std::vector<std::string> split_list(const std::string& text, char sep)
 {
@@ -68,9 +105,9 @@ io::AxisSelection SelectionArgs::resolve() const
             throw std::invalid_argument("--head " + std::to_string(*head) + " contradicts --at h=" + std::to_string(it->second));
         sel.at['h'] = *head;
     }
-    if (prefix_tokens < 0)
-        throw std::invalid_argument("--prefix-tokens must be non-negative (got " + std::to_string(prefix_tokens) + ")");
-    sel.prefix_tokens = prefix_tokens;
+    if (prefix_tokens && *prefix_tokens < 0)
+        throw std::invalid_argument("--prefix-tokens must be non-negative (got " + std::to_string(*prefix_tokens) + ")");
+    sel.prefix_tokens = prefix_tokens.value_or(0);
     return sel;
 }
 
@@ -78,7 +115,9 @@ void MechanismArgs::add_to(CLI::App& cmd)
 {
     const char* g = "Mechanism";
     cmd.add_option("--scale", scale, "Softmax scale (default 1/sqrt(d))")->group(g);
-    cmd.add_flag("--causal", causal, "Causal masking")->group(g);
+    auto* c_on = cmd.add_flag("--causal", causal, "Causal masking")->group(g);
+    auto* c_off = cmd.add_flag("--no-causal", no_causal, "Not causal, even when the file's attributes say causal")->group(g);
+    c_on->excludes(c_off);
     cmd.add_option("--feature-map", feature_map, "relu | elu1 | identity | favor (default relu)")->group(g);
     cmd.add_option("--favor-features", favor_features, "FAVOR+ random features m (default 256)")->group(g);
     cmd.add_option("--seed", seed, "Seed of the FAVOR+ projection (default 0)")->group(g);

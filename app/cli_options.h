@@ -18,7 +18,7 @@ struct SelectionArgs {
     std::string layout;
     std::string at;
     std::optional<std::int64_t> head;
-    std::int64_t prefix_tokens = 0;
+    std::optional<std::int64_t> prefix_tokens;   // unset: the file's `prefix_tokens` attribute, else 0
     void add_to(CLI::App& cmd);
     io::AxisSelection resolve() const;
 };
@@ -26,6 +26,7 @@ struct SelectionArgs {
 struct MechanismArgs {
     std::optional<double> scale;
     bool causal = false;
+    bool no_causal = false;   // overrides a file's `causal` attribute
     std::string feature_map = "relu";
     std::int64_t favor_features = 256;
     std::uint64_t seed = 0;
@@ -61,6 +62,11 @@ struct MemoryArgs {
     // Validates both, applies --threads, returns the memory limit in bytes.
     std::uint64_t resolve() const;
 };
+
+// Fills what the user left unset from the queries' file attributes (prefix_tokens, causal, and a grid
+// block layout when no block option was given and the grid holds the selected tokens). Returns what
+// was taken from the file, for the JSON's input.defaults_from_file.
+nlohmann::ordered_json apply_file_defaults(const std::string& q_ref, SelectionArgs& selection, MechanismArgs& mechanism);
 
 std::vector<std::string> split_list(const std::string& text, char sep = ',');
 std::vector<attention::Index> parse_sizes(const std::string& text, const std::string& option);

@@ -105,6 +105,37 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
     return {it == sel.at.end() ? Eigen::Index{0} : it->second};
 }
 
+FileDefaults file_defaults(const std::string& q_ref)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(q_ref);
+    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorInfo& info = file->find(ref.name);
+    FileDefaults d;
+    for (const nlohmann::json* attrs : {&info.attributes, &file->file_attributes()}) {
+        if (!attrs->is_object())
+            continue;
+        if (!d.prefix_tokens && attrs->contains("prefix_tokens") && (*attrs)["prefix_tokens"].is_number_integer() &&
+            (*attrs)["prefix_tokens"].get<std::int64_t>() >= 0)
+            d.prefix_tokens = (*attrs)["prefix_tokens"].get<std::int64_t>();
+        if (d.grid.empty() && attrs->contains("grid") && (*attrs)["grid"].is_array()) {
+            std::vector<Eigen::Index> g;
+            for (const auto& v : (*attrs)["grid"])
+                if (v.is_number_integer() && v.get<long long>() > 0)
+                    g.push_back(v.get<Eigen::Index>());
+            if (g.size() == (*attrs)["grid"].size() && (g.size() == 2 || g.size() == 3))
+                d.grid = std::move(g);
+        }
+        if (!d.causal && attrs->contains("causal")) {
+            const auto& c = (*attrs)["causal"];
+            if (c.is_boolean())
+                d.causal = c.get<bool>();
+            else if (c.is_number_integer())
+                d.causal = c.get<long long>() != 0;
+        }
+    }
+    return d;
+}
+
 bool is_mixing_preset(const std::string& text)
 {
     static const std::array<const char*, 8> presets = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};

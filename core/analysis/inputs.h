@@ -30,6 +30,16 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
                                       const std::optional<std::vector<Eigen::Index>>& chosen, bool all,
                                       const io::AxisSelection& sel, const std::string& option);
 
+// Defaults a file can carry for its own analysis (written by tools/python/attnscope_dump.py and
+// `attnscope synth`): `prefix_tokens` (int), `grid` (int array: the token grid after the prefix tokens)
+// and `causal` (bool). The queries' dataset attributes come first, then the file's root attributes.
+struct FileDefaults {
+    std::optional<std::int64_t> prefix_tokens;
+    std::vector<Eigen::Index> grid;
+    std::optional<bool> causal;
+};
+FileDefaults file_defaults(const std::string& q_ref);
+
 // True when `text` names a mixing preset rather than a file.
 bool is_mixing_preset(const std::string& text);
 

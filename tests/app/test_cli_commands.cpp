@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "io/writers.h"
 #include "support/test_support.h"
+
+#include <cmath>
 
 using attnscope::test::CommandResult;
 using attnscope::test::run_command;
@@ -74,4 +77,41 @@ TEST(CliCommands, BatchResumesShardsMergeAndSchema)
 {
     const std::string dir = attnscope::test::fresh_work_dir("cli_batch");
     EXPECT_NO_THROW(attnscope::test::run_python("app/check_batch.py", {ATTNSCOPE_BINARY, dir}));
+}
+
+TEST(CliCommands, FileAttributesAreDefaults)
+{
+    // prefix_tokens, grid and causal written by the PyTorch bridge (root attributes) become defaults
+    // that explicit options override.
+    const std::string dir = attnscope::test::fresh_work_dir("cli_file_defaults");
+    const std::string file = dir + "/acts.h5";
+    std::vector<double> q(2 * 17 * 3), k(2 * 17 * 3);
+    for (std::size_t i = 0; i < q.size(); ++i) {
+        q[i] = std::sin(0.37 * static_cast<double>(i));
+        k[i] = std::cos(0.11 * static_cast<double>(i));
+    }
+    nlohmann::json attrs = {{"prefix_tokens", 1}, {"grid", {4, 4}}, {"causal", false}};
+    attnscope::io::write_hdf5(file, {{"/q", {2, 17, 3}, q}, {"/k", {2, 17, 3}, k}}, attrs);
+    const CommandResult r = run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --json -");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["input"]["n"], 16);
+    EXPECT_EQ(doc["input"]["prefix_tokens"], 1);
+    EXPECT_EQ(doc["input"]["defaults_from_file"]["grid"], nlohmann::json::array({4, 4}));
+    EXPECT_EQ(doc["results"][2]["params"]["block_grid"], nlohmann::json::array({4, 4}));
+    EXPECT_EQ(doc["results"][0]["params"]["causal"], false);
+
+    const CommandResult o = run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --prefix-tokens 0 --blocks 3 --json -");
+    ASSERT_EQ(o.status, 0) << o.err;
+    const auto own = nlohmann::json::parse(o.out);
+    EXPECT_EQ(own["input"]["n"], 17);
+    EXPECT_FALSE(own["input"].contains("defaults_from_file"));
+    EXPECT_EQ(own["results"][2]["params"]["blocks"], 3);
+
+    attrs["causal"] = true;
+    attnscope::io::write_hdf5(file, {{"/q", {2, 17, 3}, q}, {"/k", {2, 17, 3}, k}}, attrs);
+    const auto causal = nlohmann::json::parse(run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --json -").out);
+    EXPECT_EQ(causal["results"][0]["params"]["causal"], true);
+    const auto off = nlohmann::json::parse(run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --no-causal --json -").out);
+    EXPECT_EQ(off["results"][0]["params"]["causal"], false);
 }
