@@ -41,10 +41,11 @@ def attnscope_matrix(path, layer, head, causal=False):
     out = os.path.join(work, "A.npy")
     if os.path.exists(out):
         os.unlink(out)
+    # PyTorch's weights cover every token: keep the CLS token the file's prefix_tokens attribute would
+    # drop by default, and say causal or not explicitly (the file's causal attribute is a default too).
     args = ["matrix", "--mechanism", "softmax", "--q", f"{path}:/layers/{layer}/q", "--k", f"{path}:/layers/{layer}/k",
-            "--head", str(head), "--out", out]
-    if causal:
-        args.append("--causal")
+            "--head", str(head), "--prefix-tokens", "0", "--out", out]
+    args.append("--causal" if causal else "--no-causal")
     if run(args) is None:
         return None
     return np.load(out)
