@@ -626,8 +626,11 @@ int run_figure(FigureArgs a)
         if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
             throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +
                                         " and " + std::to_string(a.sweep.k.size()) + "), or --session S.attnscope");
-        analysis::TensorSource source{a.sweep.q[0], a.sweep.k[0], a.v, a.sweep.selection.resolve()};
-        const attention::AttentionOptions options = a.sweep.mechanism.resolve();
+        SelectionArgs selection_args = a.sweep.selection;
+        MechanismArgs mechanism_args = a.sweep.mechanism;
+        apply_file_defaults(a.sweep.q[0], selection_args, mechanism_args);   // as analyze does
+        analysis::TensorSource source{a.sweep.q[0], a.sweep.k[0], a.v, selection_args.resolve()};
+        const attention::AttentionOptions options = mechanism_args.resolve();
         const std::uint64_t memory_limit = a.sweep.memory.resolve();
         io::set_read_limit_bytes(memory_limit);
         if (a.view == "overview") {

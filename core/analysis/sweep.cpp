@@ -313,7 +313,10 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx)
         std::vector<Point> points;
     };
     std::vector<Job> jobs;
-    for (const TensorSource& src : spec.inputs) {
+    for (std::size_t input = 0; input < spec.inputs.size(); ++input) {
+        const TensorSource& src = spec.inputs[input];
+        const std::optional<Index> input_layer =
+            input < spec.input_layers.size() ? spec.input_layers[input] : std::optional<Index>{};
         const io::TensorRef ref = io::parse_tensor_ref(src.q_ref);
         const auto file = io::open_tensor_file(ref.file);
         const io::TensorInfo& info = file->find(ref.name);
@@ -324,7 +327,7 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx)
         const std::vector<Point> points = plan_points(spec, available);
         for (std::size_t li = 0; li < std::max<std::size_t>(layers.size(), 1); ++li)
             for (std::size_t hi = 0; hi < std::max<std::size_t>(heads.size(), 1); ++hi) {
-                Job job{src, std::nullopt, std::nullopt, points};
+                Job job{src, input_layer, std::nullopt, points};
                 if (!layers.empty()) {
                     job.layer = layers[li];
                     job.source.selection.at['l'] = layers[li];
@@ -354,6 +357,31 @@ std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx)
     return records;
 }
 
+namespace {
+
+// "/layers/3/q" -> ("/layers/", "/q", 3): the last path component made of digits only.
+bool split_numeric_component(const std::string& name, std::string& before, std::string& after, Index& value)
+{
+    std::size_t end = name.size();
+    while (end > 0) {
+        const std::size_t slash = name.rfind('/', end - 1);
+        const std::size_t begin = slash == std::string::npos ? 0 : slash + 1;
+        const std::string part = name.substr(begin, end - begin);
+        if (!part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+            before = name.substr(0, begin);
+            after = name.substr(end);
+            value = std::stol(part);
+            return true;
+        }
+        if (slash == std::string::npos || slash == 0)
+            return false;
+        end = slash;
+    }
+    return false;
+}
+
+}  // namespace
+
 SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
                         const MetricOptions& metrics)
 {
@@ -368,6 +396,38 @@ SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOp
     const std::string layout = io::resolve_layout(file->find(ref.name), source.selection, "--q " + source.q_ref);
     spec.all_heads = layout.find('h') != std::string::npos;
     spec.all_layers = layout.find('l') != std::string::npos;
+    if (spec.all_layers)
+        return spec;
+    // Per-layer datasets: the same name with another number in the same place, for queries and keys.
+    const io::TensorRef kref = io::parse_tensor_ref(source.k_ref);
+    std::string qb, qa, kb, ka;
+    Index qv = 0, kv = 0;
+    const std::string qname = file->find(ref.name).name;
+    if (kref.file != ref.file || !split_numeric_component(qname, qb, qa, qv))
+        return spec;
+    const std::string kname = file->find(kref.name).name;
+    if (!split_numeric_component(kname, kb, ka, kv) || kb != qb || kv != qv)
+        return spec;
+    std::map<Index, std::pair<std::string, std::string>> layers;
+    for (const auto& t : file->tensors()) {
+        std::string b, a;
+        Index v = 0;
+        if (!split_numeric_component(t.name, b, a, v) || b != qb || a != qa)
+            continue;
+        const std::string k = kb + std::to_string(v) + ka;
+        bool has_k = false;
+        for (const auto& u : file->tensors())
+            has_k = has_k || u.name == k;
+        if (has_k)
+            layers[v] = {t.name, k};
+    }
+    if (layers.size() < 2)
+        return spec;
+    spec.inputs.clear();
+    for (const auto& [layer, names] : layers) {
+        spec.inputs.push_back({ref.file + ":" + names.first, ref.file + ":" + names.second, std::nullopt, source.selection});
+        spec.input_layers.push_back(layer);
+    }
     return spec;
 }
 

@@ -38,6 +38,7 @@ struct SynthSource {
 
 struct SweepSpec {
     std::vector<TensorSource> inputs;        // loaded activations (selection: layout, prefix tokens, fixed --at)
+    std::vector<std::optional<Eigen::Index>> input_layers;   // per input, the layer it holds (per-layer datasets)
     std::optional<SynthSource> synth;        // or synthetic data
     char vary = 'n';                         // 'n' or 'm'
     std::vector<Eigen::Index> values;        // N values, or M values (block counts; block-grid sides for grid data)
@@ -75,7 +76,9 @@ struct SweepResult {
 };
 
 // The model overview: every (layer, head) of one input at its full N, per mechanism (a sweep that varies
-// nothing: spec.vary = 'n', no values, all heads and layers). Records carry layer and head.
+// nothing: spec.vary = 'n', no values, all heads and layers). Records carry layer and head. Layers are
+// the layout's `l` axis or, without one, sibling datasets that differ only in one numeric path
+// component (/layers/0/q, /layers/1/q, ... as tools/python/attnscope_dump.py writes them).
 SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
                         const MetricOptions& metrics);
 

@@ -1,5 +1,6 @@
 // Sweep building blocks: token subsets (first, random, crop) and records equal to analyze().
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -97,4 +98,35 @@ TEST(Sweep, ImpossibleSpecsFailBeforeWork)
     EXPECT_THROW(analysis::run_sweep(spec, analysis::JobContext{}), std::invalid_argument);   // M=32 > N=16
     spec.values = {2, 4};
     EXPECT_EQ(analysis::run_sweep(spec, analysis::JobContext{}).size(), 6u);
+}
+
+TEST(Sweep, OverviewWalksPerLayerDatasets)
+{
+    // The PyTorch bridge's layout: /layers/<i>/{q,k} of shape [heads, N, d], one dataset per layer.
+    const std::string dir = test::fresh_work_dir("sweep_overview_layers");
+    std::vector<io::DatasetOut> ds;
+    for (int layer : {0, 1, 2})
+        for (const char* name : {"q", "k"}) {
+            std::vector<double> v(2 * 20 * 4);
+            for (std::size_t i = 0; i < v.size(); ++i)
+                v[i] = std::sin(0.1 * static_cast<double>(i) * (layer + 1) + (name[0] == 'q' ? 0.3 : 1.1));
+            ds.push_back({"/layers/" + std::to_string(layer) + "/" + name, {2, 20, 4}, v});
+        }
+    io::write_hdf5(dir + "/m.h5", ds);
+    analysis::TensorSource src{dir + "/m.h5:/layers/0/q", dir + "/m.h5:/layers/0/k", std::nullopt, {}};
+    const auto spec = analysis::overview_spec(src, {}, {});
+    ASSERT_EQ(spec.inputs.size(), 3u);
+    EXPECT_EQ(spec.input_layers, (std::vector<std::optional<Eigen::Index>>{0, 1, 2}));
+    EXPECT_EQ(spec.inputs[2].k_ref, dir + "/m.h5:/layers/2/k");
+    const auto records = analysis::run_sweep(spec, analysis::JobContext{});
+    ASSERT_EQ(records.size(), 3u * 2u * 3u);   // layers x heads x mechanisms
+    std::set<std::pair<Eigen::Index, Eigen::Index>> cells;
+    for (const auto& r : records)
+        cells.insert({*r.layer, *r.head});
+    EXPECT_EQ(cells.size(), 6u);
+    // A file with one such dataset keeps the plain single-input overview.
+    io::write_hdf5(dir + "/one.h5", {{"/layers/0/q", {2, 20, 4}, ds[0].data}, {"/layers/0/k", {2, 20, 4}, ds[1].data}});
+    EXPECT_EQ(analysis::overview_spec({dir + "/one.h5:/layers/0/q", dir + "/one.h5:/layers/0/k", std::nullopt, {}}, {}, {})
+                  .inputs.size(),
+              1u);
 }
