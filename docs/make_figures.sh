@@ -67,7 +67,14 @@ curves lm-rank-n rank "${lm_n[@]}" --log
 "$bin" figure --view maps --q "$lm:/q" --k "$lm:/k" --blocks 8 --prefix-tokens 384 --colormap magma --log \
     --width 1100 --height 400 --dpi 100 --out "$out/lm-maps.png"
 
-# 5. sweep --plot: the one-command form (CSV, summary and figure of one sweep).
+# 5. The learned samples (data/vit_digits.h5, data/char_lm_licenses.h5; attributes give CLS, grid, causal).
+"$bin" figure --view overview --q "$root/data/vit_digits.h5:/layers/0/q" --k "$root/data/vit_digits.h5:/layers/0/k" \
+    --metric rank --width 1100 --height 380 --dpi 100 --out "$out/learned-vit-overview-rank.png"
+"$bin" figure --view curves --q "$root/data/char_lm_licenses.h5:/layers/1/q" --k "$root/data/char_lm_licenses.h5:/layers/1/k" \
+    --heads all --causal --chunk 64 --mixing exp --vary n=64,128,256,512 --metric effective_rank \
+    --width 900 --height 520 --dpi 100 --out "$out/learned-lm-effrank-n.png"
+
+# 6. sweep --plot: the one-command form (CSV, summary and figure of one sweep).
 "$bin" sweep --synth gaussian --d 8 --seeds 2 --vary n=32,64,128,256 --blocks 4 --csv "$out/plot-example.csv" \
     --plot "$out/plot-example.png" --metric effective_rank
 
