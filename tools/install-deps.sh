@@ -8,7 +8,7 @@ PACKAGES=(
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libeigen3-dev libspectra-dev libhdf5-dev libopenblas-dev liblapacke-dev
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libzip-dev libssl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
   python3 python3-numpy python3-h5py
   python3-torch python3-sklearn
