@@ -1,0 +1,2 @@
+#define FUZZ_EXT ".npy"
+#include "fuzz_tensor_file.inc"

@@ -1,0 +1,2 @@
+#define FUZZ_EXT ".safetensors"
+#include "fuzz_tensor_file.inc"

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Writes the small seed corpora for the libFuzzer targets into tests/fuzz/corpus/<target>/.
+
+Deterministic (fixed seed); rerun after changing it and commit the files. Needs only NumPy.
+"""
+import io
+import json
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+rng = np.random.default_rng(6)
+
+
+def out(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def npy_bytes(a, fortran=False):
+    buf = io.BytesIO()
+    np.save(buf, np.asfortranarray(a) if fortran else a)
+    return buf.getvalue()
+
+
+arrays = {
+    "f32_nd": rng.standard_normal((4, 3)).astype(np.float32),
+    "f64_hnd": rng.standard_normal((2, 3, 2)),
+    "f16": rng.standard_normal((3, 2)).astype(np.float16),
+    "i64": np.arange(6, dtype=np.int64).reshape(2, 3),
+    "u8": np.arange(4, dtype=np.uint8),
+    "bool": np.array([[True, False], [False, True]]),
+    "be_f32": rng.standard_normal((2, 2)).astype(">f4"),
+    "scalar": np.array(1.5),
+    "empty": np.zeros((0, 3), dtype=np.float32),
+}
+for name, a in arrays.items():
+    out("fuzz_npy", name + ".npy", npy_bytes(a))
+out("fuzz_npy", "fortran.npy", npy_bytes(rng.standard_normal((3, 2)), fortran=True))
+
+
+def npz_bytes(members, compressed):
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, **members)
+    return buf.getvalue()
+
+
+out("fuzz_npz", "plain.npz", npz_bytes({"q": arrays["f32_nd"], "k": arrays["f64_hnd"]}, False))
+out("fuzz_npz", "compressed.npz", npz_bytes({"q": arrays["f32_nd"], "n": arrays["i64"]}, True))
+out("fuzz_npz", "one.npz", npz_bytes({"v": arrays["f16"]}, False))
+zbuf = io.BytesIO()
+with zipfile.ZipFile(zbuf, "w") as z:
+    z.writestr("notes.txt", "not an array")
+    z.writestr("a.npy", npy_bytes(arrays["u8"]))
+out("fuzz_npz", "mixed.npz", zbuf.getvalue())
+
+ST = {"float32": "F32", "float64": "F64", "float16": "F16", "int64": "I64", "uint8": "U8", "bool": "BOOL"}
+
+
+def safetensors_bytes(tensors, metadata=None):
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": ST[a.dtype.name], "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+out("fuzz_safetensors", "two.safetensors", safetensors_bytes({"q": arrays["f32_nd"], "k": arrays["f64_hnd"]}))
+out("fuzz_safetensors", "meta.safetensors",
+    safetensors_bytes({"layers.0.q": arrays["f16"]}, {"format": "pt", "model": "tiny"}))
+out("fuzz_safetensors", "ints.safetensors", safetensors_bytes({"i": arrays["i64"], "b": arrays["bool"], "u": arrays["u8"]}))
+out("fuzz_safetensors", "empty.safetensors", safetensors_bytes({}))
+
+sel = {
+    "basic": b"acts.h5:/layers/0/q\nh=1\nhnd",
+    "bhnd": b"\x04acts.npz:q\nb=1,h=2\nbhnd",
+    "npy": b"\x02x.npy\n\nnd",
+    "colon": b"\x03dir:with:colon/a.safetensors:layers.0.q\nh=2\ndnh",
+    "transposed": b"\x02a.h5\n\ndn",
+}
+for name, data in sel.items():
+    out("fuzz_selection", name, data)
+
+jobs = {
+    "full.toml": """inputs = ["acts/*.h5", "more/model_384.h5"]
+q = "/layers/q"
+k = "/layers/k"
+layout = "lhnd"
+at = { b = 0 }
+heads = "all"
+layers = "all"
+prefix_tokens = 1
+mechanisms = ["softmax", "linear", "mhla"]
+max_memory = "8G"
+
+[attention]
+grid = [14, 14]
+block_grid = [2, 2]
+mixing = "cos"
+feature_map = "relu"
+normalize = "row"
+causal = false
+
+[metrics]
+top_k = 32
+
+[[sweep]]
+name = "collapse_n"
+vary = "n=49,100,196"
+subsample = "crop"
+heads = "all"
+
+[[figure]]
+view = "spectrum"
+""",
+    "minimal.toml": 'inputs = ["a.h5"]\n',
+    "heads.toml": 'inputs = ["x.npz"]\nq = "q"\nk = "k"\nheads = [0, 3]\nlayers = [1]\nmechanisms = ["softmax"]\n'
+                  '[attention]\nblocks = 16\nmixing = "mix.npy"\n',
+}
+for name, text in jobs.items():
+    out("fuzz_toml_job", name, text.encode())
