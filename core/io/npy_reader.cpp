@@ -19,8 +19,9 @@ namespace {
 // Just enough of Python's literal syntax for npy headers: dicts, tuples, lists, strings, integers,
 // True/False/None. Anything else is an error; nesting is bounded so hostile headers cannot recurse deep.
 struct PyValue;
+struct PyEntry;   // not std::pair: pair of an incomplete type is ill-formed (clang + libstdc++ reject it)
 using PyList = std::vector<PyValue>;
-using PyDict = std::vector<std::pair<PyValue, PyValue>>;
+using PyDict = std::vector<PyEntry>;
 struct PyValue {
     enum class Kind { none, boolean, integer, string, tuple, list, dict } kind = Kind::none;
     bool b = false;
@@ -28,6 +29,10 @@ struct PyValue {
     std::string s;
     PyList items;
     PyDict entries;
+};
+struct PyEntry {
+    PyValue key;
+    PyValue value;
 };
 
 class LiteralParser {
@@ -104,7 +109,7 @@ private:
             if (!eat(':'))
                 fail("expected ':'");
             PyValue val = value(depth + 1);
-            v.entries.emplace_back(std::move(key), std::move(val));
+            v.entries.push_back(PyEntry{std::move(key), std::move(val)});
             if (!eat(',')) {
                 if (!eat('}'))
                     fail("expected ',' or '}'");
