@@ -23,7 +23,7 @@ std::uint64_t JobRunner::submit_erased(Task task, std::function<void(double, con
     {
         std::lock_guard lock(m_mutex);
         id = m_next_id++;
-        m_pending = Pending{std::move(task), std::move(on_progress), id};   // replaces a waiting job
+        m_pending = Pending{std::move(task), std::move(on_progress), id, CancelToken{}};   // replaces a waiting job
         if (m_running)
             m_running->cancel();
     }
@@ -34,7 +34,8 @@ std::uint64_t JobRunner::submit_erased(Task task, std::function<void(double, con
 void JobRunner::cancel()
 {
     std::lock_guard lock(m_mutex);
-    m_pending.reset();
+    if (m_pending)
+        m_pending->token.cancel();   // it still runs, reports `cancelled` at its first check
     if (m_running)
         m_running->cancel();
 }
@@ -57,6 +58,7 @@ void JobRunner::loop()
                 return;
             job = std::move(*m_pending);
             m_pending.reset();
+            ctx.token = job.token;
             m_running = ctx.token;
         }
         ctx.on_progress = std::move(job.on_progress);

@@ -6,7 +6,8 @@
 // is replaced (a view that asks again while a job runs replaces the pending request). A job checks
 // JobContext::check() between stages; check() throws JobCancelled once cancelled. No exception ever
 // crosses the thread: every outcome (result, error message, cancelled) reaches `done`, which runs on
-// the worker thread; a GUI posts it to its own thread (queued invocation).
+// the worker thread; a GUI posts it to its own thread (queued invocation). A cancelled job that had not
+// started yet still runs, with its token already cancelled, so that it reports `cancelled` at once.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -92,7 +93,9 @@ public:
         }, std::move(on_progress));
     }
 
-    // Cancels the running job and drops the waiting one.
+    // Cancels the running job and the waiting one: both still report (cancelled) through their `done`,
+    // so a caller waiting for an outcome always gets one. (A waiting job replaced by submit() is dropped
+    // without a report: its caller asked for something newer.)
     void cancel();
     // True while a job runs or waits.
     bool busy() const;
@@ -106,6 +109,7 @@ private:
         Task task;
         std::function<void(double, const std::string&)> on_progress;
         std::uint64_t id;
+        CancelToken token;
     };
     mutable std::mutex m_mutex;
     std::condition_variable m_wake;

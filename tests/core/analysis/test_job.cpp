@@ -101,6 +101,29 @@ TEST(Job, NewRequestCancelsRunningAndReplacesPending)
     EXPECT_NE(second, third);
 }
 
+TEST(Job, CancelReportsJobsThatHadNotStarted)
+{
+    JobRunner runner;
+    Collector<int> c;
+    std::atomic<bool> release{false};
+    auto done = [&](JobOutcome<int> o) { c.add(std::move(o)); };
+    runner.submit<int>([&](const JobContext&) {
+        while (!release)
+            std::this_thread::sleep_for(1ms);
+        return 1;   // ignores cancellation on purpose: the waiting job must still be reported
+    }, done);
+    std::this_thread::sleep_for(10ms);
+    const auto waiting = runner.submit<int>([](const JobContext& ctx) {
+        ctx.check();
+        return 2;
+    }, done);
+    runner.cancel();
+    release = true;
+    ASSERT_TRUE(c.wait_for(2));
+    EXPECT_EQ(c.outcomes[1].id, waiting);
+    EXPECT_TRUE(c.outcomes[1].cancelled);
+}
+
 TEST(Job, CancelAndDestroyWhileRunning)
 {
     Collector<int> c;
