@@ -77,7 +77,7 @@ private:
                     throw InputError("JSON nested deeper than 64 levels");
                 return true;
             });
-        } catch (const nlohmann::json::parse_error& e) {
+        } catch (const nlohmann::json::exception& e) {   // parse_error, and out_of_range for a number such as 1e999
             throw InputError(fmt::format("{}: invalid JSON header: {}", m_path, e.what()));
         } catch (const InputError& e) {
             throw InputError(fmt::format("{}: invalid JSON header: {}", m_path, e.what()));

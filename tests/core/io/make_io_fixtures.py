@@ -452,6 +452,8 @@ bad("huge_shape.safetensors", st_raw(st_json({"x": {"dtype": "F64", "shape": [2*
 bad("unknown_dtype.safetensors", st_raw(st_json({"x": {"dtype": "Q7", "shape": [6], "data_offsets": [0, 24]}}), f32))
 bad("f8_dtype.safetensors", st_raw(st_json({"x": {"dtype": "F8_E4M3", "shape": [24], "data_offsets": [0, 24]}}), f32))
 bad("invalid_json.safetensors", st_raw(b'{"x": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]', f32))
+# found by fuzz_safetensors: a number JSON cannot hold (nlohmann throws out_of_range, not parse_error)
+bad("number_overflow.safetensors", st_raw(b'{"x": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 24]}}', f32))
 bad("json_array.safetensors", st_raw(b'[1, 2, 3]', f32))
 bad("missing_field.safetensors", st_raw(st_json({"x": {"dtype": "F32", "shape": [6]}}), f32))
 bad("negative_shape.safetensors", st_raw(st_json({"x": {"dtype": "F32", "shape": [-6], "data_offsets": [0, 24]}}), f32))

@@ -116,6 +116,7 @@ TEST(IoHostile, SafetensorsHugeShape) { expect_bad("bad/huge_shape.safetensors",
 TEST(IoHostile, SafetensorsUnknownDtype) { expect_bad("bad/unknown_dtype.safetensors", {"unknown_dtype.safetensors:x", "unknown dtype 'Q7'"}); }
 TEST(IoHostile, SafetensorsFloat8Refused) { expect_bad("bad/f8_dtype.safetensors", {"f8_dtype.safetensors:x", "unsupported element type F8_E4M3"}); }
 TEST(IoHostile, SafetensorsInvalidJson) { expect_bad("bad/invalid_json.safetensors", {"invalid JSON header"}); }
+TEST(IoHostile, SafetensorsJsonNumberOverflow) { expect_bad("bad/number_overflow.safetensors", {"invalid JSON header"}); }
 TEST(IoHostile, SafetensorsJsonNotAnObject) { expect_bad("bad/json_array.safetensors", {"not an object"}); }
 TEST(IoHostile, SafetensorsMissingField) { expect_bad("bad/missing_field.safetensors", {"missing_field.safetensors:x", "data_offsets"}); }
 TEST(IoHostile, SafetensorsNegativeShape) { expect_bad("bad/negative_shape.safetensors", {"negative_shape.safetensors:x", "non-negative"}); }
