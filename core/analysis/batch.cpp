@@ -69,7 +69,7 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns,
         std::size_t found = 0;
         if (rc == 0)
             for (std::size_t i = 0; i < g.gl_pathc; ++i)
-                if (fs::is_regular_file(g.gl_pathv[i])) {
+                if (std::error_code ec; fs::is_regular_file(g.gl_pathv[i], ec)) {   // a symlink loop or unreadable entry: not a file, no throw
                     files.insert(g.gl_pathv[i]);
                     ++found;
                 }
