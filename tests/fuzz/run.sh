@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh [SECONDS]: builds the libFuzzer targets with clang-14 in ./build-fuzz and runs each
 # for SECONDS (default 30) on a copy of its seed corpus (tests/fuzz/corpus/<target>), then reports
-# executions and crash files. Crash/timeout/OOM inputs land in build-fuzz/artifacts/<target>/.
+# executions and crash files. Crash/timeout/OOM inputs of this run land in build-fuzz/artifacts/<target>/.
 # Needs: apt-get install clang-14 libclang-rt-14-dev. Exit status 1 if any target found something.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +19,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 for t in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$t; art=build-fuzz/artifacts/$t; log=build-fuzz/$t.log
-  mkdir -p "$corpus" "$art"
+  rm -rf "$art"; mkdir -p "$corpus" "$art"   # artifacts: this run only
   cp -n tests/fuzz/corpus/$t/* "$corpus"/ 2>/dev/null || true
   build-fuzz/tests/fuzz/$t "$corpus" -max_len="${maxlen[$t]}" -max_total_time="$secs" -timeout=10 \
     -rss_limit_mb=2048 -artifact_prefix="$art/" -print_final_stats=1 > "$log" 2>&1
