@@ -83,6 +83,12 @@ RC_GTEST_PROP(Properties, UniformMixingIsLinearAttention, ())
     const Index n = *rc::gen::inRange<Index>(2, 50), d = *rc::gen::inRange<Index>(1, 8);
     const bool causal = *rc::gen::arbitrary<bool>();
     auto o = random_options(n, causal);
+    // Causally the identity needs blocks that are contiguous in token order: on a grid, MHLA's causal
+    // rule (earlier block, or same block and j <= t) allows keys j > t that linear attention masks.
+    if (causal && o.blocks.kind == attention::BlockSpec::Kind::grid) {
+        o.blocks.kind = attention::BlockSpec::Kind::chunk;
+        o.blocks.chunk = *rc::gen::inRange<Index>(1, n + 1);
+    }
     o.mixing.preset = "uniform";
     o.normalize = *rc::gen::element(attention::Normalize::row, attention::Normalize::none);
     const auto q = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
