@@ -31,19 +31,6 @@ namespace attnscope::app {
 
 namespace {
 
-const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics"};
-const std::vector<std::string> kSweepViews = {"curves", "overview"};
-const std::vector<std::string> kMetrics = {"rank",         "relative_rank", "effective_rank", "stable_rank",
-                                           "entropy_mean", "entropy_normalized_mean", "seconds"};
-
-std::string joined(const std::vector<std::string>& names)
-{
-    std::string s;
-    for (const auto& n : names)
-        s += (s.empty() ? "" : ", ") + n;
-    return s;
-}
-
 // A figure promises one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
 // propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
 void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
@@ -176,31 +163,6 @@ void require_outcomes(const analysis::ExploreResult& r)
 
 }  // namespace
 
-bool is_explore_view(const std::string& view)
-{
-    return std::find(kExploreViews.begin(), kExploreViews.end(), view) != kExploreViews.end();
-}
-
-bool is_sweep_view(const std::string& view)
-{
-    return std::find(kSweepViews.begin(), kSweepViews.end(), view) != kSweepViews.end();
-}
-
-std::string figure_view_names()
-{
-    std::vector<std::string> all = kExploreViews;
-    all.insert(all.end(), kSweepViews.begin(), kSweepViews.end());
-    return joined(all);
-}
-
-std::string figure_metric_names() { return joined(kMetrics); }
-
-void check_figure_metric(const std::optional<std::string>& metric)
-{
-    if (metric && std::find(kMetrics.begin(), kMetrics.end(), *metric) == kMetrics.end())
-        throw std::invalid_argument("--metric " + *metric + " is not one of " + joined(kMetrics));
-}
-
 void check_figure_target(const std::string& view, const FigureTarget& target)
 {
     if (!is_explore_view(view) && !is_sweep_view(view))
@@ -225,7 +187,7 @@ void render_explore_figure(const analysis::ExploreRequest& request, const std::s
     check_figure_target(view, target);
     if (!is_explore_view(view))
         throw std::invalid_argument("--view " + view + " needs a sweep (--vary) or the overview; this figure shows one of " +
-                                    joined(kExploreViews));
+                                    figure_explore_view_names());
     analysis::JobContext ctx;
     auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
     require_outcomes(*result);

@@ -39,10 +39,13 @@ struct FigureLook {
     nlohmann::json state;                  // extra view-state keys merged last (--view-state JSON)
 };
 
-// "maps", "query", "spectrum", "entropy", "mixing", "metrics" (one explore result).
+// "maps", "query", "spectrum", "entropy", "mixing", "metrics" (one explore result). The name
+// functions below are Qt-free (figure_names.cpp); the rendering ones need the desktop app.
 bool is_explore_view(const std::string& view);
 // "curves", "overview" (a sweep result).
 bool is_sweep_view(const std::string& view);
+// The explore view names, comma-separated.
+std::string figure_explore_view_names();
 // The names above, comma-separated, for messages.
 std::string figure_view_names();
 // Metric names the curves and overview views accept, comma-separated.

@@ -1,6 +1,5 @@
-// The four Qt-free name checks of app/figure.cpp that batch_job.cpp calls, for fuzz_toml_job: the
-// rest of figure.cpp needs Qt, which the fuzz build does not link. Keep the lists in step with
-// app/figure.cpp (kExploreViews, kSweepViews, kMetrics).
+// The view and metric names of `attnscope figure` (declared in figure.h). Qt-free, so the batch job
+// parser and its fuzzer use them in builds without the desktop app.
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -10,11 +9,14 @@
 #include "figure.h"
 
 namespace attnscope::app {
+
 namespace {
+
 const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics"};
 const std::vector<std::string> kSweepViews = {"curves", "overview"};
 const std::vector<std::string> kMetrics = {"rank",         "relative_rank", "effective_rank", "stable_rank",
                                            "entropy_mean", "entropy_normalized_mean", "seconds"};
+
 std::string joined(const std::vector<std::string>& names)
 {
     std::string s;
@@ -22,12 +24,17 @@ std::string joined(const std::vector<std::string>& names)
         s += (s.empty() ? "" : ", ") + n;
     return s;
 }
+
 bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
 }  // namespace
 
 bool is_explore_view(const std::string& view) { return contains(kExploreViews, view); }
 bool is_sweep_view(const std::string& view) { return contains(kSweepViews, view); }
+std::string figure_explore_view_names() { return joined(kExploreViews); }
 std::string figure_view_names() { return joined(kExploreViews) + ", " + joined(kSweepViews); }
+std::string figure_metric_names() { return joined(kMetrics); }
+
 void check_figure_metric(const std::optional<std::string>& metric)
 {
     if (metric && !contains(kMetrics, *metric))
