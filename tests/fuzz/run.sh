@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh [SECONDS]: builds the libFuzzer targets with clang-14 in ./build-fuzz and runs each
-# for SECONDS (default 30) on a copy of its seed corpus (tests/fuzz/corpus/<target>), then reports
+# tests/fuzz/run.sh [SECONDS [TARGET...]]: builds the libFuzzer targets with clang-14 in ./build-fuzz and
+# runs each (default: all five) for SECONDS (default 30) on a copy of its seed corpus (tests/fuzz/corpus/<target>), then reports
 # executions and crash files. Crash/timeout/OOM inputs of this run land in build-fuzz/artifacts/<target>/.
 # Needs: apt-get install clang-14 libclang-rt-14-dev. Exit status 1 if any target found something.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-30}
+[ $# -gt 0 ] && shift
 jobs=${JOBS:-2}
 gen=()
 command -v ninja >/dev/null && [ ! -f build-fuzz/CMakeCache.txt ] && gen=(-G Ninja)
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DATTNSCOPE_FUZZ=ON -DATTNSCOPE_BUILD_GUI=OFF -DATTNSCOPE_BUILD_TESTS=OFF || exit 2
 targets=(fuzz_npy fuzz_npz fuzz_safetensors fuzz_selection fuzz_toml_job)
+[ $# -gt 0 ] && targets=("$@")
 cmake --build build-fuzz -j "$jobs" --target "${targets[@]}" || exit 2
 declare -A maxlen=([fuzz_npy]=4096 [fuzz_npz]=8192 [fuzz_safetensors]=4096 [fuzz_selection]=256 [fuzz_toml_job]=4096)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
