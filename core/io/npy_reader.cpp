@@ -214,7 +214,7 @@ void parse_descr(const std::string& descr, const std::string& where_text, Stored
         throw InputError(fmt::format("{}: malformed .npy header: empty dtype", where_text));
     const char kind = d[0];
     d.remove_prefix(1);
-    int size = 0;
+    int size = 0;   // bytes per element
     if (!d.empty()) {
         const auto [ptr, ec] = std::from_chars(d.data(), d.data() + d.size(), size);
         if (ec != std::errc() || ptr != d.data() + d.size()) {
@@ -223,13 +223,14 @@ void parse_descr(const std::string& descr, const std::string& where_text, Stored
             throw InputError(fmt::format("{}: malformed .npy dtype '{}'", where_text, descr));
         }
     }
+    const long long bits = static_cast<long long>(size) * 8;   // for messages: '<f499999992' must not overflow int
     auto pick = [&](std::initializer_list<std::pair<int, DType>> options, std::string_view family) {
         for (const auto& [s, t] : options)
             if (s == size) {
                 out.dtype = t;
                 return;
             }
-        throw unsupported(fmt::format("{}{}", family, size * 8));
+        throw unsupported(fmt::format("{}{}", family, bits));
     };
     switch (kind) {
     case 'f': pick({{2, DType::f16}, {4, DType::f32}, {8, DType::f64}}, "float"); break;
@@ -238,10 +239,10 @@ void parse_descr(const std::string& descr, const std::string& where_text, Stored
     case 'b':
     case '?':
         if (size != 1 && !(kind == '?' && size == 0))
-            throw unsupported(fmt::format("bool{}", size * 8));
+            throw unsupported(fmt::format("bool{}", bits));
         out.dtype = DType::boolean;
         break;
-    case 'c': throw unsupported(fmt::format("complex{}", size * 8));
+    case 'c': throw unsupported(fmt::format("complex{}", bits));
     case 'O': throw unsupported("object (Python objects)");
     case 'U': throw unsupported("unicode string");
     case 'S':

@@ -383,6 +383,8 @@ bad("extra_key.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape'
 bad("missing_key.npy", npy_bytes("{'descr': '<f8', 'shape': (2,), }\n", b"\0" * 16))
 bad("negative_shape.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (-2, 3), }\n", b"\0" * 16))
 bad("deep_header.npy", npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': " + "(" * 500 + ")" * 500 + "}\n"))
+# Found by fuzz_npy: the item size in bits (shown in the message) overflowed an int.
+bad("huge_itemsize.npy", npy_bytes("{'descr': '<f499999992', 'fortran_order': False, 'shape': (3, 2), }\n", b"\0" * 16))
 bad("unterminated.npy", npy_bytes("{'descr': '<f8, 'fortran_order': False, 'shape': (2,)}\n", b"\0" * 16))
 # Key order and spacing NumPy never writes, but a Python literal allows: must be accepted.
 bad("odd_spacing.npy", npy_bytes("{ \"shape\" :(2,3) ,'fortran_order':True,   'descr':'>i2'}   \n",

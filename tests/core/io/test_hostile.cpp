@@ -71,6 +71,10 @@ TEST(IoHostile, NpyUnicodeRefused) { expect_bad("bad/unicode.npy", {"unsupported
 TEST(IoHostile, NpyBytesRefused) { expect_bad("bad/bytes.npy", {"unsupported element type byte string"}); }
 TEST(IoHostile, NpyStructuredRefused) { expect_bad("bad/structured.npy", {"structured dtype"}); }
 TEST(IoHostile, NpyDatetimeRefused) { expect_bad("bad/datetime.npy", {"datetime64"}); }
+TEST(IoHostile, NpyHugeItemSizeRefused)   // fuzz_npy: '<f499999992' overflowed int computing the bit count
+{
+    expect_bad("bad/huge_itemsize.npy", {"unsupported element type float3999999936"});
+}
 TEST(IoHostile, NpyLongDoubleRefused) { expect_bad("bad/longdouble.npy", {"unsupported element type float128"}); }
 
 TEST(IoHostile, NpyUnusualKeyOrderAndSpacingAreAccepted)
