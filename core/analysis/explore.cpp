@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 
 #include "analysis/inputs.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
+#include "metrics/bidiag_svd.h"
+#include "metrics/structured.h"
 #include "util/error.h"
 
 namespace attnscope::analysis {
@@ -92,15 +95,150 @@ Eigen::Index selected_tokens(const TensorSource& source)
     return tokens;
 }
 
+namespace {
+
+// Progress over stages of unequal cost: fractions of the whole job by the stages' weights, reported at
+// most every 50 ms (each report is a queued call on the GUI thread); cancellation is checked every time.
+class WeightedProgress {
+public:
+    WeightedProgress(const JobContext& ctx, double total) : m_ctx(ctx), m_total(total > 0 ? total : 1.0) {}
+
+    void begin(const std::string& stage, double weight)
+    {
+        m_done += m_weight;
+        m_weight = weight;
+        m_stage = stage;
+        report(0.0, true);
+    }
+    // `fraction` of the current stage is done.
+    void at(double fraction) { report(fraction, false); }
+    double fraction() const { return m_last; }
+
+private:
+    void report(double fraction, bool force)
+    {
+        m_ctx.check();
+        const auto now = std::chrono::steady_clock::now();
+        if (!force && now - m_reported < std::chrono::milliseconds(50))
+            return;
+        m_reported = now;
+        m_last = std::min(1.0, (m_done + std::clamp(fraction, 0.0, 1.0) * m_weight) / m_total);
+        m_ctx.progress(m_last, m_stage);
+    }
+
+    const JobContext& m_ctx;
+    double m_total, m_done = 0, m_weight = 0, m_last = 0;
+    std::string m_stage;
+    std::chrono::steady_clock::time_point m_reported{};
+};
+
+// Rows per tile when the matrix is built, checked and measured in pieces (a multiple of the softmax
+// operator's own tile, so that its tiles are dense()'s).
+constexpr Eigen::Index k_rows_per_tile = 256;
+// From this N on the matrix is built tile by tile with cancellation between tiles (dense() of a kernel
+// operator is one GEMM: ~1 s at N = 8192). Below, dense() as analyze() calls it.
+constexpr Eigen::Index k_tiled_build_from = 2048;
+
+// Relative costs, in units of one pass building the N x N matrix: measured on 2 cores (docs/gui.md).
+double spectrum_weight(SpectrumPath path, Eigen::Index n)
+{
+    if (path == SpectrumPath::dense)
+        return std::max(1.0, static_cast<double>(n) / 40.0);
+    return path == SpectrumPath::none ? 0.0 : 0.2;
+}
+
+// measure() (analyze.h) for the GUI, which keeps the N x N matrix: the same numbers (row entropies
+// summed as row_entropy() sums them, the dense spectrum bit-identical to dgesdd's up to N = 4096 and to
+// rounding beyond), the same warnings, and every step interruptible: the matrix is built, checked and
+// measured in tiles of rows, and the dense SVD reports after every column.
+void measure_kept(MechanismOutcome& o, const attention::AttentionOperator& op, SpectrumPath path,
+                  const attention::AttentionOptions& options, const MetricOptions& mo, const std::string& name,
+                  WeightedProgress& progress)
+{
+    using Eigen::Index;
+    const Index n = op.rows();
+    MechanismResult& r = o.result;
+    o.allowed_keys = op.allowed_keys();
+    const std::vector<Index>& allowed = o.allowed_keys;
+    const auto tiles = [n](auto&& body) {
+        for (Index t0 = 0; t0 < n; t0 += k_rows_per_tile)
+            if (!body(t0, std::min(k_rows_per_tile, n - t0)))
+                return;
+    };
+    const auto fraction = [n](Index t0, Index count) { return static_cast<double>(t0 + count) / static_cast<double>(n); };
+
+    progress.begin(name + ": attention matrix", 1.0);
+    auto A = std::make_shared<Eigen::MatrixXd>();
+    if (n < k_tiled_build_from) {
+        *A = op.dense();
+    } else {
+        A->resize(n, n);
+        tiles([&](Index t0, Index count) {
+            op.dense_rows(t0, count, A->middleRows(t0, count));
+            progress.at(fraction(t0, count));
+            return true;
+        });
+    }
+
+    progress.begin(name + ": entropy", 1.0);
+    bool finite = true, negative = false;
+    std::vector<double> h(static_cast<std::size_t>(n), 0.0);
+    tiles([&](Index t0, Index count) {
+        const auto rows = A->middleRows(t0, count);
+        if (!rows.allFinite()) {
+            finite = false;
+            return false;
+        }
+        negative = negative || (rows.array() < 0.0).any();
+        if (!negative && mo.entropy) {
+            const std::vector<Index> allowed_rows(allowed.begin() + t0, allowed.begin() + t0 + count);
+            const metrics::EntropyStats part = metrics::row_entropy(rows, allowed_rows);
+            std::copy(part.rows.begin(), part.rows.end(), h.begin() + t0);
+        }
+        progress.at(fraction(t0, count));
+        return true;
+    });
+    o.matrix = A;
+    if (!finite) {
+        r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
+                             "no metric is reported");
+        return;
+    }
+    // measure()'s warnings, word for word (tests/core/analysis/test_explore.cpp compares them).
+    if (mo.entropy) {
+        if (negative) {
+            r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
+                                 std::string(attention::to_string(options.feature_map.kind)) +
+                                 "), so its rows are not distributions");
+        } else {
+            r.entropy = metrics::entropy_stats(std::move(h), allowed);
+            r.entropy_method = "dense";
+            if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+                r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
+                                     std::string(attention::to_string(options.normalize)) +
+                                     "); entropy is computed from the entries as they are");
+        }
+    }
+
+    if (path == SpectrumPath::none)
+        return;
+    if (path != SpectrumPath::dense && path != SpectrumPath::structured)
+        throw std::logic_error("explore: spectrum path without all singular values");
+    progress.begin(name + ": singular values", spectrum_weight(path, n));
+    std::vector<double> s = path == SpectrumPath::structured
+                                ? metrics::structured_singular_values(*op.factors())
+                                : metrics::singular_values_with_progress(Eigen::MatrixXd(*A), [&](double f) { progress.at(f); });
+    r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, mo.rank_rtol);
+    r.spectrum_method = path == SpectrumPath::structured ? "structured" : "dense";
+}
+
+}  // namespace
+
 ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
 {
     const auto start = std::chrono::steady_clock::now();
     const std::size_t mechanisms = request.mechanisms.size();
-    const double steps = 1.0 + 3.0 * static_cast<double>(mechanisms);
-    double step = 0;
-    auto advance = [&](const std::string& stage) { ctx.progress(step++ / steps, stage); };
-
-    advance("reading queries and keys");
+    ctx.progress(0.0, "reading queries and keys");
     const std::uint64_t limit = request.memory_limit ? request.memory_limit : default_memory_limit();
     const LoadedInputs in = load_inputs(request.source.q_ref, request.source.k_ref, request.source.v_ref,
                                         request.source.selection);
@@ -113,31 +251,57 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
         throw InputError("N=" + std::to_string(out.n) + " tokens need about " + std::to_string(need >> 20) +
                          " MiB for " + std::to_string(mechanisms) + " dense matrices, over the memory limit of " +
                          std::to_string(limit >> 20) + " MiB");
+    ctx.check();
 
     MetricOptions mo;
     mo.rank_rtol = request.rank_rtol;
     mo.row_entropy = true;
+    // Operators first (cheap: feature maps and factors), so that the stages' weights are known.
+    struct Planned {
+        MechanismOutcome outcome;
+        attention::AttentionOptions options;
+        std::unique_ptr<attention::AttentionOperator> op;
+        SpectrumPath path = SpectrumPath::none;
+    };
+    std::vector<Planned> plan;
+    double total = 0.1;   // reading
     for (const Mechanism m : request.mechanisms) {
-        MechanismOutcome o;
-        o.result.mechanism = m;
-        const std::string name(attention::to_string(m));
+        Planned p;
+        p.outcome.result.mechanism = m;
         try {
-            const attention::AttentionOptions opts = options_for(m, request.options);
-            o.result.params = mechanism_params(m, opts, out.n, out.d);
-            advance(name + ": attention matrix");
-            const auto op = attention::make_operator(m, in.q.values, in.k.values, opts);
-            auto A = std::make_shared<Eigen::MatrixXd>(op->dense());
-            o.allowed_keys = op->allowed_keys();
-            advance(name + ": singular values");
-            measure(o.result, *op, A.get(), false, choose_spectrum_path(*op, mo, UINT64_MAX), opts, mo);
-            o.matrix = std::move(A);
-            step += 1;
-        } catch (const JobCancelled&) {
-            throw;
+            p.options = options_for(m, request.options);
+            p.outcome.result.params = mechanism_params(m, p.options, out.n, out.d);
+            p.op = attention::make_operator(m, in.q.values, in.k.values, p.options);
+            p.path = choose_spectrum_path(*p.op, mo, UINT64_MAX);
+            total += 2.0 + spectrum_weight(p.path, out.n);
         } catch (const std::invalid_argument& e) {
-            o.error = e.what();
+            p.outcome.error = e.what();
+            p.op.reset();
         } catch (const InputError& e) {
-            o.error = e.what();
+            p.outcome.error = e.what();
+            p.op.reset();
+        }
+        plan.push_back(std::move(p));
+        ctx.check();
+    }
+    WeightedProgress progress(ctx, total);
+    progress.begin("reading queries and keys", 0.1);
+
+    for (Planned& p : plan) {
+        MechanismOutcome& o = p.outcome;
+        if (p.op) {
+            const std::string name(attention::to_string(o.result.mechanism));
+            try {
+                measure_kept(o, *p.op, p.path, p.options, mo, name, progress);
+            } catch (const JobCancelled&) {
+                throw;
+            } catch (const std::invalid_argument& e) {
+                o.error = e.what();
+                o.matrix.reset();
+            } catch (const InputError& e) {
+                o.error = e.what();
+                o.matrix.reset();
+            }
         }
         out.outcomes.push_back(std::move(o));
         ctx.check();

@@ -1,6 +1,10 @@
 // explore(): the GUI's pipeline gives the same numbers as analyze(), keeps the matrices, reports the
-// mixing matrix, isolates a failing mechanism, maps tokens to grid coordinates like NumPy.
+// mixing matrix, isolates a failing mechanism, maps tokens to grid coordinates like NumPy; large
+// matrices are built in tiles and a cancel stops the dense SVD midway.
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <optional>
 
 #include <gtest/gtest.h>
 
@@ -8,7 +12,9 @@
 #include "analysis/explore.h"
 #include "analysis/inputs.h"
 #include "analysis/synth.h"
+#include "attention/operator.h"
 #include "io/writers.h"
+#include "metrics/metrics.h"
 #include "support/test_support.h"
 #include "util/error.h"
 
@@ -165,4 +171,100 @@ TEST(Explore, ReduceRegion)
     EXPECT_EQ(mean.rows, 2);   // never more cells than the region
     EXPECT_EQ(mean.values, (std::vector<double>{12, 13, 18, 19}));
     EXPECT_TRUE(analysis::reduce_region(a, 3, 3, 0, 6, 2, 2, analysis::Reduce::max).values.empty());
+}
+
+TEST(Explore, WarningsAndEntropiesAreAnalyzes)
+{
+    // explore() measures its kept matrix tile by tile; warnings and numbers must be analyze()'s.
+    const std::string dir = test::fresh_work_dir("explore_warnings");
+    const std::string path = write_sample(dir, 96, 6, "gaussian");
+    for (const bool identity : {false, true}) {
+        auto req = request_for(path);
+        req.options.blocks.blocks = 4;
+        req.options.normalize = attention::Normalize::none;   // MHLA: entropy of unnormalised rows (warning)
+        req.options.causal = !identity;
+        if (identity)
+            req.options.feature_map.kind = attention::FeatureMapKind::identity;   // negative entries (warning)
+        const auto res = analysis::explore(req, analysis::JobContext{});
+        const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
+        analysis::MetricOptions mo;
+        const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+        for (std::size_t i = 0; i < 3; ++i) {
+            const auto& o = res.outcomes[i];
+            ASSERT_TRUE(o.error.empty()) << o.error;
+            EXPECT_EQ(o.result.warnings, ref[i].warnings) << attention::to_string(o.result.mechanism);
+            ASSERT_EQ(o.result.entropy.has_value(), ref[i].entropy.has_value());
+            if (ref[i].entropy) {
+                EXPECT_EQ(o.result.entropy->rows, ref[i].entropy->rows);
+            }
+            ASSERT_TRUE(o.result.spectrum && ref[i].spectrum);
+            EXPECT_EQ(o.result.spectrum->singular_values, ref[i].spectrum->singular_values);
+            EXPECT_EQ(o.result.spectrum_method, ref[i].spectrum_method);
+        }
+    }
+}
+
+TEST(Explore, LargeMatricesAreBuiltInTiles)
+{
+    // From N = 2048 the matrix is built from dense_rows() tiles (interruptible): same matrix as dense().
+    const std::string dir = test::fresh_work_dir("explore_tiles");
+    const std::string path = write_sample(dir, 2100, 8, "local1d");
+    auto req = request_for(path);
+    req.mechanisms = {Mechanism::linear, Mechanism::mhla};   // structured spectra: no large SVD
+    req.options.blocks.blocks = 8;
+    const auto res = analysis::explore(req, analysis::JobContext{});
+    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
+    for (const auto& o : res.outcomes) {
+        ASSERT_TRUE(o.error.empty()) << o.error;
+        const auto op = attention::make_operator(o.result.mechanism, in.q.values, in.k.values,
+                                                 analysis::options_for(o.result.mechanism, req.options));
+        const Eigen::MatrixXd A = op->dense();
+        EXPECT_LE((*o.matrix - A).cwiseAbs().maxCoeff(), 1e-15);
+        const auto H = metrics::row_entropy(A, op->allowed_keys());
+        for (std::size_t t = 0; t < H.rows.size(); ++t)
+            ASSERT_NEAR(o.result.entropy->rows[t], H.rows[t], 1e-12);
+        EXPECT_EQ(o.result.spectrum_method, "structured");
+    }
+}
+
+TEST(Explore, CancelInterruptsTheSingularValues)
+{
+    // Cancel once the dense SVD has reported progress of its own: the job ends cancelled, and the last
+    // progress shows the SVD unfinished. No timing is asserted (the SVD reports after every column).
+    const std::string dir = test::fresh_work_dir("explore_cancel");
+    const std::string path = write_sample(dir, 1200, 16, "local1d");
+    auto req = request_for(path);
+    req.mechanisms = {Mechanism::softmax};
+    analysis::JobRunner runner;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::optional<analysis::JobOutcome<int>> outcome;
+    double svd_start = -1, last = 0;
+    int svd_reports = 0;
+    runner.submit<int>(
+        [&](const analysis::JobContext& ctx) {
+            analysis::explore(req, ctx);
+            return 1;
+        },
+        [&](analysis::JobOutcome<int> o) {
+            std::lock_guard lock(mutex);
+            outcome = std::move(o);
+            cv.notify_all();
+        },
+        [&](double fraction, const std::string& stage) {
+            last = fraction;   // the worker thread: no lock needed until `done`
+            if (stage != "softmax: singular values")
+                return;
+            if (svd_start < 0)
+                svd_start = fraction;
+            else if (fraction > svd_start && ++svd_reports == 1)
+                runner.cancel();
+        });
+    std::unique_lock lock(mutex);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return outcome.has_value(); }));
+    EXPECT_TRUE(outcome->cancelled);
+    EXPECT_FALSE(outcome->result.has_value());
+    EXPECT_EQ(svd_reports, 1);    // cancelled from inside the SVD ...
+    EXPECT_GT(last, svd_start);
+    EXPECT_LT(last, 0.9);         // ... long before it finished (it is ~97 % of this job)
 }
