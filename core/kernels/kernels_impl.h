@@ -1,0 +1,16 @@
+#pragma once
+// The per-instruction-set entry points behind kernels.h (internal to core/kernels). Plain declarations,
+// no Eigen: this header is shared by builds with different compiler flags.
+#include "kernels/kernels.h"
+
+namespace attnscope::kernels {
+#define ATTNSCOPE_KERNEL_DECLS                                                                                  \
+    void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,           \
+              const double* B, Index ldb, double beta, double* C, Index ldc);                                  \
+    int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc);                  \
+    void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);
+namespace generic { ATTNSCOPE_KERNEL_DECLS }
+namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
+namespace avx512 { ATTNSCOPE_KERNEL_DECLS }
+#undef ATTNSCOPE_KERNEL_DECLS
+}  // namespace attnscope::kernels

@@ -1,0 +1,165 @@
+#include "metrics/svd_two_stage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include <lapacke.h>
+
+#include "kernels/kernels.h"
+
+namespace attnscope::metrics {
+
+namespace {
+
+using Index = Eigen::Index;
+
+void check(lapack_int info, const char* what)
+{
+    if (info < 0)
+        throw std::runtime_error(std::string(what) + ": illegal argument " + std::to_string(-info));
+    if (info > 0)
+        throw std::runtime_error(std::string(what) + " did not converge (info=" + std::to_string(info) + ")");
+}
+
+// V = the unit lower trapezoidal reflector matrix stored below the diagonal of `a` (rows x cols, ld),
+// made explicit (ones on the diagonal, zeros above) for plain matrix products.
+void unit_lower(const double* a, lapack_int ld, lapack_int rows, lapack_int cols, std::vector<double>& V)
+{
+    V.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+    for (lapack_int j = 0; j < cols; ++j) {
+        double* v = V.data() + static_cast<std::size_t>(j) * static_cast<std::size_t>(rows);
+        const double* src = a + static_cast<std::size_t>(j) * static_cast<std::size_t>(ld);
+        for (lapack_int i = 0; i < rows; ++i)
+            v[i] = i < j ? 0.0 : (i == j ? 1.0 : src[i]);
+    }
+}
+
+// Stage 1 on a tall (m >= n) column-major matrix: afterwards A's top n x n part is upper triangular with
+// upper bandwidth b (A(i, j) = 0 unless i <= j <= i + b) and its rows below n are zero (not written).
+void reduce_to_band(Eigen::MatrixXd& A, lapack_int b, const TwoStageProgress& progress)
+{
+    const auto m = static_cast<lapack_int>(A.rows());
+    const auto n = static_cast<lapack_int>(A.cols());
+    const lapack_int lda = m;
+    double* a = A.data();
+    auto at = [&](lapack_int i, lapack_int j) { return a + i + static_cast<std::size_t>(j) * static_cast<std::size_t>(lda); };
+
+    std::vector<double> tau(static_cast<std::size_t>(b));
+    std::vector<double> T(static_cast<std::size_t>(b) * static_cast<std::size_t>(b), 0.0);   // dlarft fills the upper triangle
+    std::vector<double> panel, V, W, W2;
+    // dgeqrf's workspace for the widest panel (a query gives its blocked size).
+    double query = 0.0;
+    check(LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, std::max(m, n), b, nullptr, std::max(m, n), nullptr, &query, -1), "dgeqrf");
+    std::vector<double> qr_work(static_cast<std::size_t>(std::max(query, 1.0)) + static_cast<std::size_t>(b));
+    const auto qr_lwork = static_cast<lapack_int>(qr_work.size());
+
+    // Work of the panel at column k ~ (m - k)(n - k) b: progress as the share of sum over panels.
+    const double total = static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / 3.0 +
+                         static_cast<double>(m - n) * static_cast<double>(n) * static_cast<double>(n) / 2.0;
+    auto done_after = [&](lapack_int k) {
+        const double r = static_cast<double>(n - k);
+        const double left = r * r * r / 3.0 + static_cast<double>(m - n) * r * r / 2.0;
+        return total > 0.0 ? std::clamp(1.0 - left / total, 0.0, 1.0) : 1.0;
+    };
+
+    for (lapack_int k = 0; k < n; k += b) {
+        if (progress && !progress(0.9 * done_after(k)))   // stage 1 is about 90 % of the time
+            throw Cancelled();
+        const lapack_int w = std::min(b, n - k);
+        const lapack_int mk = m - k;
+        const lapack_int nc = n - k - w;   // columns right of the panel
+
+        // Column panel A[k:m, k:k+w] = Q R; A[k:m, k+w:n] <- Q^T A[k:m, k+w:n].
+        check(LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, mk, w, at(k, k), lda, tau.data(), qr_work.data(), qr_lwork), "dgeqrf");
+        if (nc > 0) {
+            check(LAPACKE_dlarft_work(LAPACK_COL_MAJOR, 'F', 'C', mk, w, at(k, k), lda, tau.data(), T.data(), b), "dlarft");
+            unit_lower(at(k, k), lda, mk, w, V);
+            // A[k:m, k+w:n] <- (I - V T V^T)^T A[k:m, k+w:n] = C - V (T^T (V^T C)): three products.
+            W.resize(static_cast<std::size_t>(w) * static_cast<std::size_t>(nc));
+            W2.resize(W.size());
+            kernels::gemm('T', 'N', w, nc, mk, 1.0, V.data(), mk, at(k, k + w), lda, 0.0, W.data(), w);
+            kernels::gemm('T', 'N', w, nc, w, 1.0, T.data(), b, W.data(), w, 0.0, W2.data(), w);
+            kernels::gemm('N', 'N', mk, nc, w, -1.0, V.data(), mk, W2.data(), w, 1.0, at(k, k + w), lda);
+        }
+        for (lapack_int j = 0; j < w; ++j)   // the reflectors below R are not part of the band
+            std::fill(at(k + j + 1, k + j), at(k + j + 1, k + j) + (mk - j - 1), 0.0);
+        if (nc == 0)
+            break;
+
+        // Row panel P = A[k:k+w, k+w:n] = L Q^T, done as the QR of P^T (contiguous); then
+        // A[k+w:m, k+w:n] <- A[k+w:m, k+w:n] Q and P <- P Q = R^T (lower trapezoidal).
+        panel.resize(static_cast<std::size_t>(nc) * static_cast<std::size_t>(w));
+        for (lapack_int i = 0; i < w; ++i)
+            for (lapack_int j = 0; j < nc; ++j)
+                panel[static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * static_cast<std::size_t>(nc)] = *at(k + i, k + w + j);
+        check(LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, nc, w, panel.data(), nc, tau.data(), qr_work.data(), qr_lwork), "dgeqrf");
+        const lapack_int kr = std::min(w, nc);
+        const lapack_int mr = m - k - w;
+        if (mr > 0) {
+            check(LAPACKE_dlarft_work(LAPACK_COL_MAJOR, 'F', 'C', nc, kr, panel.data(), nc, tau.data(), T.data(), b), "dlarft");
+            unit_lower(panel.data(), nc, nc, kr, V);
+            // A[k+w:m, k+w:n] <- C (I - V T V^T) = C - ((C V) T) V^T.
+            W.resize(static_cast<std::size_t>(mr) * static_cast<std::size_t>(kr));
+            W2.resize(W.size());
+            kernels::gemm('N', 'N', mr, kr, nc, 1.0, at(k + w, k + w), lda, V.data(), nc, 0.0, W.data(), mr);
+            kernels::gemm('N', 'N', mr, kr, kr, 1.0, W.data(), mr, T.data(), b, 0.0, W2.data(), mr);
+            kernels::gemm('N', 'T', mr, nc, kr, -1.0, W2.data(), mr, V.data(), nc, 1.0, at(k + w, k + w), lda);
+        }
+        for (lapack_int j = 0; j < nc; ++j)
+            for (lapack_int i = 0; i < w; ++i)
+                *at(k + i, k + w + j) =
+                    (j < kr && j <= i) ? panel[static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * static_cast<std::size_t>(nc)] : 0.0;
+    }
+}
+
+}  // namespace
+
+std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, const TwoStageProgress& progress)
+{
+    if (A.rows() == 0 || A.cols() == 0)
+        return {};
+    if (!A.allFinite())
+        throw std::invalid_argument("singular_values: the matrix has non-finite entries");
+    constexpr Index max_int = std::numeric_limits<lapack_int>::max();
+    if (A.rows() > max_int || A.cols() > max_int)
+        throw std::invalid_argument("singular_values: matrix too large for LAPACK");
+    if (band < 1)
+        throw std::invalid_argument("singular_values_two_stage: band must be at least 1");
+    if (A.rows() < A.cols())
+        A = Eigen::MatrixXd(A.transpose());   // same singular values; stage 1 wants m >= n
+
+    const auto n = static_cast<lapack_int>(A.cols());
+    const auto b = static_cast<lapack_int>(std::min<Index>(band, std::max<Index>(n - 1, 1)));
+    reduce_to_band(A, b, progress);
+
+    // Stage 2: the n x n upper band (kl = 0, ku = b) in LAPACK band storage AB(ku + i - j, j) = A(i, j).
+    const lapack_int ldab = b + 1;
+    std::vector<double> ab(static_cast<std::size_t>(ldab) * static_cast<std::size_t>(n), 0.0);
+    for (lapack_int j = 0; j < n; ++j)
+        for (lapack_int i = std::max<lapack_int>(0, j - b); i <= j; ++i)
+            ab[static_cast<std::size_t>(b + i - j) + static_cast<std::size_t>(j) * static_cast<std::size_t>(ldab)] = A(i, j);
+    A.resize(0, 0);   // the band copy is all that is needed now
+
+    std::vector<double> d(static_cast<std::size_t>(n)), e(static_cast<std::size_t>(std::max<lapack_int>(n - 1, 1)));
+    std::vector<double> work(static_cast<std::size_t>(4) * static_cast<std::size_t>(n) + 4);
+    double dummy = 0.0;
+    check(LAPACKE_dgbbrd_work(LAPACK_COL_MAJOR, 'N', n, n, 0, 0, b, ab.data(), ldab, d.data(), e.data(), &dummy, 1, &dummy,
+                              1, &dummy, 1, work.data()),
+          "dgbbrd");
+    if (progress && !progress(0.99))
+        throw Cancelled();
+    // Stage 3: values only (ncvt = nru = ncc = 0) runs dqds, as dgesdd's values-only path does.
+    check(LAPACKE_dbdsqr_work(LAPACK_COL_MAJOR, 'U', n, 0, 0, 0, d.data(), e.data(), &dummy, 1, &dummy, 1, &dummy, 1,
+                              work.data()),
+          "dbdsqr");
+    for (double& v : d)
+        v = std::abs(v);
+    std::sort(d.begin(), d.end(), std::greater<>());
+    return d;
+}
+
+}  // namespace attnscope::metrics

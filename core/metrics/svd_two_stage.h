@@ -1,0 +1,40 @@
+#pragma once
+// All singular values of a dense matrix by a two-stage reduction, the algorithm of PLASMA / MAGMA /
+// ELPA for the values-only SVD (Ltaief, Luszczek & Dongarra, "High-performance bidiagonal reduction
+// using tile algorithms", ACM TOMS 39(3), 2013), built from LAPACK's own kernels:
+//
+//   stage 1  A -> upper band B of bandwidth b, by alternating blocked QR of a column panel and LQ of a
+//            row panel (dgeqrf + dlarft + dlarfb): all level-3 BLAS, unlike dgebrd's one-stage
+//            bidiagonalisation, whose half of the flops are memory-bound matrix-vector products;
+//   stage 2  B -> bidiagonal by LAPACK dgbbrd (Givens bulge chasing, O(N^2 b));
+//   stage 3  the bidiagonal's singular values by dbdsqr (values only: the dqds algorithm, high
+//            relative accuracy), exactly as dgesdd's values-only path ends.
+//
+// Every step is an orthogonal transformation, so the result has dgesdd's backward error (singular
+// values to O(eps) * s_1 absolute); tests compare the two on many matrices.
+#include <functional>
+#include <vector>
+
+#include <Eigen/Core>
+
+namespace attnscope::metrics {
+
+// Called between panels of stage 1 (which maps to 0..0.9) and after stage 2 (0.99) with the fraction of
+// the work done so far; returning false
+// stops the computation, which then throws Cancelled.
+using TwoStageProgress = std::function<bool(double fraction)>;
+
+struct Cancelled : std::exception {
+    const char* what() const noexcept override { return "cancelled"; }
+};
+
+// Default band width of stage 1 (the panel width).
+constexpr Eigen::Index two_stage_default_band = 64;
+
+// All singular values of A (consumed), descending. Any shape (a wide A is transposed first). Throws
+// std::invalid_argument for non-finite entries, std::runtime_error if LAPACK fails, Cancelled when
+// `progress` returns false.
+std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Eigen::Index band = two_stage_default_band,
+                                              const TwoStageProgress& progress = {});
+
+}  // namespace attnscope::metrics

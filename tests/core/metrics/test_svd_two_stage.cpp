@@ -1,0 +1,144 @@
+// The two-stage values-only SVD (metrics/svd_two_stage.h) against LAPACK's dgesdd, called directly here,
+// on every instruction-set build of the products (core/kernels): random, attention-like, rank-deficient,
+// graded, tall and wide matrices, several band widths; progress and cancellation.
+#include <random>
+#include <stdexcept>
+
+#include <gtest/gtest.h>
+#include <lapacke.h>
+
+#include "kernels/kernels.h"
+#include "metrics/metrics.h"
+#include "metrics/svd_two_stage.h"
+
+using namespace attnscope;
+using Eigen::MatrixXd;
+
+namespace {
+
+MatrixXd gaussian(Eigen::Index rows, Eigen::Index cols, unsigned seed)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> g;
+    MatrixXd A(rows, cols);
+    for (Eigen::Index i = 0; i < A.size(); ++i)
+        A.data()[i] = g(rng);
+    return A;
+}
+
+MatrixXd softmax_like(Eigen::Index n, unsigned seed)
+{
+    MatrixXd S = gaussian(n, 32, seed) * gaussian(n, 32, seed + 7).transpose() / std::sqrt(32.0);
+    for (Eigen::Index t = 0; t < n; ++t) {
+        S.row(t).array() -= S.row(t).maxCoeff();
+        S.row(t) = S.row(t).array().exp().matrix();
+        S.row(t) /= S.row(t).sum();
+    }
+    return S;
+}
+
+std::vector<double> dgesdd(MatrixXd A)
+{
+    std::vector<double> s(static_cast<std::size_t>(std::min(A.rows(), A.cols())));
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(A.rows()),
+                                           static_cast<lapack_int>(A.cols()), A.data(), static_cast<lapack_int>(A.rows()),
+                                           s.data(), nullptr, 1, nullptr, 1);
+    EXPECT_EQ(info, 0);
+    return s;
+}
+
+void expect_agree(const MatrixXd& A, Eigen::Index band, const char* what)
+{
+    const std::vector<double> ref = dgesdd(A);
+    const std::vector<double> got = metrics::singular_values_two_stage(MatrixXd(A), band);
+    ASSERT_EQ(got.size(), ref.size()) << what;
+    const double s1 = ref.empty() ? 0.0 : ref[0];
+    for (std::size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 64 * 0x1.0p-52 * s1 * std::sqrt(static_cast<double>(A.cols())) + 1e-300)
+            << what << " " << A.rows() << "x" << A.cols() << " band " << band << " i=" << i;
+    for (std::size_t i = 1; i < got.size(); ++i)
+        ASSERT_GE(got[i - 1], got[i]);
+}
+
+class TwoStage : public ::testing::TestWithParam<kernels::Isa> {
+protected:
+    void SetUp() override
+    {
+        previous_ = kernels::active_isa();
+        if (kernels::set_isa(GetParam()) != GetParam())
+            GTEST_SKIP() << "this CPU lacks " << kernels::to_string(GetParam());
+    }
+    void TearDown() override { kernels::set_isa(previous_); }
+    kernels::Isa previous_ = kernels::Isa::generic;
+};
+
+TEST_P(TwoStage, AgreesWithDgesddOnManyShapes)
+{
+    unsigned seed = 1;
+    for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {7, 7}, {64, 64}, {65, 65},
+                                                                     {200, 130}, {130, 200}, {300, 300}, {513, 513}})
+        for (const Eigen::Index band : {1, 3, 16, 64, 200})
+            expect_agree(gaussian(rows, cols, seed++), band, "gaussian");
+    expect_agree(softmax_like(700, 3), 64, "softmax-like");
+    expect_agree(softmax_like(257, 4), 32, "softmax-like");
+}
+
+TEST_P(TwoStage, RankDeficientAndGradedMatrices)
+{
+    // Rank 5 in 400 x 400: 395 values at rounding level, as dgesdd finds them.
+    const MatrixXd low = gaussian(400, 5, 11) * gaussian(5, 400, 12);
+    expect_agree(low, 64, "rank 5");
+    const std::vector<double> s = metrics::singular_values_two_stage(MatrixXd(low));
+    EXPECT_GT(s[4], 1.0);
+    EXPECT_LT(s[5], 1e-12 * s[0]);
+    // Columns scaled over 12 orders of magnitude.
+    MatrixXd graded = gaussian(300, 300, 13);
+    for (Eigen::Index j = 0; j < 300; ++j)
+        graded.col(j) *= std::pow(10.0, -12.0 * static_cast<double>(j) / 299.0);
+    expect_agree(graded, 48, "graded");
+    expect_agree(MatrixXd::Zero(100, 100), 16, "zero");
+    expect_agree(MatrixXd::Identity(150, 150) * 3.0, 16, "identity");
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, TwoStage, ::testing::Values(kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512),
+                         [](const auto& info) { return std::string(kernels::to_string(info.param)); });
+
+TEST(TwoStageSvd, ProgressRisesAndCancelStops)
+{
+    std::vector<double> f;
+    metrics::singular_values_two_stage(gaussian(600, 600, 21), 32, [&](double x) {
+        f.push_back(x);
+        return true;
+    });
+    ASSERT_GE(f.size(), 600u / 32);
+    EXPECT_EQ(f.front(), 0.0);
+    for (std::size_t i = 1; i < f.size(); ++i)
+        EXPECT_GE(f[i], f[i - 1]);
+    EXPECT_LE(f.back(), 1.0);
+
+    int calls = 0;
+    EXPECT_THROW(metrics::singular_values_two_stage(gaussian(600, 600, 22), 32, [&](double) { return ++calls < 5; }),
+                 metrics::Cancelled);
+    EXPECT_EQ(calls, 5);
+}
+
+TEST(TwoStageSvd, RefusesBadInput)
+{
+    MatrixXd bad = gaussian(10, 10, 5);
+    bad(3, 4) = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_THROW(metrics::singular_values_two_stage(std::move(bad)), std::invalid_argument);
+    EXPECT_THROW(metrics::singular_values_two_stage(gaussian(10, 10, 6), 0), std::invalid_argument);
+    EXPECT_TRUE(metrics::singular_values_two_stage(MatrixXd(0, 4)).empty());
+}
+
+TEST(TwoStageSvd, SingularValuesUsesItForLargeMatrices)
+{
+    // singular_values() switches to the two-stage path at k_two_stage_min_size: same numbers either way.
+    const MatrixXd A = softmax_like(metrics::k_two_stage_min_size + 3, 31);
+    const std::vector<double> ref = dgesdd(A), got = metrics::singular_values(MatrixXd(A));
+    ASSERT_EQ(got.size(), ref.size());
+    for (std::size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-13 * ref[0]);
+}
+
+}  // namespace
