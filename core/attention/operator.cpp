@@ -8,6 +8,7 @@
 
 #include "attention/feature_map.h"
 #include "attention/mixing.h"
+#include "kernels/kernels.h"
 
 namespace attnscope::attention {
 
@@ -19,6 +20,27 @@ void AttentionOperator::perform_op(const double* x_in, double* y_out) const
     const Eigen::Map<const MatrixXd> x(x_in, m_n, 1);
     Eigen::Map<MatrixXd> y(y_out, m_n, 1);
     apply(x, y);
+}
+
+int AttentionOperator::row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const
+{
+    const Index n = m_n;
+    h.assign(static_cast<std::size_t>(n), 0.0);
+    if (tile_rows <= 0)
+        tile_rows = std::clamp<Index>((8LL << 20) / (8 * std::max<Index>(n, 1)), 1, 256);
+    MatrixXd tile;
+    VectorXd acc;
+    for (Index t0 = 0; t0 < n; t0 += tile_rows) {
+        const Index count = std::min(tile_rows, n - t0);
+        tile.resize(count, n);
+        dense_rows(t0, count, tile);
+        acc.setZero(count);
+        if (const int status = kernels::accumulate_entropy(tile.data(), count, n, tile.outerStride(), acc.data()))
+            return status;
+        for (Index i = 0; i < count; ++i)
+            h[static_cast<std::size_t>(t0 + i)] = acc(i);
+    }
+    return 0;
 }
 
 namespace {
@@ -103,6 +125,15 @@ public:
         }
     }
 
+    int row_entropies(std::vector<double>& h) const override
+    {
+        h.assign(static_cast<std::size_t>(m_n), 0.0);
+        if (m_n == 0)
+            return 0;
+        return kernels::softmax_row_entropies(m_q.data(), m_q.rows(), m_k.data(), m_k.rows(), m_n, m_q.cols(), m_scale,
+                                              m_causal, h.data());
+    }
+
     std::vector<Index> allowed_keys() const override
     {
         std::vector<Index> n(static_cast<std::size_t>(m_n));
@@ -120,16 +151,13 @@ private:
     {
         const Index nk = m_causal ? r0 + T : m_n;
         Et.resize(nk, T);
-        Et.noalias() = m_k.topRows(nk) * m_q.middleRows(r0, T).transpose();
-        Et *= m_scale;
-        for (Index i = 0; i < T; ++i) {
-            const Index allowed = m_causal ? r0 + i + 1 : nk;
-            Eigen::Ref<VectorXd> col = Et.col(i);
-            const double mx = col.head(allowed).maxCoeff();
-            col.head(allowed) = (col.head(allowed).array() - mx).exp();
-            col.tail(nk - allowed).setZero();
-            col.head(allowed) /= col.head(allowed).sum();
-        }
+        // Scores K Q_tile^T, then per column (query): scale, subtract the max, exp, normalise (core/kernels).
+        kernels::gemm('N', 'T', nk, T, m_k.cols(), 1.0, m_k.data(), m_k.rows(), m_q.data() + r0, m_q.rows(), 0.0, Et.data(),
+                      nk);
+        std::vector<Index> allowed(static_cast<std::size_t>(T));
+        for (Index i = 0; i < T; ++i)
+            allowed[static_cast<std::size_t>(i)] = m_causal ? r0 + i + 1 : nk;
+        kernels::softmax_columns(Et.data(), nk, T, nk, m_scale, allowed.data());
     }
 
     MatrixXd m_q, m_k;
@@ -326,17 +354,22 @@ public:
     void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
     {
         check_rows(m_n, t0, count, out);
-        out.noalias() = m_f.phi_q.middleRows(t0, count) * m_f.phi_k.transpose();
+        kernels::gemm('N', 'T', count, m_n, m_f.phi_q.cols(), 1.0, m_f.phi_q.data() + t0, m_f.phi_q.rows(), m_f.phi_k.data(),
+                      m_f.phi_k.rows(), 0.0, out.data(), out.outerStride());
         const bool plain = !m_causal && m_f.mixing.size() == 1 && m_f.mixing(0, 0) == 1.0;   // linear, non-causal
-        for (Index j = 0; j < m_n && !plain; ++j) {
-            const Index bj = m_f.block[static_cast<std::size_t>(j)];
-            const Index pj = m_pos[static_cast<std::size_t>(j)];
-            for (Index i = 0; i < count; ++i) {
-                const Index t = t0 + i;
-                if (m_causal && pj > m_pos[static_cast<std::size_t>(t)])
-                    out(i, j) = 0.0;
-                else
-                    out(i, j) *= m_f.mixing(m_f.block[static_cast<std::size_t>(t)], bj);
+        if (!plain) {
+            // Column j of the tile scales by mixing(block[t], block[j]): G(i, b) = mixing(block[t0 + i], b).
+            MatrixXd G(count, m_f.mixing.cols());
+            for (Index i = 0; i < count; ++i)
+                G.row(i) = m_f.mixing.row(m_f.block[static_cast<std::size_t>(t0 + i)]);
+            for (Index j = 0; j < m_n; ++j) {
+                out.col(j).array() *= G.col(m_f.block[static_cast<std::size_t>(j)]).array();
+                if (m_causal) {
+                    const Index pj = m_pos[static_cast<std::size_t>(j)];
+                    for (Index i = 0; i < count; ++i)
+                        if (pj > m_pos[static_cast<std::size_t>(t0 + i)])
+                            out(i, j) = 0.0;
+                }
             }
         }
         // Whole rows: row normalisation uses each row's own sum, exactly as dense() does.
@@ -349,24 +382,7 @@ public:
     MatrixXd dense() const override
     {
         MatrixXd A(m_n, m_n);
-        A.noalias() = m_f.phi_q * m_f.phi_k.transpose();
-        for (Index j = 0; j < m_n; ++j) {
-            const Index bj = m_f.block[static_cast<std::size_t>(j)];
-            const Index pj = m_pos[static_cast<std::size_t>(j)];
-            for (Index t = 0; t < m_n; ++t) {
-                if (m_causal && pj > m_pos[static_cast<std::size_t>(t)])
-                    A(t, j) = 0.0;
-                else
-                    A(t, j) *= m_f.mixing(m_f.block[static_cast<std::size_t>(t)], bj);
-            }
-        }
-        if (m_row_normalised) {
-            // Row normalisation of the dense matrix uses its own row sums (the definition, summed as written).
-            const VectorXd z = A.rowwise().sum();
-            A = z.cwiseInverse().asDiagonal() * A;
-        } else {
-            A = m_f.row_scale.asDiagonal() * A;
-        }
+        dense_rows(0, m_n, A);   // the definition, row sums as written
         return A;
     }
 
@@ -392,6 +408,26 @@ public:
         const MatrixXd Ys = m_rev.apply(Xs, m_causal);
         for (Index u = 0; u < m_n; ++u)
             Y.row(m_perm[static_cast<std::size_t>(m_causal ? m_n - 1 - u : u)]) = Ys.row(u);
+    }
+
+    int row_entropies(std::vector<double>& h) const override
+    {
+        h.assign(static_cast<std::size_t>(m_n), 0.0);
+        if (m_n == 0)
+            return 0;
+        // In sorted coordinates (blocks contiguous, the causal mask a lower triangle), then back to tokens.
+        std::vector<double> hs(static_cast<std::size_t>(m_n)), scale;
+        if (!m_row_normalised) {
+            scale.resize(static_cast<std::size_t>(m_n));
+            for (Index u = 0; u < m_n; ++u)
+                scale[static_cast<std::size_t>(u)] = m_f.row_scale(m_perm[static_cast<std::size_t>(u)]);
+        }
+        const int status = kernels::kernel_row_entropies(
+            m_fwd.a.data(), m_fwd.a.rows(), m_fwd.b.data(), m_fwd.b.rows(), m_n, m_fwd.a.cols(), m_fwd.c.data(),
+            m_fwd.c.rows(), m_fwd.offsets.data(), m_causal, m_row_normalised ? nullptr : scale.data(), hs.data());
+        for (Index u = 0; u < m_n; ++u)
+            h[static_cast<std::size_t>(m_perm[static_cast<std::size_t>(u)])] = hs[static_cast<std::size_t>(u)];
+        return status;
     }
 
     const KernelFactors* factors() const override { return m_causal ? nullptr : &m_f; }

@@ -58,6 +58,14 @@ public:
     // n_t: number of keys allowed to query t (N, or t+1 when causal; MHLA causal per its block rule).
     virtual std::vector<Index> allowed_keys() const = 0;
 
+    // Row entropies H_t = -sum_j A[t,j] ln A[t,j] (0 ln 0 = 0) of every row into h (resized to N), streamed
+    // in tiles without forming N x N: O(N d) memory. Returns 0, or 1 when an entry is negative (entropy
+    // undefined), 2 when one is not finite (h is then unspecified). The default goes through dense_rows();
+    // softmax and kernel operators compute it from their factors (core/kernels).
+    virtual int row_entropies(std::vector<double>& h) const { return row_entropies_by_rows(h, 0); }
+    // The same through dense_rows(), `tile_rows` rows at a time (0: tiles of about 8 MiB).
+    int row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const;
+
     // True when entries can be negative (identity feature map); entropy is then not defined.
     virtual bool may_be_negative() const { return false; }
 

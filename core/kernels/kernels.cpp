@@ -162,4 +162,61 @@ void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scal
     generic::softmax_columns(tile, rows, cols, ld, scale, allowed);
 }
 
+namespace {
+
+// Runs f(t0, count) over row tiles of [0, n) on the --threads threads; the first non-zero status wins.
+template <class F>
+int parallel_tiles(Index n, Index tile, const F& f)
+{
+    std::atomic<Index> next{0};
+    std::atomic<int> status{0};
+    auto worker = [&] {
+        for (;;) {
+            const Index t0 = next.fetch_add(tile);
+            if (t0 >= n || status.load() != 0)
+                return;
+            const int st = f(t0, std::min(tile, n - t0));
+            if (st != 0) {
+                int expected = 0;
+                status.compare_exchange_strong(expected, st);
+            }
+        }
+    };
+    const int parts = static_cast<int>(std::min<Index>(threads(), (n + tile - 1) / tile));
+    std::vector<std::thread> pool;
+    for (int p = 1; p < parts; ++p)
+        pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool)
+        t.join();
+    return status.load();
+}
+
+constexpr Index k_entropy_tile = 128;   // queries per tile: a 512 x 128 score block (512 KiB)
+
+}  // namespace
+
+int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
+                          bool causal, double* h)
+{
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_entropy
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_entropy
+                                               : &generic::softmax_entropy;
+    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
+        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, h + t0);
+    });
+}
+
+int kernel_row_entropies(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, const double* C,
+                         Index m, const Index* offsets, bool causal, const double* row_scale, double* h)
+{
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::kernel_entropy
+                  : active_isa() == Isa::avx2 ? &avx2::kernel_entropy
+                                               : &generic::kernel_entropy;
+    (void)n;
+    return parallel_tiles(n, k_entropy_tile, [&](Index u0, Index count) {
+        return kernel(A, lda, B, ldb, r, C, m, offsets, u0, count, causal, row_scale ? row_scale + u0 : nullptr, h + u0);
+    });
+}
+
 }  // namespace attnscope::kernels

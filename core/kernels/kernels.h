@@ -40,4 +40,19 @@ int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, dou
 // entries in play (the rest set to 0): x <- exp(scale * x - max), then divided by its sum.
 void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);
 
+// Streamed row entropies, O((N + tile) d) memory, on the --threads threads. Each returns 0, or 1 when an
+// entry is negative (entropy undefined), 2 when one is not finite or a row sums to zero.
+//
+// Softmax rows H_t of softmax(scale * Q K^T) (causal: keys j <= t), every t in [0, n): Q and K column-major
+// n x d. A running log-sum-exp: H_t = ln s_t - (1/s_t) sum_j e_tj (x_tj - m_t), e = exp(x - m), so no log
+// per entry.
+int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
+                          bool causal, double* h);
+// Kernel attention in sorted coordinates (blocks contiguous: block i holds positions offsets[i] ..
+// offsets[i+1]-1): scores s_uv = C[blk u, blk v] a_u . b_v (causal: v <= u); A column-major n x r, B the
+// same, C m x m. With row_scale null, rows are normalised by their own sums z_u (H = ln z - (1/z) sum s ln s);
+// else A_uv = row_scale[u] s_uv as it stands. h[u] in sorted order.
+int kernel_row_entropies(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, const double* C,
+                         Index m, const Index* offsets, bool causal, const double* row_scale, double* h);
+
 }  // namespace attnscope::kernels

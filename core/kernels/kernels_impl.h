@@ -8,7 +8,11 @@ namespace attnscope::kernels {
     void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,           \
               const double* B, Index ldb, double beta, double* C, Index ldc);                                  \
     int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc);                  \
-    void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);
+    void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);   \
+    int softmax_entropy(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, \
+                        bool causal, Index t0, Index count, double* h);                                         \
+    int kernel_entropy(const double* A, Index lda, const double* B, Index ldb, Index r, const double* C, Index m, \
+                       const Index* offsets, Index u0, Index count, bool causal, const double* row_scale, double* h);
 namespace generic { ATTNSCOPE_KERNEL_DECLS }
 namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
 namespace avx512 { ATTNSCOPE_KERNEL_DECLS }

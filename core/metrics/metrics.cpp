@@ -9,6 +9,7 @@
 
 #include <lapacke.h>
 
+#include "kernels/kernels.h"
 #include "metrics/svd_two_stage.h"
 
 namespace attnscope::metrics {
@@ -85,17 +86,17 @@ EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::
     out.rows.resize(static_cast<std::size_t>(n));
     if (n == 0)
         return out;
-    // Rows of a column-major matrix: accumulate column by column so memory is read in order.
+    // Rows of a column-major matrix: accumulated column by column so memory is read in order (core/kernels).
     Eigen::VectorXd H = Eigen::VectorXd::Zero(n);
-    for (Index j = 0; j < A.cols(); ++j)
-        for (Index t = 0; t < n; ++t) {
-            const double a = A(t, j);
-            if (a > 0.0)
-                H(t) -= a * std::log(a);
-            else if (a < 0.0 || std::isnan(a))
-                throw std::invalid_argument("row_entropy: entry (" + std::to_string(t) + ", " + std::to_string(j) +
-                                            ") is negative or NaN; entropy needs a non-negative matrix");
-        }
+    if (kernels::accumulate_entropy(A.data(), n, A.cols(), A.outerStride(), H.data()) != 0) {
+        for (Index j = 0; j < A.cols(); ++j)
+            for (Index t = 0; t < n; ++t) {
+                const double a = A(t, j);
+                if (!(a >= 0.0) || std::isinf(a))
+                    throw std::invalid_argument("row_entropy: entry (" + std::to_string(t) + ", " + std::to_string(j) +
+                                                ") is negative or not finite; entropy needs a non-negative matrix");
+            }
+    }
     std::vector<double> h(H.data(), H.data() + n);
     return entropy_stats(std::move(h), allowed);
 }
