@@ -22,6 +22,13 @@ void AttentionOperator::perform_op(const double* x_in, double* y_out) const
     apply(x, y);
 }
 
+void AttentionOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
+{
+    MatrixXd tmp(m_n, X.cols());
+    apply(X, tmp);
+    apply_transpose(tmp, Y);
+}
+
 int AttentionOperator::row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const
 {
     const Index n = m_n;
@@ -110,6 +117,19 @@ public:
             const Index T = std::min(k_tile, m_n - r0);
             tile(r0, T, Et);
             Y.middleRows(r0, T).noalias() = Et.transpose() * X.topRows(Et.rows());
+        }
+    }
+
+    void apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "softmax apply_gram");
+        Y.setZero();
+        MatrixXd Et, part;
+        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
+            const Index T = std::min(k_tile, m_n - r0);
+            tile(r0, T, Et);   // A's rows r0 .. r0+T-1, transposed: once for both products
+            part.noalias() = Et.transpose() * X.topRows(Et.rows());
+            Y.topRows(Et.rows()).noalias() += Et * part;
         }
     }
 

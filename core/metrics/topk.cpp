@@ -17,14 +17,13 @@ namespace {
 class GramOp {
 public:
     using Scalar = double;
-    explicit GramOp(const attention::AttentionOperator& op) : m_op(op), m_tmp(op.rows(), 1), m_out(op.rows(), 1) {}
+    explicit GramOp(const attention::AttentionOperator& op) : m_op(op), m_out(op.rows(), 1) {}
     Eigen::Index rows() const { return m_op.rows(); }
     Eigen::Index cols() const { return m_op.cols(); }
     void perform_op(const double* x_in, double* y_out) const
     {
         const Eigen::Map<const Eigen::MatrixXd> x(x_in, m_op.rows(), 1);
-        m_op.apply(x, m_tmp);
-        m_op.apply_transpose(m_tmp, m_out);
+        m_op.apply_gram(x, m_out);
         std::copy(m_out.data(), m_out.data() + m_out.size(), y_out);
         ++m_products;
     }
@@ -32,7 +31,7 @@ public:
 
 private:
     const attention::AttentionOperator& m_op;
-    mutable Eigen::MatrixXd m_tmp, m_out;
+    mutable Eigen::MatrixXd m_out;
     mutable Eigen::Index m_products = 0;
 };
 

@@ -164,6 +164,9 @@ TEST(Operator, ApplyAndTransposeMatchDense)
         worst = std::max(worst, d);
         EXPECT_LE(test::max_rel_diff(Y, ref), 1e-12);
         EXPECT_LE(test::max_rel_diff(Yt, reft), 1e-12);
+        MatrixXd G(n, 4);   // A^T A X in one pass (softmax: each tile of A computed once)
+        op->apply_gram(X, G);
+        EXPECT_LE(test::max_rel_diff(G, A.transpose() * (A * X)), 1e-12);
 
         // Spectra's interface, and output into a block of a larger matrix (an outer stride).
         VectorXd x = X.col(1), y(n);
