@@ -12,12 +12,12 @@
 //  2. Repeat: draw a fresh Gaussian block Omega (b columns, independent of Q), Y = A Omega,
 //     Z = (I - Q Q^T) Y (two passes of classical Gram-Schmidt). HMT Lemma 4.1: for any fixed Q and
 //     alpha > 1, ||(I - Q Q^T) A||_2 <= E = alpha sqrt(2/pi) max_i ||z_i||  except with probability
-//     alpha^-b (HMT eq. 4.3 is alpha = 10, b = r = 10). Stop when E <= tol (converged) or when Q has
-//     max_rank columns (not converged); otherwise extend Q by orth(Z) (after `power_iterations` steps
+//     alpha^-b (HMT eq. 4.3 is alpha = 10, b = r = 10). Stop when E <= tol_test (converged) or when Q has
+//     max_rank columns (not converged, unless E <= the final tol); otherwise extend Q by orth(Z) (after `power_iterations` steps
 //     Z <- A A^T orth(Z) on the deflated operator), re-orthogonalised: CGS2 against Q, then Householder QR
 //     (Eigen::HouseholderQR), then once more.  When the loop stops with room left, the last block Z is
 //     appended as well (it can only tighten the bracket).
-//  3. B = Q^T A (via A^T Q, in blocks), its singular values by LAPACK dgesdd (metrics::singular_values).
+//  3. B = Q^T A (via A^T Q, in chunks of max(b, 256) columns), its singular values by metrics::singular_values.
 //     s1 = sigma_1(B) (>= the step-1 value, since V is part of Q; <= sigma_1(A)), tol = rtol * s1 >= tol_test,
 //     so a test passed at tol_test holds at tol too. tol is never larger than rtol * sigma_1(A); every claim
 //     below is about this tol, and sigma_1(A) <= s1 + E bounds how much smaller it can be.
