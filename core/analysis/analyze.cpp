@@ -192,10 +192,13 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
     case SpectrumMethod::streaming:
         if (factors)
             return SpectrumPath::structured;
+        if (mo.rank_rtol)
+            return SpectrumPath::randomized;
         if (!mo.top_k)
             throw std::invalid_argument("--method streaming: all singular values of " + name +
                                         " attention need the dense matrix; give --top-k K for the K largest "
-                                        "(matrix-free), or use --metrics entropy");
+                                        "(matrix-free), --rank-rtol R for the rank at a relative tolerance "
+                                        "(randomized range finder), or use --metrics entropy");
         return SpectrumPath::top_k;
     case SpectrumMethod::automatic:
         // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
@@ -204,6 +207,8 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
         if (dense_memory_bytes(n) > memory_limit) {
             if (factors)
                 return SpectrumPath::structured;
+            if (mo.rank_rtol)
+                return SpectrumPath::randomized;
             if (mo.top_k)
                 return SpectrumPath::top_k;
         }
@@ -277,6 +282,27 @@ void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::
         r.spectrum_method = "top-k";
         return;
     }
+    if (path == SpectrumPath::randomized) {
+        metrics::RandomizedRank rr = metrics::randomized_rank(op, *metric_options.rank_rtol, /*seed=*/0);
+        if (!rr.converged)
+            r.warnings.push_back("the randomized range finder reached its basis limit of " + std::to_string(rr.basis_size) +
+                                 " before its residual bound fell below the tolerance: only the lower bound " +
+                                 std::to_string(rr.lower) + " on the rank is proven");
+        metrics::SpectrumMetrics partial;
+        partial.tol = rr.tol;
+        partial.rank = rr.lower;
+        if (metric_options.top_k) {
+            metrics::TopSingularValues top = metrics::top_singular_values(op, *metric_options.top_k);
+            if (!top.converged)
+                r.warnings.push_back("the matrix-free top-k solver did not converge; the values are its best estimates");
+            partial.singular_values = std::move(top.values);
+        }
+        r.spectrum = std::move(partial);
+        r.rank_bracket = std::move(rr);
+        r.partial_spectrum = true;
+        r.spectrum_method = "randomized";
+        return;
+    }
     if (path == SpectrumPath::structured)
         s = metrics::structured_singular_values(*op.factors());
     else
@@ -297,7 +323,32 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
         method["entropy"] = r.entropy_method;
     j["method"] = std::move(method);
     if (mo.spectrum) {
-        if (r.spectrum && r.partial_spectrum) {
+        if (r.spectrum && r.rank_bracket) {
+            // The rank bracketed (metrics/randomized.h): exact when the bounds meet.
+            const metrics::RandomizedRank& b = *r.rank_bracket;
+            if (b.lower == b.upper) {
+                j["rank"] = b.lower;
+            } else {
+                j["rank"] = nullptr;
+            }
+            j["rank_tol"] = b.tol;
+            j["rank_bounds"] = json{{"lower", b.lower},
+                                    {"upper", b.upper},
+                                    {"lower_proof", "deterministic: singular values of Q^T A interlace those of A"},
+                                    {"upper_failure_probability", b.failure_probability},
+                                    {"residual_bound", b.residual_bound},
+                                    {"s1", b.s1},
+                                    {"s1_upper", b.s1_upper},
+                                    {"basis_size", b.basis_size},
+                                    {"products", b.products},
+                                    {"converged", b.converged}};
+            for (const char* key : {"relative_rank", "effective_rank", "stable_rank"})
+                j[key] = nullptr;
+            if (r.spectrum->singular_values.empty())
+                j["singular_values"] = nullptr;
+            else
+                j["singular_values"] = r.spectrum->singular_values;
+        } else if (r.spectrum && r.partial_spectrum) {
             for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank"})
                 j[key] = nullptr;
             j["singular_values"] = r.spectrum->singular_values;

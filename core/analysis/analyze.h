@@ -12,6 +12,7 @@
 #include "attention/operator.h"
 #include "attention/options.h"
 #include "metrics/metrics.h"
+#include "metrics/randomized.h"
 
 namespace attnscope::analysis {
 
@@ -24,7 +25,9 @@ using Index = Eigen::Index;
 enum class SpectrumMethod { automatic, dense, structured, streaming };
 
 // The computation chosen for one operator's spectrum.
-enum class SpectrumPath { none, dense, structured, top_k };
+// `randomized`: no N x N and no factors, but --rank-rtol given: the rank bracketed by the adaptive
+// randomized range finder (metrics/randomized.h), plus the --top-k largest values when asked for.
+enum class SpectrumPath { none, dense, structured, top_k, randomized };
 std::string_view to_string(SpectrumMethod m);
 SpectrumMethod parse_spectrum_method(std::string_view s);   // throws std::invalid_argument
 
@@ -46,6 +49,7 @@ struct MechanismResult {
     std::string spectrum_method;                        // "dense", "structured" or "top-k" (empty: no spectrum)
     bool partial_spectrum = false;                      // only the top-k singular values are known (no ranks)
     std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
+    std::optional<metrics::RandomizedRank> rank_bracket;   // SpectrumPath::randomized: what the range finder proved
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
