@@ -1,11 +1,18 @@
-// The dense analysis path, stage by stage: building each mechanism's N x N matrix, all singular
-// values (LAPACK dgesdd), row entropy. Compare with bench/numpy_dense.py on the same sizes.
+// The analysis kernels, stage by stage: building each mechanism's N x N matrix, all singular values
+// (LAPACK dgesdd against the two-stage reduction, per instruction set of core/kernels), dense row entropy,
+// streamed row entropy per mechanism, and one matrix-free A^T A product. bench/compare_numpy.py runs the
+// whole pipeline against NumPy.
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
 
+#include <lapacke.h>
+
 #include "attention/operator.h"
+#include "kernels/kernels.h"
 #include "metrics/metrics.h"
+#include "metrics/streaming.h"
+#include "metrics/svd_two_stage.h"
 #include "util/rng.h"
 
 namespace {
@@ -50,6 +57,72 @@ void BM_singular_values(benchmark::State& state)
     }
 }
 
+// LAPACK's one-stage path (what NumPy's svd(compute_uv=False) calls) and the two-stage reduction on the
+// kernels of each instruction set (0 generic/OpenBLAS, 1 AVX2, 2 AVX-512), on a softmax-like matrix.
+void BM_dgesdd(benchmark::State& state)
+{
+    const auto n = state.range(0);
+    const Eigen::MatrixXd a = random_matrix(n, n, 3);
+    std::vector<double> s(static_cast<std::size_t>(n));
+    for (auto _ : state) {
+        Eigen::MatrixXd copy = a;
+        LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(n), static_cast<lapack_int>(n), copy.data(),
+                       static_cast<lapack_int>(n), s.data(), nullptr, 1, nullptr, 1);
+        benchmark::DoNotOptimize(s.data());
+    }
+}
+
+void BM_two_stage(benchmark::State& state)
+{
+    const auto n = state.range(0);
+    const auto isa = static_cast<kernels::Isa>(state.range(1));
+    const kernels::Isa before = kernels::active_isa();
+    if (kernels::set_isa(isa) != isa) {
+        state.SkipWithError("instruction set not available");
+        kernels::set_isa(before);
+        return;
+    }
+    state.SetLabel(std::string(kernels::to_string(isa)));
+    const Eigen::MatrixXd a = random_matrix(n, n, 3);
+    for (auto _ : state) {
+        auto s = metrics::singular_values_two_stage(Eigen::MatrixXd(a));
+        benchmark::DoNotOptimize(s.data());
+    }
+    kernels::set_isa(before);
+}
+
+void streamed_entropy(benchmark::State& state, attention::Mechanism mechanism)
+{
+    const auto n = state.range(0);
+    const Eigen::MatrixXd q = random_matrix(n, 64, 1), k = random_matrix(n, 64, 2);
+    attention::AttentionOptions options;
+    options.blocks.blocks = 16;
+    const auto op = attention::make_operator(mechanism, q, k, options);
+    for (auto _ : state) {
+        auto e = metrics::streaming_row_entropy(*op);
+        benchmark::DoNotOptimize(e.stats->mean);
+    }
+    state.counters["entries/s"] = benchmark::Counter(static_cast<double>(n) * static_cast<double>(n),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_streamed_entropy_softmax(benchmark::State& s) { streamed_entropy(s, attention::Mechanism::softmax); }
+void BM_streamed_entropy_linear(benchmark::State& s) { streamed_entropy(s, attention::Mechanism::linear); }
+void BM_streamed_entropy_mhla(benchmark::State& s) { streamed_entropy(s, attention::Mechanism::mhla); }
+
+void BM_softmax_gram_product(benchmark::State& state)
+{
+    const auto n = state.range(0);
+    const Eigen::MatrixXd q = random_matrix(n, 64, 1), k = random_matrix(n, 64, 2);
+    const auto op = attention::make_operator(attention::Mechanism::softmax, q, k, {});
+    const Eigen::MatrixXd x = random_matrix(n, 1, 5);
+    Eigen::MatrixXd y(n, 1);
+    for (auto _ : state) {
+        op->apply_gram(x, y);
+        benchmark::DoNotOptimize(y.data());
+    }
+}
+
 void BM_row_entropy(benchmark::State& state)
 {
     const auto n = state.range(0);
@@ -67,5 +140,11 @@ BENCHMARK(BM_softmax_matrix)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond
 BENCHMARK(BM_linear_matrix)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_mhla_matrix)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_singular_values)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_dgesdd)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_two_stage)->ArgsProduct({{1024, 2048}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_streamed_entropy_softmax)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_streamed_entropy_linear)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_streamed_entropy_mhla)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_softmax_gram_product)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_row_entropy)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
