@@ -24,15 +24,26 @@ using analysis::ExploreResult;
 using attention::Mechanism;
 using Eigen::Index;
 
-constexpr Index kMaxCells = 1024;   // cap of the drawn image per axis (reduced image beyond it)
+// Cells of the drawn image per axis: at most one per device pixel of a panel on screen (at least kMinCells),
+// kMaxCells for exports and hidden views. Beyond that the image is reduced (core reduce_region, from the
+// result's pyramid for large N, so that a repaint reads about as many values as it draws).
+constexpr Index kMaxCells = 1024;
+constexpr Index kMinCells = 256;
 
 struct MatrixStats {
     double max = 0, min = 0, min_positive = std::numeric_limits<double>::infinity();
 };
 
-MatrixStats statsOf(const Eigen::MatrixXd& A)
+MatrixStats statsOf(const analysis::MechanismOutcome& o)
 {
     MatrixStats s;
+    if (o.pyramid) {   // computed by the core with the reduced images
+        s.max = o.pyramid->max;
+        s.min = o.pyramid->min;
+        s.min_positive = o.pyramid->min_positive;
+        return s;
+    }
+    const Eigen::MatrixXd& A = *o.matrix;
     s.max = A.maxCoeff();
     s.min = A.minCoeff();
     s.min_positive = (A.array() > 0.0).select(A.array(), std::numeric_limits<double>::infinity()).minCoeff();
@@ -125,7 +136,7 @@ public:
         m_haveRange = false;
         if (m_result)
             for (const auto& o : m_result->outcomes)
-                m_stats.push_back(o.matrix ? statsOf(*o.matrix) : MatrixStats{});
+                m_stats.push_back(o.matrix ? statsOf(o) : MatrixStats{});
         if (m_query >= (m_result ? m_result->n : 0))
             m_query = -1;
         rebuild();
@@ -140,14 +151,29 @@ public:
 
     void renderTo(QPainter* painter, const QSize& size, double font_scale) override
     {
-        if (m_refresh.isActive()) {
-            m_refresh.stop();
-            refreshImages();
-        }
+        // Exports get up to kMaxCells cells per axis whatever the panels' size on screen.
+        m_refresh.stop();
+        m_exporting = true;
+        refreshImages();
+        m_exporting = false;
         PlotView::renderTo(painter, size, font_scale);
+        if (isVisible())
+            m_refresh.start();   // back to screen resolution
     }
 
 protected:
+    // The image's cell count follows the panels' size on screen.
+    void resizeEvent(QResizeEvent* event) override
+    {
+        PlotView::resizeEvent(event);
+        m_refresh.start();
+    }
+    void showEvent(QShowEvent* event) override
+    {
+        PlotView::showEvent(event);
+        m_refresh.start();
+    }
+
     // Square panels (equal aspect, like imshow): the outer layout's margins take what is left over so the
     // panels' inner rects are side x side, centred.
     void adjustLayout(const QSize& size) override
@@ -608,8 +634,18 @@ private:
         refreshImages();
     }
 
+    // Cells per axis for the current panel size (see kMaxCells).
+    Index cellCap(bool vertical) const
+    {
+        if (m_exporting || !isVisible() || m_panels.empty() || !m_panels.front().rect)
+            return kMaxCells;
+        const QRect r = m_panels.front().rect->rect();
+        const double px = (vertical ? r.height() : r.width()) * devicePixelRatioF();
+        return std::clamp<Index>(static_cast<Index>(std::ceil(px)), kMinCells, kMaxCells);
+    }
+
     // Recomputes the colour-map data of the visible region: full resolution when it has at most
-    // kMaxCells rows/columns, otherwise a reduced image (core reduce_region).
+    // cellCap() rows/columns, otherwise a reduced image (core reduce_region).
     void refreshImages()
     {
         if (!m_result || m_panels.empty() || !m_panels.front().rect)
@@ -636,29 +672,34 @@ private:
             return;
         const bool diff = m_panels.front().minus >= 0;
         const auto how = (diff || m_reduceBox->currentIndex() == 1) ? analysis::Reduce::mean : analysis::Reduce::max;
-        const Index h = r1 - r0, w = c1 - c0;
-        const Index rows = std::min(h, kMaxCells), cols = std::min(w, kMaxCells);
-        m_reducedFactor = std::max(static_cast<double>(h) / static_cast<double>(rows),
-                                   static_cast<double>(w) / static_cast<double>(cols));
-        // Cell centres in token coordinates (token k covers [k - 0.5, k + 0.5]).
-        const double rowStep = static_cast<double>(h) / static_cast<double>(rows);
-        const double colStep = static_cast<double>(w) / static_cast<double>(cols);
-        const QCPRange keyRange(c0 - 0.5 + colStep / 2, c1 - 0.5 - colStep / 2);
-        const QCPRange valueRange(r0 - 0.5 + rowStep / 2, r1 - 0.5 - rowStep / 2);
+        const Index capRows = cellCap(true), capCols = cellCap(false);
+        m_reducedFactor = 1.0;
         for (Panel& p : m_panels) {
             if (!p.map)
                 continue;
-            const auto& A = *m_result->outcomes[static_cast<std::size_t>(p.outcome)].matrix;
-            analysis::ReducedImage img = analysis::reduce_region(A, r0, r1, c0, c1, rows, cols, how);
-            if (p.minus >= 0) {
-                const auto& B = *m_result->outcomes[static_cast<std::size_t>(p.minus)].matrix;
-                const analysis::ReducedImage other = analysis::reduce_region(B, r0, r1, c0, c1, rows, cols, how);
-                for (std::size_t i = 0; i < img.values.size(); ++i)
+            const auto& o = m_result->outcomes[static_cast<std::size_t>(p.outcome)];
+            const analysis::MechanismOutcome* minus =
+                p.minus >= 0 ? &m_result->outcomes[static_cast<std::size_t>(p.minus)] : nullptr;
+            // Both sides of a difference from the same kind of source, so that their cells coincide.
+            const bool pyramids = o.pyramid && (!minus || minus->pyramid);
+            analysis::ReducedImage img = analysis::reduce_region(*o.matrix, r0, r1, c0, c1, capRows, capCols, how,
+                                                                 pyramids ? o.pyramid.get() : nullptr);
+            if (img.values.empty())
+                continue;
+            if (minus) {
+                const analysis::ReducedImage other = analysis::reduce_region(
+                    *minus->matrix, r0, r1, c0, c1, capRows, capCols, how, pyramids ? minus->pyramid.get() : nullptr);
+                for (std::size_t i = 0; i < img.values.size() && i < other.values.size(); ++i)
                     img.values[i] -= other.values[i];
             }
+            const double h = static_cast<double>(img.r1 - img.r0), w = static_cast<double>(img.c1 - img.c0);
+            m_reducedFactor = std::max({m_reducedFactor, h / static_cast<double>(img.rows), w / static_cast<double>(img.cols)});
+            // Cell centres in token coordinates (token k covers [k - 0.5, k + 0.5]).
+            const double rowStep = h / static_cast<double>(img.rows), colStep = w / static_cast<double>(img.cols);
             auto* data = p.map->data();
             data->setSize(static_cast<int>(img.cols), static_cast<int>(img.rows));
-            data->setRange(keyRange, valueRange);
+            data->setRange(QCPRange(img.c0 - 0.5 + colStep / 2, img.c1 - 0.5 - colStep / 2),
+                           QCPRange(img.r0 - 0.5 + rowStep / 2, img.r1 - 0.5 - rowStep / 2));
             for (Index i = 0; i < img.rows; ++i)
                 for (Index j = 0; j < img.cols; ++j)
                     data->setCell(static_cast<int>(j), static_cast<int>(i),
@@ -762,7 +803,7 @@ private:
     QTimer m_refresh;
     QPoint m_pressPos;
     int m_query = -1;
-    bool m_syncing = false, m_haveRange = false;
+    bool m_syncing = false, m_haveRange = false, m_exporting = false;
     double m_x0 = 0, m_x1 = 1, m_y0 = 0, m_y1 = 1;
 };
 

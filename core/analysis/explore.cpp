@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "analysis/inputs.h"
@@ -139,6 +140,9 @@ constexpr Eigen::Index k_rows_per_tile = 256;
 // operator is one GEMM: ~1 s at N = 8192). Below, dense() as analyze() calls it.
 constexpr Eigen::Index k_tiled_build_from = 2048;
 
+// Larger matrices get reduced images (MatrixPyramid) for the maps view.
+constexpr Eigen::Index k_pyramid_above = 1024;
+
 // Relative costs, in units of one pass building the N x N matrix: measured on 2 cores (docs/gui.md).
 double spectrum_weight(SpectrumPath path, Eigen::Index n)
 {
@@ -199,6 +203,10 @@ void measure_kept(MechanismOutcome& o, const attention::AttentionOperator& op, S
         return true;
     });
     o.matrix = A;
+    if (finite && n > k_pyramid_above) {
+        progress.begin(name + ": reduced images", 0.3);
+        o.pyramid = std::make_shared<const MatrixPyramid>(make_pyramid(*A, [&](double f) { progress.at(f); }));
+    }
     if (!finite) {
         r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
                              "no metric is reported");
@@ -273,7 +281,7 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
             p.outcome.result.params = mechanism_params(m, p.options, out.n, out.d);
             p.op = attention::make_operator(m, in.q.values, in.k.values, p.options);
             p.path = choose_spectrum_path(*p.op, mo, UINT64_MAX);
-            total += 2.0 + spectrum_weight(p.path, out.n);
+            total += 2.0 + spectrum_weight(p.path, out.n) + (out.n > k_pyramid_above ? 0.3 : 0.0);
         } catch (const std::invalid_argument& e) {
             p.outcome.error = e.what();
             p.op.reset();
@@ -336,26 +344,147 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
     return out;
 }
 
-ReducedImage reduce_region(const Eigen::Ref<const Eigen::MatrixXd>& A, Eigen::Index r0, Eigen::Index r1, Eigen::Index c0,
-                           Eigen::Index c1, Eigen::Index out_rows, Eigen::Index out_cols, Reduce how)
+MatrixPyramid make_pyramid(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::function<void(double)>& progress)
 {
-    r0 = std::clamp<Eigen::Index>(r0, 0, A.rows());
-    r1 = std::clamp<Eigen::Index>(r1, r0, A.rows());
-    c0 = std::clamp<Eigen::Index>(c0, 0, A.cols());
-    c1 = std::clamp<Eigen::Index>(c1, c0, A.cols());
+    using Eigen::Index;
+    if (A.rows() != A.cols())
+        throw std::invalid_argument("make_pyramid: the matrix is " + std::to_string(A.rows()) + " x " +
+                                    std::to_string(A.cols()) + ", not square");
+    MatrixPyramid p;
+    const Index n = A.rows();
+    p.min_positive = std::numeric_limits<double>::infinity();
+    if (n == 0)
+        return p;
+    p.min = p.max = A(0, 0);
+    constexpr Index f0 = 4;
+    const Index l0 = (n + f0 - 1) / f0;
+    MatrixPyramid::Level level{f0, Eigen::MatrixXf(l0, l0), Eigen::MatrixXf(l0, l0)};
+    std::vector<double> bmax(static_cast<std::size_t>(l0)), bsum(static_cast<std::size_t>(l0));
+    double lo = p.min, hi = p.max, pos = p.min_positive;
+    for (Index J = 0; J < l0; ++J) {
+        std::fill(bmax.begin(), bmax.end(), -std::numeric_limits<double>::infinity());
+        std::fill(bsum.begin(), bsum.end(), 0.0);
+        for (Index j = J * f0; j < std::min(n, (J + 1) * f0); ++j) {
+            const double* col = A.col(j).data();
+            for (Index t = 0; t < n; ++t) {
+                const double a = col[t];
+                const auto I = static_cast<std::size_t>(t / f0);
+                bmax[I] = std::max(bmax[I], a);
+                bsum[I] += a;
+                lo = std::min(lo, a);
+                hi = std::max(hi, a);
+                if (a > 0.0)
+                    pos = std::min(pos, a);
+            }
+        }
+        for (Index I = 0; I < l0; ++I) {
+            level.max(I, J) = static_cast<float>(bmax[static_cast<std::size_t>(I)]);
+            level.sum(I, J) = static_cast<float>(bsum[static_cast<std::size_t>(I)]);
+        }
+        if (progress && (J % 64 == 63))
+            progress(static_cast<double>(J + 1) / static_cast<double>(l0));
+    }
+    p.min = lo, p.max = hi, p.min_positive = pos;
+    p.levels.push_back(std::move(level));
+    while (p.levels.back().max.rows() > 256) {
+        const MatrixPyramid::Level& below = p.levels.back();
+        const Index m = below.max.rows(), h = (m + 1) / 2;
+        MatrixPyramid::Level up{below.factor * 2, Eigen::MatrixXf(h, h), Eigen::MatrixXf(h, h)};
+        for (Index J = 0; J < h; ++J)
+            for (Index I = 0; I < h; ++I) {
+                const Index i1 = std::min(m, 2 * I + 2) - 2 * I, j1 = std::min(m, 2 * J + 2) - 2 * J;
+                up.max(I, J) = below.max.block(2 * I, 2 * J, i1, j1).maxCoeff();
+                up.sum(I, J) = static_cast<float>(below.sum.block(2 * I, 2 * J, i1, j1).cast<double>().sum());
+            }
+        p.levels.push_back(std::move(up));
+    }
+    if (progress)
+        progress(1.0);
+    return p;
+}
+
+namespace {
+
+// Cell of each of `length` positions split into `cells` parts at i * length / cells.
+std::vector<Eigen::Index> cell_of(Eigen::Index length, Eigen::Index cells)
+{
+    std::vector<Eigen::Index> out(static_cast<std::size_t>(length));
+    for (Eigen::Index i = 0; i < cells; ++i)
+        for (Eigen::Index t = i * length / cells; t < (i + 1) * length / cells; ++t)
+            out[static_cast<std::size_t>(t)] = i;
+    return out;
+}
+
+// Max (or sum) of each cell of the region [r0, r0 + h) x [c0, c0 + w) of the column-major `src`, into
+// `out` (row-major rows x cols): one pass down each column, so memory is read in order.
+template <class Src>
+void reduce_cells(const Src& src, Eigen::Index r0, Eigen::Index h, Eigen::Index c0, Eigen::Index w, Eigen::Index rows,
+                  Eigen::Index cols, bool max, std::vector<double>& out)
+{
+    using Eigen::Index;
+    const std::vector<Index> row_cell = cell_of(h, rows), col_cell = cell_of(w, cols);
+    std::vector<double> acc(static_cast<std::size_t>(rows * cols),
+                            max ? -std::numeric_limits<double>::infinity() : 0.0);   // column-major cells
+    for (Index j = 0; j < w; ++j) {
+        const auto* col = src.col(c0 + j).data() + r0;
+        double* cells = acc.data() + col_cell[static_cast<std::size_t>(j)] * rows;
+        if (max)
+            for (Index t = 0; t < h; ++t) {
+                double& c = cells[row_cell[static_cast<std::size_t>(t)]];
+                c = std::max(c, static_cast<double>(col[t]));
+            }
+        else
+            for (Index t = 0; t < h; ++t)
+                cells[row_cell[static_cast<std::size_t>(t)]] += static_cast<double>(col[t]);
+    }
+    out.resize(static_cast<std::size_t>(rows * cols));
+    for (Index i = 0; i < rows; ++i)
+        for (Index j = 0; j < cols; ++j)
+            out[static_cast<std::size_t>(i * cols + j)] = acc[static_cast<std::size_t>(j * rows + i)];
+}
+
+}  // namespace
+
+ReducedImage reduce_region(const Eigen::Ref<const Eigen::MatrixXd>& A, Eigen::Index r0, Eigen::Index r1, Eigen::Index c0,
+                           Eigen::Index c1, Eigen::Index out_rows, Eigen::Index out_cols, Reduce how,
+                           const MatrixPyramid* pyramid)
+{
+    using Eigen::Index;
+    r0 = std::clamp<Index>(r0, 0, A.rows());
+    r1 = std::clamp<Index>(r1, r0, A.rows());
+    c0 = std::clamp<Index>(c0, 0, A.cols());
+    c1 = std::clamp<Index>(c1, c0, A.cols());
     ReducedImage img;
-    const Eigen::Index h = r1 - r0, w = c1 - c0;
-    if (h == 0 || w == 0 || out_rows < 1 || out_cols < 1)
+    if (r1 == r0 || c1 == c0 || out_rows < 1 || out_cols < 1)
         return img;
+    // The coarsest pyramid level whose blocks still fit in a cell.
+    const MatrixPyramid::Level* level = nullptr;
+    if (pyramid && A.rows() == A.cols())
+        for (const auto& l : pyramid->levels)
+            if (l.factor * out_rows <= r1 - r0 && l.factor * out_cols <= c1 - c0 && l.max.rows() * l.factor >= A.rows() &&
+                (l.max.rows() - 1) * l.factor < A.rows())
+                level = &l;
+    const Index f = level ? level->factor : 1, n = A.rows(), m = A.cols();
+    // The region in units of the source (whole blocks of the level), and the cells.
+    const Index R0 = r0 / f, R1 = (r1 + f - 1) / f, C0 = c0 / f, C1 = (c1 + f - 1) / f;
+    const Index h = R1 - R0, w = C1 - C0;
+    img.factor = f;
     img.rows = std::min(h, out_rows);
     img.cols = std::min(w, out_cols);
-    img.values.assign(static_cast<std::size_t>(img.rows * img.cols), 0.0);
-    for (Eigen::Index i = 0; i < img.rows; ++i) {
-        const Eigen::Index a0 = r0 + i * h / img.rows, a1 = r0 + (i + 1) * h / img.rows;
-        for (Eigen::Index j = 0; j < img.cols; ++j) {
-            const Eigen::Index b0 = c0 + j * w / img.cols, b1 = c0 + (j + 1) * w / img.cols;
-            const auto cell = A.block(a0, b0, a1 - a0, b1 - b0);
-            img.values[static_cast<std::size_t>(i * img.cols + j)] = how == Reduce::max ? cell.maxCoeff() : cell.mean();
+    img.r0 = R0 * f, img.r1 = std::min(R1 * f, n), img.c0 = C0 * f, img.c1 = std::min(C1 * f, m);
+    const bool max = how == Reduce::max;
+    if (level)
+        reduce_cells(max ? level->max : level->sum, R0, h, C0, w, img.rows, img.cols, max, img.values);
+    else
+        reduce_cells(A, R0, h, C0, w, img.rows, img.cols, max, img.values);
+    if (!max) {   // sums -> means over the entries of A each cell covers
+        for (Index i = 0; i < img.rows; ++i) {
+            const Index a0 = R0 + i * h / img.rows, a1 = R0 + (i + 1) * h / img.rows;
+            const double rows = static_cast<double>(std::min(a1 * f, n) - a0 * f);
+            for (Index j = 0; j < img.cols; ++j) {
+                const Index b0 = C0 + j * w / img.cols, b1 = C0 + (j + 1) * w / img.cols;
+                img.values[static_cast<std::size_t>(i * img.cols + j)] /= rows * static_cast<double>(std::min(b1 * f, m) - b0 * f);
+            }
         }
     }
     return img;

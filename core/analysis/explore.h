@@ -4,6 +4,7 @@
 // spectra, ranks and row entropies -> the MHLA block layout and mixing matrix with its spectrum.
 // A mechanism whose options are impossible gets an error of its own; the others still compute.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,9 +37,27 @@ struct ExploreRequest {
     std::vector<Eigen::Index> token_grid;    // (H, W) or (T, H, W) for display when tokens lie on a grid; may be empty
 };
 
+// Reduced copies of an N x N matrix for drawing it zoomed out, and its range for the colour scale, so that
+// the GUI never reads the whole matrix to repaint (512 MB at N = 8192). Level k holds, for each f x f block
+// of entries (f = 4 * 2^k; blocks at the last row / column may be smaller), their maximum and their sum, as
+// floats (display precision; the read-out uses the matrix itself).
+struct MatrixPyramid {
+    struct Level {
+        Eigen::Index factor = 0;
+        Eigen::MatrixXf max, sum;   // ceil(N / factor) square
+    };
+    std::vector<Level> levels;      // factors 4, 8, 16 ... down to a level at most 256 blocks wide
+    double min = 0, max = 0;        // of all entries
+    double min_positive = 0;        // smallest positive entry (+inf when there is none)
+};
+
+// The pyramid of A (square). `progress` (may be empty) receives the fraction done and may throw to stop.
+MatrixPyramid make_pyramid(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::function<void(double)>& progress = {});
+
 struct MechanismOutcome {
     MechanismResult result;                             // mechanism, params, spectrum, entropy (rows included), warnings
     std::shared_ptr<const Eigen::MatrixXd> matrix;      // N by N; null when this mechanism failed
+    std::shared_ptr<const MatrixPyramid> pyramid;       // reduced images of `matrix` when N > 1024, else null
     std::vector<Eigen::Index> allowed_keys;             // n_t
     std::string error;                                  // non-empty: this mechanism could not be computed
 };
@@ -76,12 +95,18 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx);
 // Values for drawing an N x N matrix region on a small canvas: the region [r0, r1) x [c0, c1) of A
 // reduced to at most out_rows x out_cols cells by taking each cell's maximum (peaks stay visible) or
 // mean. Row-major result, out_rows * out_cols values (fewer rows/cols when the region is smaller).
+// With a pyramid of A, cells that span at least f x f entries are read from the level of block size f
+// (the largest such): the region is then widened to whole blocks (by less than one cell) and each cell
+// is the exact max / mean of the whole blocks it holds, so the cost follows the cells, not the region.
 struct ReducedImage {
     Eigen::Index rows = 0, cols = 0;          // cells
     std::vector<double> values;               // row-major
+    Eigen::Index r0 = 0, r1 = 0, c0 = 0, c1 = 0;   // the region of A the cells cover
+    Eigen::Index factor = 1;                  // block size of the pyramid level read (1: the matrix)
 };
 enum class Reduce { max, mean };
 ReducedImage reduce_region(const Eigen::Ref<const Eigen::MatrixXd>& A, Eigen::Index r0, Eigen::Index r1, Eigen::Index c0,
-                           Eigen::Index c1, Eigen::Index out_rows, Eigen::Index out_cols, Reduce how);
+                           Eigen::Index c1, Eigen::Index out_rows, Eigen::Index out_cols, Reduce how,
+                           const MatrixPyramid* pyramid = nullptr);
 
 }  // namespace attnscope::analysis

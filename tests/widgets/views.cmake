@@ -6,3 +6,6 @@ target_compile_definitions(test_views PRIVATE ATTNSCOPE_DOCS_DIR="${PROJECT_SOUR
 attnscope_add_widget_test(test_curves test_curves.cpp)
 target_link_libraries(test_curves PRIVATE Qt6::Test)
 target_compile_definitions(test_curves PRIVATE ATTNSCOPE_DOCS_DIR="${PROJECT_SOURCE_DIR}/docs")
+# The maps view at large N: reduced images, full resolution when zoomed in, repaint timings (printed).
+attnscope_add_widget_test(test_maps_large test_maps_large.cpp)
+target_link_libraries(test_maps_large PRIVATE Qt6::Test)

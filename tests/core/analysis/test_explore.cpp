@@ -1,6 +1,7 @@
 // explore(): the GUI's pipeline gives the same numbers as analyze(), keeps the matrices, reports the
 // mixing matrix, isolates a failing mechanism, maps tokens to grid coordinates like NumPy; large
 // matrices are built in tiles and a cancel stops the dense SVD midway.
+#include <array>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
@@ -267,4 +268,53 @@ TEST(Explore, CancelInterruptsTheSingularValues)
     EXPECT_EQ(svd_reports, 1);    // cancelled from inside the SVD ...
     EXPECT_GT(last, svd_start);
     EXPECT_LT(last, 0.9);         // ... long before it finished (it is ~97 % of this job)
+}
+
+TEST(Explore, PyramidReducesLikeTheMatrix)
+{
+    // Cells read from a pyramid level are the exact max / mean of the whole blocks they cover.
+    const Eigen::Index n = 1030;   // not a multiple of the block sizes: partial blocks at the edges
+    Eigen::MatrixXd A = Eigen::MatrixXd::Random(n, n).cwiseAbs();
+    A(517, 3) = 5.0;
+    const analysis::MatrixPyramid p = analysis::make_pyramid(A);
+    EXPECT_DOUBLE_EQ(p.max, 5.0);
+    EXPECT_DOUBLE_EQ(p.min, A.minCoeff());
+    EXPECT_DOUBLE_EQ(p.min_positive, A.minCoeff());
+    ASSERT_GE(p.levels.size(), 2u);
+    EXPECT_EQ(p.levels[0].factor, 4);
+    EXPECT_EQ(p.levels[0].max.rows(), 258);
+    EXPECT_EQ(p.levels[1].factor, 8);
+    for (const auto how : {analysis::Reduce::max, analysis::Reduce::mean}) {
+        for (const auto& [r0, r1, c0, c1, cells] : std::vector<std::array<Eigen::Index, 5>>{
+                 {0, n, 0, n, 100}, {13, 1029, 2, 700, 90}, {500, 1030, 0, 530, 40}, {100, 300, 100, 300, 40}}) {
+            const auto img = analysis::reduce_region(A, r0, r1, c0, c1, cells, cells, how, &p);
+            const auto direct = analysis::reduce_region(A, r0, r1, c0, c1, cells, cells, how);
+            EXPECT_GT(img.factor, 1);
+            EXPECT_LE(img.factor * cells, std::min(r1 - r0, c1 - c0));
+            EXPECT_LE(img.r0, r0);   // the region widened to whole blocks
+            EXPECT_GE(img.r1, r1);
+            EXPECT_LT(r0 - img.r0, img.factor);
+            EXPECT_EQ(img.rows, cells);
+            // Each cell against the entries of A it covers.
+            const Eigen::Index h = (img.r1 - img.r0 + img.factor - 1) / img.factor, w = (img.c1 - img.c0 + img.factor - 1) / img.factor;
+            for (Eigen::Index i = 0; i < img.rows; i += 7)
+                for (Eigen::Index j = 0; j < img.cols; j += 5) {
+                    const Eigen::Index a0 = img.r0 + (i * h / img.rows) * img.factor,
+                                       a1 = std::min(n, img.r0 + ((i + 1) * h / img.rows) * img.factor);
+                    const Eigen::Index b0 = img.c0 + (j * w / img.cols) * img.factor,
+                                       b1 = std::min(n, img.c0 + ((j + 1) * w / img.cols) * img.factor);
+                    const auto block = A.block(a0, b0, a1 - a0, b1 - b0);
+                    const double want = how == analysis::Reduce::max ? block.maxCoeff() : block.mean();
+                    ASSERT_NEAR(img.values[static_cast<std::size_t>(i * img.cols + j)], want, 1e-6 * want);
+                }
+            // And close to the direct reduction overall (cells shifted by less than a block).
+            EXPECT_EQ(direct.factor, 1);
+            if (how == analysis::Reduce::max) {
+                EXPECT_FLOAT_EQ(*std::max_element(img.values.begin(), img.values.end()),
+                                static_cast<float>(*std::max_element(direct.values.begin(), direct.values.end())));
+            }
+        }
+    }
+    // Cells narrower than the smallest block read the matrix itself.
+    EXPECT_EQ(analysis::reduce_region(A, 0, 600, 0, 600, 300, 300, analysis::Reduce::max, &p).factor, 1);
 }
