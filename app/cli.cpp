@@ -91,9 +91,12 @@ void write_text_output(const std::string& path, const std::string& text)
     if (!f)
         throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    int err = errno;
     const bool closed = std::fclose(f) == 0;
+    if (ok)
+        err = errno;
     if (!ok || !closed)
-        throw InputError(path + ": cannot write (disk full?)");
+        throw InputError(path + ": cannot write (" + std::strerror(err) + ")");
     out.commit();
 }
 
@@ -313,7 +316,7 @@ int run_matrix(const MatrixArgs& a)
     const Eigen::MatrixXd A = op->dense();
 
     if (npy) {
-        io::write_npy(out.temp_path(), A);
+        out.write([&](const std::string& temp) { io::write_npy(temp, A); });
     } else {
         io::DatasetOut ds;
         ds.name = "/attention";
@@ -329,7 +332,7 @@ int run_matrix(const MatrixArgs& a)
             input["defaults_from_file"] = from_file;
         ds.attributes["input"] = input.dump();
         ds.attributes["attnscope_version"] = ATTNSCOPE_VERSION;
-        io::write_hdf5(out.temp_path(), {ds});
+        out.write([&](const std::string& temp) { io::write_hdf5(temp, {ds}); });
     }
     out.commit();
     std::cerr << "wrote " << a.out << " (" << n << " x " << n << ", " << attention::to_string(mechanism) << ")\n";
@@ -371,7 +374,7 @@ int run_synth(const SynthArgs& a)
         ds.compress = true;
         datasets.push_back(std::move(ds));
     }
-    io::write_hdf5(out.temp_path(), datasets, data.attributes);
+    out.write([&](const std::string& temp) { io::write_hdf5(temp, datasets, data.attributes); });
     out.commit();
     std::cerr << "wrote " << a.out << ": /q /k /v [" << a.heads << ", " << a.n << ", " << a.d << "] kind " << a.kind << "\n";
     return 0;
@@ -543,14 +546,14 @@ int run_sweep(const SweepArgs& a)
 #ifdef ATTNSCOPE_WITH_GUI
     if (plot_out) {
         auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});
-        render_sweep_figure_to(sweep, "curves", look, target, plot_out->temp_path());
+        plot_out->write([&](const std::string& temp) { render_sweep_figure_to(sweep, "curves", look, target, temp); });
         records = sweep->records;
     }
 #endif
     if (csv_out)
-        write_text_output(csv_out->temp_path(), csv);
+        csv_out->write([&](const std::string& temp) { write_text_output(temp, csv); });
     if (json_out)
-        write_text_output(json_out->temp_path(), summary);
+        json_out->write([&](const std::string& temp) { write_text_output(temp, summary); });
     if (csv_out)
         csv_out->commit();
     if (json_out)
@@ -711,7 +714,10 @@ int run_batch(const BatchArgs& a)
     auto render_if_missing = [&figures](const std::filesystem::path& path, const auto& render) {
         if (std::filesystem::exists(path))
             return;
-        std::filesystem::create_directories(figures);
+        std::error_code ec;
+        std::filesystem::create_directories(figures, ec);
+        if (!std::filesystem::is_directory(figures))
+            throw InputError(figures.string() + ": cannot create the folder (" + ec.message() + ")");
         render(path.string());
     };
     if (!job.figures.empty()) {
@@ -789,8 +795,11 @@ int run_batch(const BatchArgs& a)
     if (!report.failures.empty()) {
         for (const auto& f : report.failures)
             std::cerr << "failed: " << f << "\n";
-        print_error(std::to_string(report.failures.size()) + " failure(s) (listed above and in " + opt.out_dir +
-                    "/failures.txt); rerun to retry them");
+        // The one error line says what went wrong first (a full disk, a bad file), not only how often.
+        const bool listed = std::filesystem::exists(std::filesystem::path(opt.out_dir) / "failures.txt");
+        print_error(std::to_string(report.failures.size()) + " failure(s), the first: " + report.failures.front() +
+                    " (all listed above" + (listed ? " and in " + opt.out_dir + "/failures.txt" : std::string()) +
+                    "); rerun to retry them");
         return 2;
     }
     return 0;

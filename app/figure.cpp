@@ -84,20 +84,22 @@ widgets::ExportOptions export_options(const FigureTarget& t)
 }
 
 // Writes the view through a temporary file next to `path` (renamed on success): exportView's own
-// temporary file is renamed onto ours, ours onto the destination.
+// temporary file is renamed onto ours, ours onto the destination. exportView's messages name the file
+// they were given; a message about our temporary file names the destination instead.
 void export_to(widgets::ResultView* view, const std::string& path, const FigureTarget& target, bool commit)
 {
+    auto render = [&](const std::string& file) {
+        const QString err = widgets::exportView(view, QString::fromStdString(file), export_options(target));
+        if (!err.isEmpty())
+            throw InputError(err.toStdString());
+    };
     if (commit) {
         AtomicOutput out(path);
-        const QString err = widgets::exportView(view, QString::fromStdString(out.temp_path()), export_options(target));
-        if (!err.isEmpty())
-            throw InputError(path + ": " + err.toStdString());
+        out.write(render);
         out.commit();
         return;
     }
-    const QString err = widgets::exportView(view, QString::fromStdString(path), export_options(target));
-    if (!err.isEmpty())
-        throw InputError(target.path + ": " + err.toStdString());
+    render(path);
 }
 
 // The look as view-state keys of `view` (the keys its saveState() writes); options a view has no key
@@ -234,7 +236,7 @@ void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, con
 {
     check_figure_target(view, target);
     AtomicOutput out(target.path);
-    render_sweep_figure_to(std::move(sweep), view, look, target, out.temp_path());
+    out.write([&](const std::string& temp) { render_sweep_figure_to(std::move(sweep), view, look, target, temp); });
     out.commit();
 }
 

@@ -1,8 +1,9 @@
 // Figure export: PNG (raster at dpi / 96 scale), PDF (vector, page = logical size at 96 px/in) and SVG
-// (vector, explicit font family), written through QSaveFile (temporary file in the same folder, renamed
-// on success).
+// (vector, explicit font family), encoded in memory and written through QSaveFile (temporary file in the
+// same folder, renamed on success) with one checked write.
 #include "export.h"
 
+#include <QBuffer>
 #include <QDir>
 #include <QFileInfo>
 #include <QImage>
@@ -10,6 +11,7 @@
 #include <QPdfWriter>
 #include <QSaveFile>
 #include <QSvgGenerator>
+#include <cerrno>
 #include <cmath>
 #include <qcustomplot.h>
 
@@ -55,6 +57,12 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
     QSaveFile file(path);
     if (!file.open(QIODevice::WriteOnly))
         return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+    // Encoded into memory first: QPdfWriter and QSvgGenerator ignore short writes, and QFile reports a
+    // write cut short by a full disk as a short count without an error, so writing through them could
+    // commit a truncated figure as a success.
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
 
     if (suffix == "png") {
         const double scale = dpi / 96.0;
@@ -74,10 +82,10 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         const int dpm = static_cast<int>(std::lround(dpi / 0.0254));
         image.setDotsPerMeterX(dpm);
         image.setDotsPerMeterY(dpm);
-        if (!image.save(&file, "PNG"))
+        if (!image.save(&buffer, "PNG"))
             return QStringLiteral("cannot write %1: PNG encoding failed").arg(path);
     } else if (suffix == "pdf") {
-        QPdfWriter writer(&file);
+        QPdfWriter writer(&buffer);
         writer.setResolution(96);
         writer.setCreator(QStringLiteral("AttnScope"));
         writer.setTitle(view->viewTitle());
@@ -91,7 +99,7 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         painter.end();
     } else {
         QSvgGenerator generator;
-        generator.setOutputDevice(&file);
+        generator.setOutputDevice(&buffer);
         generator.setSize(size);
         generator.setViewBox(QRect(QPoint(0, 0), size));
         generator.setResolution(96);
@@ -103,8 +111,12 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         paintView(view, painter, size, font_scale, true);
         painter.end();
     }
-    if (file.error() != QFileDevice::NoError)
-        return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
+    buffer.close();
+    errno = 0;
+    const bool written = file.write(bytes) == bytes.size() && file.flush();
+    const int err = errno;
+    if (!written || file.error() != QFileDevice::NoError)
+        return QStringLiteral("cannot write %1: %2").arg(path, err ? qt_error_string(err) : file.errorString());
     if (!file.commit())
         return QStringLiteral("cannot write %1: %2").arg(path, file.errorString());
     return {};

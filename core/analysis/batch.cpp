@@ -198,8 +198,12 @@ std::map<std::string, json> read_records(const std::string& path, const std::str
         good = start + static_cast<std::streamoff>(line.size()) + 1;
     }
     in.close();
-    if (truncate_torn && fs::exists(path) && static_cast<std::uintmax_t>(good) < fs::file_size(path))
-        fs::resize_file(path, static_cast<std::uintmax_t>(good));
+    std::error_code ec;
+    if (truncate_torn && fs::exists(path) && static_cast<std::uintmax_t>(good) < fs::file_size(path)) {
+        fs::resize_file(path, static_cast<std::uintmax_t>(good), ec);
+        if (ec)
+            throw InputError(path + ": cannot cut the torn last line (" + ec.message() + ")");
+    }
     return records;
 }
 
@@ -237,8 +241,12 @@ void write_file_atomically(const std::string& path, const std::string& text)
     if (!f)
         throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
     const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok)
-        throw InputError(path + ": cannot write (disk full?)");
+    int err = errno;
+    const bool closed = std::fclose(f) == 0;
+    if (ok)
+        err = errno;
+    if (!ok || !closed)
+        throw InputError(path + ": cannot write (" + std::strerror(err) + ")");
     out.commit();
 }
 
@@ -265,21 +273,39 @@ void write_final(const std::string& dir, const std::map<std::string, json>& reco
     write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
 }
 
-// Appends one line to the open results file and makes it durable before returning.
+// results.jsonl could not be appended to (a full disk, an I/O error): the batch stops, keeping the records
+// before it, instead of computing units whose results cannot be saved.
+struct AppendFailure : InputError {
+    using InputError::InputError;
+};
+
+// Appends one line to the open results file and makes it durable before returning. On failure the file
+// is cut back to where it ended, so that no torn record is left between complete ones.
 void append_durably(int fd, const std::string& line, const std::string& path)
 {
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    auto fail = [&](const char* what) {
+        const int err = errno;
+        if (end >= 0 && ::ftruncate(fd, end) == 0)
+            ::fsync(fd);
+        throw AppendFailure(path + ": cannot " + what + " (" + std::strerror(err) + ")");
+    };
     std::size_t off = 0;
     while (off < line.size()) {
         const ssize_t w = ::write(fd, line.data() + off, line.size() - off);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            throw InputError(path + ": cannot append (" + std::string(std::strerror(errno)) + ")");
+            fail("append");
+        }
+        if (w == 0) {
+            errno = EIO;
+            fail("append");
         }
         off += static_cast<std::size_t>(w);
     }
     if (::fsync(fd) != 0)
-        throw InputError(path + ": cannot sync (" + std::string(std::strerror(errno)) + ")");
+        fail("sync");
 }
 
 }  // namespace
@@ -315,9 +341,9 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     std::error_code ec;   // the folder is made only once the whole plan is known to be possible
     fs::create_directories(opt.out_dir, ec);
     if (!fs::is_directory(opt.out_dir))
-        throw InputError(opt.out_dir + ": cannot create the output folder");
+        throw InputError(opt.out_dir + ": cannot create the output folder (" + ec.message() + ")");
     if (::access(opt.out_dir.c_str(), W_OK) != 0)
-        throw InputError(opt.out_dir + ": the output folder is not writable");
+        throw InputError(opt.out_dir + ": the output folder is not writable (" + std::strerror(errno) + ")");
     std::vector<Unit> units;
     for (const Unit& u : all_units)
         if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index)
@@ -343,7 +369,8 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     const int fd = ::open(results_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         throw InputError(results_path + ": cannot open for appending (" + std::string(std::strerror(errno)) + ")");
-    std::mutex mutex;   // guards records, report, the file, sha cache, progress
+    std::mutex mutex;   // guards records, report, the file, sha cache, progress, fatal
+    std::string fatal;  // set when results.jsonl cannot be appended to: the batch stops
     std::map<std::string, std::string> sha_cache;
     std::atomic<std::size_t> next{0};
     std::size_t finished = report.skipped;
@@ -404,10 +431,18 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
                         rec[key] = value;
                     rec["seconds"] = seconds;
                     std::lock_guard lock(mutex);
+                    if (!fatal.empty())
+                        return;
                     append_durably(fd, rec.dump() + "\n", results_path);
                     records[rec["key"].get<std::string>()] = rec;
                     ++report.records;
                 }
+            } catch (const AppendFailure& e) {
+                std::lock_guard lock(mutex);
+                if (fatal.empty())
+                    fatal = e.what();
+                next = todo.size();   // no more units: their results could not be saved
+                return;
             } catch (const InputError& e) {
                 failure = e.what();
             } catch (const std::invalid_argument& e) {
@@ -440,6 +475,9 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     for (auto& t : threads)
         t.join();
     ::close(fd);
+    if (!fatal.empty())
+        throw InputError(fatal + "; the " + std::to_string(records.size()) +
+                         " records before it are kept: run the batch again to go on");
 
     // Sweeps of this shard (after the units: they are the long-running part).
     const fs::path sweep_dir = fs::path(opt.out_dir) / "sweeps";
@@ -450,15 +488,19 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
         const fs::path csv = sweep_dir / (sw.name + ".csv"), js = sweep_dir / (sw.name + ".json");
         if (fs::exists(csv) && fs::exists(js))
             continue;
-        fs::create_directories(sweep_dir);
         const SweepSpec spec = sweep_spec(sw);
         try {
+            fs::create_directories(sweep_dir, ec);
+            if (!fs::is_directory(sweep_dir))
+                throw InputError(sweep_dir.string() + ": cannot create the folder (" + ec.message() + ")");
             auto recs = run_sweep(spec, JobContext{});
+            // Figures first: a rerun skips a sweep whose files exist, so they are written only once its
+            // figures are (a figure that failed, e.g. on a full disk, is then drawn by the rerun).
+            if (opt.on_sweep_figures)
+                opt.on_sweep_figures(sw, SweepResult{spec, recs});
             write_file_atomically(js.string(), sweep_summary(spec, recs).dump(2) + "\n");
             write_file_atomically(csv.string(), sweep_csv(recs));
             ++report.sweeps;
-            if (opt.on_sweep_figures)
-                opt.on_sweep_figures(sw, SweepResult{spec, std::move(recs)});
         } catch (const InputError& e) {
             report.failures.push_back("sweep " + sw.name + ": " + e.what());
         } catch (const std::invalid_argument& e) {
@@ -490,7 +532,13 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
         std::string text;
         for (const auto& f : report.failures)
             text += f + "\n";
-        write_file_atomically(failures_path, text);
+        try {
+            write_file_atomically(failures_path, text);
+        } catch (const InputError& e) {
+            // The failures are still reported (the caller prints them); a stale list must not stay.
+            fs::remove(failures_path, ec);
+            report.failures.push_back(e.what());
+        }
     }
     return report;
 }

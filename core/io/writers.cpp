@@ -8,6 +8,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "io/detail.h"
@@ -249,49 +252,93 @@ void write_hdf5(const std::string& path, const std::vector<DatasetOut>& datasets
             throw std::invalid_argument("write_hdf5: a dataset needs a name");
     }
 
-    auto lock = detail::hdf5_lock();
-    const H5Id fapl = detail::make_fapl();
-    H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-    if (!file)
-        h5_fail(path, "cannot create HDF5 file");
-    {
-        H5Id root(H5Oopen(file.get(), "/", H5P_DEFAULT), H5Oclose);
-        if (!root)
-            h5_fail(path, "cannot open the root group");
-        write_attributes(path, root.get(), "/", root_attributes);
-    }
-    H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-    if (!lcpl || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0)
-        h5_fail(path, "cannot create a link property list");
-
-    for (const auto& ds : datasets) {
-        const std::string name = ds.name.front() == '/' ? ds.name : "/" + ds.name;
-        const std::vector<hsize_t> dims(ds.shape.begin(), ds.shape.end());
-        H5Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-                   H5Sclose);
-        if (!space)
-            h5_fail(path, fmt::format("cannot create the dataspace of {}", name));
-        H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-        const bool any_zero = std::any_of(ds.shape.begin(), ds.shape.end(), [](std::int64_t d) { return d == 0; });
-        if (ds.compress && !dims.empty() && !any_zero) {
-            const auto chunks = chunk_dims(ds.shape, ds.as_float32 ? 4 : 8);
-            if (H5Pset_chunk(dcpl.get(), static_cast<int>(chunks.size()), chunks.data()) < 0 || H5Pset_shuffle(dcpl.get()) < 0 ||
-                H5Pset_deflate(dcpl.get(), 4) < 0)
-                h5_fail(path, fmt::format("cannot set up compression of {}", name));
+    // The file is built in memory (HDF5's core driver, no backing store) and written out by the loop at
+    // the end: HDF5 1.10 never sees a failing write. (With the sec2 driver a full disk made H5Fclose
+    // fail half-way; the file then stayed open and the library crashed at exit, SIGSEGV instead of
+    // exit status 2.) Costs one image of the file in memory, twice while it is copied out.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0)
+        throw InputError(fmt::format("{}: cannot create HDF5 file ({})", path, std::strerror(errno)));
+    struct FdCloser {
+        int fd;
+        ~FdCloser()
+        {
+            if (fd >= 0)
+                ::close(fd);
         }
-        const hid_t file_type = ds.as_float32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
-        H5Id d(H5Dcreate2(file.get(), name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
-        if (!d)
-            h5_fail(path, fmt::format("cannot create dataset {}", name));
-        if (!ds.data.empty() &&
-            H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds.data.data()) < 0)
-            h5_fail(path, fmt::format("cannot write dataset {}", name));
-        write_attributes(path, d.get(), name, ds.attributes);
+    } fd_guard{fd};
+    std::uint64_t payload = 0;
+    for (const auto& ds : datasets)
+        payload += ds.data.size() * (ds.as_float32 ? 4u : 8u);
+
+    std::vector<char> image;
+    {
+        auto lock = detail::hdf5_lock();
+        const H5Id fapl = detail::make_fapl();
+        const std::uint64_t increment = std::clamp<std::uint64_t>(payload + (1u << 16), 1u << 20, 1ull << 30);
+        if (!fapl || H5Pset_fapl_core(fapl.get(), static_cast<std::size_t>(increment), false) < 0)
+            h5_fail(path, "cannot set up the in-memory file");
+        H5Id file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+        if (!file)
+            h5_fail(path, "cannot create HDF5 file");
+        {
+            H5Id root(H5Oopen(file.get(), "/", H5P_DEFAULT), H5Oclose);
+            if (!root)
+                h5_fail(path, "cannot open the root group");
+            write_attributes(path, root.get(), "/", root_attributes);
+        }
+        H5Id lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+        if (!lcpl || H5Pset_create_intermediate_group(lcpl.get(), 1) < 0)
+            h5_fail(path, "cannot create a link property list");
+
+        for (const auto& ds : datasets) {
+            const std::string name = ds.name.front() == '/' ? ds.name : "/" + ds.name;
+            const std::vector<hsize_t> dims(ds.shape.begin(), ds.shape.end());
+            H5Id space(dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                       H5Sclose);
+            if (!space)
+                h5_fail(path, fmt::format("cannot create the dataspace of {}", name));
+            H5Id dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+            const bool any_zero = std::any_of(ds.shape.begin(), ds.shape.end(), [](std::int64_t d) { return d == 0; });
+            if (ds.compress && !dims.empty() && !any_zero) {
+                const auto chunks = chunk_dims(ds.shape, ds.as_float32 ? 4 : 8);
+                if (H5Pset_chunk(dcpl.get(), static_cast<int>(chunks.size()), chunks.data()) < 0 || H5Pset_shuffle(dcpl.get()) < 0 ||
+                    H5Pset_deflate(dcpl.get(), 4) < 0)
+                    h5_fail(path, fmt::format("cannot set up compression of {}", name));
+            }
+            const hid_t file_type = ds.as_float32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE;
+            H5Id d(H5Dcreate2(file.get(), name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT), H5Dclose);
+            if (!d)
+                h5_fail(path, fmt::format("cannot create dataset {}", name));
+            if (!ds.data.empty() &&
+                H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, ds.data.data()) < 0)
+                h5_fail(path, fmt::format("cannot write dataset {}", name));
+            write_attributes(path, d.get(), name, ds.attributes);
+        }
+        if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0)
+            h5_fail(path, "cannot finish the file");
+        const ssize_t size = H5Fget_file_image(file.get(), nullptr, 0);
+        if (size < 0)
+            h5_fail(path, "cannot finish the file");
+        image.resize(static_cast<std::size_t>(size));
+        if (size > 0 && H5Fget_file_image(file.get(), image.data(), image.size()) != size)
+            h5_fail(path, "cannot finish the file");
+        if (H5Fclose(file.release()) < 0)
+            h5_fail(path, "cannot close the file");
     }
-    if (H5Fflush(file.get(), H5F_SCOPE_LOCAL) < 0)
-        h5_fail(path, "cannot write (disk full?)");
-    if (H5Fclose(file.release()) < 0)
-        h5_fail(path, "cannot close the file");
+
+    std::size_t off = 0;
+    while (off < image.size()) {
+        const ssize_t w = ::write(fd, image.data() + off, image.size() - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(w < 0 ? errno : EIO)));
+        off += static_cast<std::size_t>(w);
+    }
+    fd_guard.fd = -1;
+    if (::close(fd) != 0)
+        throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(errno)));
 }
 
 }  // namespace attnscope::io

@@ -29,20 +29,32 @@ AtomicOutput::AtomicOutput(std::string destination) : m_destination(std::move(de
     if (!fs::is_directory(folder, ec))
         throw InputError(m_destination + ": folder " + folder.string() + " does not exist");
     if (::access(folder.c_str(), W_OK) != 0)
-        throw InputError(m_destination + ": folder " + folder.string() + " is not writable");
+        throw InputError(m_destination + ": folder " + folder.string() + " is not writable (" + std::strerror(errno) + ")");
 
     std::random_device rd;
     const auto tag = (static_cast<unsigned long long>(rd()) << 32) ^ rd() ^ static_cast<unsigned long long>(::getpid());
     char buf[32];
     std::snprintf(buf, sizeof buf, "%012llx", tag & 0xFFFFFFFFFFFFULL);
     // Keep the extension last so that libraries that look at it (HDF5 does not, NumPy does) are happy.
-    m_temp = (folder / ("." + dest.filename().string() + ".tmp-" + buf + dest.extension().string())).string();
+    std::string name = ".";
+    name += dest.filename().string();
+    name += ".tmp-";
+    name += buf;
+    name += dest.extension().string();
+    m_temp = (folder / name).string();
 }
 
 AtomicOutput::~AtomicOutput()
 {
     if (!m_committed)
         ::unlink(m_temp.c_str());
+}
+
+std::string AtomicOutput::named(std::string message) const
+{
+    for (std::size_t at = message.find(m_temp); at != std::string::npos; at = message.find(m_temp, at + m_destination.size()))
+        message.replace(at, m_temp.size(), m_destination);
+    return message;
 }
 
 void AtomicOutput::commit()

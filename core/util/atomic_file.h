@@ -7,6 +7,8 @@
 // and the destination is untouched.
 #include <string>
 
+#include "util/error.h"
+
 namespace attnscope {
 
 class AtomicOutput {
@@ -20,6 +22,21 @@ public:
 
     const std::string& temp_path() const { return m_temp; }
     const std::string& destination() const { return m_destination; }
+
+    // Runs write(temp_path()). An InputError it throws is thrown again naming the destination instead of
+    // the temporary file (a user never sees the hidden temporary name in a message).
+    template <class Write>
+    void write(Write&& write)
+    {
+        try {
+            write(m_temp);
+        } catch (const InputError& e) {
+            throw InputError(named(e.what()));
+        }
+    }
+
+    // `message` with every mention of the temporary file replaced by the destination.
+    std::string named(std::string message) const;
 
     // Flushes the temporary file to disk and renames it to the destination. Throws InputError on failure
     // (the temporary file is then removed).
