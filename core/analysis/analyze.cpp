@@ -127,16 +127,49 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         results.push_back(std::move(r));
     }
 
-    for (MechanismResult& r : results) {
-        const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
-        const auto op = attention::make_operator(r.mechanism, Q, K, mechanism_options);
-        const SpectrumPath path = choose_spectrum_path(*op, metric_options, memory_limit);
-        if (path == SpectrumPath::dense) {
-            Eigen::MatrixXd A = op->dense();
-            measure(r, *op, &A, true, path, mechanism_options, metric_options);
-        } else {   // everything else streams: no N x N matrix is ever formed
-            measure(r, *op, nullptr, false, path, mechanism_options, metric_options);
+    std::vector<std::unique_ptr<attention::AttentionOperator>> ops;
+    std::vector<SpectrumPath> paths;
+    for (const MechanismResult& r : results) {
+        ops.push_back(attention::make_operator(r.mechanism, Q, K, options_for(r.mechanism, options)));
+        paths.push_back(choose_spectrum_path(*ops.back(), metric_options, memory_limit));
+    }
+
+    // Linear and MHLA attention share their raw scores phi(q) . phi(k): when both stream their entropy
+    // (non-causal), one pass over the N^2 scores gives both (AttentionOperator::kernel_block_sums).
+    std::vector<std::optional<PrecomputedEntropy>> shared(results.size());
+    if (metric_options.entropy && !options.causal) {
+        std::optional<std::size_t> lin, mhla;
+        for (std::size_t i = 0; i < results.size(); ++i) {
+            if (paths[i] == SpectrumPath::dense)
+                continue;
+            if (results[i].mechanism == Mechanism::linear)
+                lin = i;
+            else if (results[i].mechanism == Mechanism::mhla)
+                mhla = i;
         }
+        if (lin && mhla) {
+            Eigen::MatrixXd P, R;
+            const int status = ops[*mhla]->kernel_block_sums(P, R);
+            for (const std::size_t i : {*lin, *mhla}) {
+                PrecomputedEntropy pre;
+                pre.status = status != 0 ? status : ops[i]->row_entropies_from_block_sums(P, R, pre.rows);
+                shared[i] = std::move(pre);
+            }
+        }
+    }
+
+    for (std::size_t i = 0; i < results.size(); ++i) {
+        MechanismResult& r = results[i];
+        const attention::AttentionOptions mechanism_options = options_for(r.mechanism, options);
+        const attention::AttentionOperator& op = *ops[i];
+        const PrecomputedEntropy* pre = shared[i] ? &*shared[i] : nullptr;
+        if (paths[i] == SpectrumPath::dense) {
+            Eigen::MatrixXd A = op.dense();
+            measure(r, op, &A, true, paths[i], mechanism_options, metric_options);
+        } else {   // everything else streams: no N x N matrix is ever formed
+            measure(r, op, nullptr, false, paths[i], mechanism_options, metric_options, pre);
+        }
+        ops[i].reset();
     }
     return results;
 }
@@ -224,7 +257,8 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
 }
 
 void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
-             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options)
+             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options,
+             const PrecomputedEntropy* pre)
 {
     if (path == SpectrumPath::dense && !A)
         throw std::logic_error("measure: a dense spectrum needs the dense matrix");
@@ -244,7 +278,20 @@ void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::
                 r.entropy_method = "dense";
             }
         } else {
-            metrics::StreamedEntropy streamed = metrics::streaming_row_entropy(op);
+            metrics::StreamedEntropy streamed;
+            if (pre) {
+                streamed.non_finite = pre->status == 2;
+                streamed.negative = pre->status == 1;
+                if (pre->status == 0) {
+                    std::vector<double> h = pre->rows;
+                    for (double& v : h)
+                        if (v == 0.0)
+                            v = 0.0;   // no -0
+                    streamed.stats = metrics::entropy_stats(std::move(h), op.allowed_keys());
+                }
+            } else {
+                streamed = metrics::streaming_row_entropy(op);
+            }
             if (streamed.non_finite) {
                 r.warnings.push_back(non_finite);
                 return;

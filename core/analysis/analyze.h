@@ -74,8 +74,15 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
 // true, else works on a copy. Throws std::invalid_argument when --method structured meets an operator
 // without factors (softmax, causal).
 // With A null, entropy streams (metrics/streaming.h) and a dense spectrum is impossible.
+// Row entropies computed ahead (status as AttentionOperator::row_entropies: 0 ok, 1 negative, 2 not finite).
+struct PrecomputedEntropy {
+    int status = 0;
+    std::vector<double> rows;
+};
+// `pre`, when given, replaces the streamed entropy (analyze() shares one pass between linear and MHLA).
 void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::MatrixXd* A, bool consume,
-             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options);
+             SpectrumPath path, const attention::AttentionOptions& options, const MetricOptions& metric_options,
+             const PrecomputedEntropy* pre = nullptr);
 
 // The spectrum computation for `op` under `metric_options` when dense work may use `memory_limit`
 // bytes. Throws std::invalid_argument when the method asked for cannot apply (structured without

@@ -430,24 +430,78 @@ public:
             Y.row(m_perm[static_cast<std::size_t>(m_causal ? m_n - 1 - u : u)]) = Ys.row(u);
     }
 
-    int row_entropies(std::vector<double>& h) const override
+    int kernel_block_sums(MatrixXd& P, MatrixXd& R) const override
     {
-        h.assign(static_cast<std::size_t>(m_n), 0.0);
+        const Index m = m_fwd.c.rows();
+        MatrixXd Ps(m_n, m), Rs(m_n, m);
+        P.resize(m_n, m);
+        R.resize(m_n, m);
         if (m_n == 0)
             return 0;
         // In sorted coordinates (blocks contiguous, the causal mask a lower triangle), then back to tokens.
-        std::vector<double> hs(static_cast<std::size_t>(m_n)), scale;
-        if (!m_row_normalised) {
-            scale.resize(static_cast<std::size_t>(m_n));
-            for (Index u = 0; u < m_n; ++u)
-                scale[static_cast<std::size_t>(u)] = m_f.row_scale(m_perm[static_cast<std::size_t>(u)]);
+        const int status = kernels::kernel_block_sums(m_fwd.a.data(), m_fwd.a.rows(), m_fwd.b.data(), m_fwd.b.rows(), m_n,
+                                                      m_fwd.a.cols(), m, m_fwd.offsets.data(), m_causal, Ps.data(),
+                                                      Rs.data(), Ps.rows());
+        for (Index u = 0; u < m_n; ++u) {
+            const Index t = m_perm[static_cast<std::size_t>(u)];
+            P.row(t) = Ps.row(u);
+            R.row(t) = Rs.row(u);
         }
-        const int status = kernels::kernel_row_entropies(
-            m_fwd.a.data(), m_fwd.a.rows(), m_fwd.b.data(), m_fwd.b.rows(), m_n, m_fwd.a.cols(), m_fwd.c.data(),
-            m_fwd.c.rows(), m_fwd.offsets.data(), m_causal, m_row_normalised ? nullptr : scale.data(), hs.data());
-        for (Index u = 0; u < m_n; ++u)
-            h[static_cast<std::size_t>(m_perm[static_cast<std::size_t>(u)])] = hs[static_cast<std::size_t>(u)];
+        if (status == 0 && !(P.allFinite() && R.allFinite()))
+            return 2;
         return status;
+    }
+
+    int row_entropies(std::vector<double>& h) const override
+    {
+        h.assign(static_cast<std::size_t>(m_n), 0.0);
+        MatrixXd P, R;
+        if (const int status = kernel_block_sums(P, R))
+            return status;
+        return row_entropies_from_block_sums(P, R, h);
+    }
+
+    int row_entropies_from_block_sums(const MatrixXd& P_in, const MatrixXd& R_in, std::vector<double>& h) const override
+    {
+        h.assign(static_cast<std::size_t>(m_n), 0.0);
+        const bool collapse = m_f.mixing.rows() == 1 && P_in.cols() > 1;   // linear from finer block sums
+        if (P_in.rows() != m_n || R_in.rows() != m_n || R_in.cols() != P_in.cols() ||
+            (!collapse && P_in.cols() != m_f.mixing.rows()) || (collapse && m_causal))
+            throw std::invalid_argument("row_entropies_from_block_sums: sums of shape " + std::to_string(P_in.rows()) + "x" +
+                                        std::to_string(P_in.cols()) + " do not fit this operator");
+        const MatrixXd P = collapse ? MatrixXd(P_in.rowwise().sum()) : P_in;
+        const MatrixXd R = collapse ? MatrixXd(R_in.rowwise().sum()) : R_in;
+        // A[t,j] = w_t c(bt, bj) g_tj: with s = c g, sum_j s = sum_b c P(t,b) and
+        // sum_j s ln s = sum_b c (P(t,b) ln c + R(t,b)) (blocks with c = 0 contribute nothing).
+        const Index m = m_f.mixing.rows();
+        for (Index t = 0; t < m_n; ++t) {
+            const Index bt = m_f.block[static_cast<std::size_t>(t)];
+            double z = 0.0, s2 = 0.0;
+            for (Index b = 0; b < m; ++b) {
+                const double c = m_f.mixing(bt, b), p = P(t, b);
+                if (c == 0.0 || p == 0.0)
+                    continue;
+                if (c < 0.0)
+                    return 1;
+                z += c * p;
+                s2 += c * (p * std::log(c) + R(t, b));
+            }
+            double H = 0.0;
+            if (m_row_normalised) {   // H = ln z - (1/z) sum s ln s
+                if (!(z > 0.0))
+                    return 2;
+                H = std::log(z) - s2 / z;
+            } else {   // A = w s as it stands: H = -sum w s (ln w + ln s)
+                const double w = m_f.row_scale(t);
+                if (w < 0.0 && z > 0.0)
+                    return 1;
+                H = w > 0.0 ? -(w * s2 + w * std::log(w) * z) : 0.0;
+            }
+            if (!std::isfinite(H))
+                return 2;
+            h[static_cast<std::size_t>(t)] = H;
+        }
+        return 0;
     }
 
     const KernelFactors* factors() const override { return m_causal ? nullptr : &m_f; }

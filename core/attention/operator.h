@@ -66,6 +66,27 @@ public:
     // undefined), 2 when one is not finite (h is then unspecified). The default goes through dense_rows();
     // softmax and kernel operators compute it from their factors (core/kernels).
     virtual int row_entropies(std::vector<double>& h) const { return row_entropies_by_rows(h, 0); }
+    // Kernel operators (linear, MHLA): for token t and key block b of this operator, P(t, b) = sum_j g_tj and
+    // R(t, b) = sum_j g_tj ln g_tj over the keys j of block b allowed to t, with g_tj = phi_q(t) . phi_k(j) the
+    // raw scores (no mixing, no normalisation): N x M each. Every row entropy of linear and MHLA attention
+    // with these feature maps follows from them (a non-causal linear row: ln z - (1/z) sum_b R with
+    // z = sum_b P). Returns 0, 1 when a score is negative, 2 when one is not finite; -1 for softmax.
+    virtual int kernel_block_sums(Eigen::MatrixXd& P, Eigen::MatrixXd& R) const
+    {
+        (void)P;
+        (void)R;
+        return -1;
+    }
+    // Row entropies (as row_entropies()) from kernel_block_sums() P, R over this operator's blocks; an
+    // operator with one block (linear) also takes the row sums of another operator's sums over the same
+    // tokens and feature map (non-causal). Returns -1 for softmax.
+    virtual int row_entropies_from_block_sums(const Eigen::MatrixXd& P, const Eigen::MatrixXd& R, std::vector<double>& h) const
+    {
+        (void)P;
+        (void)R;
+        (void)h;
+        return -1;
+    }
     // The same through dense_rows(), `tile_rows` rows at a time (0: tiles of about 8 MiB).
     int row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const;
 

@@ -207,15 +207,14 @@ int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk
     });
 }
 
-int kernel_row_entropies(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, const double* C,
-                         Index m, const Index* offsets, bool causal, const double* row_scale, double* h)
+int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, Index m,
+                      const Index* offsets, bool causal, double* P, double* R, Index ldp)
 {
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::kernel_entropy
-                  : active_isa() == Isa::avx2 ? &avx2::kernel_entropy
-                                               : &generic::kernel_entropy;
-    (void)n;
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::kernel_block_sums
+                  : active_isa() == Isa::avx2 ? &avx2::kernel_block_sums
+                                               : &generic::kernel_block_sums;
     return parallel_tiles(n, k_entropy_tile, [&](Index u0, Index count) {
-        return kernel(A, lda, B, ldb, r, C, m, offsets, u0, count, causal, row_scale ? row_scale + u0 : nullptr, h + u0);
+        return kernel(A, lda, B, ldb, r, m, offsets, u0, count, causal, P, R, ldp);
     });
 }
 

@@ -48,11 +48,13 @@ void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scal
 // per entry.
 int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
                           bool causal, double* h);
-// Kernel attention in sorted coordinates (blocks contiguous: block i holds positions offsets[i] ..
-// offsets[i+1]-1): scores s_uv = C[blk u, blk v] a_u . b_v (causal: v <= u); A column-major n x r, B the
-// same, C m x m. With row_scale null, rows are normalised by their own sums z_u (H = ln z - (1/z) sum s ln s);
-// else A_uv = row_scale[u] s_uv as it stands. h[u] in sorted order.
-int kernel_row_entropies(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, const double* C,
-                         Index m, const Index* offsets, bool causal, const double* row_scale, double* h);
+// Kernel attention in sorted coordinates (blocks contiguous: block b holds positions offsets[b] ..
+// offsets[b+1]-1), raw scores g_uv = a_u . b_v (causal: v <= u), A and B column-major n x r: per row u and
+// key block b, P(u, b) = sum_v g_uv and R(u, b) = sum_v g_uv ln g_uv over the block's allowed keys (P, R
+// column-major n x m, leading dimension ldp). Every mixing and normalisation of linear and MHLA attention
+// follows from these (AttentionOperator::row_entropies), so one pass serves both mechanisms. Returns 1
+// when a score is negative.
+int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, Index m,
+                      const Index* offsets, bool causal, double* P, double* R, Index ldp);
 
 }  // namespace attnscope::kernels

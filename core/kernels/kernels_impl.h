@@ -11,8 +11,8 @@ namespace attnscope::kernels {
     void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed);   \
     int softmax_entropy(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, \
                         bool causal, Index t0, Index count, double* h);                                         \
-    int kernel_entropy(const double* A, Index lda, const double* B, Index ldb, Index r, const double* C, Index m, \
-                       const Index* offsets, Index u0, Index count, bool causal, const double* row_scale, double* h);
+    int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index r, Index m,                \
+                          const Index* offsets, Index u0, Index count, bool causal, double* P, double* R, Index ldp);
 namespace generic { ATTNSCOPE_KERNEL_DECLS }
 namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
 namespace avx512 { ATTNSCOPE_KERNEL_DECLS }

@@ -83,3 +83,40 @@ TEST(AnalyzeMethods, AutoTakesTheRandomizedPathOnlyWhenDenseDoesNotFit)
 }
 
 }  // namespace
+
+namespace {
+
+TEST(AnalyzeMethods, LinearAndMhlaShareOneEntropyPass)
+{
+    // Together (one pass over the scores, kernel_block_sums) and one by one give the same row entropies,
+    // equal to the dense matrices' own.
+    const Eigen::Index n = 257;
+    const MatrixXd Q = gaussian(n, 12, 7), K = gaussian(n, 12, 8);
+    for (const auto fm : {attention::FeatureMapKind::relu, attention::FeatureMapKind::elu1, attention::FeatureMapKind::favor}) {
+        for (const auto norm : {attention::Normalize::row, attention::Normalize::none}) {
+            attention::AttentionOptions o;
+            o.feature_map.kind = fm;
+            o.blocks.blocks = 5;
+            o.mixing.preset = "cos";
+            o.normalize = norm;
+            analysis::MetricOptions mo;
+            mo.spectrum = false;
+            mo.row_entropy = true;
+            const auto both = analysis::analyze(Q, K, {attention::Mechanism::linear, attention::Mechanism::mhla}, o, mo, 1ULL << 34);
+            for (std::size_t i = 0; i < both.size(); ++i) {
+                const auto alone = analysis::analyze(Q, K, {both[i].mechanism}, o, mo, 1ULL << 34);
+                ASSERT_TRUE(both[i].entropy && alone[0].entropy);
+                const auto op = attention::make_operator(both[i].mechanism, Q, K, analysis::options_for(both[i].mechanism, o));
+                const auto dense = metrics::row_entropy(op->dense(), op->allowed_keys());
+                for (Eigen::Index t = 0; t < n; ++t) {
+                    const auto u = static_cast<std::size_t>(t);
+                    EXPECT_NEAR(both[i].entropy->rows[u], alone[0].entropy->rows[u], 1e-12 * (1 + std::abs(dense.rows[u])));
+                    EXPECT_NEAR(both[i].entropy->rows[u], dense.rows[u], 1e-11 * (1 + std::abs(dense.rows[u])))
+                        << attention::to_string(both[i].mechanism) << " t=" << t;
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
