@@ -205,6 +205,9 @@ void print_summary(const ojson& doc)
             return r.contains(key) && r[key].is_number() ? fmt_opt(r[key].get<double>(), precision) : std::string("-");
         };
         std::string rank = r.contains("rank") && r["rank"].is_number() ? std::to_string(r["rank"].get<long long>()) : "-";
+        if (rank == "-" && r.contains("rank_bounds"))   // randomized: the bracket it proved
+            rank = std::to_string(r["rank_bounds"]["lower"].get<long long>()) + ".." +
+                   std::to_string(r["rank_bounds"]["upper"].get<long long>());
         std::string hm = "-", hs = "-", hn = "-";
         if (r.contains("entropy") && r["entropy"].is_object()) {
             hm = fmt_opt(r["entropy"]["mean"].get<double>(), 4);
