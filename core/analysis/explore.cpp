@@ -78,7 +78,8 @@ std::vector<Eigen::Index> ExploreResult::grid_coords(Eigen::Index t) const
 std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms)
 {
     const long double nn = static_cast<long double>(n) * static_cast<long double>(n) * 8.0L;
-    const long double total = nn * (static_cast<long double>(mechanisms) + 1.5L) + 64.0L * 1024 * 1024;
+    // Each kept matrix with its pyramid (~1/12 of it), plus the SVD's copy and LAPACK's work.
+    const long double total = nn * (1.1L * static_cast<long double>(mechanisms) + 1.5L) + 64.0L * 1024 * 1024;
     return total > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(total);
 }
 
@@ -151,10 +152,12 @@ double spectrum_weight(SpectrumPath path, Eigen::Index n)
     return path == SpectrumPath::none ? 0.0 : 0.2;
 }
 
-// measure() (analyze.h) for the GUI, which keeps the N x N matrix: the same numbers (row entropies
-// summed as row_entropy() sums them, the dense spectrum bit-identical to dgesdd's up to N = 4096 and to
-// rounding beyond), the same warnings, and every step interruptible: the matrix is built, checked and
-// measured in tiles of rows, and the dense SVD reports after every column.
+// measure() (analyze.h) for the GUI, which keeps the N x N matrix: the same numbers and warnings (row
+// entropies summed as row_entropy() sums them; the dense spectrum is dgesdd's, metrics/bidiag_svd.h, where
+// analyze() takes the two-stage SVD from N = 512 on: they agree to ~1e-15 s_1), and every step
+// interruptible: the matrix is built, checked and measured in tiles of rows, and the dense SVD reports
+// twice per column. (The two-stage SVD reports only between 64-column panels and not at all in its
+// band-to-bidiagonal stage: seconds apart at N = 2048-4096 on 2 cores, too coarse for a 1 s cancel.)
 void measure_kept(MechanismOutcome& o, const attention::AttentionOperator& op, SpectrumPath path,
                   const attention::AttentionOptions& options, const MetricOptions& mo, const std::string& name,
                   WeightedProgress& progress)

@@ -82,7 +82,7 @@ struct ExploreResult {
     nlohmann::ordered_json to_json(bool with_row_entropy) const;
 };
 
-// Peak bytes an explore of N tokens with `mechanisms` needs (kept matrices plus one SVD).
+// Peak bytes an explore of N tokens with `mechanisms` needs (kept matrices and pyramids plus one SVD).
 std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms);
 
 // Tokens the selection yields (after prefix tokens) without reading tensor data; throws like load_inputs.

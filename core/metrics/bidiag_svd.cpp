@@ -70,10 +70,11 @@ struct Mat {
 
 // LAPACK dlabrd for m >= n (upper bidiagonal): reduces the first nb rows and columns of the m x n matrix
 // `a` and returns X (m x nb) and Y (n x nb) for the trailing update. The same BLAS calls in the same
-// order as the reference routine; `after_column(k)` runs when column k (0-based, local) is done.
+// order as the reference routine; `progress(k)` runs when k columns are done (k = i + 0.5 halfway through
+// column i, between its two products with the trailing matrix, which dominate its cost).
 template <class F>
 void labrd_upper(int m, int n, int nb, Mat a, double* d, double* e, double* tauq, double* taup, Mat x, Mat y,
-                 F&& after_column)
+                 F&& progress)
 {
     for (int i = 0; i < nb; ++i) {
         // Update A(i:m, i).
@@ -86,6 +87,7 @@ void labrd_upper(int m, int n, int nb, Mat a, double* d, double* e, double* tauq
             *a(i, i) = 1.0;
             // Y(i+1:n, i).
             gemv('T', m - i, n - i - 1, kOne, a(i, i + 1), a.ld, a(i, i), 1, kZero, y(i + 1, i), 1);
+            progress(i + 0.5);
             gemv('T', m - i, i, kOne, a(i, 0), a.ld, a(i, i), 1, kZero, y(0, i), 1);
             gemv('N', n - i - 1, i, kMinusOne, y(i + 1, 0), y.ld, y(0, i), 1, kOne, y(i + 1, i), 1);
             gemv('T', m - i, i, kOne, x(i, 0), x.ld, a(i, i), 1, kZero, y(0, i), 1);
@@ -106,7 +108,7 @@ void labrd_upper(int m, int n, int nb, Mat a, double* d, double* e, double* tauq
             gemv('N', m - i - 1, i, kMinusOne, x(i + 1, 0), x.ld, x(0, i), 1, kOne, x(i + 1, i), 1);
             scal(m - i - 1, taup[i], x(i + 1, i));
         }
-        after_column(i);
+        progress(i + 1.0);
     }
 }
 
@@ -179,7 +181,7 @@ std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const Svd
         // Half of a panel's flops are dlabrd's matrix-vector products, half the two rank-nb updates.
         const double base = cost_before(i), panel = cost_before(i + nb) - base;
         labrd_upper(m - i, n - i, nb, Mat{a(i, i), m}, &d[static_cast<std::size_t>(i)], e + i, tauq + i, taup + i, x, y,
-                    [&](int k) { report(base + 0.5 * panel * (k + 1.0) / nb); });
+                    [&](double k) { report(base + 0.5 * panel * k / nb); });
         // A(i+nb:m, i+nb:n) -= V Y^T + X U^T; for large matrices in slices of columns (each slice gets both
         // updates, as each entry does in dgebrd's two calls) so that progress and cancellation come often.
         const int mr = m - i - nb, nr = n - i - nb;

@@ -8,8 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <lapacke.h>
+
 #include "metrics/bidiag_svd.h"
-#include "metrics/metrics.h"
 
 using namespace attnscope;
 using Eigen::MatrixXd;
@@ -43,7 +44,19 @@ MatrixXd attention_like(Eigen::Index n, unsigned seed)
     return S;
 }
 
-std::vector<double> reference(const MatrixXd& A) { return metrics::singular_values(MatrixXd(A)); }
+// LAPACK's dgesdd itself (metrics::singular_values switches to the two-stage SVD for large matrices).
+std::vector<double> reference(const MatrixXd& A)
+{
+    MatrixXd B = A;
+    std::vector<double> s(static_cast<std::size_t>(std::min(A.rows(), A.cols())));
+    if (s.empty())
+        return s;
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(B.rows()),
+                                           static_cast<lapack_int>(B.cols()), B.data(), static_cast<lapack_int>(B.rows()),
+                                           s.data(), nullptr, 1, nullptr, 1);
+    EXPECT_EQ(info, 0);
+    return s;
+}
 
 std::vector<double> ours(const MatrixXd& A, std::vector<double>* fractions = nullptr)
 {
