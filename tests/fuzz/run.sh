@@ -35,7 +35,7 @@ fi
 # Runs one target; prints one summary line (and the crash files); status 1 on a finding.
 run_target() {
   local t=$1 corpus art=build-fuzz/artifacts/$1 log=build-fuzz/$1.log rc execs crashes
-  if [ -n "$fresh_root" ]; then corpus=$fresh_root/$t; else corpus=build-fuzz/corpus/$t; fi
+  if [ -n "$fresh_root" ]; then corpus=$fresh_root/$t log=build-fuzz/$t.fresh.log; else corpus=build-fuzz/corpus/$t; fi
   rm -rf "$art"; mkdir -p "$corpus" "$art"   # artifacts: this run only
   cp -n tests/fuzz/corpus/"$t"/* "$corpus"/ 2>/dev/null || true
   build-fuzz/tests/fuzz/"$t" "$corpus" -max_len="${maxlen[$t]}" -max_total_time="$secs" -timeout=10 \
