@@ -227,11 +227,8 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
             return SpectrumPath::structured;
         if (mo.rank_rtol)
             return SpectrumPath::randomized;
-        if (!mo.top_k)
-            throw std::invalid_argument("--method streaming: all singular values of " + name +
-                                        " attention need the dense matrix; give --top-k K for the K largest "
-                                        "(matrix-free), --rank-rtol R for the rank at a relative tolerance "
-                                        "(randomized range finder), or use --metrics entropy");
+        if (!mo.top_k)   // nothing about the spectrum is computable without N x N: null, and measure() says why
+            return SpectrumPath::none;
         return SpectrumPath::top_k;
     case SpectrumMethod::automatic:
         // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
@@ -311,8 +308,14 @@ void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::
                                  std::string(attention::to_string(options.normalize)) +
                                  "); entropy is computed from the entries as they are");
     }
-    if (path == SpectrumPath::none)
+    if (path == SpectrumPath::none) {
+        if (metric_options.spectrum)   // --method streaming on an operator without factors
+            r.warnings.push_back("no spectrum: all singular values of " + std::string(attention::to_string(r.mechanism)) +
+                                 " attention need the dense N x N matrix, which --method streaming never forms; give "
+                                 "--top-k K for the K largest (matrix-free), --rank-rtol R for the rank at a relative "
+                                 "tolerance (randomized range finder), or use --method auto");
         return;
+    }
     const Index n = op.rows();
     std::vector<double> s;
     if (path == SpectrumPath::top_k) {

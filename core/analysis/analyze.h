@@ -86,7 +86,8 @@ void measure(MechanismResult& r, const attention::AttentionOperator& op, Eigen::
 
 // The spectrum computation for `op` under `metric_options` when dense work may use `memory_limit`
 // bytes. Throws std::invalid_argument when the method asked for cannot apply (structured without
-// factors; streaming all singular values of softmax) and InputError when nothing fits, naming what would.
+// factors) and InputError when nothing fits, naming what would. Under --method streaming an operator without
+// factors and with neither --top-k nor --rank-rtol gets `none` (its spectrum null, with a warning).
 SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
                                   std::uint64_t memory_limit);
 

@@ -117,7 +117,6 @@ TEST_F(CliErrors, ImpossibleOptions)
     expect_error("analyze " + in + " --method fast", {"--method", "fast"});
     expect_error("analyze " + in + " --method structured", {"softmax", "structured"});
     expect_error("analyze " + in + " --mechanism linear --causal --method structured", {"causal", "structured"});
-    expect_error("analyze " + in + " --method streaming", {"softmax", "--top-k"});
     expect_error("analyze --q " + f("good.h5") + ":/q", {"--k"});
     expect_error("frobnicate", {"frobnicate"});
 }

@@ -73,12 +73,24 @@ TEST(AnalyzeMethods, AutoTakesTheRandomizedPathOnlyWhenDenseDoesNotFit)
     mo.rank_rtol.reset();
     EXPECT_THROW(analysis::choose_spectrum_path(*op, mo, 1000), std::exception);   // names what fits
     mo.method = analysis::SpectrumMethod::streaming;
-    try {
-        analysis::choose_spectrum_path(*op, mo, 1ULL << 34);
-        FAIL() << "streaming all singular values of softmax must be refused";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("--rank-rtol"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("--top-k"), std::string::npos) << e.what();
+    EXPECT_EQ(analysis::choose_spectrum_path(*op, mo, 1ULL << 34), analysis::SpectrumPath::none);
+    // One streaming run over all three: softmax's spectrum is null with a warning naming what would work,
+    // linear / MHLA are structured, every entropy is streamed.
+    const auto results = analysis::analyze(Q, K, {attention::Mechanism::softmax, attention::Mechanism::linear,
+                                                  attention::Mechanism::mhla}, o, mo, 1ULL << 34);
+    ASSERT_EQ(results.size(), 3u);
+    EXPECT_FALSE(results[0].spectrum.has_value());
+    ASSERT_EQ(results[0].warnings.size(), 1u);
+    EXPECT_NE(results[0].warnings[0].find("--top-k"), std::string::npos);
+    EXPECT_NE(results[0].warnings[0].find("--rank-rtol"), std::string::npos);
+    const auto j = analysis::result_json(results[0], mo);
+    EXPECT_TRUE(j["rank"].is_null());
+    EXPECT_TRUE(j["singular_values"].is_null());
+    EXPECT_EQ(results[0].entropy_method, "streaming");
+    for (std::size_t i = 1; i < 3; ++i) {
+        EXPECT_EQ(results[i].spectrum_method, "structured");
+        EXPECT_EQ(results[i].entropy_method, "streaming");
+        EXPECT_TRUE(results[i].warnings.empty());
     }
 }
 
