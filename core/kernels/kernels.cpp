@@ -65,28 +65,6 @@ int threads()
     return std::max(1, openblas_get_num_threads());
 }
 
-// Runs f(begin, end) over [0, n) in `parts` contiguous chunks on that many threads (this one included).
-template <class F>
-void parallel_chunks(Index n, int parts, const F& f)
-{
-    if (parts <= 1 || n < 2) {
-        f(Index{0}, n);
-        return;
-    }
-    parts = static_cast<int>(std::min<Index>(parts, n));
-    std::vector<std::thread> pool;
-    pool.reserve(static_cast<std::size_t>(parts - 1));
-    const Index step = (n + parts - 1) / parts;
-    for (int p = 1; p < parts; ++p) {
-        const Index b = std::min(n, p * step), e = std::min(n, (p + 1) * step);
-        if (b < e)
-            pool.emplace_back([&f, b, e] { f(b, e); });
-    }
-    f(Index{0}, std::min(n, step));
-    for (std::thread& t : pool)
-        t.join();
-}
-
 }  // namespace
 
 std::string_view to_string(Isa isa)
@@ -133,13 +111,26 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
     }
     auto kernel = isa == Isa::avx512 ? &avx512::gemm : &avx2::gemm;
     const bool bt = tb == 'T' || tb == 't';
-    // Split C by columns; small products stay on one thread.
+    // C in slabs of a fixed number of columns, shared out to the threads: each slab's product (and so its
+    // rounding, which depends on the blocking Eigen picks for its shape) is the same whatever --threads.
+    constexpr Index slab = 256;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const int parts = flops < 4e6 ? 1 : threads();
-    parallel_chunks(n, parts, [&](Index j0, Index j1) {
-        const double* b = bt ? B + j0 : B + j0 * ldb;
-        kernel(ta, tb, m, j1 - j0, k, alpha, A, lda, b, ldb, beta, C + j0 * ldc, ldc);
-    });
+    const Index slabs = (n + slab - 1) / slab;
+    const int parts = flops < 4e6 ? 1 : static_cast<int>(std::min<Index>(threads(), slabs));
+    std::atomic<Index> next{0};
+    auto work = [&] {
+        for (Index s = next.fetch_add(1); s < slabs; s = next.fetch_add(1)) {
+            const Index j0 = s * slab, w = std::min(slab, n - j0);
+            const double* b = bt ? B + j0 : B + j0 * ldb;
+            kernel(ta, tb, m, w, k, alpha, A, lda, b, ldb, beta, C + j0 * ldc, ldc);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int p = 1; p < parts; ++p)
+        pool.emplace_back(work);
+    work();
+    for (std::thread& t : pool)
+        t.join();
 }
 
 int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc)
