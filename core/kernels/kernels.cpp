@@ -67,6 +67,38 @@ int threads()
 
 }  // namespace
 
+namespace {
+
+// Runs f(t0, count) over row tiles of [0, n) on the --threads threads; the first non-zero status wins.
+template <class F>
+int parallel_tiles(Index n, Index tile, const F& f)
+{
+    std::atomic<Index> next{0};
+    std::atomic<int> status{0};
+    auto worker = [&] {
+        for (;;) {
+            const Index t0 = next.fetch_add(tile);
+            if (t0 >= n || status.load() != 0)
+                return;
+            const int st = f(t0, std::min(tile, n - t0));
+            if (st != 0) {
+                int expected = 0;
+                status.compare_exchange_strong(expected, st);
+            }
+        }
+    };
+    const int parts = static_cast<int>(std::min<Index>(threads(), (n + tile - 1) / tile));
+    std::vector<std::thread> pool;
+    for (int p = 1; p < parts; ++p)
+        pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool)
+        t.join();
+    return status.load();
+}
+
+}  // namespace
+
 std::string_view to_string(Isa isa)
 {
     switch (isa) {
@@ -115,22 +147,14 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
     // rounding, which depends on the blocking Eigen picks for its shape) is the same whatever --threads.
     constexpr Index slab = 256;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    const Index slabs = (n + slab - 1) / slab;
-    const int parts = flops < 4e6 ? 1 : static_cast<int>(std::min<Index>(threads(), slabs));
-    std::atomic<Index> next{0};
-    auto work = [&] {
-        for (Index s = next.fetch_add(1); s < slabs; s = next.fetch_add(1)) {
-            const Index j0 = s * slab, w = std::min(slab, n - j0);
-            const double* b = bt ? B + j0 : B + j0 * ldb;
-            kernel(ta, tb, m, w, k, alpha, A, lda, b, ldb, beta, C + j0 * ldc, ldc);
-        }
-    };
-    std::vector<std::thread> pool;
-    for (int p = 1; p < parts; ++p)
-        pool.emplace_back(work);
-    work();
-    for (std::thread& t : pool)
-        t.join();
+    if (flops < 4e6 || n <= slab) {
+        kernel(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    parallel_tiles(n, slab, [&](Index j0, Index w) {
+        kernel(ta, tb, m, w, k, alpha, A, lda, bt ? B + j0 : B + j0 * ldb, ldb, beta, C + j0 * ldc, ldc);
+        return 0;
+    });
 }
 
 int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc)
@@ -154,37 +178,7 @@ void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scal
 }
 
 namespace {
-
-// Runs f(t0, count) over row tiles of [0, n) on the --threads threads; the first non-zero status wins.
-template <class F>
-int parallel_tiles(Index n, Index tile, const F& f)
-{
-    std::atomic<Index> next{0};
-    std::atomic<int> status{0};
-    auto worker = [&] {
-        for (;;) {
-            const Index t0 = next.fetch_add(tile);
-            if (t0 >= n || status.load() != 0)
-                return;
-            const int st = f(t0, std::min(tile, n - t0));
-            if (st != 0) {
-                int expected = 0;
-                status.compare_exchange_strong(expected, st);
-            }
-        }
-    };
-    const int parts = static_cast<int>(std::min<Index>(threads(), (n + tile - 1) / tile));
-    std::vector<std::thread> pool;
-    for (int p = 1; p < parts; ++p)
-        pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool)
-        t.join();
-    return status.load();
-}
-
 constexpr Index k_entropy_tile = 128;   // queries per tile: a 512 x 128 score block (512 KiB)
-
 }  // namespace
 
 int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,

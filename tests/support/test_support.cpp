@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <limits>
+#include <random>
 
 namespace attnscope::test {
 
@@ -127,6 +128,16 @@ Eigen::MatrixXd read_npy_simple(const std::string& path)
             }
         }
     return m;
+}
+
+Eigen::MatrixXd gaussian_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> g;
+    Eigen::MatrixXd A(rows, cols);
+    for (Eigen::Index i = 0; i < A.size(); ++i)
+        A.data()[i] = g(rng);
+    return A;
 }
 
 double max_rel_diff(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b)

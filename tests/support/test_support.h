@@ -35,4 +35,7 @@ double max_rel_diff(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref
 
 std::string read_text(const std::string& path);
 
+// rows x cols of independent standard normal entries (std::mt19937_64 seeded with `seed`, column by column).
+Eigen::MatrixXd gaussian_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed);
+
 }  // namespace attnscope::test

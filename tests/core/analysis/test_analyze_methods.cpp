@@ -1,8 +1,9 @@
 // analyze()'s spectrum paths beyond dense and structured: the randomized rank bracket (softmax and causal
 // operators without factors, --rank-rtol) against the dense rank, its JSON, and the method choice.
-#include <random>
 
 #include <gtest/gtest.h>
+
+#include "support/test_support.h"
 
 #include "analysis/analyze.h"
 #include "attention/operator.h"
@@ -13,15 +14,7 @@ using Eigen::MatrixXd;
 
 namespace {
 
-MatrixXd gaussian(Eigen::Index rows, Eigen::Index cols, unsigned seed)
-{
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> g;
-    MatrixXd A(rows, cols);
-    for (Eigen::Index i = 0; i < A.size(); ++i)
-        A.data()[i] = g(rng);
-    return A;
-}
+MatrixXd gaussian(Eigen::Index rows, Eigen::Index cols, unsigned seed) { return test::gaussian_matrix(rows, cols, seed); }
 
 TEST(AnalyzeMethods, StreamingRankRtolBracketsTheDenseRank)
 {

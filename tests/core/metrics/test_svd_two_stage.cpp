@@ -1,10 +1,11 @@
 // The two-stage values-only SVD (metrics/svd_two_stage.h) against LAPACK's dgesdd, called directly here,
 // on every instruction-set build of the products (core/kernels): random, attention-like, rank-deficient,
 // graded, tall and wide matrices, several band widths; progress and cancellation.
-#include <random>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
+
+#include "support/test_support.h"
 #include <lapacke.h>
 
 #include "kernels/kernels.h"
@@ -16,15 +17,7 @@ using Eigen::MatrixXd;
 
 namespace {
 
-MatrixXd gaussian(Eigen::Index rows, Eigen::Index cols, unsigned seed)
-{
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> g;
-    MatrixXd A(rows, cols);
-    for (Eigen::Index i = 0; i < A.size(); ++i)
-        A.data()[i] = g(rng);
-    return A;
-}
+MatrixXd gaussian(Eigen::Index rows, Eigen::Index cols, unsigned seed) { return test::gaussian_matrix(rows, cols, seed); }
 
 MatrixXd softmax_like(Eigen::Index n, unsigned seed)
 {
