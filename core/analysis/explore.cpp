@@ -4,13 +4,13 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "analysis/inputs.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
-#include "metrics/bidiag_svd.h"
 #include "metrics/structured.h"
 #include "util/error.h"
 
@@ -50,7 +50,7 @@ std::vector<Eigen::Index> ExploreResult::grid_coords(Eigen::Index t) const
     if (token_grid.empty() || t < 0 || t >= n)
         return {};
     if (token_order == attention::TokenOrder::blocked && blocks && blocks->block_grid.size() == token_grid.size()) {
-        // Block b's tokens first, raster order inside the block (attention.md 1.5).
+        // Block b's tokens first, raster order inside the block (docs/maths.md 1.5).
         const auto& bg = blocks->block_grid;
         const std::size_t k = token_grid.size();
         std::vector<Eigen::Index> inner(k);
@@ -99,148 +99,91 @@ Eigen::Index selected_tokens(const TensorSource& source)
 
 namespace {
 
-// Progress over stages of unequal cost: fractions of the whole job by the stages' weights, reported at
-// most every 50 ms (each report is a queued call on the GUI thread); cancellation is checked every time.
-class WeightedProgress {
-public:
-    WeightedProgress(const JobContext& ctx, double total) : m_ctx(ctx), m_total(total > 0 ? total : 1.0) {}
-
-    void begin(const std::string& stage, double weight)
-    {
-        m_done += m_weight;
-        m_weight = weight;
-        m_stage = stage;
-        report(0.0, true);
-    }
-    // `fraction` of the current stage is done.
-    void at(double fraction) { report(fraction, false); }
-    double fraction() const { return m_last; }
-
-private:
-    void report(double fraction, bool force)
-    {
-        m_ctx.check();
-        const auto now = std::chrono::steady_clock::now();
-        if (!force && now - m_reported < std::chrono::milliseconds(50))
-            return;
-        m_reported = now;
-        m_last = std::min(1.0, (m_done + std::clamp(fraction, 0.0, 1.0) * m_weight) / m_total);
-        m_ctx.progress(m_last, m_stage);
-    }
-
-    const JobContext& m_ctx;
-    double m_total, m_done = 0, m_weight = 0, m_last = 0;
-    std::string m_stage;
-    std::chrono::steady_clock::time_point m_reported{};
-};
-
-// Rows per tile when the matrix is built, checked and measured in pieces (a multiple of the softmax
-// operator's own tile, so that its tiles are dense()'s).
-constexpr Eigen::Index k_rows_per_tile = 256;
-// From this N on the matrix is built tile by tile with cancellation between tiles (dense() of a kernel
-// operator is one GEMM: ~1 s at N = 8192). Below, dense() as analyze() calls it.
-constexpr Eigen::Index k_tiled_build_from = 2048;
-
 // Larger matrices get reduced images (MatrixPyramid) for the maps view.
 constexpr Eigen::Index k_pyramid_above = 1024;
+constexpr double k_pyramid_weight = 0.3;
 
-// Relative costs, in units of one pass building the N x N matrix: measured on 2 cores (docs/gui.md).
-double spectrum_weight(SpectrumPath path, Eigen::Index n)
+struct Planned {
+    MechanismOutcome outcome;
+    std::optional<PreparedMechanism> prepared;
+};
+
+// Every requested mechanism ready to measure, or its own error (the others still compute).
+std::vector<Planned> plan_mechanisms(const ExploreRequest& request, const LoadedInputs& in, const MetricOptions& mo,
+                                     const JobContext& ctx)
 {
-    if (path == SpectrumPath::dense)
-        return std::max(1.0, static_cast<double>(n) / 40.0);
-    return path == SpectrumPath::none ? 0.0 : 0.2;
+    std::vector<Planned> plan;
+    for (const Mechanism m : request.mechanisms) {
+        Planned p;
+        p.outcome.result.mechanism = m;
+        try {
+            p.prepared = prepare_mechanism(m, in.q.values, in.k.values, request.options, mo, UINT64_MAX);
+            p.outcome.result.params = p.prepared->result.params;
+        } catch (const std::invalid_argument& e) {
+            p.outcome.error = e.what();
+            p.prepared.reset();
+        } catch (const InputError& e) {
+            p.outcome.error = e.what();
+            p.prepared.reset();
+        }
+        plan.push_back(std::move(p));
+        ctx.check();
+    }
+    return plan;
 }
 
-// measure() (analyze.h) for the GUI, which keeps the N x N matrix: the same numbers and warnings (row
-// entropies summed as row_entropy() sums them; the dense spectrum is dgesdd's, metrics/bidiag_svd.h, where
-// analyze() takes the two-stage SVD from N = 512 on: they agree to ~1e-15 s_1), and every step
-// interruptible: the matrix is built, checked and measured in tiles of rows, and the dense SVD reports
-// twice per column. (The two-stage SVD reports only between 64-column panels and not at all in its
-// band-to-bidiagonal stage: seconds apart at N = 2048-4096 on 2 cores, too coarse for a 1 s cancel.)
-void measure_kept(MechanismOutcome& o, const attention::AttentionOperator& op, SpectrumPath path,
-                  const attention::AttentionOptions& options, const MetricOptions& mo, const std::string& name,
-                  WeightedProgress& progress)
+// The kept matrix measured for the views (analyze's numbers and warnings, measure.h), with its reduced images.
+void measure_kept(Planned& p, const MetricOptions& mo, StageProgress& progress)
 {
-    using Eigen::Index;
-    const Index n = op.rows();
-    MechanismResult& r = o.result;
+    MechanismOutcome& o = p.outcome;
+    const attention::AttentionOperator& op = *p.prepared->op;
+    MeasureRequest request;
+    request.path = p.prepared->path;
+    request.metrics = mo;
+    request.keep_matrix = true;
     o.allowed_keys = op.allowed_keys();
-    const std::vector<Index>& allowed = o.allowed_keys;
-    const auto tiles = [n](auto&& body) {
-        for (Index t0 = 0; t0 < n; t0 += k_rows_per_tile)
-            if (!body(t0, std::min(k_rows_per_tile, n - t0)))
-                return;
-    };
-    const auto fraction = [n](Index t0, Index count) { return static_cast<double>(t0 + count) / static_cast<double>(n); };
-
-    progress.begin(name + ": attention matrix", 1.0);
-    auto A = std::make_shared<Eigen::MatrixXd>();
-    if (n < k_tiled_build_from) {
-        *A = op.dense();
-    } else {
-        A->resize(n, n);
-        tiles([&](Index t0, Index count) {
-            op.dense_rows(t0, count, A->middleRows(t0, count));
-            progress.at(fraction(t0, count));
-            return true;
-        });
+    Measurement m = measure(op, p.prepared->options, request, &progress);
+    m.result.params = std::move(o.result.params);
+    o.result = std::move(m.result);
+    o.matrix = std::move(m.matrix);
+    if (m.finite && o.matrix && o.matrix->rows() > k_pyramid_above) {
+        progress.begin(std::string(attention::to_string(o.result.mechanism)) + ": reduced images", k_pyramid_weight);
+        o.pyramid = std::make_shared<const MatrixPyramid>(make_pyramid(*o.matrix, [&](double f) { progress.at(f); }));
     }
+}
 
-    progress.begin(name + ": entropy", 1.0);
-    bool finite = true, negative = false;
-    std::vector<double> h(static_cast<std::size_t>(n), 0.0);
-    tiles([&](Index t0, Index count) {
-        const auto rows = A->middleRows(t0, count);
-        if (!rows.allFinite()) {
-            finite = false;
-            return false;
-        }
-        negative = negative || (rows.array() < 0.0).any();
-        if (!negative && mo.entropy) {
-            const std::vector<Index> allowed_rows(allowed.begin() + t0, allowed.begin() + t0 + count);
-            const metrics::EntropyStats part = metrics::row_entropy(rows, allowed_rows);
-            std::copy(part.rows.begin(), part.rows.end(), h.begin() + t0);
-        }
-        progress.at(fraction(t0, count));
-        return true;
-    });
-    o.matrix = A;
-    if (finite && n > k_pyramid_above) {
-        progress.begin(name + ": reduced images", 0.3);
-        o.pyramid = std::make_shared<const MatrixPyramid>(make_pyramid(*A, [&](double f) { progress.at(f); }));
-    }
-    if (!finite) {
-        r.warnings.push_back("the attention matrix has non-finite entries (a row normaliser is zero); "
-                             "no metric is reported");
+// MHLA's block layout and mixing matrix with its spectrum (when MHLA was requested and its options are valid).
+void describe_mixing(ExploreResult& out, const ExploreRequest& request)
+{
+    if (std::find(request.mechanisms.begin(), request.mechanisms.end(), Mechanism::mhla) == request.mechanisms.end())
         return;
+    try {
+        attention::BlockLayout layout = attention::make_blocks(request.options.blocks, out.n);
+        out.mixing = attention::make_mixing(request.options.mixing, layout, request.options.causal);
+        out.blocks = std::move(layout);
+        std::vector<double> s = metrics::singular_values(Eigen::MatrixXd(out.mixing));
+        const auto m = out.mixing.rows();
+        const auto spec = metrics::spectrum_metrics(s, m, m, std::nullopt);
+        out.mixing_rank = spec.rank;
+        out.mixing_singular_values = std::move(s);
+    } catch (const std::invalid_argument&) {
+        // MHLA's own outcome already carries the message.
     }
-    // measure()'s warnings, word for word (tests/core/analysis/test_explore.cpp compares them).
-    if (mo.entropy) {
-        if (negative) {
-            r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
-                                 std::string(attention::to_string(options.feature_map.kind)) +
-                                 "), so its rows are not distributions");
-        } else {
-            r.entropy = metrics::entropy_stats(std::move(h), allowed);
-            r.entropy_method = "dense";
-            if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
-                r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
-                                     std::string(attention::to_string(options.normalize)) +
-                                     "); entropy is computed from the entries as they are");
-        }
-    }
+}
 
-    if (path == SpectrumPath::none)
-        return;
-    if (path != SpectrumPath::dense && path != SpectrumPath::structured)
-        throw std::logic_error("explore: spectrum path without all singular values");
-    progress.begin(name + ": singular values", spectrum_weight(path, n));
-    std::vector<double> s = path == SpectrumPath::structured
-                                ? metrics::structured_singular_values(*op.factors())
-                                : metrics::singular_values_with_progress(Eigen::MatrixXd(*A), [&](double f) { progress.at(f); });
-    r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, mo.rank_rtol);
-    r.spectrum_method = path == SpectrumPath::structured ? "structured" : "dense";
+// The display grid: the request's, or the grid blocks'; dropped when it does not hold N tokens.
+void set_token_grid(ExploreResult& out, const ExploreRequest& request)
+{
+    out.token_grid = request.token_grid;
+    if (request.options.blocks.kind == attention::BlockSpec::Kind::grid) {
+        out.token_grid = request.options.blocks.grid;
+        out.token_order = request.options.blocks.order;
+    }
+    Eigen::Index cells = 1;
+    for (auto g : out.token_grid)
+        cells *= g;
+    if (!out.token_grid.empty() && cells != out.n)
+        out.token_grid.clear();
 }
 
 }  // namespace
@@ -267,43 +210,24 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
     MetricOptions mo;
     mo.rank_rtol = request.rank_rtol;
     mo.row_entropy = true;
-    // Operators first (cheap: feature maps and factors), so that the stages' weights are known.
-    struct Planned {
-        MechanismOutcome outcome;
-        attention::AttentionOptions options;
-        std::unique_ptr<attention::AttentionOperator> op;
-        SpectrumPath path = SpectrumPath::none;
-    };
-    std::vector<Planned> plan;
+    std::vector<Planned> plan = plan_mechanisms(request, in, mo, ctx);
     double total = 0.1;   // reading
-    for (const Mechanism m : request.mechanisms) {
-        Planned p;
-        p.outcome.result.mechanism = m;
-        try {
-            p.options = options_for(m, request.options);
-            p.outcome.result.params = mechanism_params(m, p.options, out.n, out.d);
-            p.op = attention::make_operator(m, in.q.values, in.k.values, p.options);
-            p.path = choose_spectrum_path(*p.op, mo, UINT64_MAX);
-            total += 2.0 + spectrum_weight(p.path, out.n) + (out.n > k_pyramid_above ? 0.3 : 0.0);
-        } catch (const std::invalid_argument& e) {
-            p.outcome.error = e.what();
-            p.op.reset();
-        } catch (const InputError& e) {
-            p.outcome.error = e.what();
-            p.op.reset();
-        }
-        plan.push_back(std::move(p));
-        ctx.check();
+    for (const Planned& p : plan) {
+        if (!p.prepared)
+            continue;
+        MeasureRequest r;
+        r.path = p.prepared->path;
+        r.keep_matrix = true;
+        total += measure_weight(r, out.n) + (out.n > k_pyramid_above ? k_pyramid_weight : 0.0);
     }
-    WeightedProgress progress(ctx, total);
+    StageProgress progress(ctx, total);
     progress.begin("reading queries and keys", 0.1);
 
     for (Planned& p : plan) {
         MechanismOutcome& o = p.outcome;
-        if (p.op) {
-            const std::string name(attention::to_string(o.result.mechanism));
+        if (p.prepared) {
             try {
-                measure_kept(o, *p.op, p.path, p.options, mo, name, progress);
+                measure_kept(p, mo, progress);
             } catch (const JobCancelled&) {
                 throw;
             } catch (const std::invalid_argument& e) {
@@ -313,40 +237,17 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
                 o.error = e.what();
                 o.matrix.reset();
             }
+            p.prepared.reset();
         }
         out.outcomes.push_back(std::move(o));
         ctx.check();
     }
-
-    if (std::find(request.mechanisms.begin(), request.mechanisms.end(), Mechanism::mhla) != request.mechanisms.end()) {
-        try {
-            attention::BlockLayout layout = attention::make_blocks(request.options.blocks, out.n);
-            out.mixing = attention::make_mixing(request.options.mixing, layout, request.options.causal);
-            out.blocks = std::move(layout);
-            std::vector<double> s = metrics::singular_values(Eigen::MatrixXd(out.mixing));
-            const auto m = out.mixing.rows();
-            const auto spec = metrics::spectrum_metrics(s, m, m, std::nullopt);
-            out.mixing_rank = spec.rank;
-            out.mixing_singular_values = std::move(s);
-        } catch (const std::invalid_argument&) {
-            // MHLA's own outcome already carries the message.
-        }
-    }
-    out.token_grid = request.token_grid;
-    if (request.options.blocks.kind == attention::BlockSpec::Kind::grid) {
-        out.token_grid = request.options.blocks.grid;
-        out.token_order = request.options.blocks.order;
-    }
-    Eigen::Index cells = 1;
-    for (auto g : out.token_grid)
-        cells *= g;
-    if (!out.token_grid.empty() && cells != out.n)
-        out.token_grid.clear();   // a display grid that does not hold N tokens is ignored
+    describe_mixing(out, request);
+    set_token_grid(out, request);
     ctx.progress(1.0, "done");
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
 }
-
 MatrixPyramid make_pyramid(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::function<void(double)>& progress)
 {
     using Eigen::Index;

@@ -29,30 +29,16 @@ void AttentionOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::R
     apply_transpose(tmp, Y);
 }
 
-int AttentionOperator::row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const
+Eigen::MatrixXd AttentionOperator::dense() const
 {
-    const Index n = m_n;
-    h.assign(static_cast<std::size_t>(n), 0.0);
-    if (tile_rows <= 0)
-        tile_rows = std::clamp<Index>((8LL << 20) / (8 * std::max<Index>(n, 1)), 1, 256);
-    MatrixXd tile;
-    VectorXd acc;
-    for (Index t0 = 0; t0 < n; t0 += tile_rows) {
-        const Index count = std::min(tile_rows, n - t0);
-        tile.resize(count, n);
-        dense_rows(t0, count, tile);
-        acc.setZero(count);
-        if (const int status = kernels::accumulate_entropy(tile.data(), count, n, tile.outerStride(), acc.data()))
-            return status;
-        for (Index i = 0; i < count; ++i)
-            h[static_cast<std::size_t>(t0 + i)] = acc(i);
-    }
-    return 0;
+    MatrixXd A(m_n, m_n);
+    dense_rows(0, m_n, A);
+    return A;
 }
 
 namespace {
 
-// The MHLA authors' eps in the official denominator (attention.md 1.4).
+// The MHLA authors' eps in the official denominator (docs/maths.md 1.4).
 constexpr double k_official_eps = 1e-6;
 
 void check_rows(Index n, Index t0, Index count, const Eigen::Ref<MatrixXd>& out)
@@ -75,27 +61,17 @@ void check_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eige
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Softmax (attention.md 1.1), tile by tile: a tile of T queries needs the T x N scores only.
+// Softmax (docs/maths.md 1.1), tile by tile: a tile of T queries needs the T x N scores only.
 class SoftmaxOperator final : public AttentionOperator {
 public:
     SoftmaxOperator(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K, double scale, bool causal)
-        : AttentionOperator(Q.rows()), m_q(Q), m_k(K), m_scale(scale), m_causal(causal)
+        : AttentionOperator(Q.rows()), m_p{Q, K, scale, causal}
     {
     }
 
     Mechanism mechanism() const override { return Mechanism::softmax; }
-
-    MatrixXd dense() const override
-    {
-        MatrixXd A = MatrixXd::Zero(m_n, m_n);
-        MatrixXd Et;
-        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
-            const Index T = std::min(k_tile, m_n - r0);
-            tile(r0, T, Et);
-            A.block(r0, 0, T, Et.rows()) = Et.transpose();
-        }
-        return A;
-    }
+    bool causal() const override { return m_p.causal; }
+    const SoftmaxPieces* softmax_pieces() const override { return &m_p; }
 
     void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
     {
@@ -145,20 +121,11 @@ public:
         }
     }
 
-    int row_entropies(std::vector<double>& h) const override
-    {
-        h.assign(static_cast<std::size_t>(m_n), 0.0);
-        if (m_n == 0)
-            return 0;
-        return kernels::softmax_row_entropies(m_q.data(), m_q.rows(), m_k.data(), m_k.rows(), m_n, m_q.cols(), m_scale,
-                                              m_causal, h.data());
-    }
-
     std::vector<Index> allowed_keys() const override
     {
         std::vector<Index> n(static_cast<std::size_t>(m_n));
         for (Index t = 0; t < m_n; ++t)
-            n[static_cast<std::size_t>(t)] = m_causal ? t + 1 : m_n;
+            n[static_cast<std::size_t>(t)] = m_p.causal ? t + 1 : m_n;
         return n;
     }
 
@@ -169,24 +136,22 @@ private:
     // later keys are masked anyway). S = scale * Q K^T, minus each row's max, exp, divided by the row sum.
     void tile(Index r0, Index T, MatrixXd& Et) const
     {
-        const Index nk = m_causal ? r0 + T : m_n;
+        const Index nk = m_p.causal ? r0 + T : m_n;
         Et.resize(nk, T);
         // Scores K Q_tile^T, then per column (query): scale, subtract the max, exp, normalise (core/kernels).
-        kernels::gemm('N', 'T', nk, T, m_k.cols(), 1.0, m_k.data(), m_k.rows(), m_q.data() + r0, m_q.rows(), 0.0, Et.data(),
-                      nk);
+        kernels::gemm('N', 'T', nk, T, m_p.k.cols(), 1.0, m_p.k.data(), m_p.k.rows(), m_p.q.data() + r0, m_p.q.rows(), 0.0,
+                      Et.data(), nk);
         std::vector<Index> allowed(static_cast<std::size_t>(T));
         for (Index i = 0; i < T; ++i)
-            allowed[static_cast<std::size_t>(i)] = m_causal ? r0 + i + 1 : nk;
-        kernels::softmax_columns(Et.data(), nk, T, nk, m_scale, allowed.data());
+            allowed[static_cast<std::size_t>(i)] = m_p.causal ? r0 + i + 1 : nk;
+        kernels::softmax_columns(Et.data(), nk, T, nk, m_p.scale, allowed.data());
     }
 
-    MatrixXd m_q, m_k;
-    double m_scale;
-    bool m_causal;
+    SoftmaxPieces m_p;
 };
 
 // ---------------------------------------------------------------------------------------------------
-// Kernel attention (linear, MHLA), attention.md 1.3-1.4 and 3.
+// Kernel attention (linear, MHLA), docs/maths.md 1.3-1.4 and 3.
 //
 // Work happens in "sorted" coordinates: tokens ordered by (block, token). There the causal rule
 // (blk(j) < blk(t), or same block and j <= t) is exactly pos(j) <= pos(t), a lower triangle, and a
@@ -319,6 +284,8 @@ public:
             }
             offsets.push_back(static_cast<Index>(m_perm.size()));
         }
+        m_f.order = m_perm;
+        m_f.offsets = offsets;
         m_fwd.a = gather(m_f.phi_q);
         m_fwd.b = gather(m_f.phi_k);
         m_fwd.c = m_f.mixing;
@@ -339,8 +306,8 @@ public:
         }
 
         m_f.row_scale = VectorXd::Ones(m_n);
-        m_row_normalised = options.normalize == Normalize::row;
-        if (m_row_normalised) {
+        m_f.row_normalised = options.normalize == Normalize::row;
+        if (m_f.row_normalised) {
             const VectorXd z = scatter(m_fwd.apply(MatrixXd::Ones(m_n, 1), m_causal)).col(0);
             for (Index t = 0; t < m_n; ++t)
                 if (!(z(t) != 0.0) || !std::isfinite(z(t)))
@@ -370,6 +337,7 @@ public:
     }
 
     Mechanism mechanism() const override { return m_mechanism; }
+    bool causal() const override { return m_causal; }
 
     void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
     {
@@ -394,16 +362,9 @@ public:
         }
         // Whole rows: row normalisation uses each row's own sum, exactly as dense() does.
         // (Column by column: rows of a column-major tile are strided.)
-        const VectorXd scale = m_row_normalised ? VectorXd(out.rowwise().sum().cwiseInverse())
+        const VectorXd scale = m_f.row_normalised ? VectorXd(out.rowwise().sum().cwiseInverse())
                                                 : VectorXd(m_f.row_scale.segment(t0, count));
         out.array().colwise() *= scale.array();
-    }
-
-    MatrixXd dense() const override
-    {
-        MatrixXd A(m_n, m_n);
-        dense_rows(0, m_n, A);   // the definition, row sums as written
-        return A;
     }
 
     void apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
@@ -428,80 +389,6 @@ public:
         const MatrixXd Ys = m_rev.apply(Xs, m_causal);
         for (Index u = 0; u < m_n; ++u)
             Y.row(m_perm[static_cast<std::size_t>(m_causal ? m_n - 1 - u : u)]) = Ys.row(u);
-    }
-
-    int kernel_block_sums(MatrixXd& P, MatrixXd& R) const override
-    {
-        const Index m = m_fwd.c.rows();
-        MatrixXd Ps(m_n, m), Rs(m_n, m);
-        P.resize(m_n, m);
-        R.resize(m_n, m);
-        if (m_n == 0)
-            return 0;
-        // In sorted coordinates (blocks contiguous, the causal mask a lower triangle), then back to tokens.
-        const int status = kernels::kernel_block_sums(m_fwd.a.data(), m_fwd.a.rows(), m_fwd.b.data(), m_fwd.b.rows(), m_n,
-                                                      m_fwd.a.cols(), m, m_fwd.offsets.data(), m_causal, Ps.data(),
-                                                      Rs.data(), Ps.rows());
-        for (Index u = 0; u < m_n; ++u) {
-            const Index t = m_perm[static_cast<std::size_t>(u)];
-            P.row(t) = Ps.row(u);
-            R.row(t) = Rs.row(u);
-        }
-        if (status == 0 && !(P.allFinite() && R.allFinite()))
-            return 2;
-        return status;
-    }
-
-    int row_entropies(std::vector<double>& h) const override
-    {
-        h.assign(static_cast<std::size_t>(m_n), 0.0);
-        MatrixXd P, R;
-        if (const int status = kernel_block_sums(P, R))
-            return status;
-        return row_entropies_from_block_sums(P, R, h);
-    }
-
-    int row_entropies_from_block_sums(const MatrixXd& P_in, const MatrixXd& R_in, std::vector<double>& h) const override
-    {
-        h.assign(static_cast<std::size_t>(m_n), 0.0);
-        const bool collapse = m_f.mixing.rows() == 1 && P_in.cols() > 1;   // linear from finer block sums
-        if (P_in.rows() != m_n || R_in.rows() != m_n || R_in.cols() != P_in.cols() ||
-            (!collapse && P_in.cols() != m_f.mixing.rows()) || (collapse && m_causal))
-            throw std::invalid_argument("row_entropies_from_block_sums: sums of shape " + std::to_string(P_in.rows()) + "x" +
-                                        std::to_string(P_in.cols()) + " do not fit this operator");
-        const MatrixXd P = collapse ? MatrixXd(P_in.rowwise().sum()) : P_in;
-        const MatrixXd R = collapse ? MatrixXd(R_in.rowwise().sum()) : R_in;
-        // A[t,j] = w_t c(bt, bj) g_tj: with s = c g, sum_j s = sum_b c P(t,b) and
-        // sum_j s ln s = sum_b c (P(t,b) ln c + R(t,b)) (blocks with c = 0 contribute nothing).
-        const Index m = m_f.mixing.rows();
-        for (Index t = 0; t < m_n; ++t) {
-            const Index bt = m_f.block[static_cast<std::size_t>(t)];
-            double z = 0.0, s2 = 0.0;
-            for (Index b = 0; b < m; ++b) {
-                const double c = m_f.mixing(bt, b), p = P(t, b);
-                if (c == 0.0 || p == 0.0)
-                    continue;
-                if (c < 0.0)
-                    return 1;
-                z += c * p;
-                s2 += c * (p * std::log(c) + R(t, b));
-            }
-            double H = 0.0;
-            if (m_row_normalised) {   // H = ln z - (1/z) sum s ln s
-                if (!(z > 0.0))
-                    return 2;
-                H = std::log(z) - s2 / z;
-            } else {   // A = w s as it stands: H = -sum w s (ln w + ln s)
-                const double w = m_f.row_scale(t);
-                if (w < 0.0 && z > 0.0)
-                    return 1;
-                H = w > 0.0 ? -(w * s2 + w * std::log(w) * z) : 0.0;
-            }
-            if (!std::isfinite(H))
-                return 2;
-            h[static_cast<std::size_t>(t)] = H;
-        }
-        return 0;
     }
 
     const KernelFactors* factors() const override { return m_causal ? nullptr : &m_f; }
@@ -537,7 +424,6 @@ private:
     Mechanism m_mechanism;
     bool m_causal;
     bool m_negative = false;
-    bool m_row_normalised = false;
     KernelFactors m_f;
     std::vector<Index> m_perm;   // sorted position -> token
     std::vector<Index> m_pos;    // token -> sorted position

@@ -2,7 +2,7 @@
 // Attention operators shaped like Spectra's matrix operations (rows(), cols(), perform_op()).
 //
 // Each operator can
-//  - materialise its N x N matrix A densely (exactly as attention.md section 1 defines it),
+//  - materialise its N x N matrix A densely (exactly as docs/maths.md section 1 defines it),
 //  - apply A or A^T to a block of vectors without forming N x N (softmax: tile by tile, O(N d) memory;
 //    linear / MHLA: through the kernel factors, O(N r) per column, causal by prefix sums),
 //  - expose its low-rank factors when it has them (non-causal linear and MHLA, section 3).
@@ -17,7 +17,7 @@
 namespace attnscope::attention {
 
 // A[t,j] = row_scale[t] * mixing(block[t], block[j]) * phi_q.row(t) . phi_k.row(j)   (all j, non-causal)
-// which is attention.md 3's  diag(1/z) * blockdiag(Phi_Q) * (Mc kron I_r) * blockdiag(Phi_K)^T.
+// which is docs/maths.md 3's  diag(1/z) * blockdiag(Phi_Q) * (Mc kron I_r) * blockdiag(Phi_K)^T.
 // Linear attention is the case M = 1, mixing = [[1]].
 // The same pieces describe a causal operator (kernel_pieces()) when `causal` is true: then only the keys
 // allowed to t enter, A[t,j] = 0 unless block[j] < block[t], or block[j] == block[t] and j <= t.
@@ -28,8 +28,23 @@ struct KernelFactors {
     Eigen::MatrixXd mixing;           // M by M
     std::vector<Index> block;         // N block indices
     bool causal = false;              // (kernel_pieces() of a causal operator) the mask above applies
+    bool row_normalised = false;      // normalize=row: each row of A is its raw row divided by the row's sum
+    // Tokens sorted by (block, token): block b holds order[offsets[b]] .. order[offsets[b+1] - 1]. In these
+    // "sorted coordinates" the causal rule is a lower triangle (operator.cpp, SortedKernel).
+    std::vector<Index> order;         // N
+    std::vector<Index> offsets;       // M + 1
 };
 
+// Softmax's pieces: A = rowsoftmax(scale * Q K^T) (causal: keys j <= t), docs/maths.md 1.1.
+struct SoftmaxPieces {
+    Eigen::MatrixXd q, k;             // N by d
+    double scale = 1.0;
+    bool causal = false;
+};
+
+// The attention matrix A (N x N) of one mechanism, as Spectra models a matrix: rows(), cols(),
+// perform_op(), products with blocks of vectors, rows on demand, and the pieces it is made of (so that
+// metrics can exploit its structure). It never measures anything itself (core/metrics does).
 class AttentionOperator {
 public:
     virtual ~AttentionOperator() = default;
@@ -37,9 +52,10 @@ public:
     Index rows() const { return m_n; }
     Index cols() const { return m_n; }
     virtual Mechanism mechanism() const = 0;
+    virtual bool causal() const = 0;
 
-    // The N x N matrix.
-    virtual Eigen::MatrixXd dense() const = 0;
+    // The N x N matrix (dense_rows of every row).
+    Eigen::MatrixXd dense() const;
     // Rows [t0, t0 + count) of the N x N matrix into `out` (count by N), equal to dense().middleRows(...):
     // the tile-by-tile path of streaming metrics, O(count N) memory.
     virtual void dense_rows(Index t0, Index count, Eigen::Ref<Eigen::MatrixXd> out) const = 0;
@@ -57,38 +73,11 @@ public:
     // The kernel pieces of every linear / MHLA operator, causal or not (`causal` set for the masked ones);
     // nullptr for softmax. For non-causal operators this is the same object as factors().
     virtual const KernelFactors* kernel_pieces() const { return nullptr; }
+    // Softmax's queries, keys, scale and mask; nullptr for linear and MHLA.
+    virtual const SoftmaxPieces* softmax_pieces() const { return nullptr; }
 
     // n_t: number of keys allowed to query t (N, or t+1 when causal; MHLA causal per its block rule).
     virtual std::vector<Index> allowed_keys() const = 0;
-
-    // Row entropies H_t = -sum_j A[t,j] ln A[t,j] (0 ln 0 = 0) of every row into h (resized to N), streamed
-    // in tiles without forming N x N: O(N d) memory. Returns 0, or 1 when an entry is negative (entropy
-    // undefined), 2 when one is not finite (h is then unspecified). The default goes through dense_rows();
-    // softmax and kernel operators compute it from their factors (core/kernels).
-    virtual int row_entropies(std::vector<double>& h) const { return row_entropies_by_rows(h, 0); }
-    // Kernel operators (linear, MHLA): for token t and key block b of this operator, P(t, b) = sum_j g_tj and
-    // R(t, b) = sum_j g_tj ln g_tj over the keys j of block b allowed to t, with g_tj = phi_q(t) . phi_k(j) the
-    // raw scores (no mixing, no normalisation): N x M each. Every row entropy of linear and MHLA attention
-    // with these feature maps follows from them (a non-causal linear row: ln z - (1/z) sum_b R with
-    // z = sum_b P). Returns 0, 1 when a score is negative, 2 when one is not finite; -1 for softmax.
-    virtual int kernel_block_sums(Eigen::MatrixXd& P, Eigen::MatrixXd& R) const
-    {
-        (void)P;
-        (void)R;
-        return -1;
-    }
-    // Row entropies (as row_entropies()) from kernel_block_sums() P, R over this operator's blocks; an
-    // operator with one block (linear) also takes the row sums of another operator's sums over the same
-    // tokens and feature map (non-causal). Returns -1 for softmax.
-    virtual int row_entropies_from_block_sums(const Eigen::MatrixXd& P, const Eigen::MatrixXd& R, std::vector<double>& h) const
-    {
-        (void)P;
-        (void)R;
-        (void)h;
-        return -1;
-    }
-    // The same through dense_rows(), `tile_rows` rows at a time (0: tiles of about 8 MiB).
-    int row_entropies_by_rows(std::vector<double>& h, Index tile_rows) const;
 
     // True when entries can be negative (identity feature map); entropy is then not defined.
     virtual bool may_be_negative() const { return false; }

@@ -1,5 +1,5 @@
 #pragma once
-// Metrics of an N x N attention matrix (attention.md section 2), all in double precision.
+// Metrics of an N x N attention matrix (docs/maths.md section 2), all in double precision.
 #include <optional>
 #include <vector>
 
@@ -28,6 +28,10 @@ struct SpectrumMetrics {
 // From singular values of a rows x cols matrix. Default tol = s_1 * max(rows, cols) * 2^-52;
 // with rtol, tol = rtol * s_1. An all-zero spectrum gives rank 0, effective and stable rank 0.
 SpectrumMetrics spectrum_metrics(std::vector<double> s, Index rows, Index cols, std::optional<double> rtol);
+
+// Whether row entropies exist: an entry < 0 (identity features) leaves them undefined, a non-finite entry
+// or a zero row normaliser leaves nothing measurable.
+enum class EntropyStatus { ok, negative, non_finite };
 
 struct EntropyStats {
     double mean = 0, std = 0, min = 0, max = 0;   // over rows; std is the population std

@@ -41,7 +41,7 @@ class MatrixOperator final : public attention::AttentionOperator {
 public:
     explicit MatrixOperator(MatrixXd A) : AttentionOperator(A.rows()), m_a(std::move(A)) {}
     Mechanism mechanism() const override { return Mechanism::linear; }
-    MatrixXd dense() const override { return m_a; }
+    bool causal() const override { return false; }
     void dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) const override
     {
         out = m_a.middleRows(t0, count);

@@ -1,0 +1,420 @@
+#include "analysis/measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include <unistd.h>
+
+#include "attention/blocks.h"
+#include "attention/mixing.h"
+#include "metrics/bidiag_svd.h"
+#include "metrics/structured.h"
+#include "metrics/topk.h"
+#include "util/error.h"
+
+namespace attnscope::analysis {
+
+using attention::Mechanism;
+using json = nlohmann::ordered_json;
+
+std::string human_bytes(std::uint64_t b)
+{
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = static_cast<double>(b);
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        ++u;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+std::uint64_t dense_memory_bytes(Index n)
+{
+    // The matrix, the copy dgesdd destroys, and dgesdd's O(N^2) workspace (jobz='N': ~ N^2 / 2 doubles
+    // plus O(N)). Entropy reads the matrix in place.
+    const long double nn = static_cast<long double>(n) * static_cast<long double>(n) * 8.0L;
+    const long double total = nn * 2.5L + 64.0L * 1024 * 1024;
+    if (total > 1.8e19L)
+        return UINT64_MAX;
+    return static_cast<std::uint64_t>(total);
+}
+
+std::uint64_t default_memory_limit()
+{
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page_size <= 0)
+        return 4ULL << 30;
+    return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size) / 2;
+}
+
+json mechanism_params(Mechanism mechanism, const attention::AttentionOptions& options, Index n, Index d)
+{
+    json p = json::object();
+    if (mechanism == Mechanism::softmax) {
+        const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
+        p["scale"] = scale;
+        p["causal"] = options.causal;
+        return p;
+    }
+    p["feature_map"] = std::string(attention::to_string(options.feature_map.kind));
+    if (options.feature_map.kind == attention::FeatureMapKind::favor) {
+        p["favor_features"] = options.feature_map.favor_features;
+        p["seed"] = options.feature_map.seed;
+    }
+    p["causal"] = options.causal;
+    if (mechanism == Mechanism::linear)
+        return p;
+
+    const attention::BlockLayout layout = attention::make_blocks(options.blocks, n);
+    p["blocks"] = layout.num_blocks;
+    using Kind = attention::BlockSpec::Kind;
+    if (options.blocks.kind == Kind::chunk) {
+        p["chunk"] = options.blocks.chunk;
+    } else if (options.blocks.kind == Kind::grid) {
+        p["grid"] = options.blocks.grid;
+        p["block_grid"] = options.blocks.block_grid;
+        p["token_order"] = std::string(attention::to_string(options.blocks.order));
+    }
+    const std::string mixing = options.mixing.matrix ? options.mixing.preset
+                                                     : attention::resolved_mixing_name(options.mixing, options.causal);
+    p["mixing"] = mixing;
+    if (!options.mixing.matrix && mixing == "exp")
+        p["mixing_sigma"] = options.mixing.sigma;
+    if (!options.mixing.matrix && mixing == "local")
+        p["mixing_threshold"] = options.mixing.threshold;
+    p["normalize"] = std::string(attention::to_string(options.normalize));
+    return p;
+}
+
+attention::AttentionOptions options_for(Mechanism mechanism, const attention::AttentionOptions& options)
+{
+    attention::AttentionOptions o = options;
+    if (mechanism == Mechanism::linear)
+        o.normalize = attention::Normalize::row;
+    return o;
+}
+
+std::string_view to_string(SpectrumMethod m)
+{
+    switch (m) {
+    case SpectrumMethod::automatic: return "auto";
+    case SpectrumMethod::dense: return "dense";
+    case SpectrumMethod::structured: return "structured";
+    case SpectrumMethod::streaming: return "streaming";
+    }
+    return "auto";
+}
+
+SpectrumMethod parse_spectrum_method(std::string_view s)
+{
+    if (s == "auto")
+        return SpectrumMethod::automatic;
+    if (s == "dense")
+        return SpectrumMethod::dense;
+    if (s == "structured")
+        return SpectrumMethod::structured;
+    if (s == "streaming")
+        return SpectrumMethod::streaming;
+    throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured, streaming");
+}
+
+SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit)
+{
+    if (!mo.spectrum)
+        return SpectrumPath::none;
+    const attention::KernelFactors* factors = op.factors();
+    const Index n = op.rows();
+    const std::string name = std::string(attention::to_string(op.mechanism())) +
+                             (op.kernel_pieces() && op.kernel_pieces()->causal ? " (causal)" : "");
+    switch (mo.method) {
+    case SpectrumMethod::dense:
+        break;
+    case SpectrumMethod::structured:
+        if (!factors)
+            throw std::invalid_argument(name + " attention has no low-rank factors: --method structured applies to "
+                                               "non-causal linear and MHLA only (use --method auto)");
+        return SpectrumPath::structured;
+    case SpectrumMethod::streaming:
+        if (factors)
+            return SpectrumPath::structured;
+        if (mo.rank_rtol)
+            return SpectrumPath::randomized;
+        if (!mo.top_k)   // nothing about the spectrum is computable without N x N: null, and measure() says why
+            return SpectrumPath::none;
+        return SpectrumPath::top_k;
+    case SpectrumMethod::automatic:
+        // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
+        if (factors && metrics::structured_core_size(*factors) < n)
+            return SpectrumPath::structured;
+        if (dense_memory_bytes(n) > memory_limit) {
+            if (factors)
+                return SpectrumPath::structured;
+            if (mo.rank_rtol)
+                return SpectrumPath::randomized;
+            if (mo.top_k)
+                return SpectrumPath::top_k;
+        }
+        break;
+    }
+    const std::uint64_t need = dense_memory_bytes(n);
+    if (need > memory_limit)
+        throw InputError(name + ", N=" + std::to_string(n) + ": all singular values need the dense " + std::to_string(n) +
+                         " x " + std::to_string(n) + " matrix, about " + human_bytes(need) + ", over the memory limit of " +
+                         human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), --top-k K "
+                         "(matrix-free largest singular values), and --method structured for non-causal linear and MHLA");
+    return SpectrumPath::dense;
+}
+
+PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
+                                    const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,
+                                    const MetricOptions& metric_options, std::uint64_t memory_limit)
+{
+    PreparedMechanism p;
+    p.result.mechanism = mechanism;
+    p.options = options_for(mechanism, options);
+    p.result.params = mechanism_params(mechanism, p.options, Q.rows(), Q.cols());
+    p.op = attention::make_operator(mechanism, Q, K, p.options);
+    p.path = choose_spectrum_path(*p.op, metric_options, memory_limit);
+    return p;
+}
+
+double spectrum_weight(SpectrumPath path, Index n)
+{
+    if (path == SpectrumPath::dense)
+        return std::max(1.0, static_cast<double>(n) / 40.0);
+    return path == SpectrumPath::none ? 0.0 : 0.2;
+}
+
+double measure_weight(const MeasureRequest& request, Index n)
+{
+    const bool dense = request.keep_matrix || request.path == SpectrumPath::dense;
+    return (dense ? 2.0 : 1.0) + spectrum_weight(request.path, n);
+}
+
+namespace {
+
+// Rows per tile when the matrix is checked and measured in pieces (a multiple of the softmax operator's own
+// tile, so that its tiles are dense()'s).
+constexpr Index k_rows_per_tile = 256;
+// From this N on a kept matrix is formed tile by tile with cancellation between tiles (dense() of a kernel
+// operator is one GEMM: ~1 s at N = 8192).
+constexpr Index k_tiled_build_from = 2048;
+
+const char* const k_non_finite = "the attention matrix has non-finite entries (a row normaliser is zero); "
+                                  "no metric is reported";
+
+// Runs body(t0, count) over row tiles until it returns false.
+template <class Body>
+void for_each_tile(Index n, Body&& body)
+{
+    for (Index t0 = 0; t0 < n; t0 += k_rows_per_tile)
+        if (!body(t0, std::min(k_rows_per_tile, n - t0)))
+            return;
+}
+
+double done_fraction(Index t0, Index count, Index n) { return static_cast<double>(t0 + count) / static_cast<double>(n); }
+
+void begin(StageProgress* progress, Mechanism m, const char* stage, double weight)
+{
+    if (progress)
+        progress->begin(std::string(attention::to_string(m)) + ": " + stage, weight);
+}
+
+void at(StageProgress* progress, double fraction)
+{
+    if (progress)
+        progress->at(fraction);
+}
+
+std::shared_ptr<Eigen::MatrixXd> form_matrix(const attention::AttentionOperator& op, bool tiled, StageProgress* progress)
+{
+    const Index n = op.rows();
+    auto A = std::make_shared<Eigen::MatrixXd>();
+    if (!tiled || n < k_tiled_build_from) {
+        *A = op.dense();
+        return A;
+    }
+    A->resize(n, n);
+    for_each_tile(n, [&](Index t0, Index count) {
+        op.dense_rows(t0, count, A->middleRows(t0, count));
+        at(progress, done_fraction(t0, count, n));
+        return true;
+    });
+    return A;
+}
+
+// The warnings that go with entropy (or its absence), the same on every path.
+void entropy_warnings(MechanismResult& r, bool negative, const attention::AttentionOptions& options)
+{
+    if (negative)
+        r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
+                             std::string(attention::to_string(options.feature_map.kind)) +
+                             "), so its rows are not distributions");
+    else if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+        r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
+                             std::string(attention::to_string(options.normalize)) +
+                             "); entropy is computed from the entries as they are");
+}
+
+// Checks the formed matrix in row tiles (finite, non-negative) and takes every row's entropy from them.
+// Returns false when an entry is not finite (then nothing is measured).
+bool measure_formed_entropy(MechanismResult& r, const Eigen::MatrixXd& A, const std::vector<Index>& allowed,
+                            const attention::AttentionOptions& options, const MetricOptions& mo, StageProgress* progress)
+{
+    const Index n = A.rows();
+    bool finite = true, negative = false;
+    std::vector<double> h(static_cast<std::size_t>(n), 0.0);
+    for_each_tile(n, [&](Index t0, Index count) {
+        const auto rows = A.middleRows(t0, count);
+        if (!rows.allFinite()) {
+            finite = false;
+            return false;
+        }
+        negative = negative || (rows.array() < 0.0).any();
+        if (!negative && mo.entropy) {
+            const std::vector<Index> allowed_rows(allowed.begin() + t0, allowed.begin() + t0 + count);
+            const metrics::EntropyStats part = metrics::row_entropy(rows, allowed_rows);
+            std::copy(part.rows.begin(), part.rows.end(), h.begin() + t0);
+        }
+        at(progress, done_fraction(t0, count, n));
+        return true;
+    });
+    if (!finite) {
+        r.warnings.push_back(k_non_finite);
+        return false;
+    }
+    if (mo.entropy) {
+        if (!negative) {
+            r.entropy = metrics::entropy_stats(std::move(h), allowed);
+            r.entropy_method = "dense";
+        }
+        entropy_warnings(r, negative, options);
+    }
+    return true;
+}
+
+// Entropy without the matrix (shared pass or streamed). Returns false when an entry is not finite.
+bool measure_streamed_entropy(MechanismResult& r, const attention::AttentionOperator& op,
+                              const attention::AttentionOptions& options, const MeasureRequest& request)
+{
+    if (!request.metrics.entropy)
+        return true;
+    metrics::RowEntropies h = request.shared_entropy ? *request.shared_entropy : metrics::streamed_row_entropies(op);
+    metrics::StreamedEntropy streamed = metrics::entropy_statistics(std::move(h), op.allowed_keys());
+    if (streamed.status == metrics::EntropyStatus::non_finite) {
+        r.warnings.push_back(k_non_finite);
+        return false;
+    }
+    if (streamed.stats) {
+        r.entropy = std::move(streamed.stats);
+        r.entropy_method = "streaming";
+    }
+    entropy_warnings(r, streamed.status == metrics::EntropyStatus::negative, options);
+    return true;
+}
+
+metrics::SpectrumMetrics top_k_values(MechanismResult& r, const attention::AttentionOperator& op, Index k)
+{
+    metrics::TopSingularValues top = metrics::top_singular_values(op, k);
+    if (!top.converged)
+        r.warnings.push_back("the matrix-free top-k solver did not converge; the values are its best estimates");
+    metrics::SpectrumMetrics partial;
+    partial.singular_values = std::move(top.values);
+    return partial;
+}
+
+void measure_randomized(MechanismResult& r, const attention::AttentionOperator& op, const MetricOptions& mo)
+{
+    metrics::RandomizedRank rr = metrics::randomized_rank(op, *mo.rank_rtol, /*seed=*/0);
+    if (!rr.converged)
+        r.warnings.push_back("the randomized range finder reached its basis limit of " + std::to_string(rr.basis_size) +
+                             " before its residual bound fell below the tolerance: only the lower bound " +
+                             std::to_string(rr.lower) + " on the rank is proven");
+    metrics::SpectrumMetrics partial = mo.top_k ? top_k_values(r, op, *mo.top_k) : metrics::SpectrumMetrics{};
+    partial.tol = rr.tol;
+    partial.rank = rr.lower;
+    r.spectrum = std::move(partial);
+    r.rank_bracket = std::move(rr);
+    r.partial_spectrum = true;
+    r.spectrum_method = "randomized";
+}
+
+// The spectrum by its path. `A`: the formed matrix (dense path), consumed when `consume`.
+void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op, const MeasureRequest& request,
+                      Eigen::MatrixXd* A, bool consume, StageProgress* progress)
+{
+    const MetricOptions& mo = request.metrics;
+    const Index n = op.rows();
+    switch (request.path) {
+    case SpectrumPath::none:
+        if (mo.spectrum)   // --method streaming on an operator without factors
+            r.warnings.push_back("no spectrum: all singular values of " + std::string(attention::to_string(r.mechanism)) +
+                                 " attention need the dense N x N matrix, which --method streaming never forms; give "
+                                 "--top-k K for the K largest (matrix-free), --rank-rtol R for the rank at a relative "
+                                 "tolerance (randomized range finder), or use --method auto");
+        return;
+    case SpectrumPath::top_k: {
+        r.spectrum = top_k_values(r, op, *mo.top_k);
+        r.warnings.push_back("only the " + std::to_string(r.spectrum->singular_values.size()) +
+                             " largest singular values are known (matrix-free): rank, effective and stable rank need "
+                             "all of them (--method dense)");
+        r.partial_spectrum = true;
+        r.spectrum_method = "top-k";
+        return;
+    }
+    case SpectrumPath::randomized:
+        measure_randomized(r, op, mo);
+        return;
+    case SpectrumPath::structured:
+    case SpectrumPath::dense:
+        break;
+    }
+    begin(progress, r.mechanism, "singular values", spectrum_weight(request.path, n));
+    std::vector<double> s;
+    if (request.path == SpectrumPath::structured) {
+        s = metrics::structured_singular_values(*op.factors());
+    } else if (!A) {
+        throw std::logic_error("measure: a dense spectrum needs the dense matrix");
+    } else if (request.keep_matrix) {
+        s = metrics::singular_values_with_progress(Eigen::MatrixXd(*A), [&](double f) { at(progress, f); });
+    } else {
+        s = consume ? metrics::singular_values(std::move(*A)) : metrics::singular_values(Eigen::MatrixXd(*A));
+    }
+    r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, mo.rank_rtol);
+    r.spectrum_method = request.path == SpectrumPath::structured ? "structured" : "dense";
+}
+
+}  // namespace
+
+Measurement measure(const attention::AttentionOperator& op, const attention::AttentionOptions& options,
+                    const MeasureRequest& request, StageProgress* progress)
+{
+    Measurement out;
+    MechanismResult& r = out.result;
+    r.mechanism = op.mechanism();
+    if (!(request.keep_matrix || request.path == SpectrumPath::dense)) {   // nothing N x N is ever formed
+        out.finite = measure_streamed_entropy(r, op, options, request);
+        if (out.finite)
+            measure_spectrum(r, op, request, nullptr, false, progress);
+        return out;
+    }
+    const std::vector<Index> allowed = op.allowed_keys();
+    begin(progress, r.mechanism, "attention matrix", 1.0);
+    std::shared_ptr<Eigen::MatrixXd> A = form_matrix(op, request.keep_matrix, progress);
+    begin(progress, r.mechanism, "entropy", 1.0);
+    out.finite = measure_formed_entropy(r, *A, allowed, options, request.metrics, progress);
+    if (request.keep_matrix)
+        out.matrix = A;
+    if (out.finite)
+        measure_spectrum(r, op, request, A.get(), !request.keep_matrix, progress);
+    return out;
+}
+
+}  // namespace attnscope::analysis

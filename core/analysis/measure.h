@@ -1,0 +1,130 @@
+#pragma once
+// One way to measure an attention operator (docs/maths.md section 2): the singular spectrum with its
+// ranks and the row entropies, with a warning for everything that cannot be computed. `analyze` (and so
+// `sweep` and `batch`) and the desktop app's `explore` all call measure(); they differ only in what they
+// ask of it: which spectrum path (choose_spectrum_path: dense, structured, matrix-free top-k or the
+// randomized rank bracket), whether the N x N matrix is kept for display, and whether the job reports
+// progress and can be cancelled.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "analysis/progress.h"
+#include "attention/operator.h"
+#include "attention/options.h"
+#include "metrics/metrics.h"
+#include "metrics/randomized.h"
+#include "metrics/streaming.h"
+
+namespace attnscope::analysis {
+
+using Index = Eigen::Index;
+
+// How the singular values are computed: `dense` (dgesdd on the N x N matrix), `structured` (exact, from
+// the low-rank factors of non-causal linear / MHLA, metrics/structured.h), `streaming` (never form
+// N x N: structured where exact, else only the --top-k largest, matrix-free, metrics/topk.h), `auto`
+// (structured where it is cheaper; dense when it fits the memory limit; else the streaming choice).
+enum class SpectrumMethod { automatic, dense, structured, streaming };
+
+// The computation chosen for one operator's spectrum.
+// `randomized`: no N x N and no factors, but --rank-rtol given: the rank bracketed by the adaptive
+// randomized range finder (metrics/randomized.h), plus the --top-k largest values when asked for.
+enum class SpectrumPath { none, dense, structured, top_k, randomized };
+std::string_view to_string(SpectrumMethod m);
+SpectrumMethod parse_spectrum_method(std::string_view s);   // throws std::invalid_argument
+
+struct MetricOptions {
+    SpectrumMethod method = SpectrumMethod::automatic;
+    bool spectrum = true;               // singular values and the ranks
+    bool entropy = true;                // row-entropy statistics
+    std::optional<double> rank_rtol;    // tol = rtol * s_1 instead of the NumPy rule
+    std::optional<Index> top_k;         // report only the k largest singular values
+    bool row_entropy = false;           // include every row's entropy
+};
+
+struct MechanismResult {
+    attention::Mechanism mechanism = attention::Mechanism::softmax;
+    nlohmann::ordered_json params;                      // every parameter that shaped the matrix, resolved
+    std::optional<metrics::SpectrumMetrics> spectrum;   // absent when not requested or not computable
+    std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined
+    std::vector<std::string> warnings;
+    std::string spectrum_method;                        // "dense", "structured", "top-k", "randomized" (empty: none)
+    bool partial_spectrum = false;                      // only the top-k singular values are known (no ranks)
+    std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
+    std::optional<metrics::RandomizedRank> rank_bracket;   // SpectrumPath::randomized: what the range finder proved
+};
+
+// Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
+std::uint64_t dense_memory_bytes(Index n);
+// Half the machine's physical memory: the default --max-memory.
+std::uint64_t default_memory_limit();
+// "1.5 GiB": a byte count for messages.
+std::string human_bytes(std::uint64_t bytes);
+
+// The parameters recorded for `mechanism` (resolved defaults: scale, blocks M, mixing name ...).
+// Throws std::invalid_argument for impossible options.
+nlohmann::ordered_json mechanism_params(attention::Mechanism mechanism, const attention::AttentionOptions& options,
+                                        Index n, Index d);
+
+// The options a mechanism is computed with (docs/maths.md 1.3: linear attention is always row-normalised).
+attention::AttentionOptions options_for(attention::Mechanism mechanism, const attention::AttentionOptions& options);
+
+// The spectrum computation for `op` under `metric_options` when dense work may use `memory_limit`
+// bytes. Throws std::invalid_argument when the method asked for cannot apply (structured without
+// factors) and InputError when nothing fits, naming what would. Under --method streaming an operator without
+// factors and with neither --top-k nor --rank-rtol gets `none` (its spectrum null, with a warning).
+SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
+                                  std::uint64_t memory_limit);
+
+// One mechanism ready to measure: its recorded parameters, the options it is computed with, its
+// operator on Q, K (N by d, one token per row) and its spectrum path. Throws std::invalid_argument for
+// impossible options, InputError when the spectrum does not fit `memory_limit`.
+struct PreparedMechanism {
+    MechanismResult result;   // mechanism and params
+    attention::AttentionOptions options;
+    std::unique_ptr<attention::AttentionOperator> op;
+    SpectrumPath path = SpectrumPath::none;
+};
+PreparedMechanism prepare_mechanism(attention::Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
+                                    const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,
+                                    const MetricOptions& metric_options, std::uint64_t memory_limit);
+
+// What to measure of one operator.
+struct MeasureRequest {
+    SpectrumPath path = SpectrumPath::none;
+    MetricOptions metrics;
+    // Keep the N x N matrix (the app's maps). It is then formed in row tiles with progress from N = 2048 on,
+    // and a dense spectrum comes from the interruptible dgesdd replica (metrics/bidiag_svd.h) instead of the
+    // two-stage SVD (metrics/svd_two_stage.h): the two agree to ~1e-15 s_1, and only the first reports
+    // often enough to cancel within a second.
+    bool keep_matrix = false;
+    // Row entropies computed ahead by a pass shared with another mechanism (analyze: linear and MHLA).
+    const metrics::RowEntropies* shared_entropy = nullptr;
+};
+
+struct Measurement {
+    MechanismResult result;                          // mechanism, spectrum, entropy, methods, warnings (not params)
+    std::shared_ptr<const Eigen::MatrixXd> matrix;   // keep_matrix: the N x N matrix (kept even when not finite)
+    bool finite = true;                              // false: an entry is not finite, nothing was measured
+};
+
+// Relative cost of a stage, in units of one pass forming the N x N matrix (measured on 2 cores, docs/gui.md):
+// what measure() reports under `progress` for its stages "<mechanism>: attention matrix" (1 when the
+// matrix is formed), "<mechanism>: entropy" (1) and "<mechanism>: singular values" (this weight).
+double spectrum_weight(SpectrumPath path, Index n);
+double measure_weight(const MeasureRequest& request, Index n);
+
+// Measures `op` (computed with `options`) as `request` asks: the matrix is formed when the path is dense or
+// the matrix is kept, and then measured in row tiles; otherwise entropy streams (metrics/streaming.h) and
+// the spectrum follows its path. Warnings say what could not be computed and why, in the same words on
+// every path. With `progress`, stages are reported and cancellation (JobCancelled) is checked between tiles
+// and inside the interruptible SVD.
+Measurement measure(const attention::AttentionOperator& op, const attention::AttentionOptions& options,
+                    const MeasureRequest& request, StageProgress* progress = nullptr);
+
+}  // namespace attnscope::analysis
