@@ -1,19 +1,20 @@
 #include "batch_job.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
 #include <toml++/toml.h>
 
 #include "analysis/inputs.h"
+#include "analysis/vocabulary.h"
+#include "attention/mixing.h"
 #include "cli_options.h"
 #include "util/error.h"
 
 namespace attnscope::app {
 
 namespace fs = std::filesystem;
-
-std::vector<Eigen::Index> parse_sizes_allow_zero(const std::string& text, const std::string& option);
 
 namespace {
 
@@ -124,18 +125,177 @@ private:
     std::string m_path;
 };
 
-void axis_list(const std::optional<std::string>& text, std::optional<std::vector<Eigen::Index>>& list, bool& all,
-               const std::string& what)
+// `inputs`: files or globs relative to the job's folder.
+std::vector<std::string> read_inputs(const toml::table& root, const JobReader& r, const std::string& base)
 {
-    if (!text)
-        return;
-    if (*text == "all") {
-        all = true;
-        return;
+    const toml::node* inputs = root.get("inputs");
+    if (!inputs)
+        r.fail(nullptr, "'inputs' is required: files or globs, e.g. inputs = [\"acts/*.h5\"]");
+    std::vector<std::string> patterns;
+    if (inputs->is_string()) {
+        patterns.emplace_back(*inputs->as_string());
+    } else if (inputs->is_array()) {
+        for (const auto& item : *inputs->as_array()) {
+            if (!item.is_string())
+                r.fail(&item, "'inputs' must list strings");
+            patterns.emplace_back(*item.as_string());
+        }
+    } else {
+        r.fail(inputs, "'inputs' must be a string or an array of strings");
     }
-    list = std::vector<Eigen::Index>{};
-    for (const auto& v : parse_sizes_allow_zero(*text, what))
-        list->push_back(v);
+    return analysis::expand_inputs(patterns, base);
+}
+
+// Tensor names, the selection, heads, layers, mechanisms and the memory limit (the job's top level).
+void read_selection(const toml::table& root, const JobReader& r, analysis::BatchPlan& plan, SelectionArgs& sel)
+{
+    plan.q_name = r.str(root, "q").value_or("q");
+    plan.k_name = r.str(root, "k").value_or("k");
+    sel.layout = r.str(root, "layout").value_or("");
+    if (const toml::table* at = r.table(root, "at")) {
+        std::string text;
+        for (const auto& [key, node] : *at) {
+            if (!node.is_integer())
+                r.fail(&node, "'at." + std::string(key.str()) + "' must be an integer");
+            text += (text.empty() ? "" : ",") + std::string(key.str()) + "=" + std::to_string(node.as_integer()->get());
+        }
+        sel.at = text;
+    }
+    sel.prefix_tokens = r.integer(root, "prefix_tokens");
+    plan.selection = sel.resolve();
+    plan.heads = analysis::AxisChoice::parse(r.list(root, "heads").value_or(""), "heads");
+    plan.layers = analysis::AxisChoice::parse(r.list(root, "layers").value_or(""), "layers");
+    if (auto m = r.list(root, "mechanisms"))
+        plan.mechanisms = analysis::parse_mechanisms(*m, "mechanisms");
+    MemoryArgs mem;
+    mem.max_memory = r.str(root, "max_memory").value_or("");
+    plan.memory_limit = mem.max_memory.empty() ? 0 : mem.resolve();
+}
+
+// [attention]: the mechanism options, a mixing file relative to the job.
+MechanismArgs read_attention(const toml::table& root, const JobReader& r, const std::string& base)
+{
+    MechanismArgs mech;
+    const toml::table* t = r.table(root, "attention");
+    if (!t)
+        return mech;
+    r.check_keys(*t, {"scale", "causal", "feature_map", "favor_features", "seed", "blocks", "chunk", "grid", "block_grid",
+                      "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize"},
+                 "[attention]");
+    mech.scale = r.number(*t, "scale");
+    if (const auto causal = r.boolean(*t, "causal"))
+        (*causal ? mech.causal : mech.no_causal) = true;
+    mech.feature_map = r.str(*t, "feature_map").value_or("relu");
+    mech.favor_features = r.integer(*t, "favor_features").value_or(256);
+    mech.seed = static_cast<std::uint64_t>(r.integer(*t, "seed").value_or(0));
+    mech.blocks = r.integer(*t, "blocks");
+    mech.chunk = r.integer(*t, "chunk");
+    if ((mech.blocks ? 1 : 0) + (mech.chunk ? 1 : 0) + (t->get("grid") ? 1 : 0) > 1)
+        r.fail(t->get("blocks") ? t->get("blocks") : t->get("chunk"), "give only one of blocks, chunk, grid");
+    mech.grid = r.list(*t, "grid").value_or("");
+    mech.block_grid = r.list(*t, "block_grid").value_or("");
+    mech.token_order = r.str(*t, "token_order").value_or("raster");
+    mech.mixing = r.str(*t, "mixing").value_or("");
+    if (!mech.mixing.empty() && !attention::is_mixing_preset(mech.mixing) && !fs::path(mech.mixing).is_absolute()) {
+        const auto candidate = fs::path(base) / mech.mixing;   // files relative to the job
+        const std::string file_part = mech.mixing.substr(0, mech.mixing.find(':'));
+        if (fs::exists(fs::path(base) / file_part))
+            mech.mixing = candidate.string();
+    }
+    mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
+    mech.mixing_threshold = r.number(*t, "mixing_threshold").value_or(1.5);
+    mech.normalize = r.str(*t, "normalize").value_or("row");
+    return mech;
+}
+
+// [metrics].
+analysis::MetricOptions read_metrics(const toml::table& root, const JobReader& r)
+{
+    MetricArgs met;
+    if (const toml::table* t = r.table(root, "metrics")) {
+        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy"}, "[metrics]");
+        met.metrics = r.list(*t, "metrics").value_or("spectrum,entropy");
+        met.method = r.str(*t, "method").value_or("auto");
+        met.rank_rtol = r.number(*t, "rank_rtol");
+        met.top_k = r.integer(*t, "top_k");
+        met.row_entropy = r.boolean(*t, "row_entropy").value_or(false);
+    }
+    return met.resolve();
+}
+
+// [[sweep]] tables: each a sweep over every file of the job, with the job's options.
+void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPlan& plan)
+{
+    const toml::node* sweeps = root.get("sweep");
+    if (!sweeps)
+        return;
+    if (!sweeps->is_array_of_tables())
+        r.fail(sweeps, "'sweep' must be an array of tables: [[sweep]]");
+    std::set<std::string> names;
+    for (const auto& node : *sweeps->as_array()) {
+        const toml::table& t = *node.as_table();
+        r.check_keys(t, {"name", "vary", "subsample", "draws", "subsample_seed", "heads", "layers"}, "[[sweep]]");
+        analysis::BatchSweep sw;
+        sw.name = r.str(t, "name").value_or("");
+        if (sw.name.empty() || sw.name.find('/') != std::string::npos || !names.insert(sw.name).second)
+            r.fail(&node, "every [[sweep]] needs a unique 'name' without '/'");
+        const std::string vary = r.str(t, "vary").value_or("");
+        if (vary.size() < 3 || (vary[0] != 'n' && vary[0] != 'm') || vary[1] != '=')
+            r.fail(&node, "[[sweep]] " + sw.name + ": 'vary' must be \"n=LIST\" or \"m=LIST\"");
+        sw.spec.vary = vary[0];
+        sw.spec.values = analysis::parse_sizes(vary.substr(2), "vary");
+        sw.spec.subsample = analysis::parse_subsample(r.str(t, "subsample").value_or("first"));
+        sw.spec.draws = r.integer(t, "draws").value_or(1);
+        sw.spec.seed = static_cast<std::uint64_t>(r.integer(t, "subsample_seed").value_or(0));
+        sw.spec.heads = analysis::AxisChoice::parse(r.list(t, "heads").value_or(""), "heads");
+        sw.spec.layers = analysis::AxisChoice::parse(r.list(t, "layers").value_or(""), "layers");
+        sw.spec.mechanisms = plan.mechanisms;
+        sw.spec.options = plan.options;
+        sw.spec.given = plan.given;
+        sw.spec.metrics = plan.metrics;
+        sw.spec.memory_limit = plan.memory_limit;
+        plan.sweeps.push_back(std::move(sw));
+    }
+}
+
+// One [[figure]] table.
+BatchFigure read_figure(const toml::node& node, const JobReader& r, const analysis::BatchPlan& plan)
+{
+    const toml::table& t = *node.as_table();
+    r.check_keys(t, {"view", "format", "sweep", "heads", "metric", "log", "colormap", "query", "width", "height", "dpi",
+                     "font_scale"},
+                 "[[figure]]");
+    BatchFigure f;
+    f.view = r.str(t, "view").value_or("");
+    if (!is_explore_view(f.view) && !is_sweep_view(f.view))
+        r.fail(&node, "[[figure]] 'view' must be one of " + figure_view_names());
+    f.format = r.str(t, "format").value_or("png");
+    if (f.format != "png" && f.format != "pdf" && f.format != "svg")
+        r.fail(t.get("format"), "[[figure]] 'format' must be png, pdf or svg");
+    f.sweep = r.str(t, "sweep");
+    if (f.view == "curves") {
+        const bool known = f.sweep && std::any_of(plan.sweeps.begin(), plan.sweeps.end(),
+                                                  [&](const analysis::BatchSweep& sw) { return sw.name == *f.sweep; });
+        if (!known)
+            r.fail(&node, "[[figure]] view = \"curves\" needs 'sweep' naming one of the job's [[sweep]] tables");
+    } else if (f.sweep) {
+        r.fail(t.get("sweep"), "[[figure]] 'sweep' applies to view = \"curves\" only");
+    }
+    if (auto heads = r.list(t, "heads"))
+        f.heads = analysis::parse_indices(*heads, "heads");
+    f.look.metric = r.str(t, "metric");
+    check_figure_metric(f.look.metric);
+    f.look.log = r.boolean(t, "log").value_or(false);
+    f.look.colormap = r.str(t, "colormap");
+    if (auto q = r.integer(t, "query"))
+        f.look.query = static_cast<int>(*q);
+    f.size.width = static_cast<int>(r.integer(t, "width").value_or(0));
+    f.size.height = static_cast<int>(r.integer(t, "height").value_or(0));
+    f.size.dpi = r.number(t, "dpi").value_or(150.0);
+    f.size.font_scale = r.number(t, "font_scale").value_or(1.0);
+    if (f.size.width < 0 || f.size.height < 0 || !(f.size.dpi > 0) || !(f.size.font_scale > 0))
+        r.fail(&node, "[[figure]] width, height must be >= 0 and dpi, font_scale > 0");
+    return f;
 }
 
 }  // namespace
@@ -156,184 +316,24 @@ BatchJob parse_batch_job(const std::string& path)
                  "the job");
     const std::string base = fs::path(path).parent_path().string();
 
-    analysis::BatchPlan plan;
-    plan.job_path = path;
-    const toml::node* inputs = root.get("inputs");
-    if (!inputs)
-        r.fail(nullptr, "'inputs' is required: files or globs, e.g. inputs = [\"acts/*.h5\"]");
-    std::vector<std::string> patterns;
-    if (inputs->is_string())
-        patterns.emplace_back(*inputs->as_string());
-    else if (inputs->is_array()) {
-        for (const auto& item : *inputs->as_array()) {
-            if (!item.is_string())
-                r.fail(&item, "'inputs' must list strings");
-            patterns.emplace_back(*item.as_string());
-        }
-    } else {
-        r.fail(inputs, "'inputs' must be a string or an array of strings");
-    }
-    plan.files = analysis::expand_inputs(patterns, base);
-    plan.q_name = r.str(root, "q").value_or("q");
-    plan.k_name = r.str(root, "k").value_or("k");
-
-    SelectionArgs sel;
-    sel.layout = r.str(root, "layout").value_or("");
-    if (const toml::table* at = r.table(root, "at")) {
-        std::string text;
-        for (const auto& [key, node] : *at) {
-            if (!node.is_integer())
-                r.fail(&node, "'at." + std::string(key.str()) + "' must be an integer");
-            text += (text.empty() ? "" : ",") + std::string(key.str()) + "=" + std::to_string(node.as_integer()->get());
-        }
-        sel.at = text;
-    }
-    sel.prefix_tokens = r.integer(root, "prefix_tokens").value_or(0);
-    plan.selection = sel.resolve();
-    axis_list(r.list(root, "heads"), plan.heads, plan.all_heads, "heads");
-    axis_list(r.list(root, "layers"), plan.layers, plan.all_layers, "layers");
-    if (auto m = r.list(root, "mechanisms")) {
-        plan.mechanisms.clear();
-        for (const std::string& item : split_list(*m))
-            plan.mechanisms.push_back(attention::parse_mechanism(item));
-    }
-    MemoryArgs mem;
-    mem.max_memory = r.str(root, "max_memory").value_or("");
-    plan.memory_limit = mem.max_memory.empty() ? 0 : mem.resolve();
-
-    MechanismArgs mech;
-    if (const toml::table* t = r.table(root, "attention")) {
-        r.check_keys(*t, {"scale", "causal", "feature_map", "favor_features", "seed", "blocks", "chunk", "grid", "block_grid",
-                          "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize"},
-                     "[attention]");
-        mech.scale = r.number(*t, "scale");
-        mech.causal = r.boolean(*t, "causal").value_or(false);
-        mech.feature_map = r.str(*t, "feature_map").value_or("relu");
-        mech.favor_features = r.integer(*t, "favor_features").value_or(256);
-        mech.seed = static_cast<std::uint64_t>(r.integer(*t, "seed").value_or(0));
-        mech.blocks = r.integer(*t, "blocks");
-        mech.chunk = r.integer(*t, "chunk");
-        if ((mech.blocks ? 1 : 0) + (mech.chunk ? 1 : 0) + (t->get("grid") ? 1 : 0) > 1)
-            r.fail(t->get("blocks") ? t->get("blocks") : t->get("chunk"), "give only one of blocks, chunk, grid");
-        mech.grid = r.list(*t, "grid").value_or("");
-        mech.block_grid = r.list(*t, "block_grid").value_or("");
-        mech.token_order = r.str(*t, "token_order").value_or("raster");
-        mech.mixing = r.str(*t, "mixing").value_or("");
-        if (!mech.mixing.empty() && !analysis::is_mixing_preset(mech.mixing) && !fs::path(mech.mixing).is_absolute()) {
-            const auto candidate = fs::path(base) / mech.mixing;   // files relative to the job
-            const std::string file_part = mech.mixing.substr(0, mech.mixing.find(':'));
-            if (fs::exists(fs::path(base) / file_part))
-                mech.mixing = candidate.string();
-        }
-        mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
-        mech.mixing_threshold = r.number(*t, "mixing_threshold").value_or(1.5);
-        mech.normalize = r.str(*t, "normalize").value_or("row");
-    }
-    plan.options = mech.resolve();
-
-    MetricArgs met;
-    if (const toml::table* t = r.table(root, "metrics")) {
-        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy"}, "[metrics]");
-        met.metrics = r.list(*t, "metrics").value_or("spectrum,entropy");
-        met.method = r.str(*t, "method").value_or("auto");
-        met.rank_rtol = r.number(*t, "rank_rtol");
-        met.top_k = r.integer(*t, "top_k");
-        met.row_entropy = r.boolean(*t, "row_entropy").value_or(false);
-    }
-    plan.metrics = met.resolve();
-
-    if (const toml::node* sweeps = root.get("sweep")) {
-        if (!sweeps->is_array_of_tables())
-            r.fail(sweeps, "'sweep' must be an array of tables: [[sweep]]");
-        std::set<std::string> names;
-        for (const auto& node : *sweeps->as_array()) {
-            const toml::table& t = *node.as_table();
-            r.check_keys(t, {"name", "vary", "subsample", "draws", "subsample_seed", "heads", "layers"}, "[[sweep]]");
-            analysis::BatchSweep sw;
-            sw.name = r.str(t, "name").value_or("");
-            if (sw.name.empty() || sw.name.find('/') != std::string::npos || !names.insert(sw.name).second)
-                r.fail(&node, "every [[sweep]] needs a unique 'name' without '/'");
-            const std::string vary = r.str(t, "vary").value_or("");
-            if (vary.size() < 3 || (vary[0] != 'n' && vary[0] != 'm') || vary[1] != '=')
-                r.fail(&node, "[[sweep]] " + sw.name + ": 'vary' must be \"n=LIST\" or \"m=LIST\"");
-            sw.spec.vary = vary[0];
-            sw.spec.values = parse_sizes(vary.substr(2), "vary");
-            sw.spec.subsample = analysis::parse_subsample(r.str(t, "subsample").value_or("first"));
-            sw.spec.draws = r.integer(t, "draws").value_or(1);
-            sw.spec.seed = static_cast<std::uint64_t>(r.integer(t, "subsample_seed").value_or(0));
-            axis_list(r.list(t, "heads"), sw.spec.heads, sw.spec.all_heads, "heads");
-            axis_list(r.list(t, "layers"), sw.spec.layers, sw.spec.all_layers, "layers");
-            sw.spec.mechanisms = plan.mechanisms;
-            sw.spec.options = plan.options;
-            sw.spec.metrics = plan.metrics;
-            sw.spec.memory_limit = plan.memory_limit;
-            plan.sweeps.push_back(std::move(sw));
-        }
-    }
-
     BatchJob job;
+    analysis::BatchPlan& plan = job.plan;
+    plan.job_path = path;
+    plan.files = read_inputs(root, r, base);
+    SelectionArgs sel;
+    read_selection(root, r, plan, sel);
+    const MechanismArgs mech = read_attention(root, r, base);
+    plan.options = mech.resolve();
+    plan.given = explicit_choices(sel, mech);
+    plan.metrics = read_metrics(root, r);
+    read_sweeps(root, r, plan);
     if (const toml::node* figures = root.get("figure")) {
         if (!figures->is_array_of_tables())
             r.fail(figures, "'figure' must be an array of tables: [[figure]]");
-        for (const auto& node : *figures->as_array()) {
-            const toml::table& t = *node.as_table();
-            r.check_keys(t, {"view", "format", "sweep", "heads", "metric", "log", "colormap", "query", "width", "height",
-                             "dpi", "font_scale"},
-                         "[[figure]]");
-            BatchFigure f;
-            f.view = r.str(t, "view").value_or("");
-            if (!is_explore_view(f.view) && !is_sweep_view(f.view))
-                r.fail(&node, "[[figure]] 'view' must be one of " + figure_view_names());
-            f.format = r.str(t, "format").value_or("png");
-            if (f.format != "png" && f.format != "pdf" && f.format != "svg")
-                r.fail(t.get("format"), "[[figure]] 'format' must be png, pdf or svg");
-            f.sweep = r.str(t, "sweep");
-            if (f.view == "curves") {
-                bool known = false;
-                for (const auto& sw : plan.sweeps)
-                    known = known || (f.sweep && sw.name == *f.sweep);
-                if (!known)
-                    r.fail(&node, "[[figure]] view = \"curves\" needs 'sweep' naming one of the job's [[sweep]] tables");
-            } else if (f.sweep) {
-                r.fail(t.get("sweep"), "[[figure]] 'sweep' applies to view = \"curves\" only");
-            }
-            if (auto heads = r.list(t, "heads"))
-                f.heads = parse_sizes_allow_zero(*heads, "heads");
-            f.look.metric = r.str(t, "metric");
-            check_figure_metric(f.look.metric);
-            f.look.log = r.boolean(t, "log").value_or(false);
-            f.look.colormap = r.str(t, "colormap");
-            if (auto q = r.integer(t, "query"))
-                f.look.query = static_cast<int>(*q);
-            f.size.width = static_cast<int>(r.integer(t, "width").value_or(0));
-            f.size.height = static_cast<int>(r.integer(t, "height").value_or(0));
-            f.size.dpi = r.number(t, "dpi").value_or(150.0);
-            f.size.font_scale = r.number(t, "font_scale").value_or(1.0);
-            if (f.size.width < 0 || f.size.height < 0 || !(f.size.dpi > 0) || !(f.size.font_scale > 0))
-                r.fail(&node, "[[figure]] width, height must be >= 0 and dpi, font_scale > 0");
-            job.figures.push_back(std::move(f));
-        }
+        for (const auto& node : *figures->as_array())
+            job.figures.push_back(read_figure(node, r, plan));
     }
-    job.plan = std::move(plan);
     return job;
-}
-
-std::vector<Eigen::Index> parse_sizes_allow_zero(const std::string& text, const std::string& option)
-{
-    std::vector<Eigen::Index> out;
-    for (const std::string& item : split_list(text)) {
-        std::size_t used = 0;
-        long long v = -1;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (item.empty() || used != item.size() || v < 0)
-            throw std::invalid_argument(option + " " + text + ": '" + item + "' is not an index (or \"all\")");
-        out.push_back(static_cast<Eigen::Index>(v));
-    }
-    return out;
 }
 
 }  // namespace attnscope::app

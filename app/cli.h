@@ -1,5 +1,5 @@
 #pragma once
-// The headless command line (../shared/spec/cli.md): info, analyze, matrix, synth.
+// The headless command line (docs/cli.md): info, analyze, matrix, synth, sweep, figure, batch, merge.
 
 namespace attnscope::app {
 

@@ -4,82 +4,34 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "analysis/explore.h"
 #include "analysis/inputs.h"
+#include "analysis/vocabulary.h"
+#include "attention/mixing.h"
 #include "util/error.h"
 
 extern "C" void openblas_set_num_threads(int);
 
 namespace attnscope::app {
 
-nlohmann::ordered_json apply_file_defaults(const std::string& q_ref, SelectionArgs& selection, MechanismArgs& mechanism)
+analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const MechanismArgs& mechanism)
 {
-    nlohmann::ordered_json used = nlohmann::ordered_json::object();
-    const analysis::FileDefaults d = analysis::file_defaults(q_ref);
-    if (!selection.prefix_tokens && d.prefix_tokens && *d.prefix_tokens > 0) {
-        selection.prefix_tokens = *d.prefix_tokens;
-        used["prefix_tokens"] = *d.prefix_tokens;
-    }
-    if (!mechanism.causal && !mechanism.no_causal && d.causal && *d.causal) {
-        mechanism.causal = true;
-        used["causal"] = true;
-    }
-    const bool blocks_given = mechanism.blocks || mechanism.chunk || !mechanism.grid.empty() || !mechanism.block_grid.empty();
-    if (!blocks_given && !d.grid.empty()) {
-        analysis::TensorSource src{q_ref, q_ref, std::nullopt, selection.resolve()};
-        Eigen::Index cells = 1;
-        for (auto g : d.grid)
-            cells *= g;
-        if (analysis::selected_tokens(src) == cells) {
-            // The desktop app's rule: 4 blocks per axis where they divide, else 2, else 1.
-            std::vector<Eigen::Index> bg;
-            std::string grid_text, block_text;
-            for (auto g : d.grid) {
-                bg.push_back(g % 4 == 0 ? 4 : g % 2 == 0 ? 2 : 1);
-                grid_text += (grid_text.empty() ? "" : ",") + std::to_string(g);
-                block_text += (block_text.empty() ? "" : ",") + std::to_string(bg.back());
-            }
-            mechanism.grid = grid_text;
-            mechanism.block_grid = block_text;
-            used["grid"] = d.grid;
-            used["block_grid"] = bg;
-        }
-    }
-    return used;
+    analysis::ExplicitChoices given;
+    given.prefix_tokens = selection.prefix_tokens.has_value();
+    given.causal = mechanism.causal || mechanism.no_causal;
+    given.blocks = mechanism.blocks || mechanism.chunk || !mechanism.grid.empty() || !mechanism.block_grid.empty();
+    given.mixing = !mechanism.mixing.empty();
+    return given;
 }
 
-std::vector<std::string> split_list(const std::string& text, char sep)
+analysis::AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionArgs& selection,
+                                      const MechanismArgs& mechanism, nlohmann::ordered_json* from_file)
 {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : text) {
-        if (c == sep) {
-            out.push_back(cur);
-            cur.clear();
-        } else if (!std::isspace(static_cast<unsigned char>(c))) {
-            cur += c;
-        }
-    }
-    out.push_back(cur);
-    return out;
-}
-
-std::vector<attention::Index> parse_sizes(const std::string& text, const std::string& option)
-{
-    std::vector<attention::Index> out;
-    for (const std::string& item : split_list(text)) {
-        std::size_t used = 0;
-        long long v = 0;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (item.empty() || used != item.size() || v < 1)
-            throw std::invalid_argument(option + " " + text + ": '" + item + "' is not a positive integer");
-        out.push_back(static_cast<attention::Index>(v));
-    }
-    return out;
+    const analysis::FileDefaults defaults = analysis::read_file_defaults(q_ref);   // a missing file is the first error
+    analysis::AnalysisSetup setup{selection.resolve(), mechanism.resolve(), explicit_choices(selection, mechanism)};
+    nlohmann::ordered_json used = analysis::apply_file_defaults(defaults, q_ref, setup);
+    if (from_file)
+        *from_file = std::move(used);
+    return setup;
 }
 
 void SelectionArgs::add_to(CLI::App& cmd)
@@ -118,20 +70,23 @@ void MechanismArgs::add_to(CLI::App& cmd)
     auto* c_on = cmd.add_flag("--causal", causal, "Causal masking")->group(g);
     auto* c_off = cmd.add_flag("--no-causal", no_causal, "Not causal, even when the file's attributes say causal")->group(g);
     c_on->excludes(c_off);
-    cmd.add_option("--feature-map", feature_map, "relu | elu1 | identity | favor (default relu)")->group(g);
+    cmd.add_option("--feature-map", feature_map,
+                   attention::joined_names(attention::feature_map_names(), " | ") + " (default relu)")->group(g);
     cmd.add_option("--favor-features", favor_features, "FAVOR+ random features m (default 256)")->group(g);
     cmd.add_option("--seed", seed, "Seed of the FAVOR+ projection (default 0)")->group(g);
     auto* b = cmd.add_option("--blocks", blocks, "MHLA: M contiguous blocks (numpy.array_split order; default min(16, N))")->group(g);
     auto* c = cmd.add_option("--chunk", chunk, "MHLA: blocks of C consecutive tokens")->group(g);
     auto* gr = cmd.add_option("--grid", grid, "MHLA: token grid G1,G2[,G3]")->group(g);
     cmd.add_option("--block-grid", block_grid, "MHLA: blocks per grid axis B1,B2[,B3]")->group(g);
-    cmd.add_option("--token-order", token_order, "raster | blocked (grid data; default raster)")->group(g);
+    cmd.add_option("--token-order", token_order,
+                   attention::joined_names(attention::token_order_names(), " | ") + " (grid data; default raster)")->group(g);
     b->excludes(c)->excludes(gr);
     c->excludes(gr);
-    cmd.add_option("--mixing", mixing, "cos | linear | exp | gaussian | local | uniform | identity | causal | FILE[:DATASET]")->group(g);
+    cmd.add_option("--mixing", mixing, attention::joined_names(attention::mixing_presets(), " | ") + " | FILE[:DATASET]")->group(g);
     cmd.add_option("--mixing-sigma", mixing_sigma, "exp mixing: sigma (default 3)")->group(g);
     cmd.add_option("--mixing-threshold", mixing_threshold, "local mixing: threshold tau (default 1.5)")->group(g);
-    cmd.add_option("--normalize", normalize, "MHLA: row | none | official (default row)")->group(g);
+    cmd.add_option("--normalize", normalize,
+                   "MHLA: " + attention::joined_names(attention::normalize_names(), " | ") + " (default row)")->group(g);
 }
 
 attention::AttentionOptions MechanismArgs::resolve() const
@@ -166,8 +121,8 @@ attention::AttentionOptions MechanismArgs::resolve() const
         if (block_grid.empty())
             throw std::invalid_argument("--grid needs --block-grid");
         o.blocks.kind = Kind::grid;
-        o.blocks.grid = parse_sizes(grid, "--grid");
-        o.blocks.block_grid = parse_sizes(block_grid, "--block-grid");
+        o.blocks.grid = analysis::parse_sizes(grid, "--grid");
+        o.blocks.block_grid = analysis::parse_sizes(block_grid, "--block-grid");
         if (o.blocks.grid.size() < 2 || o.blocks.grid.size() > 3)
             throw std::invalid_argument("--grid " + grid + ": give 2 or 3 sizes");
         if (o.blocks.block_grid.size() != o.blocks.grid.size())
@@ -183,7 +138,7 @@ attention::AttentionOptions MechanismArgs::resolve() const
     o.mixing.threshold = mixing_threshold;
     if (!mixing.empty()) {
         o.mixing.preset = mixing;
-        if (!analysis::is_mixing_preset(mixing))
+        if (!attention::is_mixing_preset(mixing))
             o.mixing.matrix = analysis::load_matrix(mixing);
     }
     o.normalize = attention::parse_normalize(normalize);
@@ -207,7 +162,7 @@ analysis::MetricOptions MetricArgs::resolve() const
     analysis::MetricOptions m;
     m.spectrum = false;
     m.entropy = false;
-    for (const std::string& item : split_list(metrics)) {
+    for (const std::string& item : analysis::split_list(metrics)) {
         if (item == "spectrum")
             m.spectrum = true;
         else if (item == "entropy")

@@ -1,14 +1,18 @@
 #pragma once
-// Option groups shared by the subcommands: tensor selection, mechanism options, metric options.
-// They are registered on a CLI11 subcommand, then turned into core option structs (with validation).
+// Option groups shared by the subcommands (docs/cli.md): tensor selection, mechanism options, metric
+// options, resources. Each is registered on a CLI11 subcommand, then mapped onto the core's structs; the
+// validation, the vocabulary and the file-attribute rule are the core's (analysis/vocabulary.h,
+// analysis/file_defaults.h).
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
-#include "analysis/analyze.h"
+#include "analysis/file_defaults.h"
+#include "analysis/measure.h"
 #include "attention/options.h"
 #include "io/selection.h"
 
@@ -44,6 +48,14 @@ struct MechanismArgs {
     attention::AttentionOptions resolve() const;
 };
 
+// Which of the options a file's attributes could set were given on the command line.
+analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const MechanismArgs& mechanism);
+
+// The setup of one analysis of the queries `q_ref`: the options as given, the file's attributes for the
+// rest (analysis/file_defaults.h). `from_file` receives what came from the file.
+analysis::AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionArgs& selection,
+                                      const MechanismArgs& mechanism, nlohmann::ordered_json* from_file = nullptr);
+
 struct MetricArgs {
     std::string method = "auto";
     std::string metrics = "spectrum,entropy";
@@ -62,13 +74,5 @@ struct MemoryArgs {
     // Validates both, applies --threads, returns the memory limit in bytes.
     std::uint64_t resolve() const;
 };
-
-// Fills what the user left unset from the queries' file attributes (prefix_tokens, causal, and a grid
-// block layout when no block option was given and the grid holds the selected tokens). Returns what
-// was taken from the file, for the JSON's input.defaults_from_file.
-nlohmann::ordered_json apply_file_defaults(const std::string& q_ref, SelectionArgs& selection, MechanismArgs& mechanism);
-
-std::vector<std::string> split_list(const std::string& text, char sep = ',');
-std::vector<attention::Index> parse_sizes(const std::string& text, const std::string& option);
 
 }  // namespace attnscope::app

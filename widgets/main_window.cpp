@@ -1155,7 +1155,7 @@ void MainWindow::runSweep(const SweepParams& params)
             ctx.progress(0.0, "reading the mixing matrix");
             spec.options.mixing.matrix = analysis::load_matrix(mixingRef);
         }
-        auto records = analysis::run_sweep(spec, ctx);
+        auto records = analysis::run_sweep(analysis::plan_sweep(spec), ctx);
         return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
     });
 }
@@ -1184,7 +1184,8 @@ void MainWindow::runOverview()
         }
         // overview_spec opens the file (layout of the queries): here, off the GUI thread.
         analysis::SweepSpec spec = analysis::overview_spec(source, options, analysis::MetricOptions{});
-        auto records = analysis::run_sweep(spec, ctx);
+        spec.given = {true, true, true, true};   // the panels show every option in use
+        auto records = analysis::run_sweep(analysis::plan_sweep(spec), ctx);
         return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
     });
 }

@@ -106,6 +106,7 @@ analysis::SweepSpec sweepSpec(const SweepParams& p, const analysis::TensorSource
     if (spec.mechanisms.empty())
         throw std::invalid_argument("choose at least one mechanism");
     spec.options = options;
+    spec.given = {true, true, true, true};   // the window's panels show every option in use
     if (p.synthetic) {
         if (p.d < 1 || p.seeds < 1)
             throw std::invalid_argument("synthetic d and seeds must be at least 1");
@@ -121,7 +122,8 @@ analysis::SweepSpec sweepSpec(const SweepParams& p, const analysis::TensorSource
         if (!current)
             throw std::invalid_argument("no queries and keys are assigned: open data, or choose synthetic data");
         spec.inputs = {*current};
-        spec.all_heads = p.allHeads;
+        if (p.allHeads)
+            spec.heads = analysis::AxisChoice::all("heads");
     }
     return spec;
 }

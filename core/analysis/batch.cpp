@@ -1,19 +1,11 @@
 #include "analysis/batch.h"
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
-#include <thread>
 
-#include <fcntl.h>
 #include <glob.h>
 #include <unistd.h>
 
@@ -21,9 +13,9 @@
 #include <openssl/evp.h>
 
 #include "analysis/inputs.h"
-#include "io/tensor_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
+#include "util/parallel.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -33,31 +25,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 using attention::Mechanism;
 using Eigen::Index;
-
-std::string file_sha256(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        throw InputError(path + ": cannot read");
-    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-    if (!ctx || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) {
-        EVP_MD_CTX_free(ctx);
-        throw std::runtime_error("SHA-256 unavailable");
-    }
-    std::vector<char> buf(1 << 20);
-    while (in) {
-        in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-        EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(in.gcount()));
-    }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx, digest, &len);
-    EVP_MD_CTX_free(ctx);
-    std::string hex;
-    for (unsigned int i = 0; i < len; ++i)
-        hex += fmt::format("{:02x}", digest[i]);
-    return hex;
-}
 
 std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns, const std::string& base_dir)
 {
@@ -81,13 +48,6 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns,
 }
 
 namespace {
-
-struct Unit {
-    std::size_t index = 0;        // in plan order
-    std::string file;
-    std::optional<Index> layer, head;
-    std::string key;              // file|l=..|h=..
-};
 
 std::string unit_key(const std::string& file, std::optional<Index> layer, std::optional<Index> head)
 {
@@ -137,178 +97,269 @@ std::string settings_hash(const BatchPlan& plan)
     return hex;
 }
 
-std::vector<Unit> plan_units(const BatchPlan& plan)
-{
-    std::vector<Unit> units;
-    for (const std::string& file : plan.files) {
-        const auto tf = io::open_tensor_file(file);
-        const io::TensorInfo& info = tf->find(plan.q_name);
-        const std::string layout = io::resolve_layout(info, plan.selection, file + ":" + plan.q_name);
-        const auto layers = axis_values(info, layout, 'l', plan.layers, plan.all_layers, plan.selection, "layers");
-        const auto heads = axis_values(info, layout, 'h', plan.heads, plan.all_heads, plan.selection, "heads");
-        for (std::size_t li = 0; li < std::max<std::size_t>(layers.size(), 1); ++li)
-            for (std::size_t hi = 0; hi < std::max<std::size_t>(heads.size(), 1); ++hi) {
-                Unit u;
-                u.index = units.size();
-                u.file = file;
-                if (!layers.empty())
-                    u.layer = layers[li];
-                if (!heads.empty())
-                    u.head = heads[hi];
-                u.key = unit_key(file, u.layer, u.head);
-                units.push_back(std::move(u));
-            }
-    }
-    return units;
-}
-
 std::string ref(const std::string& file, const std::string& name) { return name.empty() ? file : file + ":" + name; }
 
-// Reads results.jsonl: complete records by key. A torn last line (a kill mid-write) is cut off the file.
-std::map<std::string, json> read_records(const std::string& path, const std::string& settings, bool truncate_torn)
+std::string mechanism_key(const BatchUnit& u, Mechanism m) { return u.key + "|" + std::string(attention::to_string(m)); }
+
+// A [[sweep]] over every file of the job, with the job's options and selection.
+SweepSpec sweep_spec(const BatchPlan& plan, const BatchSweep& sw)
 {
-    std::map<std::string, json> records;
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-        return records;
-    std::string line;
-    std::streamoff good = 0;
-    std::size_t line_no = 0;
-    while (true) {
-        const std::streamoff start = in.tellg();
-        if (!std::getline(in, line))
-            break;
-        ++line_no;
-        const bool complete = !in.eof();   // getline stopped at a newline
-        json rec;
+    SweepSpec spec = sw.spec;
+    spec.inputs.clear();
+    for (const std::string& file : plan.files)
+        spec.inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, plan.selection});
+    spec.given = plan.given;
+    return spec;
+}
+
+// Every sweep planned (and so checked) before any work: an impossible sweep fails the whole job.
+std::vector<SweepPlan> plan_sweeps(const BatchPlan& plan)
+{
+    std::vector<SweepPlan> plans;
+    for (const BatchSweep& sw : plan.sweeps) {
         try {
-            rec = json::parse(line);
-        } catch (const std::exception&) {
-            if (complete)
-                throw InputError(path + ": line " + std::to_string(line_no) + " is not a JSON record");
-            break;   // torn tail
+            plans.push_back(plan_sweep(sweep_spec(plan, sw)));
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument("sweep " + sw.name + ": " + e.what());
+        } catch (const InputError& e) {
+            throw InputError("sweep " + sw.name + ": " + e.what());
         }
-        if (!complete)
-            break;
-        if (!settings.empty() && rec.value("settings", std::string()) != settings)
-            throw InputError(path + ": holds results of a job with other settings (line " + std::to_string(line_no) +
-                             "); use another --out folder");
-        std::string key = rec.at("key").get<std::string>();   // before the move below
-        records[std::move(key)] = std::move(rec);
-        good = start + static_cast<std::streamoff>(line.size()) + 1;
     }
-    in.close();
+    return plans;
+}
+
+void make_output_folder(const std::string& dir)
+{
     std::error_code ec;
-    if (truncate_torn && fs::exists(path) && static_cast<std::uintmax_t>(good) < fs::file_size(path)) {
-        fs::resize_file(path, static_cast<std::uintmax_t>(good), ec);
-        if (ec)
-            throw InputError(path + ": cannot cut the torn last line (" + ec.message() + ")");
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir))
+        throw InputError(dir + ": cannot create the output folder (" + ec.message() + ")");
+    if (::access(dir.c_str(), W_OK) != 0)
+        throw InputError(dir + ": the output folder is not writable (" + std::strerror(errno) + ")");
+}
+
+// Runs the units of one shard on the job's threads into the store: progress, failures and the first
+// fatal error (results that cannot be saved) are gathered here.
+class UnitRunner {
+public:
+    UnitRunner(const BatchPlan& plan, const BatchRunOptions& opt, const std::string& settings, ResultStore& store,
+               BatchReport& report)
+        : m_plan(plan), m_opt(opt), m_settings(settings), m_store(store), m_report(report)
+    {
     }
-    return records;
-}
 
-std::string num(const json& v)
-{
-    if (!v.is_number())
-        return "";
-    if (v.is_number_integer())
-        return std::to_string(v.get<long long>());
-    return fmt::format("{:.17g}", v.get<double>());
-}
-
-std::string summary_csv(const std::vector<json>& records)
-{
-    std::ostringstream out;
-    out << "unit,file,layer,head,mechanism,n,d,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
-           "entropy_std,entropy_normalized_mean,seconds\n";
-    for (const json& r : records) {
-        const json& e = r.contains("entropy") ? r["entropy"] : json();
-        auto ent = [&](const char* key) { return e.is_object() ? num(e[key]) : std::string(); };
-        out << r["unit"] << ',' << r["input"]["file"].get<std::string>() << ',' << num(r["layer"]) << ','
-            << num(r["head"]) << ',' << r["mechanism"].get<std::string>() << ',' << r["input"]["n"] << ','
-            << r["input"]["d"] << ',' << num(r.value("rank", json())) << ',' << num(r.value("rank_tol", json())) << ','
-            << num(r.value("relative_rank", json())) << ',' << num(r.value("effective_rank", json())) << ','
-            << num(r.value("stable_rank", json())) << ',' << ent("mean") << ',' << ent("std") << ','
-            << ent("normalized_mean") << ',' << fmt::format("{:.6f}", r.value("seconds", 0.0)) << '\n';
+    void run(const std::vector<const BatchUnit*>& todo)
+    {
+        m_start = std::chrono::steady_clock::now();
+        m_finished = m_report.skipped;
+        m_limit = m_plan.memory_limit ? m_plan.memory_limit : default_memory_limit() / static_cast<unsigned>(m_opt.jobs);
+        if (m_opt.jobs > 1)
+            openblas_set_num_threads(1);   // parallel units instead of parallel BLAS
+        parallel_for(todo.size(), m_opt.jobs, [&](std::size_t i) {
+            if (m_opt.cancel.cancelled())
+                return false;
+            return run_one(*todo[i]);
+        });
+        if (!m_fatal.empty())
+            throw InputError(m_fatal + "; the " + std::to_string(m_store.size()) +
+                             " records before it are kept: run the batch again to go on");
+        m_report.cancelled = m_opt.cancel.cancelled();
     }
-    return out.str();
-}
 
-void write_file_atomically(const std::string& path, const std::string& text)
-{
-    AtomicOutput out(path);
-    FILE* f = std::fopen(out.temp_path().c_str(), "wb");
-    if (!f)
-        throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    int err = errno;
-    const bool closed = std::fclose(f) == 0;
-    if (ok)
-        err = errno;
-    if (!ok || !closed)
-        throw InputError(path + ": cannot write (" + std::strerror(err) + ")");
-    out.commit();
-}
+private:
+    // False when the batch must stop (results can no longer be saved).
+    bool run_one(const BatchUnit& u)
+    {
+        const auto unit_start = std::chrono::steady_clock::now();
+        std::string failure;
+        try {
+            analyse(u);
+        } catch (const AppendFailure& e) {
+            std::lock_guard lock(m_mutex);
+            if (m_fatal.empty())
+                m_fatal = e.what();
+            return false;
+        } catch (const InputError& e) {
+            failure = e.what();
+        } catch (const std::invalid_argument& e) {
+            failure = e.what();
+        }
+        finished(u, failure, unit_start);
+        return true;
+    }
 
-// Records sorted by (unit, mechanism order), one JSON line each.
-std::vector<json> ordered(const std::map<std::string, json>& records)
-{
-    std::vector<json> list;
-    for (const auto& [key, r] : records)
-        list.push_back(r);
-    std::sort(list.begin(), list.end(), [](const json& a, const json& b) {
-        return std::make_pair(a["unit"].get<std::size_t>(), a["mechanism_index"].get<std::size_t>()) <
-               std::make_pair(b["unit"].get<std::size_t>(), b["mechanism_index"].get<std::size_t>());
-    });
-    return list;
-}
+    std::string sha256(const std::string& file)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            if (const auto it = m_sha.find(file); it != m_sha.end())
+                return it->second;
+        }
+        const std::string sha = file_sha256(file);
+        std::lock_guard lock(m_mutex);
+        return m_sha[file] = sha;
+    }
 
-void write_final(const std::string& dir, const std::map<std::string, json>& records)
-{
-    const auto list = ordered(records);
-    std::string lines;
-    for (const json& r : list)
-        lines += r.dump() + "\n";
-    write_file_atomically((fs::path(dir) / "results.jsonl").string(), lines);
-    write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
-}
+    void analyse(const BatchUnit& u)
+    {
+        const std::string sha = sha256(u.file);
+        const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
+        for (std::size_t mi = 0; mi < m_plan.mechanisms.size(); ++mi) {
+            const Mechanism m = m_plan.mechanisms[mi];
+            if (m_store.has(mechanism_key(u, m)))
+                continue;
+            const auto t0 = std::chrono::steady_clock::now();
+            auto results = analyze(in.q.values, in.k.values, {m}, u.options, m_plan.metrics, m_limit);
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            json rec;
+            rec["key"] = mechanism_key(u, m);
+            rec["unit"] = u.index;
+            rec["mechanism_index"] = mi;
+            rec["settings"] = m_settings;
+            rec["attnscope_version"] = ATTNSCOPE_VERSION;
+            json input = in.input_json;
+            if (!u.defaults_from_file.empty())
+                input["defaults_from_file"] = u.defaults_from_file;
+            input["file"] = u.file;
+            input["sha256"] = sha;
+            rec["input"] = std::move(input);
+            rec["layer"] = u.layer ? json(*u.layer) : json();
+            rec["head"] = u.head ? json(*u.head) : json();
+            const json result = result_json(results.front(), m_plan.metrics);
+            for (const auto& [k, value] : result.items())
+                rec[k] = value;
+            rec["seconds"] = seconds;
+            {
+                std::lock_guard lock(m_mutex);
+                if (!m_fatal.empty())
+                    return;
+            }
+            m_store.append(rec);
+            std::lock_guard lock(m_mutex);
+            ++m_report.records;
+        }
+    }
 
-// results.jsonl could not be appended to (a full disk, an I/O error): the batch stops, keeping the records
-// before it, instead of computing units whose results cannot be saved.
-struct AppendFailure : InputError {
-    using InputError::InputError;
+    void finished(const BatchUnit& u, const std::string& failure, std::chrono::steady_clock::time_point unit_start)
+    {
+        std::lock_guard lock(m_mutex);
+        ++m_finished;
+        if (failure.empty())
+            ++m_report.analysed;
+        else
+            m_report.failures.push_back(u.key + ": " + failure);
+        if (!m_opt.on_progress)
+            return;
+        const auto now = std::chrono::steady_clock::now();
+        BatchProgress p;
+        p.done = m_finished;
+        p.total = m_report.units;
+        const std::size_t run = m_finished - m_report.skipped;
+        if (run > 0)
+            p.eta_seconds = std::chrono::duration<double>(now - m_start).count() / static_cast<double>(run) *
+                            static_cast<double>(m_report.units - m_finished);
+        p.label = u.key + (failure.empty() ? "" : " (failed)") +
+                  fmt::format(" {:.2f}s", std::chrono::duration<double>(now - unit_start).count());
+        m_opt.on_progress(p);
+    }
+
+    const BatchPlan& m_plan;
+    const BatchRunOptions& m_opt;
+    const std::string& m_settings;
+    ResultStore& m_store;
+    BatchReport& m_report;
+    std::mutex m_mutex;          // guards the report, the SHA cache, the progress count and m_fatal
+    std::string m_fatal;
+    std::map<std::string, std::string> m_sha;
+    std::size_t m_finished = 0;
+    std::uint64_t m_limit = 0;
+    std::chrono::steady_clock::time_point m_start;
 };
 
-// Appends one line to the open results file and makes it durable before returning. On failure the file
-// is cut back to where it ended, so that no torn record is left between complete ones.
-void append_durably(int fd, const std::string& line, const std::string& path)
+// The sweeps of this shard (after the units: they are the long-running part). A sweep whose files exist
+// is done; figures come first, so a figure that failed (e.g. on a full disk) is drawn by the rerun.
+void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std::size_t units, const BatchRunOptions& opt,
+                BatchReport& report)
 {
-    const off_t end = ::lseek(fd, 0, SEEK_END);
-    auto fail = [&](const char* what) {
-        const int err = errno;
-        if (end >= 0 && ::ftruncate(fd, end) == 0)
-            ::fsync(fd);
-        throw AppendFailure(path + ": cannot " + what + " (" + std::strerror(err) + ")");
-    };
-    std::size_t off = 0;
-    while (off < line.size()) {
-        const ssize_t w = ::write(fd, line.data() + off, line.size() - off);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            fail("append");
+    const fs::path dir = fs::path(opt.out_dir) / "sweeps";
+    JobContext ctx;
+    ctx.token = opt.cancel;
+    for (std::size_t j = 0; j < plan.sweeps.size(); ++j) {
+        if (static_cast<int>((units + j) % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index)
+            continue;
+        const BatchSweep& sw = plan.sweeps[j];
+        const fs::path csv = dir / (sw.name + ".csv"), js = dir / (sw.name + ".json");
+        if (fs::exists(csv) && fs::exists(js))
+            continue;
+        try {
+            std::error_code ec;
+            fs::create_directories(dir, ec);
+            if (!fs::is_directory(dir))
+                throw InputError(dir.string() + ": cannot create the folder (" + ec.message() + ")");
+            auto recs = run_sweep(plans[j], ctx);
+            if (opt.on_sweep_figures)
+                opt.on_sweep_figures(sw, SweepResult{plans[j].spec, recs});
+            write_file_atomically(js.string(), sweep_summary(plans[j].spec, recs, plans[j].inputs).dump(2) + "\n");
+            write_file_atomically(csv.string(), sweep_csv(recs));
+            ++report.sweeps;
+        } catch (const JobCancelled&) {
+            report.cancelled = true;
+            return;
+        } catch (const InputError& e) {
+            report.failures.push_back("sweep " + sw.name + ": " + e.what());
+        } catch (const std::invalid_argument& e) {
+            report.failures.push_back("sweep " + sw.name + ": " + e.what());
         }
-        if (w == 0) {
-            errno = EIO;
-            fail("append");
-        }
-        off += static_cast<std::size_t>(w);
     }
-    if (::fsync(fd) != 0)
-        fail("sync");
+}
+
+void run_unit_figures(const std::vector<const BatchUnit*>& units, const BatchRunOptions& opt, BatchReport& report)
+{
+    if (!opt.on_unit_figures)
+        return;
+    for (const BatchUnit* u : units) {
+        if (opt.cancel.cancelled()) {
+            report.cancelled = true;
+            return;
+        }
+        try {
+            opt.on_unit_figures(*u);
+        } catch (const InputError& e) {
+            report.failures.push_back("figures of " + u->key + ": " + e.what());
+        } catch (const std::invalid_argument& e) {
+            report.failures.push_back("figures of " + u->key + ": " + e.what());
+        }
+    }
 }
 
 }  // namespace
+
+std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
+{
+    std::vector<TensorSource> inputs;
+    std::vector<attention::AttentionOptions> options;
+    std::vector<json> from_file;
+    for (const std::string& file : plan.files) {
+        AnalysisSetup setup{plan.selection, plan.options, plan.given};
+        from_file.push_back(json::object());
+        inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, setup.selection});
+        options.push_back(setup.options);
+    }
+    std::vector<BatchUnit> units;
+    for (Unit& u : plan_units(inputs, plan.layers, plan.heads)) {
+        BatchUnit b;
+        b.index = u.index;
+        b.file = plan.files[u.input];
+        b.layer = u.layer;
+        b.head = u.head;
+        b.key = unit_key(b.file, b.layer, b.head);
+        b.source = std::move(u.source);
+        b.options = options[u.input];
+        b.defaults_from_file = from_file[u.input];
+        units.push_back(std::move(b));
+    }
+    return units;
+}
 
 BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
 {
@@ -320,266 +371,42 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     if (plan.files.empty())
         throw InputError("the job names no input file");
 
+    // The whole plan is known to be possible before the folder is made.
     const std::string settings = settings_hash(plan);
-    const std::vector<Unit> all_units = plan_units(plan);
-    auto sweep_spec = [&](const BatchSweep& sw) {
-        SweepSpec spec = sw.spec;
-        spec.inputs.clear();
-        for (const std::string& file : plan.files)
-            spec.inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, plan.selection});
-        return spec;
-    };
-    for (const BatchSweep& sw : plan.sweeps) {   // an impossible sweep fails the job before any work
-        try {
-            validate_sweep(sweep_spec(sw));
-        } catch (const std::invalid_argument& e) {
-            throw std::invalid_argument("sweep " + sw.name + ": " + e.what());
-        } catch (const InputError& e) {
-            throw InputError("sweep " + sw.name + ": " + e.what());
-        }
-    }
-    std::error_code ec;   // the folder is made only once the whole plan is known to be possible
-    fs::create_directories(opt.out_dir, ec);
-    if (!fs::is_directory(opt.out_dir))
-        throw InputError(opt.out_dir + ": cannot create the output folder (" + ec.message() + ")");
-    if (::access(opt.out_dir.c_str(), W_OK) != 0)
-        throw InputError(opt.out_dir + ": the output folder is not writable (" + std::strerror(errno) + ")");
-    std::vector<Unit> units;
-    for (const Unit& u : all_units)
+    const std::vector<BatchUnit> all_units = plan_batch_units(plan);
+    const std::vector<SweepPlan> sweep_plans = plan_sweeps(plan);
+    make_output_folder(opt.out_dir);
+    std::vector<const BatchUnit*> units;
+    for (const BatchUnit& u : all_units)
         if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index)
-            units.push_back(u);
+            units.push_back(&u);
 
-    const std::string results_path = (fs::path(opt.out_dir) / "results.jsonl").string();
-    std::map<std::string, json> records = read_records(results_path, settings, true);
-    auto mechanism_key = [](const Unit& u, Mechanism m) { return u.key + "|" + std::string(attention::to_string(m)); };
-
+    ResultStore store(opt.out_dir, settings);
+    const auto recorded = [&](const BatchUnit& u) {
+        for (Mechanism m : plan.mechanisms)
+            if (!store.has(mechanism_key(u, m)))
+                return false;
+        return true;
+    };
     BatchReport report;
     report.units = units.size();
-    std::vector<const Unit*> todo;
-    for (const Unit& u : units) {
-        bool complete = true;
-        for (Mechanism m : plan.mechanisms)
-            complete = complete && records.count(mechanism_key(u, m));
-        if (complete)
+    std::vector<const BatchUnit*> todo;
+    for (const BatchUnit* u : units) {
+        if (recorded(*u))
             ++report.skipped;
         else
-            todo.push_back(&u);
+            todo.push_back(u);
     }
+    UnitRunner(plan, opt, settings, store, report).run(todo);
+    if (!report.cancelled)
+        run_sweeps(plan, sweep_plans, all_units.size(), opt, report);
+    if (!report.cancelled)
+        run_unit_figures(units, opt, report);
 
-    const int fd = ::open(results_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0)
-        throw InputError(results_path + ": cannot open for appending (" + std::string(std::strerror(errno)) + ")");
-    std::mutex mutex;   // guards records, report, the file, sha cache, progress, fatal
-    std::string fatal;  // set when results.jsonl cannot be appended to: the batch stops
-    std::map<std::string, std::string> sha_cache;
-    std::atomic<std::size_t> next{0};
-    std::size_t finished = report.skipped;
-    const auto start = std::chrono::steady_clock::now();
-    const std::uint64_t limit = plan.memory_limit ? plan.memory_limit : default_memory_limit() / static_cast<unsigned>(opt.jobs);
-    if (opt.jobs > 1)
-        openblas_set_num_threads(1);   // parallel units instead of parallel BLAS
-
-    auto worker = [&]() {
-        for (;;) {
-            const std::size_t i = next++;
-            if (i >= todo.size())
-                return;
-            const Unit& u = *todo[i];
-            const auto unit_start = std::chrono::steady_clock::now();
-            std::string failure;
-            try {
-                std::string sha;
-                {
-                    std::lock_guard lock(mutex);
-                    sha = sha_cache[u.file];
-                }
-                if (sha.empty()) {
-                    sha = file_sha256(u.file);
-                    std::lock_guard lock(mutex);
-                    sha_cache[u.file] = sha;
-                }
-                io::AxisSelection sel = plan.selection;
-                if (u.layer)
-                    sel.at['l'] = *u.layer;
-                if (u.head)
-                    sel.at['h'] = *u.head;
-                const LoadedInputs in = load_inputs(ref(u.file, plan.q_name), ref(u.file, plan.k_name), std::nullopt, sel);
-                for (std::size_t mi = 0; mi < plan.mechanisms.size(); ++mi) {
-                    const Mechanism m = plan.mechanisms[mi];
-                    {
-                        std::lock_guard lock(mutex);
-                        if (records.count(mechanism_key(u, m)))
-                            continue;
-                    }
-                    const auto t0 = std::chrono::steady_clock::now();
-                    auto results = analyze(in.q.values, in.k.values, {m}, plan.options, plan.metrics, limit);
-                    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-                    json rec;
-                    rec["key"] = mechanism_key(u, m);
-                    rec["unit"] = u.index;
-                    rec["mechanism_index"] = mi;
-                    rec["settings"] = settings;
-                    rec["attnscope_version"] = ATTNSCOPE_VERSION;
-                    json input = in.input_json;
-                    input["file"] = u.file;
-                    input["sha256"] = sha;
-                    rec["input"] = std::move(input);
-                    rec["layer"] = u.layer ? json(*u.layer) : json();
-                    rec["head"] = u.head ? json(*u.head) : json();
-                    const json result = result_json(results.front(), plan.metrics);
-                    for (const auto& [key, value] : result.items())
-                        rec[key] = value;
-                    rec["seconds"] = seconds;
-                    std::lock_guard lock(mutex);
-                    if (!fatal.empty())
-                        return;
-                    append_durably(fd, rec.dump() + "\n", results_path);
-                    records[rec["key"].get<std::string>()] = rec;
-                    ++report.records;
-                }
-            } catch (const AppendFailure& e) {
-                std::lock_guard lock(mutex);
-                if (fatal.empty())
-                    fatal = e.what();
-                next = todo.size();   // no more units: their results could not be saved
-                return;
-            } catch (const InputError& e) {
-                failure = e.what();
-            } catch (const std::invalid_argument& e) {
-                failure = e.what();
-            }
-            std::lock_guard lock(mutex);
-            ++finished;
-            if (failure.empty())
-                ++report.analysed;
-            else
-                report.failures.push_back(u.key + ": " + failure);
-            if (opt.on_progress) {
-                BatchProgress p;
-                p.done = finished;
-                p.total = units.size();
-                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-                const std::size_t run = finished - report.skipped;
-                if (run > 0)
-                    p.eta_seconds = elapsed / static_cast<double>(run) * static_cast<double>(units.size() - finished);
-                p.label = u.key + (failure.empty() ? "" : " (failed)") +
-                          fmt::format(" {:.2f}s", std::chrono::duration<double>(std::chrono::steady_clock::now() - unit_start).count());
-                opt.on_progress(p);
-            }
-        }
-    };
-    std::vector<std::thread> threads;
-    for (int t = 1; t < opt.jobs; ++t)
-        threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads)
-        t.join();
-    ::close(fd);
-    if (!fatal.empty())
-        throw InputError(fatal + "; the " + std::to_string(records.size()) +
-                         " records before it are kept: run the batch again to go on");
-
-    // Sweeps of this shard (after the units: they are the long-running part).
-    const fs::path sweep_dir = fs::path(opt.out_dir) / "sweeps";
-    for (std::size_t j = 0; j < plan.sweeps.size(); ++j) {
-        if (static_cast<int>((all_units.size() + j) % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index)
-            continue;
-        const BatchSweep& sw = plan.sweeps[j];
-        const fs::path csv = sweep_dir / (sw.name + ".csv"), js = sweep_dir / (sw.name + ".json");
-        if (fs::exists(csv) && fs::exists(js))
-            continue;
-        const SweepSpec spec = sweep_spec(sw);
-        try {
-            fs::create_directories(sweep_dir, ec);
-            if (!fs::is_directory(sweep_dir))
-                throw InputError(sweep_dir.string() + ": cannot create the folder (" + ec.message() + ")");
-            auto recs = run_sweep(spec, JobContext{});
-            // Figures first: a rerun skips a sweep whose files exist, so they are written only once its
-            // figures are (a figure that failed, e.g. on a full disk, is then drawn by the rerun).
-            if (opt.on_sweep_figures)
-                opt.on_sweep_figures(sw, SweepResult{spec, recs});
-            write_file_atomically(js.string(), sweep_summary(spec, recs).dump(2) + "\n");
-            write_file_atomically(csv.string(), sweep_csv(recs));
-            ++report.sweeps;
-        } catch (const InputError& e) {
-            report.failures.push_back("sweep " + sw.name + ": " + e.what());
-        } catch (const std::invalid_argument& e) {
-            report.failures.push_back("sweep " + sw.name + ": " + e.what());
-        }
-    }
-
-    if (opt.on_unit_figures)
-        for (const Unit& u : units) {
-            try {
-                opt.on_unit_figures(BatchUnit{u.index, u.file, u.layer, u.head});
-            } catch (const InputError& e) {
-                report.failures.push_back("figures of " + u.key + ": " + e.what());
-            } catch (const std::invalid_argument& e) {
-                report.failures.push_back("figures of " + u.key + ": " + e.what());
-            }
-        }
-
-    bool all_recorded = true;
-    for (const Unit& u : units)
-        for (Mechanism m : plan.mechanisms)
-            all_recorded = all_recorded && records.count(mechanism_key(u, m));
-    if (all_recorded)
-        write_final(opt.out_dir, records);   // every unit of this shard is recorded: final order and summary
-    const std::string failures_path = (fs::path(opt.out_dir) / "failures.txt").string();
-    if (report.failures.empty()) {
-        fs::remove(failures_path, ec);
-    } else {
-        std::string text;
-        for (const auto& f : report.failures)
-            text += f + "\n";
-        try {
-            write_file_atomically(failures_path, text);
-        } catch (const InputError& e) {
-            // The failures are still reported (the caller prints them); a stale list must not stay.
-            fs::remove(failures_path, ec);
-            report.failures.push_back(e.what());
-        }
-    }
+    if (std::all_of(units.begin(), units.end(), [&](const BatchUnit* u) { return recorded(*u); }))
+        store.write_final();   // every unit of this shard is recorded: final order and summary
+    write_failures(opt.out_dir, report.failures);
     return report;
-}
-
-void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir)
-{
-    if (dirs.empty())
-        throw std::invalid_argument("merge: name the shard folders");
-    std::map<std::string, json> merged;
-    std::string settings;
-    for (const std::string& dir : dirs) {
-        const std::string path = (fs::path(dir) / "results.jsonl").string();
-        if (!fs::exists(path))
-            throw InputError(dir + ": no results.jsonl (not a batch output folder)");
-        for (auto& [key, rec] : read_records(path, "", false)) {
-            const std::string s = rec.value("settings", std::string());
-            if (settings.empty())
-                settings = s;
-            else if (s != settings)
-                throw InputError(dir + ": results come from a job with other settings than " + dirs.front());
-            const auto it = merged.find(key);
-            if (it != merged.end() && it->second["unit"] != rec["unit"])
-                throw InputError(dir + ": record " + key + " disagrees with another shard");
-            merged[key] = std::move(rec);
-        }
-    }
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    if (!fs::is_directory(out_dir))
-        throw InputError(out_dir + ": cannot create the output folder");
-    for (const std::string& dir : dirs)
-        for (const char* sub : {"sweeps", "figures"}) {
-            const fs::path from = fs::path(dir) / sub;
-            if (!fs::is_directory(from))
-                continue;
-            fs::create_directories(fs::path(out_dir) / sub);
-            for (const auto& e : fs::directory_iterator(from))
-                if (e.is_regular_file())
-                    fs::copy_file(e.path(), fs::path(out_dir) / sub / e.path().filename(), fs::copy_options::overwrite_existing);
-        }
-    write_final(out_dir, merged);
 }
 
 }  // namespace attnscope::analysis

@@ -7,6 +7,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "analysis/analyze.h"
 #include "analysis/inputs.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
@@ -81,20 +82,6 @@ std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms)
     // Each kept matrix with its pyramid (~1/12 of it), plus the SVD's copy and LAPACK's work.
     const long double total = nn * (1.1L * static_cast<long double>(mechanisms) + 1.5L) + 64.0L * 1024 * 1024;
     return total > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(total);
-}
-
-Eigen::Index selected_tokens(const TensorSource& source)
-{
-    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
-    const auto file = io::open_tensor_file(ref.file);
-    const io::TensorInfo& info = file->find(ref.name);
-    const std::string layout = io::resolve_layout(info, source.selection, "--q " + source.q_ref);
-    const auto axis = layout.find('n');
-    const auto tokens = info.shape[axis] - source.selection.prefix_tokens;
-    if (tokens < 1)
-        throw InputError("--q " + source.q_ref + ": --prefix-tokens " + std::to_string(source.selection.prefix_tokens) +
-                         " leaves no token of " + std::to_string(info.shape[axis]));
-    return tokens;
 }
 
 namespace {

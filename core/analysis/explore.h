@@ -13,19 +13,14 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
-#include "analysis/analyze.h"
+#include "analysis/inputs.h"
+#include "analysis/measure.h"
 #include "analysis/job.h"
 #include "attention/blocks.h"
 #include "attention/options.h"
 #include "io/selection.h"
 
 namespace attnscope::analysis {
-
-struct TensorSource {
-    std::string q_ref, k_ref;                // FILE[:NAME]
-    std::optional<std::string> v_ref;
-    io::AxisSelection selection;
-};
 
 struct ExploreRequest {
     TensorSource source;
@@ -84,9 +79,6 @@ struct ExploreResult {
 
 // Peak bytes an explore of N tokens with `mechanisms` needs (kept matrices and pyramids plus one SVD).
 std::uint64_t explore_memory_bytes(Eigen::Index n, std::size_t mechanisms);
-
-// Tokens the selection yields (after prefix tokens) without reading tensor data; throws like load_inputs.
-Eigen::Index selected_tokens(const TensorSource& source);
 
 // Runs the whole pipeline, reporting progress through ctx and stopping (JobCancelled) when cancelled.
 // Throws InputError / std::invalid_argument for unreadable inputs or a selection that does not fit.

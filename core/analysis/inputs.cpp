@@ -1,7 +1,5 @@
 #include "analysis/inputs.h"
 
-#include <array>
-#include <numeric>
 #include <stdexcept>
 
 #include "io/tensor_file.h"
@@ -41,6 +39,20 @@ nlohmann::ordered_json at_json(const std::map<char, std::int64_t>& at)
 
 }  // namespace
 
+Eigen::Index selected_tokens(const TensorSource& source)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
+    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorInfo& info = file->find(ref.name);
+    const std::string layout = io::resolve_layout(info, source.selection, "--q " + source.q_ref);
+    const auto axis = layout.find('n');
+    const auto tokens = info.shape[axis] - source.selection.prefix_tokens;
+    if (tokens < 1)
+        throw InputError("--q " + source.q_ref + ": --prefix-tokens " + std::to_string(source.selection.prefix_tokens) +
+                         " leaves no token of " + std::to_string(info.shape[axis]));
+    return tokens;
+}
+
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection)
 {
@@ -79,81 +91,15 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
     return in;
 }
 
-std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::string& layout, char axis,
-                               const std::optional<std::vector<Eigen::Index>>& chosen, bool all, const io::AxisSelection& sel,
-                               const std::string& option)
-{
-    const auto pos = layout.find(axis);
-    if (pos == std::string::npos) {
-        if (all || chosen)
-            throw std::invalid_argument(option + ": the layout " + layout + " has no '" + std::string(1, axis) + "' axis");
-        return {};
-    }
-    const Eigen::Index size = info.shape[pos];
-    if (all) {
-        std::vector<Eigen::Index> v(static_cast<std::size_t>(size));
-        std::iota(v.begin(), v.end(), Eigen::Index{0});
-        return v;
-    }
-    if (chosen) {
-        for (Eigen::Index i : *chosen)
-            if (i < 0 || i >= size)
-                throw std::invalid_argument(option + ": index " + std::to_string(i) + " is outside 0.." + std::to_string(size - 1));
-        return *chosen;
-    }
-    const auto it = sel.at.find(axis);
-    return {it == sel.at.end() ? Eigen::Index{0} : it->second};
-}
-
-FileDefaults file_defaults(const std::string& q_ref)
-{
-    const io::TensorRef ref = io::parse_tensor_ref(q_ref);
-    const auto file = io::open_tensor_file(ref.file);
-    const io::TensorInfo& info = file->find(ref.name);
-    FileDefaults d;
-    for (const nlohmann::json* attrs : {&info.attributes, &file->file_attributes()}) {
-        if (!attrs->is_object())
-            continue;
-        if (!d.prefix_tokens && attrs->contains("prefix_tokens") && (*attrs)["prefix_tokens"].is_number_integer() &&
-            (*attrs)["prefix_tokens"].get<std::int64_t>() >= 0)
-            d.prefix_tokens = (*attrs)["prefix_tokens"].get<std::int64_t>();
-        if (d.grid.empty() && attrs->contains("grid") && (*attrs)["grid"].is_array()) {
-            std::vector<Eigen::Index> g;
-            for (const auto& v : (*attrs)["grid"])
-                if (v.is_number_integer() && v.get<long long>() > 0)
-                    g.push_back(v.get<Eigen::Index>());
-            if (g.size() == (*attrs)["grid"].size() && (g.size() == 2 || g.size() == 3))
-                d.grid = std::move(g);
-        }
-        if (!d.causal && attrs->contains("causal")) {
-            const auto& c = (*attrs)["causal"];
-            if (c.is_boolean())
-                d.causal = c.get<bool>();
-            else if (c.is_number_integer())
-                d.causal = c.get<long long>() != 0;
-        }
-    }
-    return d;
-}
-
-bool is_mixing_preset(const std::string& text)
-{
-    static const std::array<const char*, 8> presets = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
-    for (const char* p : presets)
-        if (text == p)
-            return true;
-    return false;
-}
-
-Eigen::MatrixXd load_matrix(const std::string& ref_text)
+Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what)
 {
     const io::TensorRef ref = io::parse_tensor_ref(ref_text);
     const auto file = io::open_tensor_file(ref.file);
     const io::TensorInfo& t = file->find(ref.name);
     if (t.shape.size() != 2)
-        throw InputError("--mixing " + ref_text + ": expected a 2-D M x M matrix, found rank " + std::to_string(t.shape.size()));
+        throw InputError(what + " " + ref_text + ": expected a 2-D M x M matrix, found rank " + std::to_string(t.shape.size()));
     if (t.shape[0] > 4096 || t.shape[1] > 4096)
-        throw InputError("--mixing " + ref_text + ": " + std::to_string(t.shape[0]) + " x " + std::to_string(t.shape[1]) +
+        throw InputError(what + " " + ref_text + ": " + std::to_string(t.shape[0]) + " x " + std::to_string(t.shape[1]) +
                          " is larger than 4096 x 4096");
     const std::vector<double> values = file->read_all(t);
     Eigen::MatrixXd m(t.shape[0], t.shape[1]);
@@ -161,7 +107,7 @@ Eigen::MatrixXd load_matrix(const std::string& ref_text)
         for (Eigen::Index j = 0; j < m.cols(); ++j)
             m(i, j) = values[static_cast<std::size_t>(i * m.cols() + j)];
     if (!m.allFinite())
-        throw InputError("--mixing " + ref_text + ": the matrix has non-finite entries");
+        throw InputError(what + " " + ref_text + ": the matrix has non-finite entries");
     return m;
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 // Loading the tensors an analysis needs: Q, K (and V) from tensor references with one axis selection,
-// checked against each other, plus a mixing matrix from `FILE[:DATASET]`.
+// checked against each other, plus a mixing matrix from `FILE[:DATASET]`. Only headers are read until
+// load_inputs() / load_matrix() read data.
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,16 @@
 #include "io/selection.h"
 
 namespace attnscope::analysis {
+
+// Where one analysis reads its queries and keys (and values): tensor references and one axis selection.
+struct TensorSource {
+    std::string q_ref, k_ref;                // FILE[:NAME]
+    std::optional<std::string> v_ref;
+    io::AxisSelection selection;
+};
+
+// Tokens the selection yields (after prefix tokens) without reading tensor data; throws like load_inputs.
+Eigen::Index selected_tokens(const TensorSource& source);
 
 struct LoadedInputs {
     io::SelectedMatrix q, k;
@@ -23,28 +34,8 @@ struct LoadedInputs {
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection);
 
-// The indices to visit on index axis `axis` ('h', 'l', ...) of a tensor with `layout`: all of them,
-// the chosen list (checked against the axis size), or the selection's own index (default 0). Empty
-// when the layout has no such axis (an error if indices were asked for). `option` names the option.
-std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::string& layout, char axis,
-                                      const std::optional<std::vector<Eigen::Index>>& chosen, bool all,
-                                      const io::AxisSelection& sel, const std::string& option);
-
-// Defaults a file can carry for its own analysis (written by tools/python/attnscope_dump.py and
-// `attnscope synth`): `prefix_tokens` (int), `grid` (int array: the token grid after the prefix tokens)
-// and `causal` (bool). The queries' dataset attributes come first, then the file's root attributes.
-struct FileDefaults {
-    std::optional<std::int64_t> prefix_tokens;
-    std::vector<Eigen::Index> grid;
-    std::optional<bool> causal;
-};
-FileDefaults file_defaults(const std::string& q_ref);
-
-// True when `text` names a mixing preset rather than a file.
-bool is_mixing_preset(const std::string& text);
-
-// Reads a 2-D matrix (e.g. a learned mixing matrix) from `FILE[:DATASET]`. Throws InputError when it
-// is not 2-D, not finite, or too large (more than 4096 x 4096).
-Eigen::MatrixXd load_matrix(const std::string& ref_text);
+// Reads a 2-D matrix (e.g. a learned mixing matrix) from `FILE[:DATASET]`. Throws InputError naming `what`
+// and the reference when it is not 2-D, not finite, or too large (more than 4096 x 4096).
+Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what = "--mixing");
 
 }  // namespace attnscope::analysis

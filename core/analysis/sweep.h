@@ -18,9 +18,11 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
-#include "analysis/analyze.h"
-#include "analysis/explore.h"
+#include "analysis/file_defaults.h"
 #include "analysis/job.h"
+#include "analysis/measure.h"
+#include "analysis/plan.h"
+#include "analysis/vocabulary.h"
 #include "attention/options.h"
 
 namespace attnscope::analysis {
@@ -45,13 +47,12 @@ struct SweepSpec {
     Subsample subsample = Subsample::first;
     Eigen::Index draws = 1;                  // random subsets per N
     std::uint64_t seed = 0;
-    std::optional<std::vector<Eigen::Index>> heads;    // indices of the 'h' axis; nullopt: the selection's
-    bool all_heads = false;
-    std::optional<std::vector<Eigen::Index>> layers;   // indices of the 'l' axis
-    bool all_layers = false;
+    AxisChoice heads = AxisChoice::parse("", "--heads");     // the 'h' indices visited
+    AxisChoice layers = AxisChoice::parse("", "--layers");   // the 'l' indices visited
     std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
                                                     attention::Mechanism::mhla};
     attention::AttentionOptions options;     // grid options describe the full token grid of the inputs
+    ExplicitChoices given;                   // options chosen explicitly: each input's attributes fill the rest
     MetricOptions metrics;                   // spectrum + entropy by default
     std::uint64_t memory_limit = 0;          // 0: default_memory_limit()
 };
@@ -75,6 +76,29 @@ struct SweepResult {
     std::vector<SweepRecord> records;
 };
 
+// One analysed point: N tokens (a subset, or all), the options it is analysed with.
+struct SweepPoint {
+    Eigen::Index n = 0, draw = 0;
+    std::vector<Eigen::Index> tokens;        // ascending token indices; empty: all of them
+    attention::AttentionOptions options;
+};
+
+// The points of one unit (loaded inputs) or of one synthetic N (every draw).
+struct SweepJob {
+    std::optional<Unit> unit;                // loaded inputs: the file defaults already applied to its selection
+    Eigen::Index synth_n = 0;                // synthetic data: tokens per draw
+    std::vector<SweepPoint> points;
+};
+
+// Everything a sweep will do, checked: impossible points (N larger than the tokens available, crops that
+// do not fit, M > N ...) are refused while planning, which reads headers only.
+struct SweepPlan {
+    SweepSpec spec;
+    std::vector<SweepJob> jobs;
+    nlohmann::ordered_json inputs = nlohmann::ordered_json::array();   // per input: q, k, defaults_from_file
+    std::size_t analyses() const;            // points x draws x mechanisms
+};
+
 // The model overview: every (layer, head) of one input at its full N, per mechanism (a sweep that varies
 // nothing: spec.vary = 'n', no values, all heads and layers). Records carry layer and head. Layers are
 // the layout's `l` axis or, without one, sibling datasets that differ only in one numeric path
@@ -82,21 +106,26 @@ struct SweepResult {
 SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
                         const MetricOptions& metrics);
 
-// The token indices of one subset (ascending). `grid` and `block_grid` only for crop.
+// The token indices of one subset (ascending). `grid` only for crop.
 std::vector<Eigen::Index> subset_tokens(Subsample how, Eigen::Index available, Eigen::Index n, std::uint64_t seed,
                                         Eigen::Index draw, const std::vector<Eigen::Index>& grid = {});
 
-// Runs the whole sweep (progress and cancellation through ctx). Throws std::invalid_argument /
-// InputError for impossible specs (N larger than the tokens available, crops that do not fit, ...)
-// before any analysis starts.
-std::vector<SweepRecord> run_sweep(const SweepSpec& spec, const JobContext& ctx);
+// Plans `spec`: applies each input's file attributes (analysis/file_defaults.h; with first or random subsets
+// of N tokens the blocks stay 1-D, since a subset of a grid is not a grid), expands inputs x layers x heads
+// (analysis/plan.h) and every point. Throws std::invalid_argument / InputError for impossible specs.
+SweepPlan plan_sweep(const SweepSpec& spec);
 
-// Checks every point of `spec` (what run_sweep checks before any analysis) without analysing anything.
-void validate_sweep(const SweepSpec& spec);
+// Runs a plan (progress and cancellation through ctx): one record per point, mechanism and draw.
+std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx);
+
+// The names of the metrics a sweep records (the curves' and the overview's y axes), in CSV column order.
+const std::vector<std::string>& sweep_metric_names();
 
 // The long-format CSV (header + one line per record; empty fields for what does not apply).
 std::string sweep_csv(const std::vector<SweepRecord>& records);
 // Mean, population std, min and max of every metric per (mechanism, n, m) point, over layers, heads and draws.
-nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<SweepRecord>& records);
+// `inputs`: the plan's inputs with what each took from its file (listed when any did).
+nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<SweepRecord>& records,
+                                     const nlohmann::ordered_json& inputs = nlohmann::ordered_json::array());
 
 }  // namespace attnscope::analysis

@@ -9,8 +9,6 @@ namespace attnscope::attention {
 
 namespace {
 
-constexpr const char* k_presets = "cos, linear, exp, gaussian, local, uniform, identity, causal";
-
 // Euclidean distances between block centres (rows of C).
 Eigen::MatrixXd distances(const Eigen::MatrixXd& C)
 {
@@ -45,6 +43,20 @@ std::string fmt_double(double x)
 
 }  // namespace
 
+const std::vector<std::string_view>& mixing_presets()
+{
+    static const std::vector<std::string_view> presets = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
+    return presets;
+}
+
+bool is_mixing_preset(std::string_view text)
+{
+    for (const std::string_view p : mixing_presets())
+        if (text == p)
+            return true;
+    return false;
+}
+
 std::string resolved_mixing_name(const MixingSpec& spec, bool causal)
 {
     if (spec.matrix)
@@ -77,10 +89,8 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
     }
 
     const std::string name = resolved_mixing_name(spec, causal);
-    const bool known = name == "cos" || name == "linear" || name == "exp" || name == "gaussian" || name == "local" ||
-                       name == "uniform" || name == "identity" || name == "causal";
-    if (!known)
-        throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + k_presets +
+    if (!is_mixing_preset(name))
+        throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + joined_names(mixing_presets()) +
                                     ", or FILE[:DATASET])");
     if (name == "exp" && !(spec.sigma > 0.0 && std::isfinite(spec.sigma)))
         throw std::invalid_argument("mixing-sigma " + fmt_double(spec.sigma) + " must be finite and > 0");

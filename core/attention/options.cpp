@@ -8,7 +8,7 @@ namespace attnscope::attention {
 
 namespace {
 
-// One table per enum: the names are the command line's (cli.md), in declaration order.
+// One table per enum: the names are the command line's (docs/cli.md), in declaration order.
 constexpr std::array<std::pair<Mechanism, std::string_view>, 3> k_mechanisms{
     {{Mechanism::softmax, "softmax"}, {Mechanism::linear, "linear"}, {Mechanism::mhla, "mhla"}}};
 constexpr std::array<std::pair<FeatureMapKind, std::string_view>, 4> k_feature_maps{
@@ -20,6 +20,15 @@ constexpr std::array<std::pair<Normalize, std::string_view>, 3> k_normalize{
     {{Normalize::row, "row"}, {Normalize::none, "none"}, {Normalize::official, "official"}}};
 constexpr std::array<std::pair<TokenOrder, std::string_view>, 2> k_token_orders{
     {{TokenOrder::raster, "raster"}, {TokenOrder::blocked, "blocked"}}};
+
+template <typename E, std::size_t N>
+std::vector<std::string_view> names_of(const std::array<std::pair<E, std::string_view>, N>& table)
+{
+    std::vector<std::string_view> out;
+    for (const auto& entry : table)
+        out.push_back(entry.second);
+    return out;
+}
 
 template <typename E, std::size_t N>
 std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value)
@@ -36,16 +45,43 @@ E parse_from(const std::array<std::pair<E, std::string_view>, N>& table, std::st
     for (const auto& [v, name] : table)
         if (name == s)
             return v;
-    std::string valid;
-    for (const auto& [v, name] : table) {
-        if (!valid.empty())
-            valid += ", ";
-        valid += name;
-    }
-    throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " + valid + ")");
+    throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " +
+                                joined_names(names_of(table)) + ")");
 }
 
 }  // namespace
+
+const std::vector<std::string_view>& mechanism_names()
+{
+    static const auto names = names_of(k_mechanisms);
+    return names;
+}
+const std::vector<std::string_view>& feature_map_names()
+{
+    static const auto names = names_of(k_feature_maps);
+    return names;
+}
+const std::vector<std::string_view>& normalize_names()
+{
+    static const auto names = names_of(k_normalize);
+    return names;
+}
+const std::vector<std::string_view>& token_order_names()
+{
+    static const auto names = names_of(k_token_orders);
+    return names;
+}
+
+std::string joined_names(const std::vector<std::string_view>& names, std::string_view separator)
+{
+    std::string out;
+    for (const std::string_view n : names) {
+        if (!out.empty())
+            out += separator;
+        out += n;
+    }
+    return out;
+}
 
 std::string_view to_string(Mechanism m) { return name_of(k_mechanisms, m); }
 std::string_view to_string(FeatureMapKind f) { return name_of(k_feature_maps, f); }

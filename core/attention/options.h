@@ -1,6 +1,6 @@
 #pragma once
-// Options of the attention mechanisms, one field per option of ../shared/spec/cli.md
-// ("Mechanism options"); meanings in ../shared/spec/attention.md section 1.
+// Options of the attention mechanisms, one field per option of docs/cli.md ("Mechanism options");
+// meanings in docs/maths.md section 1. The names below are the one vocabulary every front end uses.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +22,13 @@ std::string_view to_string(Mechanism m);
 std::string_view to_string(FeatureMapKind f);
 std::string_view to_string(Normalize n);
 std::string_view to_string(TokenOrder o);
+// Every name, in declaration order.
+const std::vector<std::string_view>& mechanism_names();
+const std::vector<std::string_view>& feature_map_names();
+const std::vector<std::string_view>& normalize_names();
+const std::vector<std::string_view>& token_order_names();
+// "a, b, c" (for messages and help texts).
+std::string joined_names(const std::vector<std::string_view>& names, std::string_view separator = ", ");
 // Parsers throw std::invalid_argument listing the valid names.
 Mechanism parse_mechanism(std::string_view s);
 FeatureMapKind parse_feature_map(std::string_view s);

@@ -74,4 +74,25 @@ void AtomicOutput::commit()
     m_committed = true;
 }
 
+void write_text_file(const std::string& path, const std::string& text)
+{
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f)
+        throw InputError(path + ": cannot write (" + std::strerror(errno) + ")");
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    int err = errno;
+    const bool closed = std::fclose(f) == 0;
+    if (ok)
+        err = errno;
+    if (!ok || !closed)
+        throw InputError(path + ": cannot write (" + std::strerror(err) + ")");
+}
+
+void write_file_atomically(const std::string& path, const std::string& text)
+{
+    AtomicOutput out(path);
+    out.write([&](const std::string& temp) { write_text_file(temp, text); });
+    out.commit();
+}
+
 }  // namespace attnscope

@@ -48,4 +48,11 @@ private:
     bool m_committed = false;
 };
 
+// Writes `text` to `path` as it is (a temporary file of an AtomicOutput, say). Throws InputError naming the
+// path and the cause.
+void write_text_file(const std::string& path, const std::string& text);
+
+// Writes `text` to `path` atomically (AtomicOutput).
+void write_file_atomically(const std::string& path, const std::string& text);
+
 }  // namespace attnscope

@@ -37,7 +37,7 @@ namespace {
 Sweep runSweep(analysis::SweepSpec spec)
 {
     auto r = std::make_shared<analysis::SweepResult>();
-    r->records = analysis::run_sweep(spec, analysis::JobContext{});
+    r->records = analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{});
     r->spec = std::move(spec);
     return r;
 }

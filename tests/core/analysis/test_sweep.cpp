@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "analysis/analyze.h"
 #include "analysis/sweep.h"
 #include "analysis/synth.h"
 #include "io/writers.h"
@@ -53,9 +54,9 @@ TEST(Sweep, RecordsEqualAnalyze)
     spec.subsample = Subsample::random;
     spec.draws = 2;
     spec.seed = 3;
-    spec.all_heads = true;
+    spec.heads = analysis::AxisChoice::all("--heads");
     spec.options.blocks.blocks = 3;
-    const auto records = analysis::run_sweep(spec, analysis::JobContext{});
+    const auto records = analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{});
     ASSERT_EQ(records.size(), 2u * 2u * 2u * 3u);   // heads x N x draws x mechanisms
 
     const Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>> q1(data.q.data() + 48 * 6, 48, 6);
@@ -89,15 +90,15 @@ TEST(Sweep, ImpossibleSpecsFailBeforeWork)
     spec.synth = analysis::SynthSource{"gaussian", 4, 1, 0};
     spec.vary = 'n';
     spec.values = {};
-    EXPECT_THROW(analysis::run_sweep(spec, analysis::JobContext{}), std::invalid_argument);
+    EXPECT_THROW(analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{}), std::invalid_argument);
     spec.vary = 'm';
     spec.values = {2};
-    EXPECT_THROW(analysis::run_sweep(spec, analysis::JobContext{}), std::invalid_argument);   // no --n
+    EXPECT_THROW(analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{}), std::invalid_argument);   // no --n
     spec.synth->n = 16;
     spec.values = {2, 32};
-    EXPECT_THROW(analysis::run_sweep(spec, analysis::JobContext{}), std::invalid_argument);   // M=32 > N=16
+    EXPECT_THROW(analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{}), std::invalid_argument);   // M=32 > N=16
     spec.values = {2, 4};
-    EXPECT_EQ(analysis::run_sweep(spec, analysis::JobContext{}).size(), 6u);
+    EXPECT_EQ(analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{}).size(), 6u);
 }
 
 TEST(Sweep, OverviewWalksPerLayerDatasets)
@@ -118,7 +119,7 @@ TEST(Sweep, OverviewWalksPerLayerDatasets)
     ASSERT_EQ(spec.inputs.size(), 3u);
     EXPECT_EQ(spec.input_layers, (std::vector<std::optional<Eigen::Index>>{0, 1, 2}));
     EXPECT_EQ(spec.inputs[2].k_ref, dir + "/m.h5:/layers/2/k");
-    const auto records = analysis::run_sweep(spec, analysis::JobContext{});
+    const auto records = analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{});
     ASSERT_EQ(records.size(), 3u * 2u * 3u);   // layers x heads x mechanisms
     std::set<std::pair<Eigen::Index, Eigen::Index>> cells;
     for (const auto& r : records)

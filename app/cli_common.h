@@ -1,0 +1,64 @@
+#pragma once
+// What every subcommand of the command line shares (docs/cli.md): its registration shape, the one
+// `error:` line, exit statuses from exceptions, and writing text to a file or standard output.
+#include <functional>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "util/error.h"
+
+namespace attnscope::app {
+
+// A subcommand registered on the top-level parser, and what runs it once parsed (its exit status).
+struct Command {
+    CLI::App* cmd = nullptr;
+    std::function<int()> run;
+};
+
+Command add_info_command(CLI::App& app);
+Command add_analyze_command(CLI::App& app);
+Command add_matrix_command(CLI::App& app);
+Command add_synth_command(CLI::App& app);
+Command add_sweep_command(CLI::App& app);
+Command add_figure_command(CLI::App& app);   // builds with the desktop app only
+Command add_batch_command(CLI::App& app);
+Command add_merge_command(CLI::App& app);
+
+// "error: MESSAGE" on stderr, on one line whatever the message holds.
+void print_error(const std::string& message);
+
+// Writes text to `path` atomically, or to standard output for "-".
+void write_text_output(const std::string& path, const std::string& text);
+
+std::string lower(std::string s);
+bool ends_with(const std::string& s, const std::string& suffix);
+
+// Runs a subcommand, turning what it throws into the exit status (0 success, 2 bad usage or input, 1
+// internal failure) and one `error:` line.
+template <class F>
+int guarded(F&& body)
+{
+    try {
+        return body();
+    } catch (const InputError& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::invalid_argument& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::out_of_range& e) {
+        print_error(e.what());
+        return 2;
+    } catch (const std::bad_alloc&) {
+        print_error("out of memory (select fewer tokens or lower --max-memory)");
+        return 1;
+    } catch (const std::exception& e) {
+        print_error(std::string("internal: ") + e.what());
+        return 1;
+    }
+}
+
+}  // namespace attnscope::app

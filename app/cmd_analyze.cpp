@@ -1,0 +1,152 @@
+// `attnscope analyze` (docs/cli.md): rank, spectrum and entropy of softmax, linear and MHLA attention, as
+// a summary table or the analyze JSON.
+#include <cmath>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze.h"
+#include "analysis/inputs.h"
+#include "analysis/vocabulary.h"
+#include "cli_common.h"
+#include "cli_options.h"
+#include "io/tensor_file.h"
+#include "util/atomic_file.h"
+
+namespace attnscope::app {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+struct AnalyzeArgs {
+    std::string q, k;
+    std::optional<std::string> v;
+    std::string mechanisms = "softmax,linear,mhla";
+    std::optional<std::string> json_out;
+    SelectionArgs selection;
+    MechanismArgs mechanism;
+    MetricArgs metrics;
+    MemoryArgs memory;
+};
+
+std::string fmt_opt(double v, int precision)
+{
+    return std::isfinite(v) ? fmt::format("{:.{}f}", v, precision) : std::string("-");
+}
+
+void print_summary(const ojson& doc)
+{
+    const ojson& in = doc["input"];
+    std::string at;
+    for (const auto& [axis, index] : in["at"].items())
+        at += (at.empty() ? "" : ",") + axis + "=" + std::to_string(index.get<long long>());
+    std::cout << "q " << in["q"].get<std::string>() << "   k " << in["k"].get<std::string>() << "\n";
+    std::cout << "layout " << in["layout"].get<std::string>() << (at.empty() ? "" : "  at " + at) << "   N=" << in["n"]
+              << "  d=" << in["d"];
+    if (in["prefix_tokens"].get<long long>() > 0)
+        std::cout << "  (dropped " << in["prefix_tokens"] << " prefix tokens)";
+    if (in.contains("defaults_from_file")) {
+        std::string used;
+        for (const auto& [key, value] : in["defaults_from_file"].items())
+            used += (used.empty() ? "" : " ") + key + "=" + value.dump();
+        std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
+    }
+    std::cout << "\n\n";
+    std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", "mechanism", "rank", "rel.rank",
+                             "eff.rank", "stable", "H mean", "H std", "H/ln n", "params");
+    for (const auto& r : doc["results"]) {
+        auto num = [&](const char* key, int precision) {
+            return r.contains(key) && r[key].is_number() ? fmt_opt(r[key].get<double>(), precision) : std::string("-");
+        };
+        std::string rank = r.contains("rank") && r["rank"].is_number() ? std::to_string(r["rank"].get<long long>()) : "-";
+        if (rank == "-" && r.contains("rank_bounds"))   // randomized: the bracket it proved
+            rank = std::to_string(r["rank_bounds"]["lower"].get<long long>()) + ".." +
+                   std::to_string(r["rank_bounds"]["upper"].get<long long>());
+        std::string hm = "-", hs = "-", hn = "-";
+        if (r.contains("entropy") && r["entropy"].is_object()) {
+            hm = fmt_opt(r["entropy"]["mean"].get<double>(), 4);
+            hs = fmt_opt(r["entropy"]["std"].get<double>(), 4);
+            hn = fmt_opt(r["entropy"]["normalized_mean"].get<double>(), 4);
+        }
+        std::string params;
+        for (const auto& [key, value] : r["params"].items())
+            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+        std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", r["mechanism"].get<std::string>(),
+                                 rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
+                                 params);
+    }
+    bool any_warning = false;
+    for (const auto& r : doc["results"])
+        for (const auto& w : r["warnings"]) {
+            if (!any_warning)
+                std::cout << "\n";
+            any_warning = true;
+            std::cout << "warning (" << r["mechanism"].get<std::string>() << "): " << w.get<std::string>() << "\n";
+        }
+    if (!doc["results"].empty() && doc["results"][0].contains("rank_tol") && doc["results"][0]["rank_tol"].is_number()) {
+        std::cout << "\nrank = #{singular values > tol}; tol per mechanism:";
+        for (const auto& r : doc["results"])
+            if (r.contains("rank_tol") && r["rank_tol"].is_number())
+                std::cout << fmt::format(" {}={:.3g}", r["mechanism"].get<std::string>(), r["rank_tol"].get<double>());
+        std::cout << "\n";
+    }
+}
+
+int run_analyze(const AnalyzeArgs& a)
+{
+    const auto mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    ojson from_file;
+    const analysis::AnalysisSetup setup = resolve_setup(a.q, a.selection, a.mechanism, &from_file);
+    const analysis::MetricOptions metric_options = a.metrics.resolve();
+    const std::uint64_t memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(memory_limit);
+    if (a.json_out && *a.json_out != "-")
+        AtomicOutput probe(*a.json_out);   // fail on an unwritable destination before the work
+
+    const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
+    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, setup.options, metric_options, memory_limit);
+
+    ojson doc;
+    doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    doc["input"] = in.input_json;
+    if (!from_file.empty())
+        doc["input"]["defaults_from_file"] = from_file;
+    ojson list = ojson::array();
+    for (const auto& r : results)
+        list.push_back(analysis::result_json(r, metric_options));
+    doc["results"] = std::move(list);
+
+    if (a.json_out) {
+        write_text_output(*a.json_out, doc.dump(2) + "\n");
+        if (*a.json_out == "-")
+            return 0;
+    }
+    print_summary(doc);
+    if (a.json_out)
+        std::cout << "\nwrote " << *a.json_out << "\n";
+    return 0;
+}
+
+}  // namespace
+
+Command add_analyze_command(CLI::App& app)
+{
+    auto a = std::make_shared<AnalyzeArgs>();
+    auto* cmd = app.add_subcommand("analyze", "Rank, singular spectrum and entropy of softmax, linear and MHLA attention");
+    cmd->add_option("--q", a->q, "Queries FILE[:NAME]")->required();
+    cmd->add_option("--k", a->k, "Keys FILE[:NAME]")->required();
+    cmd->add_option("--v", a->v, "Values FILE[:NAME] (optional; checked and recorded)");
+    cmd->add_option("--mechanism", a->mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    cmd->add_option("--json", a->json_out, "Write the JSON document to OUT, or - for standard output");
+    a->selection.add_to(*cmd);
+    a->mechanism.add_to(*cmd);
+    a->metrics.add_to(*cmd);
+    a->memory.add_to(*cmd);
+    return {cmd, [a] { return run_analyze(*a); }};
+}
+
+}  // namespace attnscope::app

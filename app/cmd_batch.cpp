@@ -1,0 +1,223 @@
+// `attnscope batch` (a TOML job over many files, layers and heads: docs/batch.md) and `attnscope merge`
+// (the output folders of its shards: docs/cluster.md).
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "analysis/batch.h"
+#include "batch_job.h"
+#include "cli_common.h"
+
+#ifdef ATTNSCOPE_WITH_GUI
+#include "analysis/explore.h"
+#include "figure.h"
+#endif
+
+namespace attnscope::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct BatchArgs {
+    std::string job;
+    std::string out;
+    int jobs = 1;
+    std::string shard = "0/1";
+};
+
+std::string duration_text(double seconds)
+{
+    if (seconds < 0)
+        return "?";
+    const long s = std::lround(seconds);
+    if (s >= 3600)
+        return fmt::format("{}h{:02}m", s / 3600, (s % 3600) / 60);
+    if (s >= 60)
+        return fmt::format("{}m{:02}s", s / 60, s % 60);
+    return fmt::format("{}s", s);
+}
+
+// --shard I/N.
+void parse_shard(const std::string& text, analysis::BatchRunOptions& opt)
+{
+    const auto slash = text.find('/');
+    try {
+        if (slash == std::string::npos)
+            throw std::invalid_argument("");
+        opt.shard_index = std::stoi(text.substr(0, slash));
+        opt.shard_count = std::stoi(text.substr(slash + 1));
+    } catch (const std::exception&) {
+        throw std::invalid_argument("--shard " + text + ": expected I/N, e.g. 0/4 (I from 0 to N-1)");
+    }
+}
+
+// One line per finished unit: rewritten in place on a terminal, appended in a log.
+void print_progress(const analysis::BatchProgress& p, bool tty)
+{
+    const double pct = p.total ? 100.0 * static_cast<double>(p.done) / static_cast<double>(p.total) : 100.0;
+    if (tty)
+        std::fprintf(stderr, "\r[%zu/%zu] %3.0f%% ETA %-7s %-60.60s", p.done, p.total, pct, duration_text(p.eta_seconds).c_str(),
+                     p.label.c_str());
+    else
+        std::fprintf(stderr, "progress %zu/%zu (%.0f%%) eta %s: %s\n", p.done, p.total, pct,
+                     duration_text(p.eta_seconds).c_str(), p.label.c_str());
+}
+
+// Renders `render(path)` into DIR/figures/NAME unless the figure is there already (resume); each figure is
+// written atomically by the export.
+void render_if_missing(const fs::path& figures, const std::string& name, const std::function<void(const std::string&)>& render)
+{
+    const fs::path path = figures / name;
+    if (fs::exists(path))
+        return;
+    std::error_code ec;
+    fs::create_directories(figures, ec);
+    if (!fs::is_directory(figures))
+        throw InputError(figures.string() + ": cannot create the folder (" + ec.message() + ")");
+    render(path.string());
+}
+
+#ifdef ATTNSCOPE_WITH_GUI
+// The [[figure]] tables of explore views and the overview, drawn for one unit by the desktop app's views.
+void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::path& figures)
+{
+    const analysis::BatchPlan& plan = job.plan;
+    const std::string stem = fs::path(u.file).stem().string();
+    for (const BatchFigure& f : job.figures) {
+        if (f.view == "overview") {
+            // One overview per file (its name does not depend on the unit: drawn once).
+            render_if_missing(figures, stem + "_overview_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+                const analysis::TensorSource src{u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt, plan.selection};
+                auto sweep = std::make_shared<analysis::SweepResult>();
+                sweep->spec = analysis::overview_spec(src, plan.options, plan.metrics);
+                sweep->spec.given = plan.given;
+                sweep->spec.mechanisms = plan.mechanisms;
+                sweep->records = analysis::run_sweep(analysis::plan_sweep(sweep->spec), analysis::JobContext{});
+                FigureTarget t = f.size;
+                t.path = out;
+                render_sweep_figure(sweep, "overview", f.look, t);
+            });
+            continue;
+        }
+        if (!is_explore_view(f.view))
+            continue;
+        if (f.heads && (!u.head || std::find(f.heads->begin(), f.heads->end(), *u.head) == f.heads->end()))
+            continue;
+        std::string name = stem;
+        if (u.layer)
+            name += "_l" + std::to_string(*u.layer);
+        if (u.head)
+            name += "_h" + std::to_string(*u.head);
+        render_if_missing(figures, name + "_" + f.view + "." + f.format, [&](const std::string& out) {
+            analysis::ExploreRequest req;
+            req.source = u.source;
+            req.mechanisms = plan.mechanisms;
+            req.options = u.options;
+            req.rank_rtol = plan.metrics.rank_rtol;
+            req.memory_limit = plan.memory_limit;
+            FigureTarget t = f.size;
+            t.path = out;
+            render_explore_figure(req, f.view, f.look, t);
+        });
+    }
+}
+
+// The [[figure]] tables of view "curves" that draw sweep `sw`.
+void sweep_figures(const BatchJob& job, const analysis::BatchSweep& sw, const analysis::SweepResult& result,
+                   const fs::path& figures)
+{
+    auto shared = std::make_shared<const analysis::SweepResult>(result);
+    for (const BatchFigure& f : job.figures) {
+        if (f.view != "curves" || !f.sweep || *f.sweep != sw.name)
+            continue;
+        render_if_missing(figures, sw.name + "_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+            FigureTarget t = f.size;
+            t.path = out;
+            render_sweep_figure(shared, "curves", f.look, t);
+        });
+    }
+}
+#endif
+
+void set_figure_hooks(const BatchJob& job, const std::string& job_path, analysis::BatchRunOptions& opt)
+{
+    if (job.figures.empty())
+        return;
+#ifdef ATTNSCOPE_WITH_GUI
+    const fs::path figures = fs::path(opt.out_dir) / "figures";
+    opt.on_unit_figures = [&job, figures](const analysis::BatchUnit& u) { unit_figures(job, u, figures); };
+    opt.on_sweep_figures = [&job, figures](const analysis::BatchSweep& sw, const analysis::SweepResult& r) {
+        sweep_figures(job, sw, r, figures);
+    };
+#else
+    throw std::invalid_argument(job_path + ": [[figure]] needs the desktop app's views; this attnscope was built "
+                                "without them (ATTNSCOPE_BUILD_GUI=OFF)");
+#endif
+}
+
+int run_batch(const BatchArgs& a)
+{
+    analysis::BatchRunOptions opt;
+    parse_shard(a.shard, opt);
+    opt.jobs = a.jobs;
+    const BatchJob job = parse_batch_job(a.job);
+    opt.out_dir = a.out.empty() ? (fs::path(a.job).stem().string() + "_results") : a.out;
+    const bool tty = ::isatty(2);
+    opt.on_progress = [tty](const analysis::BatchProgress& p) { print_progress(p, tty); };
+    set_figure_hooks(job, a.job, opt);
+    const analysis::BatchReport report = analysis::run_batch(job.plan, opt);
+    if (tty)
+        std::fprintf(stderr, "\n");
+    std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps -> {}\n", a.job,
+                             report.units, report.skipped, report.analysed, report.records, report.sweeps, opt.out_dir);
+    if (report.failures.empty())
+        return 0;
+    for (const auto& f : report.failures)
+        std::cerr << "failed: " << f << "\n";
+    // The one error line says what went wrong first (a full disk, a bad file), not only how often.
+    const bool listed = fs::exists(fs::path(opt.out_dir) / "failures.txt");
+    print_error(std::to_string(report.failures.size()) + " failure(s), the first: " + report.failures.front() +
+                " (all listed above" + (listed ? " and in " + opt.out_dir + "/failures.txt" : std::string()) +
+                "); rerun to retry them");
+    return 2;
+}
+
+}  // namespace
+
+Command add_batch_command(CLI::App& app)
+{
+    auto a = std::make_shared<BatchArgs>();
+    auto* cmd = app.add_subcommand("batch", "Run a TOML job over many files, layers and heads (resumable, shardable)");
+    cmd->add_option("JOB", a->job, "The job file (docs/batch.md)")->required();
+    cmd->add_option("--out", a->out, "Output folder (default: <job name>_results)");
+    cmd->add_option("--jobs", a->jobs, "Units analysed in parallel (default 1)");
+    cmd->add_option("--shard", a->shard, "I/N: run only units with index % N == I (Slurm arrays, GNU parallel)");
+    return {cmd, [a] { return run_batch(*a); }};
+}
+
+Command add_merge_command(CLI::App& app)
+{
+    struct MergeArgs {
+        std::vector<std::string> dirs;
+        std::string out;
+    };
+    auto a = std::make_shared<MergeArgs>();
+    auto* cmd = app.add_subcommand("merge", "Combine the output folders of batch shards");
+    cmd->add_option("DIR", a->dirs, "Shard output folders")->required();
+    cmd->add_option("--out", a->out, "Merged output folder")->required();
+    return {cmd, [a] {
+                analysis::merge_batches(a->dirs, a->out);
+                std::cerr << "merged " << a->dirs.size() << " folders into " << a->out << "\n";
+                return 0;
+            }};
+}
+
+}  // namespace attnscope::app

@@ -1,0 +1,223 @@
+// The subcommands that draw curves and figures (docs/cli.md): `sweep` (rank and entropy against N or M,
+// CSV + JSON, optionally the curves figure) and `figure` (any view of the desktop app, headless).
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/sweep.h"
+#include "analysis/vocabulary.h"
+#include "cli_common.h"
+#include "cli_options.h"
+#include "io/tensor_file.h"
+#include "sweep_options.h"
+#include "util/atomic_file.h"
+
+#ifdef ATTNSCOPE_WITH_GUI
+#include "analysis/explore.h"
+#include "figure.h"
+#endif
+
+namespace attnscope::app {
+
+namespace {
+
+struct SweepArgs {
+    SweepOptions sweep;
+    std::string csv_out = "-";
+    std::optional<std::string> json_out;
+    std::optional<std::string> plot_out;
+    std::optional<std::string> metric;
+};
+
+int run_sweep(const SweepArgs& a)
+{
+    const analysis::SweepPlan plan = analysis::plan_sweep(a.sweep.resolve());
+    const analysis::SweepSpec& spec = plan.spec;
+
+    // Refuse unwritable destinations (and a bad figure name) before the work.
+    std::optional<AtomicOutput> csv_out, json_out, plot_out;
+    if (a.csv_out != "-")
+        csv_out.emplace(a.csv_out);
+    if (a.json_out && *a.json_out != "-")
+        json_out.emplace(*a.json_out);
+#ifdef ATTNSCOPE_WITH_GUI
+    FigureTarget target;
+    FigureLook look;
+    if (a.plot_out) {
+        target.path = *a.plot_out;
+        check_figure_target("curves", target);
+        check_figure_metric(a.metric);
+        look.metric = a.metric;
+        plot_out.emplace(*a.plot_out);
+    }
+#else
+    if (a.plot_out)
+        throw std::invalid_argument("--plot: this attnscope was built without the desktop app's views (ATTNSCOPE_BUILD_GUI=OFF)");
+#endif
+    if (a.metric && !a.plot_out)
+        throw std::invalid_argument("--metric chooses what --plot shows; give --plot OUT.png too");
+
+    auto records = run_sweep_with_progress(plan);
+    // The figure first (it is the step most likely to fail), then the text outputs; every file is
+    // renamed into place only when all of them are written.
+    const std::string csv = analysis::sweep_csv(records);
+    const std::string summary = a.json_out ? analysis::sweep_summary(spec, records, plan.inputs).dump(2) + "\n" : std::string();
+#ifdef ATTNSCOPE_WITH_GUI
+    if (plot_out) {
+        auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});
+        plot_out->write([&](const std::string& temp) { render_sweep_figure_to(sweep, "curves", look, target, temp); });
+        records = sweep->records;
+    }
+#endif
+    if (csv_out)
+        csv_out->write([&](const std::string& temp) { write_text_file(temp, csv); });
+    if (json_out)
+        json_out->write([&](const std::string& temp) { write_text_file(temp, summary); });
+    if (csv_out)
+        csv_out->commit();
+    if (json_out)
+        json_out->commit();
+    if (plot_out)
+        plot_out->commit();
+    if (a.csv_out == "-")
+        write_text_output("-", csv);
+    if (a.json_out && *a.json_out == "-")
+        write_text_output("-", summary);
+    if (a.csv_out != "-")
+        std::cerr << "wrote " << a.csv_out << " (" << records.size() << " records)\n";
+    if (a.plot_out)
+        std::cerr << "wrote " << *a.plot_out << "\n";
+    return 0;
+}
+
+#ifdef ATTNSCOPE_WITH_GUI
+struct FigureArgs {
+    std::string view;
+    std::optional<std::string> session;
+    SweepOptions sweep;   // inputs, selection, mechanism options (every view); sweep options (curves)
+    std::optional<std::string> v;
+    std::string token_grid;
+    FigureTarget target;
+    std::optional<std::string> colormap, metric, view_state;
+    std::optional<int> query;
+    bool log = false;
+};
+
+int run_figure(FigureArgs a)
+{
+    check_figure_target(a.view, a.target);
+    FigureLook look;
+    look.colormap = a.colormap;
+    look.log = a.log;
+    look.query = a.query;
+    look.metric = a.metric;
+    if (a.view_state) {
+        try {
+            look.state = nlohmann::json::parse(*a.view_state);
+        } catch (const std::exception&) {
+            throw std::invalid_argument("--view-state " + *a.view_state + ": not valid JSON");
+        }
+        if (!look.state.is_object())
+            throw std::invalid_argument("--view-state must be a JSON object, e.g. {\"cumulative\": true}");
+    }
+    if (a.metric && !is_sweep_view(a.view))
+        throw std::invalid_argument("--metric applies to --view curves and overview (not " + a.view + ")");
+    check_figure_metric(a.metric);
+
+    if (a.session) {
+        if (a.colormap || a.log || a.query || a.metric || a.view_state || !a.sweep.q.empty() || !a.sweep.synth_kind.empty() ||
+            !a.sweep.vary.empty())
+            throw std::invalid_argument("--session renders the session's own data and view state: give only --view, --out "
+                                        "and the size options with it");
+        render_session_figure(*a.session, a.view, a.target);
+        std::cerr << "wrote " << a.target.path << " (" << a.view << " of " << *a.session << ")\n";
+        return 0;
+    }
+
+    if (a.view == "curves") {
+        if (a.sweep.vary.empty())
+            throw std::invalid_argument("--view curves needs --vary n=LIST or m=LIST (and --q/--k or --synth KIND)");
+        const analysis::SweepPlan plan = analysis::plan_sweep(a.sweep.resolve());
+        auto records = run_sweep_with_progress(plan);
+        render_sweep_figure(std::make_shared<const analysis::SweepResult>(analysis::SweepResult{plan.spec, std::move(records)}),
+                            a.view, look, a.target);
+    } else {
+        if (!a.sweep.vary.empty() || !a.sweep.synth_kind.empty())
+            throw std::invalid_argument("--vary and --synth make curves: use --view curves (not " + a.view + ")");
+        if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
+            throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +
+                                        " and " + std::to_string(a.sweep.k.size()) + "), or --session S.attnscope");
+        const analysis::AnalysisSetup setup = resolve_setup(a.sweep.q[0], a.sweep.selection, a.sweep.mechanism);   // as analyze does
+        const analysis::TensorSource source{a.sweep.q[0], a.sweep.k[0], a.v, setup.selection};
+        const std::uint64_t memory_limit = a.sweep.memory.resolve();
+        io::set_read_limit_bytes(memory_limit);
+        if (a.view == "overview") {
+            if (a.v || a.query || !a.token_grid.empty())
+                throw std::invalid_argument("--view overview takes no --v, --query or --token-grid");
+            analysis::SweepSpec spec = analysis::overview_spec(source, setup.options, a.sweep.metrics.resolve());
+            spec.given = setup.given;
+            spec.mechanisms = analysis::parse_mechanisms(a.sweep.mechanisms);
+            spec.memory_limit = memory_limit;
+            const analysis::SweepPlan plan = analysis::plan_sweep(spec);
+            auto records = run_sweep_with_progress(plan);
+            render_sweep_figure(std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)}),
+                                a.view, look, a.target);
+        } else {
+            analysis::ExploreRequest request;
+            request.source = source;
+            request.mechanisms = analysis::parse_mechanisms(a.sweep.mechanisms);
+            request.options = setup.options;
+            request.rank_rtol = a.sweep.metrics.resolve().rank_rtol;
+            request.memory_limit = memory_limit;
+            if (!a.token_grid.empty())
+                request.token_grid = analysis::parse_sizes(a.token_grid, "--token-grid");
+            render_explore_figure(request, a.view, look, a.target);
+        }
+    }
+    std::cerr << "wrote " << a.target.path << " (" << a.view << ")\n";
+    return 0;
+}
+#endif
+
+}  // namespace
+
+Command add_sweep_command(CLI::App& app)
+{
+    auto a = std::make_shared<SweepArgs>();
+    auto* cmd = app.add_subcommand("sweep", "Rank and entropy against sequence length N or block count M (CSV + JSON summary)");
+    a->sweep.add_to(*cmd, true);
+    cmd->add_option("--csv", a->csv_out, "Long-format CSV (default - : standard output)");
+    cmd->add_option("--json", a->json_out, "JSON summary: mean and std per point");
+    cmd->add_option("--plot", a->plot_out, "Also render the curves figure: OUT.png, OUT.pdf or OUT.svg");
+    cmd->add_option("--metric", a->metric, "Metric the --plot figure shows (default rank)");
+    return {cmd, [a] { return run_sweep(*a); }};
+}
+
+#ifdef ATTNSCOPE_WITH_GUI
+Command add_figure_command(CLI::App& app)
+{
+    auto a = std::make_shared<FigureArgs>();
+    auto* cmd = app.add_subcommand("figure", "Render a view of the desktop app headless to PNG, PDF or SVG");
+    cmd->add_option("--view", a->view, figure_view_names())->required();
+    cmd->add_option("--out", a->target.path, "FIG.png, FIG.pdf or FIG.svg")->required();
+    cmd->add_option("--session", a->session, "Render the view of an .attnscope session (its data and view state)");
+    cmd->add_option("--v", a->v, "Values FILE[:NAME] (optional; checked)");
+    cmd->add_option("--token-grid", a->token_grid, "Token grid H,W for display (default: the MHLA --grid, if any)");
+    cmd->add_option("--query", a->query, "Selected query token (maps, query, entropy)");
+    cmd->add_option("--colormap", a->colormap, "viridis | magma | cividis (maps, overview)");
+    cmd->add_flag("--log", a->log, "Log scale (maps: colours; query, curves: y axis; spectrum: x axis)");
+    cmd->add_option("--metric", a->metric, "curves/overview: " + figure_metric_names());
+    cmd->add_option("--view-state", a->view_state, "More view-state keys as a JSON object (as sessions store them)");
+    cmd->add_option("--width", a->target.width, "Width in logical pixels (default: the view's preferred size)")->group("Figure size");
+    cmd->add_option("--height", a->target.height, "Height in logical pixels")->group("Figure size");
+    cmd->add_option("--dpi", a->target.dpi, "PNG pixels = size * dpi / 96 (default 300)")->group("Figure size");
+    cmd->add_option("--font-scale", a->target.font_scale, "Multiplies every font (default 1)")->group("Figure size");
+    a->sweep.add_to(*cmd, false);
+    return {cmd, [a] { return run_figure(*a); }};
+}
+#endif
+
+}  // namespace attnscope::app

@@ -1,0 +1,152 @@
+#include "analysis/file_defaults.h"
+
+#include <filesystem>
+
+#include "analysis/inputs.h"
+#include "attention/mixing.h"
+#include "io/tensor_file.h"
+
+namespace attnscope::analysis {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::optional<std::vector<Index>> positive_ints(const nlohmann::json& v)
+{
+    if (!v.is_array())
+        return std::nullopt;
+    std::vector<Index> out;
+    for (const auto& x : v)
+        if (x.is_number_integer() && x.get<long long>() > 0)
+            out.push_back(x.get<Index>());
+    if (out.size() != v.size())
+        return std::nullopt;
+    return out;
+}
+
+// Fills what `d` lacks from one attribute object.
+void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
+{
+    if (!attrs.is_object())
+        return;
+    if (!d.prefix_tokens && attrs.contains("prefix_tokens") && attrs["prefix_tokens"].is_number_integer() &&
+        attrs["prefix_tokens"].get<std::int64_t>() >= 0)
+        d.prefix_tokens = attrs["prefix_tokens"].get<std::int64_t>();
+    if (d.grid.empty() && attrs.contains("grid"))
+        if (auto g = positive_ints(attrs["grid"]); g && (g->size() == 2 || g->size() == 3))
+            d.grid = std::move(*g);
+    if (d.block_grid.empty() && attrs.contains("block_grid"))
+        if (auto g = positive_ints(attrs["block_grid"]); g && (g->size() == 2 || g->size() == 3))
+            d.block_grid = std::move(*g);
+    if (!d.causal && attrs.contains("causal")) {
+        const auto& c = attrs["causal"];
+        if (c.is_boolean())
+            d.causal = c.get<bool>();
+        else if (c.is_number_integer())
+            d.causal = c.get<long long>() != 0;
+    }
+    if (!d.mixing && attrs.contains("mixing") && attrs["mixing"].is_string() && !attrs["mixing"].get<std::string>().empty())
+        d.mixing = attrs["mixing"].get<std::string>();
+    if (d.tokens.empty() && attrs.contains("tokens") && attrs["tokens"].is_array()) {
+        std::vector<std::string> t;
+        for (const auto& x : attrs["tokens"])
+            if (x.is_string())
+                t.push_back(x.get<std::string>());
+        if (t.size() == attrs["tokens"].size())
+            d.tokens = std::move(t);
+    }
+}
+
+// The grid's block grid: the file's when it fits the grid, else the default rule.
+std::vector<Index> block_grid_for(const FileDefaults& d)
+{
+    if (d.block_grid.size() == d.grid.size()) {
+        bool fits = true;
+        for (std::size_t a = 0; a < d.grid.size(); ++a)
+            fits = fits && d.grid[a] % d.block_grid[a] == 0;
+        if (fits)
+            return d.block_grid;
+    }
+    return default_block_grid(d.grid);
+}
+
+// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder
+// (or absolute), else a dataset of the queries' own file.
+std::string mixing_reference(const std::string& value, const std::string& q_file)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(value);
+    const fs::path base = fs::path(q_file).parent_path();
+    std::error_code ec;
+    if (!ref.file.empty() && fs::path(ref.file).is_absolute() && fs::exists(ref.file, ec))
+        return value;
+    if (!ref.file.empty() && fs::exists(base / ref.file, ec))
+        return (base / ref.file).string() + (ref.name.empty() ? "" : ":" + ref.name);
+    return q_file + ":" + value;
+}
+
+}  // namespace
+
+std::vector<Index> default_block_grid(const std::vector<Index>& grid)
+{
+    std::vector<Index> bg;
+    for (const Index g : grid)
+        bg.push_back(g % 4 == 0 ? 4 : g % 2 == 0 ? 2 : 1);
+    return bg;
+}
+
+FileDefaults read_file_defaults(const std::string& q_ref)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(q_ref);
+    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorInfo& info = file->find(ref.name);
+    FileDefaults d;
+    read_attributes(info.attributes, d);
+    read_attributes(file->file_attributes(), d);
+    return d;
+}
+
+nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::string& q_ref, AnalysisSetup& setup)
+{
+    nlohmann::ordered_json used = nlohmann::ordered_json::object();
+    if (!setup.given.prefix_tokens && d.prefix_tokens && *d.prefix_tokens > 0) {
+        setup.selection.prefix_tokens = *d.prefix_tokens;
+        used["prefix_tokens"] = *d.prefix_tokens;
+    }
+    if (!setup.given.causal && d.causal && *d.causal) {
+        setup.options.causal = true;
+        used["causal"] = true;
+    }
+    if (!setup.given.blocks && !d.grid.empty()) {
+        Index cells = 1;
+        for (const Index g : d.grid)
+            cells *= g;
+        if (selected_tokens(TensorSource{q_ref, q_ref, std::nullopt, setup.selection}) == cells) {
+            attention::BlockSpec& b = setup.options.blocks;
+            b.kind = attention::BlockSpec::Kind::grid;
+            b.grid = d.grid;
+            b.block_grid = block_grid_for(d);
+            used["grid"] = b.grid;
+            used["block_grid"] = b.block_grid;
+        }
+    }
+    if (!setup.given.mixing && d.mixing) {
+        attention::MixingSpec& m = setup.options.mixing;
+        if (attention::is_mixing_preset(*d.mixing)) {
+            m.preset = *d.mixing;
+            m.matrix.reset();
+        } else {
+            m.preset = mixing_reference(*d.mixing, io::parse_tensor_ref(q_ref).file);
+            m.matrix = load_matrix(m.preset, "the file's mixing attribute");
+        }
+        used["mixing"] = *d.mixing;
+    }
+    return used;
+}
+
+nlohmann::ordered_json resolve_file_defaults(const std::string& q_ref, AnalysisSetup& setup)
+{
+    return apply_file_defaults(read_file_defaults(q_ref), q_ref, setup);
+}
+
+}  // namespace attnscope::analysis

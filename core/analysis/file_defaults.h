@@ -1,0 +1,74 @@
+#pragma once
+// A file's attributes as defaults (docs/cli.md "Axis selection"): the one rule by which the command line,
+// batch jobs, sweeps and the desktop app turn what a file says about itself into options. Whatever the
+// user chose explicitly wins; everything else may come from the file, and every front end reports what did.
+//
+// Attributes read (written by tools/python/attnscope_dump.py and `attnscope synth`), on the queries'
+// dataset first, then on the file's root:
+//   prefix_tokens  int          tokens to drop (CLS, registers)
+//   causal         bool or int  causal masking
+//   grid           2 or 3 ints  the token grid after the prefix tokens
+//   block_grid     ints         MHLA blocks per grid axis (default: 4 where they divide the axis, else 2, else 1)
+//   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
+//                               FILE[:DATASET] relative to the file's folder
+//   tokens         strings      the token strings, for display
+// The grid (with its block grid) applies only when no block option was given and it holds exactly the
+// selected tokens.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Core>
+#include <nlohmann/json.hpp>
+
+#include "attention/options.h"
+#include "io/selection.h"
+
+namespace attnscope::analysis {
+
+using Index = Eigen::Index;
+
+struct FileDefaults {
+    std::optional<std::int64_t> prefix_tokens;
+    std::optional<bool> causal;
+    std::vector<Index> grid;
+    std::vector<Index> block_grid;
+    std::optional<std::string> mixing;      // as written in the file
+    std::vector<std::string> tokens;
+};
+
+// The attributes of the queries `q_ref` (FILE[:NAME]) names; reads headers only. Attributes of the wrong
+// type or shape are ignored.
+FileDefaults read_file_defaults(const std::string& q_ref);
+
+// What the user set explicitly (a flag, a TOML key, an edit in the app): the file does not override it.
+struct ExplicitChoices {
+    bool prefix_tokens = false;
+    bool causal = false;     // --causal or --no-causal
+    bool blocks = false;     // any of --blocks, --chunk, --grid, --block-grid
+    bool mixing = false;
+    bool operator==(const ExplicitChoices&) const = default;
+};
+
+// Everything one analysis of one input is set up with.
+struct AnalysisSetup {
+    io::AxisSelection selection;
+    attention::AttentionOptions options;
+    ExplicitChoices given;
+};
+
+// The block grid the rule gives a token grid without a `block_grid` attribute: per axis 4 blocks where 4
+// divides it, else 2, else 1.
+std::vector<Index> default_block_grid(const std::vector<Index>& grid);
+
+// Fills what `setup.given` leaves open from the `defaults` of the queries `q_ref` (whose header gives the
+// selected token count when a grid is to be checked). A learned mixing matrix named by the file is loaded
+// (InputError when it cannot be). Returns what was taken from the file: the keys prefix_tokens, causal,
+// grid, block_grid, mixing (the analyze JSON's input.defaults_from_file).
+nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const std::string& q_ref, AnalysisSetup& setup);
+
+// read_file_defaults() and apply_file_defaults() for the queries `q_ref`.
+nlohmann::ordered_json resolve_file_defaults(const std::string& q_ref, AnalysisSetup& setup);
+
+}  // namespace attnscope::analysis

@@ -1,0 +1,32 @@
+#pragma once
+// The one unit planner: inputs x layers x heads -> units of work, in a fixed order (inputs as given, then
+// layers, then heads), for sweeps, batches, the command line and the desktop app. Only headers are read,
+// so a plan is checked completely before any tensor data is.
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "analysis/inputs.h"
+#include "analysis/vocabulary.h"
+
+namespace attnscope::analysis {
+
+// One (input, layer, head): the selection it reads and the indices it stands for.
+struct Unit {
+    std::size_t index = 0;                   // in plan order
+    std::size_t input = 0;                   // which of the inputs
+    TensorSource source;                     // selection with this unit's 'l' and 'h' indices set
+    std::optional<Eigen::Index> layer, head; // absent where the input has no such axis (a per-layer dataset
+                                             // reports its own layer, see plan_units)
+};
+
+// The units of `inputs` over the layers and heads chosen (an input without an 'l' / 'h' axis contributes
+// one unit; choosing indices on an axis it lacks is an error). `input_layers[i]`, when set, is the layer
+// input i holds (per-layer datasets such as /layers/3/q). Throws InputError / std::invalid_argument naming
+// the input and the option (AxisChoice::what) at fault.
+std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,
+                             const std::vector<std::optional<Eigen::Index>>& input_layers = {});
+
+}  // namespace attnscope::analysis
