@@ -50,6 +50,15 @@ analysis::ExploreRequest request_for(const std::string& path)
     return r;
 }
 
+// analyze() on the request's selection, mechanisms and options (default metric options): the numbers
+// explore() must reproduce.
+auto analyze_reference(const analysis::ExploreRequest& req)
+{
+    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
+    analysis::MetricOptions mo;
+    return analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+}
+
 }  // namespace
 
 TEST(Explore, SameNumbersAsAnalyze)
@@ -65,9 +74,7 @@ TEST(Explore, SameNumbersAsAnalyze)
     EXPECT_EQ(res.n, 64);
     EXPECT_EQ(res.d, 8);
 
-    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
-    analysis::MetricOptions mo;
-    const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+    const auto ref = analyze_reference(req);
     for (std::size_t i = 0; i < 3; ++i) {
         const auto& o = res.outcomes[i];
         ASSERT_TRUE(o.error.empty()) << o.error;
@@ -187,9 +194,7 @@ TEST(Explore, WarningsAndEntropiesAreAnalyzes)
         if (identity)
             req.options.feature_map.kind = attention::FeatureMapKind::identity;   // negative entries (warning)
         const auto res = analysis::explore(req, analysis::JobContext{});
-        const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
-        analysis::MetricOptions mo;
-        const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+        const auto ref = analyze_reference(req);
         for (std::size_t i = 0; i < 3; ++i) {
             const auto& o = res.outcomes[i];
             ASSERT_TRUE(o.error.empty()) << o.error;
