@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <lapacke.h>
 
+#include "io/writers.h"
+
 namespace attnscope::test {
 
 namespace fs = std::filesystem;
@@ -33,7 +35,7 @@ std::string fresh_work_dir(const std::string& name)
     return dir.string();
 }
 
-static std::string shell_quote(const std::string& s)
+std::string shell_quote(const std::string& s)
 {
     std::string out = "'";
     for (char c : s) {
@@ -190,6 +192,13 @@ std::vector<OperatorCase> operator_cases(const Eigen::Ref<const Eigen::MatrixXd>
             cases.push_back({m, causal, attention::make_operator(m, Q, K, o)});
         }
     return cases;
+}
+
+void write_synthetic_h5(const std::string& path, const analysis::SynthOptions& o, std::uint64_t max_bytes)
+{
+    const auto data = analysis::synthesize(o, max_bytes);
+    const std::vector<std::int64_t> shape{o.heads, o.n, o.d};
+    io::write_hdf5(path, {io::DatasetOut{"/q", shape, data.q}, io::DatasetOut{"/k", shape, data.k}});
 }
 
 double max_rel_diff(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b)

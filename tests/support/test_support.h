@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 
+#include "analysis/synth.h"
 #include "attention/operator.h"
 #include "support/random_matrix.h"
 
@@ -23,6 +24,9 @@ std::string fresh_work_dir(const std::string& name);
 
 // Runs `python3 tests/<script> <args...>`; throws std::runtime_error with the output when it fails.
 void run_python(const std::string& script, const std::vector<std::string>& args);
+
+// `s` in single quotes for the shell.
+std::string shell_quote(const std::string& s);
 
 // Runs a shell command, returns its exit status and captures stdout / stderr.
 struct CommandResult {
@@ -63,5 +67,9 @@ struct OperatorCase {
 };
 std::vector<OperatorCase> operator_cases(const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                          const Eigen::Ref<const Eigen::MatrixXd>& K, Eigen::Index blocks);
+
+// Synthetic activations (analysis::synthesize(o, max_bytes)) written with core's HDF5 writer to `path`:
+// /q and /k, each heads x n x d.
+void write_synthetic_h5(const std::string& path, const analysis::SynthOptions& o, std::uint64_t max_bytes);
 
 }  // namespace attnscope::test

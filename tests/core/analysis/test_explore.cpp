@@ -14,7 +14,6 @@
 #include "analysis/inputs.h"
 #include "analysis/synth.h"
 #include "attention/operator.h"
-#include "io/writers.h"
 #include "metrics/metrics.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -34,10 +33,8 @@ std::string write_sample(const std::string& dir, Eigen::Index n, Eigen::Index d,
     o.kind = kind;
     o.grid = grid;
     o.seed = 3;
-    const auto data = analysis::synthesize(o, 1ULL << 30);
-    io::DatasetOut q{"/q", {2, n, d}, data.q}, k{"/k", {2, n, d}, data.k};
     const std::string path = dir + "/s.h5";
-    io::write_hdf5(path, {q, k});
+    test::write_synthetic_h5(path, o, 1ULL << 30);
     return path;
 }
 
