@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the tests: run a Python fixture script (Debian's python3 with numpy/h5py) into a
-// fresh folder, read NumPy arrays written by it, compare matrices, make random inputs and operators,
-// take LAPACK's singular values as the reference.
+// fresh folder, read NumPy arrays written by it, compare matrices, make random inputs, operators and
+// synthetic HDF5 files, take LAPACK's singular values as the reference.
 #include <functional>
 #include <memory>
 #include <string>
