@@ -13,29 +13,32 @@
 #include "metrics/metrics.h"
 #include "metrics/streaming.h"
 #include "metrics/svd_two_stage.h"
-#include "util/rng.h"
+#include "support/random_matrix.h"
 
 namespace {
 
 using namespace attnscope;
 
-Eigen::MatrixXd random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed)
+using test::splitmix_colwise;
+
+// The mechanism on random queries and keys: n tokens, d = 64 (seeds 1 and 2); `options` default to 16 blocks.
+std::unique_ptr<attention::AttentionOperator> random_operator(Eigen::Index n, attention::Mechanism mechanism,
+                                                              const attention::AttentionOptions& options)
 {
-    SplitMix64 rng(seed);
-    Eigen::MatrixXd m(rows, cols);
-    for (Eigen::Index j = 0; j < cols; ++j)
-        for (Eigen::Index i = 0; i < rows; ++i)
-            m(i, j) = rng.normal();
-    return m;
+    const Eigen::MatrixXd q = splitmix_colwise(n, 64, 1), k = splitmix_colwise(n, 64, 2);
+    return attention::make_operator(mechanism, q, k, options);
+}
+
+attention::AttentionOptions sixteen_blocks()
+{
+    attention::AttentionOptions options;
+    options.blocks.blocks = 16;
+    return options;
 }
 
 void build_matrix(benchmark::State& state, attention::Mechanism mechanism)
 {
-    const auto n = state.range(0);
-    const Eigen::MatrixXd q = random_matrix(n, 64, 1), k = random_matrix(n, 64, 2);
-    attention::AttentionOptions options;
-    options.blocks.blocks = 16;
-    const auto op = attention::make_operator(mechanism, q, k, options);
+    const auto op = random_operator(state.range(0), mechanism, sixteen_blocks());
     for (auto _ : state) {
         Eigen::MatrixXd a = op->dense();
         benchmark::DoNotOptimize(a.data());
@@ -49,7 +52,7 @@ void BM_mhla_matrix(benchmark::State& s) { build_matrix(s, attention::Mechanism:
 void BM_singular_values(benchmark::State& state)
 {
     const auto n = state.range(0);
-    const Eigen::MatrixXd a = random_matrix(n, n, 3);
+    const Eigen::MatrixXd a = splitmix_colwise(n, n, 3);
     for (auto _ : state) {
         Eigen::MatrixXd copy = a;
         auto s = metrics::singular_values(std::move(copy));
@@ -62,7 +65,7 @@ void BM_singular_values(benchmark::State& state)
 void BM_dgesdd(benchmark::State& state)
 {
     const auto n = state.range(0);
-    const Eigen::MatrixXd a = random_matrix(n, n, 3);
+    const Eigen::MatrixXd a = splitmix_colwise(n, n, 3);
     std::vector<double> s(static_cast<std::size_t>(n));
     for (auto _ : state) {
         Eigen::MatrixXd copy = a;
@@ -83,7 +86,7 @@ void BM_two_stage(benchmark::State& state)
         return;
     }
     state.SetLabel(std::string(kernels::to_string(isa)));
-    const Eigen::MatrixXd a = random_matrix(n, n, 3);
+    const Eigen::MatrixXd a = splitmix_colwise(n, n, 3);
     for (auto _ : state) {
         auto s = metrics::singular_values_two_stage(Eigen::MatrixXd(a));
         benchmark::DoNotOptimize(s.data());
@@ -94,10 +97,7 @@ void BM_two_stage(benchmark::State& state)
 void streamed_entropy(benchmark::State& state, attention::Mechanism mechanism)
 {
     const auto n = state.range(0);
-    const Eigen::MatrixXd q = random_matrix(n, 64, 1), k = random_matrix(n, 64, 2);
-    attention::AttentionOptions options;
-    options.blocks.blocks = 16;
-    const auto op = attention::make_operator(mechanism, q, k, options);
+    const auto op = random_operator(n, mechanism, sixteen_blocks());
     for (auto _ : state) {
         auto e = metrics::streaming_row_entropy(*op);
         benchmark::DoNotOptimize(e.stats->mean);
@@ -113,9 +113,8 @@ void BM_streamed_entropy_mhla(benchmark::State& s) { streamed_entropy(s, attenti
 void BM_softmax_gram_product(benchmark::State& state)
 {
     const auto n = state.range(0);
-    const Eigen::MatrixXd q = random_matrix(n, 64, 1), k = random_matrix(n, 64, 2);
-    const auto op = attention::make_operator(attention::Mechanism::softmax, q, k, {});
-    const Eigen::MatrixXd x = random_matrix(n, 1, 5);
+    const auto op = random_operator(n, attention::Mechanism::softmax, {});
+    const Eigen::MatrixXd x = splitmix_colwise(n, 1, 5);
     Eigen::MatrixXd y(n, 1);
     for (auto _ : state) {
         op->apply_gram(x, y);
@@ -126,7 +125,7 @@ void BM_softmax_gram_product(benchmark::State& state)
 void BM_row_entropy(benchmark::State& state)
 {
     const auto n = state.range(0);
-    const Eigen::MatrixXd a = random_matrix(n, n, 4).cwiseAbs();
+    const Eigen::MatrixXd a = splitmix_colwise(n, n, 4).cwiseAbs();
     const std::vector<Eigen::Index> allowed(static_cast<std::size_t>(n), n);
     for (auto _ : state) {
         auto e = metrics::row_entropy(a, allowed);

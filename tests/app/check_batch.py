@@ -11,6 +11,8 @@ import time
 import h5py
 import numpy as np
 
+import cli_checks
+
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
 os.makedirs(os.path.join(work, "acts"), exist_ok=True)
@@ -203,6 +205,4 @@ for name, (text, needles) in bad_cases.items():
     if os.path.exists(os.path.join(work, out)):
         problems.append(f"{name}: left an output folder behind")
 
-for p in problems:
-    print("FAIL:", p)
-sys.exit(1 if problems else 0)
+cli_checks.report(problems)

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import cli_checks
+
 binary, work, data = sys.argv[1], sys.argv[2], sys.argv[3]
 trials = int(sys.argv[4]) if len(sys.argv) > 4 else 5
 problems = []
@@ -177,6 +179,4 @@ for trial in range(trials):
 
 if killed_mid_run < max(1, trials // 2):
     problems.append(f"only {killed_mid_run} of the kills hit a running batch")
-for p in problems:
-    print("FAIL:", p)
-sys.exit(1 if problems else 0)
+cli_checks.report(problems)

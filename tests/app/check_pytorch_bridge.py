@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 
+import cli_checks
+
 try:
     import torch
     import torch.nn as nn
@@ -27,14 +29,7 @@ binary, work = sys.argv[1], sys.argv[2]
 torch.set_num_threads(1)
 problems = []
 checked = 0
-
-
-def run(args):
-    p = subprocess.run([binary] + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        problems.append(f"attnscope {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
-        return None
-    return p.stdout
+run = cli_checks.runner(binary, problems, label="attnscope ")
 
 
 def attnscope_matrix(path, layer, head, causal=False):
@@ -329,6 +324,4 @@ else:
          "--grid", "8,8", "--block-grid", "4,4"])
 
 print(f"{checked} attention matrices compared with PyTorch's (torch {torch.__version__})")
-for p in problems:
-    print("FAIL:", p)
-sys.exit(1 if problems else 0)
+cli_checks.report(problems)

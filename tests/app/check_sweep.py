@@ -5,14 +5,16 @@ import csv
 import io
 import json
 import os
-import subprocess
 import sys
 
 import h5py
 import numpy as np
 
+import cli_checks
+
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
+run = cli_checks.runner(binary, problems)
 rng = np.random.default_rng(11)
 q = rng.normal(size=(2, 64, 8))
 k = rng.normal(size=(2, 64, 8))
@@ -20,14 +22,6 @@ acts = os.path.join(work, "acts.h5")
 with h5py.File(acts, "w") as f:
     f["q"] = q
     f["k"] = k
-
-
-def run(args):
-    p = subprocess.run([binary] + args, capture_output=True, text=True)
-    if p.returncode != 0:
-        problems.append(f"{' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
-        return None
-    return p.stdout
 
 
 def rows_of(text):
@@ -121,6 +115,4 @@ if out is not None:
     if lin != [16, 16, 16] or soft != [32, 64, 128]:
         problems.append(f"synthetic ranks: linear {lin}, softmax {soft}")
 
-for p in problems:
-    print("FAIL:", p)
-sys.exit(1 if problems else 0)
+cli_checks.report(problems)

@@ -8,6 +8,8 @@ import sys
 import h5py
 import numpy as np
 
+import cli_checks
+
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
 
@@ -90,6 +92,4 @@ if a and b and c:
         if fa["q"].shape != (1, 64, 8):
             problems.append(f"default heads: shape {fa['q'].shape}")
 
-for p in problems:
-    print("FAIL:", p)
-sys.exit(1 if problems else 0)
+cli_checks.report(problems)

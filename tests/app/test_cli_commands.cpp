@@ -6,23 +6,17 @@
 #include <nlohmann/json.hpp>
 
 #include "io/writers.h"
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
 
 #include <cmath>
 
 using attnscope::test::CommandResult;
-using attnscope::test::run_command;
-
-namespace {
-
-CommandResult run_attnscope(const std::string& args) { return run_command(std::string(ATTNSCOPE_BINARY) + " " + args); }
-
-}  // namespace
+using attnscope::test::expect_script_passes;
+using attnscope::test::run_attnscope;
 
 TEST(CliCommands, SynthHasPromisedStructure)
 {
-    const std::string dir = attnscope::test::fresh_work_dir("cli_synth");
-    EXPECT_NO_THROW(attnscope::test::run_python("app/check_synth.py", {ATTNSCOPE_BINARY, dir}));
+    expect_script_passes("app/check_synth.py", "cli_synth");
 }
 
 TEST(CliCommands, InfoListsTensorsAndAttributes)
@@ -69,14 +63,12 @@ TEST(CliCommands, AnalyzeSummaryAndJsonFile)
 
 TEST(CliCommands, SweepEqualsSeparateAnalyzeRuns)
 {
-    const std::string dir = attnscope::test::fresh_work_dir("cli_sweep");
-    EXPECT_NO_THROW(attnscope::test::run_python("app/check_sweep.py", {ATTNSCOPE_BINARY, dir}));
+    expect_script_passes("app/check_sweep.py", "cli_sweep");
 }
 
 TEST(CliCommands, BatchResumesShardsMergeAndSchema)
 {
-    const std::string dir = attnscope::test::fresh_work_dir("cli_batch");
-    EXPECT_NO_THROW(attnscope::test::run_python("app/check_batch.py", {ATTNSCOPE_BINARY, dir}));
+    expect_script_passes("app/check_batch.py", "cli_batch");
 }
 
 TEST(CliCommands, FileAttributesAreDefaults)

@@ -3,18 +3,13 @@
 // cli_conformance.py so that the known answers never come from our own code.
 #include <gtest/gtest.h>
 
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
 
 namespace {
 
 void conform(const std::string& group)
 {
-    const std::string dir = attnscope::test::fresh_work_dir("cli_conformance_" + group);
-    try {
-        attnscope::test::run_python("app/cli_conformance.py", {ATTNSCOPE_BINARY, dir, group});
-    } catch (const std::exception& e) {
-        ADD_FAILURE() << e.what();
-    }
+    attnscope::test::expect_script_passes("app/cli_conformance.py", "cli_conformance_" + group, {group});
 }
 
 }  // namespace

@@ -7,11 +7,11 @@
 
 #include <gtest/gtest.h>
 
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
 
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
-using attnscope::test::run_command;
+using attnscope::test::run_attnscope;
 
 namespace {
 
@@ -28,13 +28,8 @@ protected:
 
     static std::string f(const std::string& name) { return g_dir + "/" + name; }
 
-    static CommandResult run_attnscope(const std::string& args)
-    {
-        return run_command(std::string(ATTNSCOPE_BINARY) + " " + args);
-    }
-
     // Exit 2, one line on stderr starting "error: ", containing every needle.
-    static void expect_error(const std::string& args, std::initializer_list<std::string> needles)
+    static void expect_error(const std::string& args, const std::vector<std::string>& needles)
     {
         const CommandResult r = run_attnscope(args);
         EXPECT_EQ(r.status, 2) << "args: " << args << "\nstderr: " << r.err;
@@ -43,6 +38,17 @@ protected:
         for (const auto& needle : needles)
             EXPECT_NE(r.err.find(needle), std::string::npos) << "args: " << args << "\nmissing '" << needle << "' in: " << r.err;
         EXPECT_TRUE(r.out.empty() || r.out.find("error") == std::string::npos);
+    }
+
+    // expect_error(command + args) for each case.
+    struct BadArgs {
+        std::string args;
+        std::vector<std::string> needles;
+    };
+    static void expect_errors(const std::string& command, const std::vector<BadArgs>& cases)
+    {
+        for (const BadArgs& c : cases)
+            expect_error(command + c.args, c.needles);
     }
 
     static std::string qk(const std::string& file) { return "--q " + f(file) + ":/q --k " + f(file) + ":/k"; }
@@ -91,52 +97,53 @@ TEST_F(CliErrors, CorruptAndHostileFiles)
 
 TEST_F(CliErrors, ImpossibleOptions)
 {
-    const std::string in = qk("good.h5");
-    expect_error("analyze " + in + " --blocks 0", {"--blocks"});
-    expect_error("analyze " + in + " --blocks 100", {"M=100", "N=48"});
-    expect_error("analyze " + in + " --chunk 0", {"--chunk"});
-    expect_error("analyze " + in + " --grid 7,7 --block-grid 1,1", {"grid", "48"});
-    expect_error("analyze " + in + " --grid 6,8 --block-grid 4,4", {"6", "4"});
-    expect_error("analyze " + in + " --grid 6,8", {"--block-grid"});
-    expect_error("analyze " + in + " --blocks 4 --chunk 4", {"--blocks"});
-    expect_error("analyze " + in + " --feature-map tanh", {"tanh"});
-    expect_error("analyze " + in + " --normalize official --causal", {"official"});
-    expect_error("analyze " + in + " --normalize official --blocks 5", {"official"});
-    expect_error("analyze " + in + " --normalize maybe", {"maybe"});
-    expect_error("analyze " + in + " --mechanism softmax,attn", {"attn"});
-    expect_error("analyze " + in + " --mixing " + f("missing_mix.npy"), {"missing_mix.npy"});
-    expect_error("analyze " + in + " --blocks 4 --mixing " + f("mix_3x4.npy"), {"3"});
-    expect_error("analyze " + in + " --blocks 4 --mixing " + f("mix_neg.npy"), {"negative"});
-    expect_error("analyze " + in + " --mixing-sigma -1", {"--mixing-sigma"});
-    expect_error("analyze " + in + " --scale nan", {"--scale"});
-    expect_error("analyze " + in + " --favor-features 0 --feature-map favor", {"--favor-features"});
-    expect_error("analyze " + in + " --top-k 0", {"--top-k"});
-    expect_error("analyze " + in + " --rank-rtol 2", {"--rank-rtol"});
-    expect_error("analyze " + in + " --metrics spectrum,rank", {"rank"});
-    expect_error("analyze " + in + " --frobnicate", {"frobnicate"});
-    expect_error("analyze " + in + " --method fast", {"--method", "fast"});
-    expect_error("analyze " + in + " --method structured", {"softmax", "structured"});
-    expect_error("analyze " + in + " --mechanism linear --causal --method structured", {"causal", "structured"});
+    expect_errors("analyze " + qk("good.h5"), {
+        {" --blocks 0", {"--blocks"}},
+        {" --blocks 100", {"M=100", "N=48"}},
+        {" --chunk 0", {"--chunk"}},
+        {" --grid 7,7 --block-grid 1,1", {"grid", "48"}},
+        {" --grid 6,8 --block-grid 4,4", {"6", "4"}},
+        {" --grid 6,8", {"--block-grid"}},
+        {" --blocks 4 --chunk 4", {"--blocks"}},
+        {" --feature-map tanh", {"tanh"}},
+        {" --normalize official --causal", {"official"}},
+        {" --normalize official --blocks 5", {"official"}},
+        {" --normalize maybe", {"maybe"}},
+        {" --mechanism softmax,attn", {"attn"}},
+        {" --mixing " + f("missing_mix.npy"), {"missing_mix.npy"}},
+        {" --blocks 4 --mixing " + f("mix_3x4.npy"), {"3"}},
+        {" --blocks 4 --mixing " + f("mix_neg.npy"), {"negative"}},
+        {" --mixing-sigma -1", {"--mixing-sigma"}},
+        {" --scale nan", {"--scale"}},
+        {" --favor-features 0 --feature-map favor", {"--favor-features"}},
+        {" --top-k 0", {"--top-k"}},
+        {" --rank-rtol 2", {"--rank-rtol"}},
+        {" --metrics spectrum,rank", {"rank"}},
+        {" --frobnicate", {"frobnicate"}},
+        {" --method fast", {"--method", "fast"}},
+        {" --method structured", {"softmax", "structured"}},
+        {" --mechanism linear --causal --method structured", {"causal", "structured"}},
+    });
     expect_error("analyze --q " + f("good.h5") + ":/q", {"--k"});
     expect_error("frobnicate", {"frobnicate"});
 }
 
 TEST_F(CliErrors, BadSelection)
 {
-    const std::string in = qk("good.h5");
-    expect_error("analyze " + in + " --layout nd", {"nd"});
-    expect_error("analyze " + in + " --layout hnn", {"hnn"});
-    expect_error("analyze " + in + " --at z=1", {"z"});
-    expect_error("analyze " + in + " --head 2", {"2"});
-    expect_error("analyze " + in + " --at h=-1", {"h"});
-    expect_error("analyze " + in + " --prefix-tokens 48", {"48"});
-    expect_error("analyze " + in + " --head 1 --at h=0", {"--head"});
+    expect_errors("analyze " + qk("good.h5"), {
+        {" --layout nd", {"nd"}},
+        {" --layout hnn", {"hnn"}},
+        {" --at z=1", {"z"}},
+        {" --head 2", {"2"}},
+        {" --at h=-1", {"h"}},
+        {" --prefix-tokens 48", {"48"}},
+        {" --head 1 --at h=0", {"--head"}},
+    });
 }
 
 TEST_F(CliErrors, MemoryLimits)
 {
-    expect_error("analyze " + qk("good.h5") + " --max-memory 10K", {"memory"});
-    expect_error("analyze " + qk("good.h5") + " --max-memory lots", {"--max-memory"});
+    expect_errors("analyze " + qk("good.h5"), {{" --max-memory 10K", {"memory"}}, {" --max-memory lots", {"--max-memory"}}});
     const std::string out = f("huge_synth.h5");
     expect_error("synth --n 1000000000 --d 1000000 --heads 1000 --out " + out, {"synth"});
     EXPECT_FALSE(fs::exists(out));

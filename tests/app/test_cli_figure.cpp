@@ -15,19 +15,15 @@
 
 #include <gtest/gtest.h>
 
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
 
 using attnscope::test::CommandResult;
-using attnscope::test::run_command;
 namespace fs = std::filesystem;
 
 namespace {
 
 // Without DISPLAY and QT_QPA_PLATFORM: figure must choose the offscreen platform itself.
-CommandResult run_attnscope(const std::string& args)
-{
-    return run_command("env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM " + std::string(ATTNSCOPE_BINARY) + " " + args);
-}
+CommandResult run_attnscope(const std::string& args) { return attnscope::test::run_attnscope(args, attnscope::test::kNoDisplay); }
 
 struct Fixture {
     std::string dir, grid, lm;

@@ -3,13 +3,12 @@
 // weights. Skipped (not failed) only when torch cannot be imported; tools/install-deps.sh installs it.
 #include <gtest/gtest.h>
 
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
 
 TEST(PytorchBridge, SoftmaxFromDumpEqualsPytorchWeights)
 {
     const auto probe = attnscope::test::run_command(std::string("'") + ATTNSCOPE_TEST_PYTHON + "' -c 'import torch'");
     if (probe.status != 0)
         GTEST_SKIP() << "python3 cannot import torch (apt-get install python3-torch): " << probe.err;
-    const std::string dir = attnscope::test::fresh_work_dir("pytorch_bridge");
-    EXPECT_NO_THROW(attnscope::test::run_python("app/check_pytorch_bridge.py", {ATTNSCOPE_BINARY, dir}));
+    attnscope::test::expect_script_passes("app/check_pytorch_bridge.py", "pytorch_bridge");
 }

@@ -8,10 +8,16 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <sys/wait.h>
-#include <unistd.h>
 #include <limits>
 #include <random>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <lapacke.h>
+
+#include "io/writers.h"
 
 namespace attnscope::test {
 
@@ -29,7 +35,7 @@ std::string fresh_work_dir(const std::string& name)
     return dir.string();
 }
 
-static std::string shell_quote(const std::string& s)
+std::string shell_quote(const std::string& s)
 {
     std::string out = "'";
     for (char c : s) {
@@ -138,6 +144,61 @@ Eigen::MatrixXd gaussian_matrix(Eigen::Index rows, Eigen::Index cols, unsigned s
     for (Eigen::Index i = 0; i < A.size(); ++i)
         A.data()[i] = g(rng);
     return A;
+}
+
+Eigen::MatrixXd uniform_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed, double lo, double hi)
+{
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(lo, hi);
+    Eigen::MatrixXd A(rows, cols);
+    for (Eigen::Index i = 0; i < A.size(); ++i)
+        A.data()[i] = u(rng);
+    return A;
+}
+
+std::vector<double> dgesdd_values(const Eigen::MatrixXd& A)
+{
+    Eigen::MatrixXd B = A;
+    std::vector<double> s(static_cast<std::size_t>(std::min(A.rows(), A.cols())));
+    if (s.empty())
+        return s;
+    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(B.rows()),
+                                           static_cast<lapack_int>(B.cols()), B.data(), static_cast<lapack_int>(B.rows()),
+                                           s.data(), nullptr, 1, nullptr, 1);
+    EXPECT_EQ(info, 0);
+    return s;
+}
+
+std::string message_of(const std::function<void()>& f)
+{
+    try {
+        f();
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "(no std::invalid_argument)";
+}
+
+std::vector<OperatorCase> operator_cases(const Eigen::Ref<const Eigen::MatrixXd>& Q,
+                                         const Eigen::Ref<const Eigen::MatrixXd>& K, Eigen::Index blocks)
+{
+    using attention::Mechanism;
+    std::vector<OperatorCase> cases;
+    for (bool causal : {false, true})
+        for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
+            attention::AttentionOptions o;
+            o.causal = causal;
+            o.blocks.blocks = blocks;
+            cases.push_back({m, causal, attention::make_operator(m, Q, K, o)});
+        }
+    return cases;
+}
+
+void write_synthetic_h5(const std::string& path, const analysis::SynthOptions& o, std::uint64_t max_bytes)
+{
+    const auto data = analysis::synthesize(o, max_bytes);
+    const std::vector<std::int64_t> shape{o.heads, o.n, o.d};
+    io::write_hdf5(path, {io::DatasetOut{"/q", shape, data.q}, io::DatasetOut{"/k", shape, data.k}});
 }
 
 double max_rel_diff(const Eigen::Ref<const Eigen::MatrixXd>& a, const Eigen::Ref<const Eigen::MatrixXd>& b)

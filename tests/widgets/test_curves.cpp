@@ -4,14 +4,12 @@
 // view's square panels, on screen after a resize and in renderTo. ATTNSCOPE_SCREENSHOTS=1 writes
 // docs/views-curves-n.png, docs/views-curves-m.png and docs/views-overview.png.
 #include <QApplication>
-#include <QFile>
 #include <QImage>
 #include <QPainter>
 #include <QSet>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
-#include <QXmlStreamReader>
 #include <cstdlib>
 #include <memory>
 #include <qcustomplot.h>
@@ -26,8 +24,13 @@
 #include "io/writers.h"
 #include "support/test_support.h"
 #include "views.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
+using test::checkExports;
+using test::colourMaps;
+using test::graphNamed;
+using test::plotOf;
 using widgets::ResultView;
 using widgets::SweepView;
 using Sweep = std::shared_ptr<const analysis::SweepResult>;
@@ -103,82 +106,13 @@ const Sweep& smallOverview()
     return s;
 }
 
-QCustomPlot* plotOf(ResultView* v) { return v->findChild<QCustomPlot*>(); }
-
-QCPGraph* graphNamed(QCustomPlot* plot, const QString& prefix)
-{
-    for (int i = 0; i < plot->graphCount(); ++i)
-        if (plot->graph(i)->name().startsWith(prefix))
-            return plot->graph(i);
-    return nullptr;
-}
-
-QList<QCPColorMap*> colourMaps(QCustomPlot* plot)
-{
-    QList<QCPColorMap*> out;
-    for (int i = 0; i < plot->plottableCount(); ++i)
-        if (auto* m = qobject_cast<QCPColorMap*>(plot->plottable(i)))
-            out << m;
-    return out;
-}
-
-int distinctColours(const QImage& img, double* nonWhiteFraction)
-{
-    QSet<QRgb> colours;
-    qint64 nonWhite = 0;
-    for (int y = 0; y < img.height(); y += 2)
-        for (int x = 0; x < img.width(); x += 2) {
-            const QRgb c = img.pixel(x, y);
-            colours.insert(c);
-            if (qRed(c) < 245 || qGreen(c) < 245 || qBlue(c) < 245)
-                ++nonWhite;
-        }
-    *nonWhiteFraction = double(nonWhite) / (double(img.width() / 2) * (img.height() / 2));
-    return colours.size();
-}
-
-void checkExports(ResultView* view, const QString& dir, const QString& tag, bool colourful)
-{
-    const QString base = dir + "/" + view->viewName() + "_" + tag;
-    widgets::ExportOptions opt;
-    opt.dpi = 96;
-    ASSERT_EQ(widgets::exportView(view, base + ".png", opt), QString());
-    const QImage img(base + ".png");
-    ASSERT_FALSE(img.isNull());
-    EXPECT_EQ(img.size(), view->preferredExportSize());
-    double nonWhite = 0;
-    const int colours = distinctColours(img, &nonWhite);
-    EXPECT_GT(nonWhite, colourful ? 0.01 : 0.001) << tag.toStdString();
-    EXPECT_GT(colours, colourful ? 40 : 8) << tag.toStdString();
-
-    ASSERT_EQ(widgets::exportView(view, base + ".pdf", opt), QString());
-    QFile pdf(base + ".pdf");
-    ASSERT_TRUE(pdf.open(QIODevice::ReadOnly));
-    const QByteArray bytes = pdf.readAll();
-    EXPECT_TRUE(bytes.startsWith("%PDF"));
-    EXPECT_GT(bytes.size(), 1500);
-
-    ASSERT_EQ(widgets::exportView(view, base + ".svg", opt), QString());
-    QFile svg(base + ".svg");
-    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
-    const QByteArray text = svg.readAll();
-    QXmlStreamReader xml(text);
-    int elements = 0;
-    while (!xml.atEnd())
-        if (xml.readNext() == QXmlStreamReader::StartElement)
-            ++elements;
-    EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
-    EXPECT_GT(elements, 10);
-    EXPECT_TRUE(text.contains("DejaVu Sans"));
-}
-
 // Empty state, a sweep, every metric, exports, and a state round trip into a fresh view.
 void exercise(SweepView* (*create)(QWidget*), const Sweep& sweep, const QString& name)
 {
     const QString dir = QString::fromStdString(test::fresh_work_dir(name.toStdString()));
     std::unique_ptr<SweepView> view(create(nullptr));
     EXPECT_FALSE(view->viewTitle().isEmpty());
-    checkExports(view.get(), dir, "empty", false);
+    checkExports(view.get(), dir, "empty", {.colourful = false});
     view->setSweep(sweep);
     for (const char* m : {"relative_rank", "effective_rank", "stable_rank", "entropy_mean", "entropy_normalized_mean", "seconds", "rank"}) {
         view->setMetric(m);
@@ -187,9 +121,9 @@ void exercise(SweepView* (*create)(QWidget*), const Sweep& sweep, const QString&
     }
     view->setMetric("no_such_metric");
     EXPECT_EQ(view->saveState()["metric"].toString(), "rank");
-    checkExports(view.get(), dir, "rank", true);
+    checkExports(view.get(), dir, "rank", {});
     view->setMetric("entropy_mean");
-    checkExports(view.get(), dir, "entropy", true);
+    checkExports(view.get(), dir, "entropy", {});
 
     QJsonObject state = view->saveState();
     state["metric"] = "stable_rank";
@@ -200,7 +134,7 @@ void exercise(SweepView* (*create)(QWidget*), const Sweep& sweep, const QString&
     EXPECT_EQ(twin->saveState(), view->saveState());
     EXPECT_EQ(twin->saveState()["metric"].toString(), "stable_rank");
     view->setSweep(nullptr);
-    checkExports(view.get(), dir, "cleared", false);
+    checkExports(view.get(), dir, "cleared", {.colourful = false});
 }
 
 const nlohmann::ordered_json* summaryPoint(const nlohmann::ordered_json& summary, const std::string& mech, Eigen::Index n, Eigen::Index m)
@@ -283,11 +217,7 @@ TEST(CurvesView, RankAgainstN)
 TEST(CurvesView, HoverReadsOut)
 {
     std::unique_ptr<SweepView> view(widgets::createCurvesView());
-    view->resize(900, 600);
-    view->setSweep(smallN());
-    view->show();
-    QCustomPlot* plot = plotOf(view.get());
-    plot->replot();
+    QCustomPlot* plot = test::showOnScreen(view.get(), {900, 600}, [&] { view->setSweep(smallN()); });
     QSignalSpy status(view.get(), &ResultView::statusMessage);
     QCPAxisRect* rect = plot->axisRects().front();
     const QPointF p(rect->axis(QCPAxis::atBottom)->coordToPixel(64), rect->center().y());
@@ -347,9 +277,7 @@ TEST(OverviewView, LayersByHeads)
     }
 
     // Hover on the linear panel's cell (head 2, layer 1).
-    view->resize(1100, 500);
-    view->show();
-    plot->replot();
+    test::showOnScreen(view.get(), {1100, 500});
     QSignalSpy status(view.get(), &ResultView::statusMessage);
     QCPAxisRect* rect = plot->axisRects().at(1);
     const QPointF p(rect->axis(QCPAxis::atBottom)->coordToPixel(2), rect->axis(QCPAxis::atLeft)->coordToPixel(1));
@@ -383,16 +311,9 @@ void expectSquarePanels(QCustomPlot* plot, const char* where)
 
 TEST(MapsView, SquarePanels)
 {
-    analysis::ExploreRequest r;
-    r.source.q_ref = test::tests_path("../data/lm_local1d.h5") + ":/q";
-    r.source.k_ref = test::tests_path("../data/lm_local1d.h5") + ":/k";
-    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    const auto result = test::exploreFile(test::dataPath("lm_local1d.h5"));
     std::unique_ptr<ResultView> view(widgets::createMapsView());
-    view->resize(1500, 950);
-    view->setResult(result);
-    view->show();
-    QCustomPlot* plot = plotOf(view.get());
-    plot->replot();
+    QCustomPlot* plot = test::showOnScreen(view.get(), {1500, 950}, [&] { view->setResult(result); });
     expectSquarePanels(plot, "1500x950 window");
     // Centred: as much room left of the first panel as right of the colour bar, roughly.
     view->resize(900, 1000);
@@ -418,14 +339,12 @@ TEST(MapsView, SquarePanels)
 
 TEST(EntropyView, PerPanelScales)
 {
-    analysis::ExploreRequest r;
-    r.source.q_ref = test::tests_path("../data/vit_local2d.h5") + ":/q";
-    r.source.k_ref = test::tests_path("../data/vit_local2d.h5") + ":/k";
-    r.options.blocks.kind = attention::BlockSpec::Kind::grid;
-    r.options.blocks.grid = {16, 16};
-    r.options.blocks.block_grid = {4, 4};
-    r.token_grid = {16, 16};
-    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    const auto result = test::exploreFile(test::dataPath("vit_local2d.h5"), [](analysis::ExploreRequest& r) {
+        r.options.blocks.kind = attention::BlockSpec::Kind::grid;
+        r.options.blocks.grid = {16, 16};
+        r.options.blocks.block_grid = {4, 4};
+        r.token_grid = {16, 16};
+    });
     std::unique_ptr<ResultView> view(widgets::createEntropyView());
     view->setResult(result);
     auto scales = [&] {
@@ -438,15 +357,12 @@ TEST(EntropyView, PerPanelScales)
     view->restoreState(QJsonObject{{"per_panel_scale", true}});
     EXPECT_EQ(scales(), 3);
     EXPECT_TRUE(view->saveState()["per_panel_scale"].toBool());
-    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("entropy_per_panel")), "per_panel", true);
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("entropy_per_panel")), "per_panel", {});
 }
 
 TEST(MetricsView, FontScaleAndState)
 {
-    analysis::ExploreRequest r;
-    r.source.q_ref = test::tests_path("../data/lm_local1d.h5") + ":/q";
-    r.source.k_ref = test::tests_path("../data/lm_local1d.h5") + ":/k";
-    const auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    const auto result = test::exploreFile(test::dataPath("lm_local1d.h5"));
     std::unique_ptr<ResultView> view(widgets::createMetricsView());
     view->setResult(result);
     auto* table = view->findChild<QTableWidget*>();
@@ -466,7 +382,7 @@ TEST(MetricsView, FontScaleAndState)
         view->renderTo(&painter, img.size(), scale);
         painter.end();
         double nonWhite = 0;
-        distinctColours(img, &nonWhite);
+        test::distinctColours(img, &nonWhite);
         return nonWhite;
     };
     EXPECT_GT(ink(1.5), ink(1.0) * 1.3);

@@ -16,9 +16,11 @@
 
 #include "analysis/explore.h"
 #include "views.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using attention::Mechanism;
+using test::colourMaps;
 
 namespace {
 
@@ -47,15 +49,6 @@ std::shared_ptr<const analysis::ExploreResult> bandedResult(Eigen::Index n)
         ++k;
     }
     return r;
-}
-
-QList<QCPColorMap*> colourMaps(QCustomPlot* plot)
-{
-    QList<QCPColorMap*> out;
-    for (int i = 0; i < plot->plottableCount(); ++i)
-        if (auto* m = qobject_cast<QCPColorMap*>(plot->plottable(i)))
-            out << m;
-    return out;
 }
 
 }  // namespace

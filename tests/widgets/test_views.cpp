@@ -4,15 +4,10 @@
 // N; metricsCsv matches the result. Set ATTNSCOPE_SCREENSHOTS=1 to also write docs/views-<name>.png.
 #include <QApplication>
 #include <QDir>
-#include <QFile>
 #include <QFileInfo>
-#include <QImage>
-#include <QSet>
 #include <QSignalSpy>
 #include <QTest>
-#include <QXmlStreamReader>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <qcustomplot.h>
 
@@ -21,33 +16,38 @@
 #include "analysis/explore.h"
 #include "analysis/synth.h"
 #include "export.h"
-#include "io/writers.h"
 #include "support/test_support.h"
 #include "views.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using attention::Mechanism;
+using test::colourMaps;
+using test::colourScales;
+using test::plotOf;
 using widgets::ResultView;
 
 namespace {
 
-using Result = std::shared_ptr<const analysis::ExploreResult>;
+using Result = test::ExploreResultPtr;
 
-std::string dataPath(const std::string& name) { return test::tests_path("../data/" + name); }
+// Every export check, the 192 dpi ones included.
+void checkExports(ResultView* view, const QString& dir, const QString& tag, bool expectColourful = true)
+{
+    test::checkExports(view, dir, tag, {.colourful = expectColourful, .hiDpi = true});
+}
 
 Result exploreSample(const std::string& file, bool grid)
 {
-    analysis::ExploreRequest r;
-    r.source.q_ref = dataPath(file) + ":/q";
-    r.source.k_ref = dataPath(file) + ":/k";
-    r.source.selection.at['h'] = 0;
-    if (grid) {
-        r.options.blocks.kind = attention::BlockSpec::Kind::grid;
-        r.options.blocks.grid = {16, 16};
-        r.options.blocks.block_grid = {4, 4};
-        r.token_grid = {16, 16};
-    }
-    return std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    return test::exploreFile(test::dataPath(file), [grid](analysis::ExploreRequest& r) {
+        r.source.selection.at['h'] = 0;
+        if (grid) {
+            r.options.blocks.kind = attention::BlockSpec::Kind::grid;
+            r.options.blocks.grid = {16, 16};
+            r.options.blocks.block_grid = {4, 4};
+            r.token_grid = {16, 16};
+        }
+    });
 }
 
 // A synthetic file written with core's writer; `configure` adjusts the request.
@@ -60,14 +60,8 @@ Result exploreSynth(const std::string& name, Eigen::Index n, Eigen::Index d, con
     o.d = d;
     o.kind = kind;
     o.seed = 7;
-    const auto data = analysis::synthesize(o, 1ULL << 31);
-    io::write_hdf5(dir + "/s.h5", {io::DatasetOut{"/q", {1, n, d}, data.q}, io::DatasetOut{"/k", {1, n, d}, data.k}});
-    analysis::ExploreRequest r;
-    r.source.q_ref = dir + "/s.h5:/q";
-    r.source.k_ref = dir + "/s.h5:/k";
-    if (configure)
-        configure(r);
-    return std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));
+    test::write_synthetic_h5(dir + "/s.h5", o, 1ULL << 31);
+    return test::exploreFile(dir + "/s.h5", configure);
 }
 
 const Result& result1d()
@@ -79,84 +73,6 @@ const Result& resultGrid()
 {
     static Result r = exploreSample("vit_local2d.h5", true);
     return r;
-}
-
-int distinctColours(const QImage& img, double* nonWhiteFraction = nullptr)
-{
-    QSet<QRgb> colours;
-    qint64 nonWhite = 0;
-    for (int y = 0; y < img.height(); y += 2)
-        for (int x = 0; x < img.width(); x += 2) {
-            const QRgb c = img.pixel(x, y);
-            colours.insert(c);
-            if (qRed(c) < 245 || qGreen(c) < 245 || qBlue(c) < 245)
-                ++nonWhite;
-        }
-    if (nonWhiteFraction)
-        *nonWhiteFraction = double(nonWhite) / (double(img.width() / 2) * (img.height() / 2));
-    return colours.size();
-}
-
-QCustomPlot* plotOf(ResultView* v) { return v->findChild<QCustomPlot*>(); }
-
-QList<QCPColorScale*> colourScales(QCustomPlot* plot)
-{
-    QList<QCPColorScale*> out;
-    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
-        if (auto* s = qobject_cast<QCPColorScale*>(e))
-            out << s;
-    return out;
-}
-
-QList<QCPColorMap*> colourMaps(QCustomPlot* plot)
-{
-    QList<QCPColorMap*> out;
-    for (int i = 0; i < plot->plottableCount(); ++i)
-        if (auto* m = qobject_cast<QCPColorMap*>(plot->plottable(i)))
-            out << m;
-    return out;
-}
-
-// Exports `view` as PNG, PDF and SVG into dir and checks each file.
-void checkExports(ResultView* view, const QString& dir, const QString& tag, bool expectColourful = true)
-{
-    const QString base = dir + "/" + view->viewName() + "_" + tag;
-    widgets::ExportOptions opt;
-    opt.dpi = 96;
-    ASSERT_EQ(widgets::exportView(view, base + ".png", opt), QString());
-    QImage img(base + ".png");
-    ASSERT_FALSE(img.isNull()) << base.toStdString();
-    EXPECT_EQ(img.size(), view->preferredExportSize());
-    double nonWhite = 0;
-    const int colours = distinctColours(img, &nonWhite);
-    EXPECT_GT(nonWhite, expectColourful ? 0.01 : 0.001) << view->viewName().toStdString() << " " << tag.toStdString();
-    EXPECT_GT(colours, expectColourful ? 40 : 8) << view->viewName().toStdString() << " " << tag.toStdString();
-
-    opt.dpi = 192;
-    ASSERT_EQ(widgets::exportView(view, base + "_hi.png", opt), QString());
-    EXPECT_EQ(QImage(base + "_hi.png").size(), view->preferredExportSize() * 2);
-
-    ASSERT_EQ(widgets::exportView(view, base + ".pdf", opt), QString());
-    QFile pdf(base + ".pdf");
-    ASSERT_TRUE(pdf.open(QIODevice::ReadOnly));
-    const QByteArray bytes = pdf.readAll();
-    EXPECT_TRUE(bytes.startsWith("%PDF")) << base.toStdString();
-    EXPECT_GT(bytes.size(), 1500);
-    EXPECT_LT(bytes.size(), 30 * 1024 * 1024);
-
-    ASSERT_EQ(widgets::exportView(view, base + ".svg", opt), QString());
-    QFile svg(base + ".svg");
-    ASSERT_TRUE(svg.open(QIODevice::ReadOnly));
-    const QByteArray svgText = svg.readAll();
-    EXPECT_TRUE(svgText.contains("<svg"));
-    QXmlStreamReader xml(svgText);
-    int elements = 0;
-    while (!xml.atEnd())
-        if (xml.readNext() == QXmlStreamReader::StartElement)
-            ++elements;
-    EXPECT_FALSE(xml.hasError()) << xml.errorString().toStdString();
-    EXPECT_GT(elements, 10);
-    EXPECT_TRUE(svgText.contains("DejaVu Sans"));
 }
 
 void exerciseAll(const Result& result, const std::string& name, int query)
@@ -227,11 +143,7 @@ TEST(Views, FailedAndSignedMechanisms)
 TEST(MapsView, ClickSelectsQuery)
 {
     std::unique_ptr<ResultView> view(widgets::createMapsView());
-    view->resize(1300, 600);
-    view->setResult(result1d());
-    view->show();
-    QCustomPlot* plot = plotOf(view.get());
-    plot->replot();
+    QCustomPlot* plot = test::showOnScreen(view.get(), {1300, 600}, [&] { view->setResult(result1d()); });
     QSignalSpy spy(view.get(), &ResultView::querySelected);
     QCPAxisRect* rect = plot->axisRects().at(1);   // the linear panel: clicks anywhere select the row
     const int px = static_cast<int>(rect->axis(QCPAxis::atBottom)->coordToPixel(200));

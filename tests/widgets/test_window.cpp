@@ -2,13 +2,10 @@
 // selection -> background computation -> every view updated, stepping the head, error paths, exports.
 #include <QCoreApplication>
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonObject>
 #include <QSignalSpy>
-#include <QStandardPaths>
-#include <QThread>
 #include <QTreeWidget>
 #include <QTreeWidgetItemIterator>
 
@@ -21,37 +18,15 @@
 #include "result_view.h"
 #include "selection_panel.h"
 #include "support/test_support.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using namespace attnscope::widgets;
+using test::waitIdle;
 
 namespace {
 
-QString fixtures()
-{
-    static const std::string dir = [] {
-        const std::string d = test::fresh_work_dir("window_fixtures");
-        test::run_python("widgets/make_window_fixtures.py", {d});
-        return d;
-    }();
-    return QString::fromStdString(dir);
-}
-
-QString fixture(const char* name) { return QDir(fixtures()).filePath(QString::fromLatin1(name)); }
-
-// Spins the event loop until the window has nothing scheduled or running.
-bool waitIdle(MainWindow& w, int ms = 120000)
-{
-    QElapsedTimer t;
-    t.start();
-    while (t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        if (!w.isComputing())
-            return true;
-        QThread::msleep(2);
-    }
-    return false;
-}
+QString fixture(const char* name) { return test::windowFixture(name); }
 
 QTreeWidgetItem* findItem(QTreeWidget* tree, const QString& text)
 {
@@ -64,14 +39,7 @@ QTreeWidgetItem* findItem(QTreeWidget* tree, const QString& text)
     return nullptr;
 }
 
-class WindowTest : public ::testing::Test {
-protected:
-    void SetUp() override
-    {
-        QStandardPaths::setTestModeEnabled(true);   // recent files go to a test settings folder
-        QCoreApplication::setOrganizationName(QStringLiteral("AttnScopeTest"));
-    }
-};
+class WindowTest : public test::MainWindowTest {};
 
 }  // namespace
 
@@ -178,8 +146,7 @@ TEST_F(WindowTest, AutoAssignPerGroupAndByContextChoice)
     EXPECT_EQ(b2.assigned(TensorRole::keys)->name, QStringLiteral("key_states"));
     EXPECT_FALSE(b2.assigned(TensorRole::values));
 
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     w.openFiles({fixture("q.npy"), fixture("k.npy")});
     ASSERT_TRUE(w.dataBrowser()->assigned(TensorRole::queries));
     ASSERT_TRUE(w.dataBrowser()->assigned(TensorRole::keys));
@@ -192,11 +159,9 @@ TEST_F(WindowTest, AutoAssignPerGroupAndByContextChoice)
 
 TEST_F(WindowTest, SelectionComputesUpdatesViewsAndHeadStepping)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QSignalSpy finished(&w, &MainWindow::computationFinished);
-    w.openFiles({fixture("nested.h5")});
-    ASSERT_TRUE(waitIdle(w));
+    ASSERT_TRUE(w.openAndWait({fixture("nested.h5")}));
     ASSERT_GE(finished.count(), 1);
     EXPECT_TRUE(finished.last().at(0).toBool()) << finished.last().at(1).toString().toStdString();
     auto first = w.result();
@@ -248,11 +213,9 @@ TEST_F(WindowTest, SelectionComputesUpdatesViewsAndHeadStepping)
 
 TEST_F(WindowTest, ErrorsShowAsMessagesNotCrashes)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QSignalSpy finished(&w, &MainWindow::computationFinished);
-    w.openFiles({fixture("nested.h5")});
-    ASSERT_TRUE(waitIdle(w));
+    ASSERT_TRUE(w.openAndWait({fixture("nested.h5")}));
     ASSERT_TRUE(w.result());
 
     // A selection that leaves no token: explained, no computation.
@@ -274,11 +237,9 @@ TEST_F(WindowTest, ErrorsShowAsMessagesNotCrashes)
         << w.messageText().toStdString();
 
     // Queries and keys of different d: the core refuses inside the job; the message says so.
-    MainWindow w2;
-    w2.setInteractive(false);
+    test::TestWindow w2;
     QSignalSpy finished2(&w2, &MainWindow::computationFinished);
-    w2.openFiles({fixture("mismatch.h5")});
-    ASSERT_TRUE(waitIdle(w2));
+    ASSERT_TRUE(w2.openAndWait({fixture("mismatch.h5")}));
     ASSERT_GE(finished2.count(), 1);
     EXPECT_FALSE(finished2.last().at(0).toBool());
     EXPECT_FALSE(w2.lastError().isEmpty());
@@ -286,10 +247,8 @@ TEST_F(WindowTest, ErrorsShowAsMessagesNotCrashes)
     EXPECT_FALSE(w2.result());
 
     // An impossible MHLA option fails MHLA only; the message names it.
-    MainWindow w3;
-    w3.setInteractive(false);
-    w3.openFiles({fixture("nested.h5")});
-    ASSERT_TRUE(waitIdle(w3));
+    test::TestWindow w3;
+    ASSERT_TRUE(w3.openAndWait({fixture("nested.h5")}));
     QJsonObject mech = w3.mechanismPanel()->saveState();
     mech[QStringLiteral("block_mode")] = QStringLiteral("blocks");
     mech[QStringLiteral("blocks")] = 5;
@@ -307,12 +266,10 @@ TEST_F(WindowTest, ErrorsShowAsMessagesNotCrashes)
 
 TEST_F(WindowTest, ExportsMetricsAndMatrices)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QString error;
     EXPECT_FALSE(w.exportMetricsCsv(QStringLiteral("/nonexistent/x.csv"), &error));
-    w.openFiles({fixture("nested.h5")});
-    ASSERT_TRUE(waitIdle(w));
+    ASSERT_TRUE(w.openAndWait({fixture("nested.h5")}));
     ASSERT_TRUE(w.result());
     const QString dir = QString::fromStdString(test::fresh_work_dir("window_exports"));
     ASSERT_TRUE(w.exportMatrices(dir, &error)) << error.toStdString();

@@ -7,7 +7,6 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QStatusBar>
 #include <QThread>
 #include <cstdlib>
@@ -16,17 +15,16 @@
 #include <gtest/gtest.h>
 
 #include "analysis/synth.h"
-#include "io/writers.h"
 #include "main_window.h"
 #include "support/test_support.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using namespace attnscope::widgets;
 
 TEST(WindowCancel, ProgressMovesDuringTheSvdAndCancelStopsIt)
 {
-    QStandardPaths::setTestModeEnabled(true);
-    QCoreApplication::setOrganizationName(QStringLiteral("AttnScopeTest"));
+    test::useTestSettings();
     const char* env = std::getenv("ATTNSCOPE_CANCEL_N");
     const Eigen::Index n = env ? std::atol(env) : 1500, d = 32;
     const std::string dir = test::fresh_work_dir("window_cancel");
@@ -35,12 +33,10 @@ TEST(WindowCancel, ProgressMovesDuringTheSvdAndCancelStopsIt)
     o.d = d;
     o.kind = "local1d";
     o.seed = 2;
-    const auto data = analysis::synthesize(o, 1ULL << 31);
     const std::string path = dir + "/big.h5";
-    io::write_hdf5(path, {io::DatasetOut{"/q", {1, n, d}, data.q}, io::DatasetOut{"/k", {1, n, d}, data.k}});
+    test::write_synthetic_h5(path, o, 1ULL << 31);
 
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QSignalSpy finished(&w, &MainWindow::computationFinished);
     QElapsedTimer clock;
     clock.start();

@@ -2,14 +2,11 @@
 // the real attnscope binary writes a non-blank PNG (also without any display) and fails cleanly.
 #include <QCoreApplication>
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
 #include <QJsonArray>
 #include <QFileInfo>
 #include <QJsonDocument>
-#include <QStandardPaths>
-#include <QThread>
 
 #include <set>
 
@@ -22,52 +19,28 @@
 #include "result_view.h"
 #include "selection_panel.h"
 #include "session.h"
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using namespace attnscope::widgets;
+using test::kNoDisplay;
+using test::run_attnscope;
+using test::waitIdle;
 
 namespace {
 
-QString sessionFixtures()
-{
-    static const std::string dir = [] {
-        const std::string d = test::fresh_work_dir("window_session_fixtures");
-        test::run_python("widgets/make_window_fixtures.py", {d});
-        return d;
-    }();
-    return QString::fromStdString(dir);
-}
+std::string shellQuote(const QString& s) { return test::shell_quote(s.toStdString()); }
 
-bool waitIdle(MainWindow& w, int ms = 120000)
-{
-    QElapsedTimer t;
-    t.start();
-    while (t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        if (!w.isComputing())
-            return true;
-        QThread::msleep(2);
-    }
-    return false;
-}
-
-std::string shellQuote(const QString& s)
-{
-    std::string out = "'";
-    for (char c : s.toStdString())
-        out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
+// No display, but the offscreen platform asked for explicitly.
+const std::string kOffscreen = "env -u DISPLAY QT_QPA_PLATFORM=offscreen ";
 
 // A configured window: layer 1, head 1, causal, chunk blocks, a query, the spectrum view.
 QString writeSession(const QString& dir)
 {
-    MainWindow w;
-    w.setInteractive(false);
-    const QString data = QDir(sessionFixtures()).filePath(QStringLiteral("nested.h5"));
-    w.openFiles({data});
-    EXPECT_TRUE(waitIdle(w));
+    test::TestWindow w;
+    const QString data = test::windowFixture("nested.h5");
+    EXPECT_TRUE(w.openAndWait({data}));
     EXPECT_TRUE(w.dataBrowser()->setAssignment(TensorRole::queries, data, QStringLiteral("/layers/1/q")));
     EXPECT_TRUE(w.dataBrowser()->setAssignment(TensorRole::keys, data, QStringLiteral("/layers/1/k")));
     w.selectionPanel()->setIndex(QLatin1Char('h'), 1);
@@ -86,14 +59,7 @@ QString writeSession(const QString& dir)
     return path;
 }
 
-class WindowSessionTest : public ::testing::Test {
-protected:
-    void SetUp() override
-    {
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("AttnScopeTest"));
-    }
-};
+class WindowSessionTest : public test::MainWindowTest {};
 
 }  // namespace
 
@@ -119,8 +85,7 @@ TEST_F(WindowSessionTest, RoundTripRestoresEverything)
     EXPECT_EQ(doc->value(QStringLiteral("view")).toString(), QStringLiteral("spectrum"));
     EXPECT_EQ(doc->value(QStringLiteral("query")).toInt(), 7);
 
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     ASSERT_TRUE(w.loadSession(path, &error)) << error.toStdString();
     ASSERT_TRUE(waitIdle(w));
     ASSERT_TRUE(w.result()) << w.lastError().toStdString();
@@ -155,9 +120,7 @@ TEST_F(WindowSessionTest, ScreenshotModeWritesPngAndFailsCleanly)
     const QString session = writeSession(dir);
     const QString png = QDir(dir).filePath(QStringLiteral("shot.png"));
     // No display at all: the binary switches to the offscreen platform itself.
-    const std::string cmd = std::string("env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM ") + ATTNSCOPE_BINARY +
-                            " --session " + shellQuote(session) + " --screenshot " + shellQuote(png);
-    const auto r = test::run_command(cmd);
+    const auto r = run_attnscope("--session " + shellQuote(session) + " --screenshot " + shellQuote(png), kNoDisplay);
     ASSERT_EQ(r.status, 0) << r.err;
     QImage image(png);
     ASSERT_FALSE(image.isNull());
@@ -171,9 +134,9 @@ TEST_F(WindowSessionTest, ScreenshotModeWritesPngAndFailsCleanly)
 
     // A session that cannot be loaded: exit 2, one error line, no PNG.
     const QString png2 = QDir(dir).filePath(QStringLiteral("none.png"));
-    const auto r2 = test::run_command(std::string("env -u DISPLAY QT_QPA_PLATFORM=offscreen ") + ATTNSCOPE_BINARY +
-                                      " --session " + shellQuote(QDir(dir).filePath(QStringLiteral("missing.attnscope"))) +
-                                      " --screenshot " + shellQuote(png2));
+    const auto r2 = run_attnscope("--session " + shellQuote(QDir(dir).filePath(QStringLiteral("missing.attnscope"))) +
+                                      " --screenshot " + shellQuote(png2),
+                                  kOffscreen);
     EXPECT_EQ(r2.status, 2);
     EXPECT_EQ(r2.err.rfind("error: ", 0), 0u) << r2.err;
     EXPECT_FALSE(QFile::exists(png2));
@@ -181,24 +144,22 @@ TEST_F(WindowSessionTest, ScreenshotModeWritesPngAndFailsCleanly)
     // A session whose computation fails (keys of another d): exit 2.
     QJsonObject doc = *readSessionFile(session, nullptr);
     QJsonObject tensors;
-    tensors[QStringLiteral("q")] = QJsonObject{{QStringLiteral("file"), QDir(sessionFixtures()).filePath(QStringLiteral("mismatch.h5"))},
+    tensors[QStringLiteral("q")] = QJsonObject{{QStringLiteral("file"), test::windowFixture("mismatch.h5")},
                                                {QStringLiteral("name"), QStringLiteral("/q")}};
-    tensors[QStringLiteral("k")] = QJsonObject{{QStringLiteral("file"), QDir(sessionFixtures()).filePath(QStringLiteral("mismatch.h5"))},
+    tensors[QStringLiteral("k")] = QJsonObject{{QStringLiteral("file"), test::windowFixture("mismatch.h5")},
                                                {QStringLiteral("name"), QStringLiteral("/k")}};
     doc[QStringLiteral("tensors")] = tensors;
-    doc[QStringLiteral("files")] = QJsonArray{QDir(sessionFixtures()).filePath(QStringLiteral("mismatch.h5"))};
+    doc[QStringLiteral("files")] = QJsonArray{test::windowFixture("mismatch.h5")};
     doc[QStringLiteral("selection")] = QJsonObject();
     const QString failing = QDir(dir).filePath(QStringLiteral("failing.attnscope"));
     ASSERT_TRUE(writeSessionFile(failing, doc, nullptr));
-    const auto r3 = test::run_command(std::string("env -u DISPLAY QT_QPA_PLATFORM=offscreen ") + ATTNSCOPE_BINARY +
-                                      " --session " + shellQuote(failing) + " --screenshot " + shellQuote(png2));
+    const auto r3 = run_attnscope("--session " + shellQuote(failing) + " --screenshot " + shellQuote(png2), kOffscreen);
     EXPECT_EQ(r3.status, 2);
     EXPECT_NE(r3.err.find("error: "), std::string::npos) << r3.err;
     EXPECT_FALSE(QFile::exists(png2));
 
     // Without a display and without --screenshot the app refuses with a clear message.
-    const auto r4 = test::run_command(std::string("env -u DISPLAY -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM ") + ATTNSCOPE_BINARY +
-                                      " --session " + shellQuote(session));
+    const auto r4 = run_attnscope("--session " + shellQuote(session), kNoDisplay);
     EXPECT_EQ(r4.status, 2);
     EXPECT_NE(r4.err.find("error: no display"), std::string::npos) << r4.err;
 }

@@ -2,13 +2,10 @@
 // the model overview -> the Overview tab; cancel; export (figure and CSV); sessions rerun the sweeps.
 #include <QCoreApplication>
 #include <QDir>
-#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
 #include <QSignalSpy>
-#include <QStandardPaths>
 #include <QTabWidget>
-#include <QThread>
 
 #include <unistd.h>
 
@@ -20,25 +17,14 @@
 #include "export.h"
 #include "main_window.h"
 #include "sweep_dialog.h"
-#include "support/test_support.h"
+#include "support/attnscope_binary.h"
+#include "widget_test_support.h"
 
 using namespace attnscope;
 using namespace attnscope::widgets;
+using test::waitSweeps;
 
 namespace {
-
-bool waitSweeps(MainWindow& w, int ms = 120000)
-{
-    QElapsedTimer t;
-    t.start();
-    while (t.elapsed() < ms) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
-        if (!w.isSweeping() && !w.isComputing())
-            return true;
-        QThread::msleep(2);
-    }
-    return false;
-}
 
 // A 3-head 1-D file (N = 96: no square grid guessed) written by attnscope synth.
 QString headsFile()
@@ -46,7 +32,7 @@ QString headsFile()
     static const QString path = [] {
         const std::string dir = test::fresh_work_dir("window_sweep_fixtures");
         const std::string file = dir + "/lm.h5";
-        const auto r = test::run_command(std::string(ATTNSCOPE_BINARY) + " synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
+        const auto r = test::run_attnscope("synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
         if (r.status != 0)
             throw std::runtime_error(r.err);
         return QString::fromStdString(file);
@@ -67,14 +53,7 @@ SweepParams smallSynthetic()
     return p;
 }
 
-class WindowSweep : public ::testing::Test {
-protected:
-    void SetUp() override
-    {
-        QStandardPaths::setTestModeEnabled(true);
-        QCoreApplication::setOrganizationName(QStringLiteral("AttnScopeTest"));
-    }
-};
+class WindowSweep : public test::MainWindowTest {};
 
 }  // namespace
 
@@ -112,8 +91,7 @@ TEST_F(WindowSweep, ParamsRoundTripAndSpec)
 
 TEST_F(WindowSweep, SyntheticSweepOpensCurvesTab)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QSignalSpy finished(&w, &MainWindow::sweepFinished);
     SweepDialog dialog(smallSynthetic(), false, &w);   // the dialog's path: its parameters go to runSweep
     w.runSweep(dialog.params());
@@ -158,8 +136,7 @@ TEST_F(WindowSweep, SyntheticSweepOpensCurvesTab)
 
 TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     w.openFiles({headsFile()});
     ASSERT_TRUE(waitSweeps(w));
     ASSERT_TRUE(w.result());
@@ -190,8 +167,7 @@ TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
     EXPECT_TRUE(saved.value(QStringLiteral("overview")).toBool());
     EXPECT_TRUE(saved.value(QStringLiteral("views")).toObject().contains(QStringLiteral("curves")));
 
-    MainWindow again;
-    again.setInteractive(false);
+    test::TestWindow again;
     ASSERT_TRUE(again.loadSession(session, &error)) << error.toStdString();
     ASSERT_TRUE(waitSweeps(again));
     ASSERT_NE(again.curvesView(), nullptr);
@@ -201,8 +177,7 @@ TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
     EXPECT_EQ(again.curvesView()->saveState(), w.curvesView()->saveState());
 
     // Loading another session without sweeps removes the tabs.
-    MainWindow plain;
-    plain.setInteractive(false);
+    test::TestWindow plain;
     plain.openFiles({headsFile()});
     ASSERT_TRUE(waitSweeps(plain));
     ASSERT_TRUE(plain.saveSession(dir + "/plain.attnscope", &error));
@@ -214,8 +189,7 @@ TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
 
 TEST_F(WindowSweep, CancelAndErrors)
 {
-    MainWindow w;
-    w.setInteractive(false);
+    test::TestWindow w;
     QSignalSpy finished(&w, &MainWindow::sweepFinished);
     SweepParams big = smallSynthetic();
     big.values = QStringLiteral("256,512,1024,1536,2048");

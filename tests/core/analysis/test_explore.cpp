@@ -14,7 +14,6 @@
 #include "analysis/inputs.h"
 #include "analysis/synth.h"
 #include "attention/operator.h"
-#include "io/writers.h"
 #include "metrics/metrics.h"
 #include "support/test_support.h"
 #include "util/error.h"
@@ -34,10 +33,8 @@ std::string write_sample(const std::string& dir, Eigen::Index n, Eigen::Index d,
     o.kind = kind;
     o.grid = grid;
     o.seed = 3;
-    const auto data = analysis::synthesize(o, 1ULL << 30);
-    io::DatasetOut q{"/q", {2, n, d}, data.q}, k{"/k", {2, n, d}, data.k};
     const std::string path = dir + "/s.h5";
-    io::write_hdf5(path, {q, k});
+    test::write_synthetic_h5(path, o, 1ULL << 30);
     return path;
 }
 
@@ -48,6 +45,15 @@ analysis::ExploreRequest request_for(const std::string& path)
     r.source.k_ref = path + ":/k";
     r.source.selection.at['h'] = 1;
     return r;
+}
+
+// analyze() on the request's selection, mechanisms and options (default metric options): the numbers
+// explore() must reproduce.
+auto analyze_reference(const analysis::ExploreRequest& req)
+{
+    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
+    analysis::MetricOptions mo;
+    return analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
 }
 
 }  // namespace
@@ -65,9 +71,7 @@ TEST(Explore, SameNumbersAsAnalyze)
     EXPECT_EQ(res.n, 64);
     EXPECT_EQ(res.d, 8);
 
-    const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
-    analysis::MetricOptions mo;
-    const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+    const auto ref = analyze_reference(req);
     for (std::size_t i = 0; i < 3; ++i) {
         const auto& o = res.outcomes[i];
         ASSERT_TRUE(o.error.empty()) << o.error;
@@ -187,9 +191,7 @@ TEST(Explore, WarningsAndEntropiesAreAnalyzes)
         if (identity)
             req.options.feature_map.kind = attention::FeatureMapKind::identity;   // negative entries (warning)
         const auto res = analysis::explore(req, analysis::JobContext{});
-        const auto in = analysis::load_inputs(req.source.q_ref, req.source.k_ref, std::nullopt, req.source.selection);
-        analysis::MetricOptions mo;
-        const auto ref = analysis::analyze(in.q.values, in.k.values, req.mechanisms, req.options, mo, 1ULL << 32);
+        const auto ref = analyze_reference(req);
         for (std::size_t i = 0; i < 3; ++i) {
             const auto& o = res.outcomes[i];
             ASSERT_TRUE(o.error.empty()) << o.error;

@@ -1,7 +1,6 @@
 // Options, feature maps, block layouts and mixing matrices against NumPy (make_layouts.py).
 #include <algorithm>
 #include <fstream>
-#include <functional>
 #include <limits>
 
 #include <unistd.h>
@@ -20,6 +19,7 @@ namespace {
 using namespace attnscope;
 using namespace attnscope::attention;
 using Eigen::MatrixXd;
+using test::message_of;
 
 MatrixXd matrix_from_json(const nlohmann::json& rows)
 {
@@ -190,16 +190,6 @@ TEST(Blocks, EqualSizes)
     EXPECT_EQ(make_blocks(s, 65).tokens.back().size(), 5u);
 }
 
-std::string message_of(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "(no std::invalid_argument)";
-}
-
 TEST(Blocks, ErrorsNameTheCondition)
 {
     BlockSpec s;
@@ -290,49 +280,53 @@ TEST(Mixing, NamesAndDefaults)
     EXPECT_EQ(resolved_mixing_name(m, false), "file");
 }
 
-TEST(Mixing, LoadedMatrixChecks)
+// `blocks` blocks of 20 tokens, and every needle in what make_mixing(m, that layout) refuses m with.
+BlockLayout twenty_tokens_in(Index blocks)
 {
     BlockSpec s;
-    s.blocks = 4;
-    const BlockLayout layout = make_blocks(s, 20);
+    s.blocks = blocks;
+    return make_blocks(s, 20);
+}
+
+void expect_mixing_refused(const MixingSpec& m, const BlockLayout& layout, std::initializer_list<const char*> needles)
+{
+    const std::string msg = message_of([&] { make_mixing(m, layout, false); });
+    for (const char* needle : needles)
+        EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+}
+
+TEST(Mixing, LoadedMatrixChecks)
+{
+    const BlockLayout layout = twenty_tokens_in(4);
     MixingSpec m;
     m.preset = "mc.npy";
     m.matrix = MatrixXd::Constant(4, 4, 0.25);
     EXPECT_EQ(make_mixing(m, layout, false), MatrixXd::Constant(4, 4, 0.25));
     m.matrix = MatrixXd::Ones(3, 4);
-    const std::string msg = message_of([&] { make_mixing(m, layout, false); });
-    EXPECT_NE(msg.find("3x4"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("M=4"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("mc.npy"), std::string::npos) << msg;
+    expect_mixing_refused(m, layout, {"3x4", "M=4", "mc.npy"});
     m.matrix = MatrixXd::Ones(4, 4);
     (*m.matrix)(2, 1) = -0.5;
-    EXPECT_NE(message_of([&] { make_mixing(m, layout, false); }).find("negative"), std::string::npos);
+    expect_mixing_refused(m, layout, {"negative"});
     (*m.matrix)(2, 1) = std::numeric_limits<double>::quiet_NaN();
-    EXPECT_NE(message_of([&] { make_mixing(m, layout, false); }).find("non-finite"), std::string::npos);
+    expect_mixing_refused(m, layout, {"non-finite"});
     (*m.matrix)(2, 1) = std::numeric_limits<double>::infinity();
     EXPECT_THROW(make_mixing(m, layout, false), std::invalid_argument);
 }
 
 TEST(Mixing, BadPresetsAndDegenerateCases)
 {
-    BlockSpec s;
-    s.blocks = 5;
-    const BlockLayout layout = make_blocks(s, 20);
+    const BlockLayout layout = twenty_tokens_in(5);
     MixingSpec m;
     m.preset = "rbf";
-    const std::string msg = message_of([&] { make_mixing(m, layout, false); });
-    EXPECT_NE(msg.find("rbf"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("gaussian"), std::string::npos) << msg;
+    expect_mixing_refused(m, layout, {"rbf", "gaussian"});
     m.preset = "exp";
     m.sigma = 0.0;
-    EXPECT_NE(message_of([&] { make_mixing(m, layout, false); }).find("sigma"), std::string::npos);
+    expect_mixing_refused(m, layout, {"sigma"});
     m.sigma = -1.0;
     EXPECT_THROW(make_mixing(m, layout, false), std::invalid_argument);
     m.preset = "local";
     m.threshold = -1.0;   // no block is within -1 of itself: every column sums to 0
-    const std::string local = message_of([&] { make_mixing(m, layout, false); });
-    EXPECT_NE(local.find("local"), std::string::npos) << local;
-    EXPECT_NE(local.find("sums to 0"), std::string::npos) << local;
+    expect_mixing_refused(m, layout, {"local", "sums to 0"});
 }
 
 }  // namespace

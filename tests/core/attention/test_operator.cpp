@@ -9,7 +9,6 @@
 #include "attention/operator.h"
 #include "metrics/metrics.h"
 #include "support/test_support.h"
-#include "util/rng.h"
 
 namespace {
 
@@ -17,16 +16,8 @@ using namespace attnscope;
 using namespace attnscope::attention;
 using Eigen::MatrixXd;
 using Eigen::VectorXd;
-
-MatrixXd random_matrix(Index rows, Index cols, std::uint64_t seed, double offset = 0.0)
-{
-    SplitMix64 rng(seed);
-    MatrixXd m(rows, cols);
-    for (Index j = 0; j < cols; ++j)
-        for (Index i = 0; i < rows; ++i)
-            m(i, j) = offset + rng.normal();
-    return m;
-}
+using test::message_of;
+using test::splitmix_colwise;
 
 Index rank_of(const MatrixXd& A)
 {
@@ -130,7 +121,7 @@ std::vector<Config> configs_300()
             o.causal = causal;
             o.blocks = count_blocks(4);
             o.mixing.preset = "mc.npy";
-            o.mixing.matrix = random_matrix(4, 4, 77).cwiseAbs();
+            o.mixing.matrix = splitmix_colwise(4, 4, 77).cwiseAbs();
         });
     }
     add("mhla_official", Mechanism::mhla, [&](AttentionOptions& o) {
@@ -149,8 +140,8 @@ std::vector<Config> configs_300()
 TEST(Operator, ApplyAndTransposeMatchDense)
 {
     const Index n = 300;
-    const MatrixXd Q = random_matrix(n, 8, 1), K = random_matrix(n, 8, 2);
-    const MatrixXd X = random_matrix(n, 4, 3);
+    const MatrixXd Q = splitmix_colwise(n, 8, 1), K = splitmix_colwise(n, 8, 2);
+    const MatrixXd X = splitmix_colwise(n, 4, 3);
     double worst = 0;
     for (const auto& c : configs_300()) {
         SCOPED_TRACE(c.name);
@@ -186,7 +177,7 @@ TEST(Operator, ApplyAndTransposeMatchDense)
 TEST(Operator, UniformMixingIsLinearAttention)
 {
     const Index n = 96;
-    const MatrixXd Q = random_matrix(n, 6, 11), K = random_matrix(n, 6, 12);
+    const MatrixXd Q = splitmix_colwise(n, 6, 11), K = splitmix_colwise(n, 6, 12);
     const std::vector<std::pair<BlockSpec, bool>> layouts = {
         {count_blocks(5), true},  {count_blocks(96), true},
         {chunk_blocks(10), true}, {grid_blocks({8, 12}, {4, 3}), false},
@@ -218,7 +209,7 @@ TEST(Operator, UniformMixingIsLinearAttention)
 TEST(Operator, LinearRankAtMostFeatureDimension)
 {
     const Index n = 150;
-    const MatrixXd Q = random_matrix(n, 6, 21), K = random_matrix(n, 6, 22);
+    const MatrixXd Q = splitmix_colwise(n, 6, 21), K = splitmix_colwise(n, 6, 22);
     for (auto fm : {FeatureMapKind::relu, FeatureMapKind::elu1, FeatureMapKind::identity, FeatureMapKind::favor}) {
         AttentionOptions o;
         o.feature_map.kind = fm;
@@ -235,7 +226,7 @@ TEST(Operator, LinearRankAtMostFeatureDimension)
 TEST(Operator, MhlaRankAtMostRankOfMixingTimesFeatureDimension)
 {
     const Index n = 256;
-    const MatrixXd Q = random_matrix(n, 3, 31), K = random_matrix(n, 3, 32);
+    const MatrixXd Q = splitmix_colwise(n, 3, 31), K = splitmix_colwise(n, 3, 32);
     struct Case {
         BlockSpec blocks;
         std::string preset;
@@ -265,7 +256,7 @@ TEST(Operator, MhlaRankAtMostRankOfMixingTimesFeatureDimension)
 TEST(Operator, RowNormalisedRowsSumToOne)
 {
     const Index n = 120;
-    const MatrixXd Q = random_matrix(n, 5, 41), K = random_matrix(n, 5, 42);
+    const MatrixXd Q = splitmix_colwise(n, 5, 41), K = splitmix_colwise(n, 5, 42);
     for (const auto& mech : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla})
         for (auto fm : {FeatureMapKind::relu, FeatureMapKind::elu1, FeatureMapKind::favor})
             for (bool causal : {false, true})
@@ -288,7 +279,7 @@ TEST(Operator, RowNormalisedRowsSumToOne)
 TEST(Operator, FactorsReconstructDense)
 {
     const Index n = 90;
-    const MatrixXd Q = random_matrix(n, 4, 51), K = random_matrix(n, 4, 52);
+    const MatrixXd Q = splitmix_colwise(n, 4, 51), K = splitmix_colwise(n, 4, 52);
     for (auto mech : {Mechanism::linear, Mechanism::mhla})
         for (bool causal : {false, true})
             for (auto norm : {Normalize::row, Normalize::none, Normalize::official}) {
@@ -334,7 +325,7 @@ TEST(Operator, FactorsReconstructDense)
 TEST(Operator, AllowedKeys)
 {
     const Index n = 48;
-    const MatrixXd Q = random_matrix(n, 4, 61), K = random_matrix(n, 4, 62);
+    const MatrixXd Q = splitmix_colwise(n, 4, 61), K = splitmix_colwise(n, 4, 62);
     AttentionOptions o;
     for (auto mech : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla})
         EXPECT_EQ(make_operator(mech, Q, K, o)->allowed_keys(), std::vector<Index>(n, n));
@@ -367,7 +358,7 @@ TEST(Operator, AllowedKeys)
 
 TEST(Operator, MayBeNegativeOnlyForIdentityFeatures)
 {
-    const MatrixXd Q = random_matrix(20, 3, 71), K = random_matrix(20, 3, 72);
+    const MatrixXd Q = splitmix_colwise(20, 3, 71), K = splitmix_colwise(20, 3, 72);
     AttentionOptions o;
     o.feature_map.kind = FeatureMapKind::identity;
     o.normalize = Normalize::none;
@@ -377,19 +368,9 @@ TEST(Operator, MayBeNegativeOnlyForIdentityFeatures)
     EXPECT_LT(make_operator(Mechanism::linear, Q, K, o)->dense().minCoeff(), 0.0);
 }
 
-std::string message_of(const std::function<void()>& f)
-{
-    try {
-        f();
-    } catch (const std::invalid_argument& e) {
-        return e.what();
-    }
-    return "(no std::invalid_argument)";
-}
-
 TEST(Operator, BadArgumentsThrowWithUsefulMessages)
 {
-    const MatrixXd Q = random_matrix(20, 4, 81), K = random_matrix(20, 4, 82);
+    const MatrixXd Q = splitmix_colwise(20, 4, 81), K = splitmix_colwise(20, 4, 82);
     AttentionOptions o;
     for (auto mech : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
         const std::string shape = message_of([&] { make_operator(mech, Q, K.topRows(19), o); });
@@ -458,8 +439,8 @@ TEST(Operator, LargeSoftmaxAndMhlaApplyWithoutDense)
 {
     // N = 3000: the matrix-free paths against a few rows / columns formed by hand (no N x N anywhere).
     const Index n = 3000;
-    const MatrixXd Q = random_matrix(n, 16, 91), K = random_matrix(n, 16, 92);
-    const MatrixXd X = random_matrix(n, 2, 93);
+    const MatrixXd Q = splitmix_colwise(n, 16, 91), K = splitmix_colwise(n, 16, 92);
+    const MatrixXd X = splitmix_colwise(n, 2, 93);
     for (bool causal : {false, true}) {
         AttentionOptions o;
         o.causal = causal;

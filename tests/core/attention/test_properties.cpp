@@ -10,23 +10,14 @@
 #include "attention/mixing.h"
 #include "attention/operator.h"
 #include "metrics/metrics.h"
-#include "util/rng.h"
+#include "support/random_matrix.h"
 
 using namespace attnscope;
 using attention::Index;
 using attention::Mechanism;
+using test::splitmix_rowwise;
 
 namespace {
-
-Eigen::MatrixXd random_matrix(Index rows, Index cols, std::uint64_t seed)
-{
-    SplitMix64 rng(seed);
-    Eigen::MatrixXd m(rows, cols);
-    for (Index i = 0; i < rows; ++i)
-        for (Index j = 0; j < cols; ++j)
-            m(i, j) = rng.normal();
-    return m;
-}
 
 const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
 
@@ -91,8 +82,8 @@ RC_GTEST_PROP(Properties, UniformMixingIsLinearAttention, ())
     }
     o.mixing.preset = "uniform";
     o.normalize = *rc::gen::element(attention::Normalize::row, attention::Normalize::none);
-    const auto q = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
-    const auto k = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto q = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto k = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
     const auto linear = attention::make_operator(Mechanism::linear, q, k, o)->dense();
     const auto mhla = attention::make_operator(Mechanism::mhla, q, k, o)->dense();
     // Linear attention honours --normalize here too (MHLA with one block); the identity is exact.
@@ -104,8 +95,8 @@ RC_GTEST_PROP(Properties, RanksAreBoundedByTheFactorisation, ())
     const Index n = *rc::gen::inRange<Index>(2, 60), d = *rc::gen::inRange<Index>(1, 6);
     auto o = random_options(n, false);
     o.feature_map.kind = *rc::gen::element(attention::FeatureMapKind::relu, attention::FeatureMapKind::elu1);
-    const auto q = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
-    const auto k = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto q = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto k = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
     const auto lin = metrics::spectrum_metrics(metrics::singular_values(attention::make_operator(Mechanism::linear, q, k, o)->dense()), n, n, std::nullopt);
     RC_ASSERT(lin.rank <= d);   // linear: rank <= feature dimension r = d
     const auto layout = attention::make_blocks(o.blocks, n);
@@ -120,8 +111,8 @@ RC_GTEST_PROP(Properties, RowNormalisedRowsSumToOne, ())
     const Index n = *rc::gen::inRange<Index>(1, 50), d = *rc::gen::inRange<Index>(1, 8);
     const bool causal = *rc::gen::arbitrary<bool>();
     const auto o = random_options(n, causal);
-    const auto q = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
-    const auto k = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto q = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto k = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
     for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
         const auto a = attention::make_operator(m, q, k, o)->dense();
         RC_ASSERT((a.array() >= 0.0).all());
@@ -137,9 +128,9 @@ RC_GTEST_PROP(Properties, MatrixFreeApplyEqualsDense, ())
     const Index n = *rc::gen::inRange<Index>(1, 40), d = *rc::gen::inRange<Index>(1, 6), cols = *rc::gen::inRange<Index>(1, 4);
     const bool causal = *rc::gen::arbitrary<bool>();
     const auto o = random_options(n, causal);
-    const auto q = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
-    const auto k = random_matrix(n, d, *rc::gen::arbitrary<std::uint32_t>());
-    const auto x = random_matrix(n, cols, 7);
+    const auto q = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto k = splitmix_rowwise(n, d, *rc::gen::arbitrary<std::uint32_t>());
+    const auto x = splitmix_rowwise(n, cols, 7);
     for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
         const auto op = attention::make_operator(m, q, k, o);
         const auto a = op->dense();

@@ -21,36 +21,30 @@ io::TensorInfo info_of(std::vector<std::int64_t> shape)
 
 TEST(IoSelection, ParseTensorRefSplitsAtTheFirstKnownExtension)
 {
-    auto r = io::parse_tensor_ref("acts.h5:/layer3/q");
-    EXPECT_EQ(r.file, "acts.h5");
-    EXPECT_EQ(r.name, "/layer3/q");
-    EXPECT_EQ(r.text, "acts.h5:/layer3/q");
-    r = io::parse_tensor_ref("acts.npz:q");
-    EXPECT_EQ(r.file, "acts.npz");
-    EXPECT_EQ(r.name, "q");
-    r = io::parse_tensor_ref("m.safetensors:model.layers.0.q");
-    EXPECT_EQ(r.file, "m.safetensors");
-    EXPECT_EQ(r.name, "model.layers.0.q");
-    r = io::parse_tensor_ref("/data/run:7/acts.hdf5:grp/k");   // a folder with ':' in its name
-    EXPECT_EQ(r.file, "/data/run:7/acts.hdf5");
-    EXPECT_EQ(r.name, "grp/k");
-    r = io::parse_tensor_ref("q.npy");
-    EXPECT_EQ(r.file, "q.npy");
-    EXPECT_EQ(r.name, "");
-    r = io::parse_tensor_ref("run.h5.d/acts.npz:x.y");   // ".h5" not followed by ':' or the end
-    EXPECT_EQ(r.file, "run.h5.d/acts.npz");
-    EXPECT_EQ(r.name, "x.y");
-    r = io::parse_tensor_ref("ACTS.H5:q");
-    EXPECT_EQ(r.file, "ACTS.H5");
-    EXPECT_EQ(r.name, "q");
-    r = io::parse_tensor_ref("acts.h5");
-    EXPECT_EQ(r.file, "acts.h5");
-    EXPECT_EQ(r.name, "");
-    r = io::parse_tensor_ref("model.pt:q");   // split so that opening refuses the pickle with advice
-    EXPECT_EQ(r.file, "model.pt");
-    r = io::parse_tensor_ref("acts.mat:q");   // unknown: the whole text is the file, opening explains
-    EXPECT_EQ(r.file, "acts.mat:q");
-    EXPECT_EQ(r.name, "");
+    EXPECT_EQ(io::parse_tensor_ref("acts.h5:/layer3/q").text, "acts.h5:/layer3/q");
+    struct Case {
+        const char* text;
+        const char* file;
+        const char* name;   // nullptr: not checked
+    };
+    for (const Case& c : {
+             Case{"acts.h5:/layer3/q", "acts.h5", "/layer3/q"},
+             Case{"acts.npz:q", "acts.npz", "q"},
+             Case{"m.safetensors:model.layers.0.q", "m.safetensors", "model.layers.0.q"},
+             Case{"/data/run:7/acts.hdf5:grp/k", "/data/run:7/acts.hdf5", "grp/k"},   // a folder with ':' in its name
+             Case{"q.npy", "q.npy", ""},
+             Case{"run.h5.d/acts.npz:x.y", "run.h5.d/acts.npz", "x.y"},   // ".h5" not followed by ':' or the end
+             Case{"ACTS.H5:q", "ACTS.H5", "q"},
+             Case{"acts.h5", "acts.h5", ""},
+             Case{"model.pt:q", "model.pt", nullptr},   // split so that opening refuses the pickle with advice
+             Case{"acts.mat:q", "acts.mat:q", ""},      // unknown: the whole text is the file, opening explains
+         }) {
+        const auto r = io::parse_tensor_ref(c.text);
+        EXPECT_EQ(r.file, c.file) << c.text;
+        if (c.name) {
+            EXPECT_EQ(r.name, c.name) << c.text;
+        }
+    }
     expect_throw_with<InputError>([] { io::parse_tensor_ref(""); }, {"empty tensor reference"});
     expect_throw_with<InputError>([] { io::parse_tensor_ref("q.npy:x"); }, {"q.npy:x", "one unnamed tensor"});
 }

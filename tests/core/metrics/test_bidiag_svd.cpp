@@ -3,35 +3,26 @@
 // which the test does not rely on); other shapes agree to rounding. Progress rises to 1; an exception
 // thrown by the callback stops the computation.
 #include <iostream>
-#include <random>
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
-#include <lapacke.h>
-
 #include "metrics/bidiag_svd.h"
+#include "support/test_support.h"
 
 using namespace attnscope;
 using Eigen::MatrixXd;
+// The reference is LAPACK's dgesdd itself (metrics::singular_values switches to the two-stage SVD for
+// large matrices).
+using test::dgesdd_values;
+using test::gaussian_matrix;
 
 namespace {
-
-MatrixXd random_matrix(Eigen::Index rows, Eigen::Index cols, unsigned seed)
-{
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> g;
-    MatrixXd A(rows, cols);
-    for (Eigen::Index j = 0; j < cols; ++j)
-        for (Eigen::Index i = 0; i < rows; ++i)
-            A(i, j) = g(rng);
-    return A;
-}
 
 // Row-stochastic softmax of local 1-D scores: a decaying spectrum like real attention.
 MatrixXd attention_like(Eigen::Index n, unsigned seed)
 {
-    const MatrixXd Q = random_matrix(n, 16, seed), K = random_matrix(n, 16, seed + 1);
+    const MatrixXd Q = gaussian_matrix(n, 16, seed), K = gaussian_matrix(n, 16, seed + 1);
     MatrixXd S = Q * K.transpose() / 4.0;
     for (Eigen::Index t = 0; t < n; ++t)
         for (Eigen::Index j = 0; j < n; ++j)
@@ -42,20 +33,6 @@ MatrixXd attention_like(Eigen::Index n, unsigned seed)
         S.row(t) /= S.row(t).sum();
     }
     return S;
-}
-
-// LAPACK's dgesdd itself (metrics::singular_values switches to the two-stage SVD for large matrices).
-std::vector<double> reference(const MatrixXd& A)
-{
-    MatrixXd B = A;
-    std::vector<double> s(static_cast<std::size_t>(std::min(A.rows(), A.cols())));
-    if (s.empty())
-        return s;
-    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(B.rows()),
-                                           static_cast<lapack_int>(B.cols()), B.data(), static_cast<lapack_int>(B.rows()),
-                                           s.data(), nullptr, 1, nullptr, 1);
-    EXPECT_EQ(info, 0);
-    return s;
 }
 
 std::vector<double> ours(const MatrixXd& A, std::vector<double>* fractions = nullptr)
@@ -73,8 +50,8 @@ TEST(BidiagSvd, SquareMatricesGiveDgesddValues)
     std::size_t equal = 0, total = 0;
     // Sizes below, at and above the blocked crossover (nb = 32, nx = 128) and not multiples of nb.
     for (Eigen::Index n : {1, 2, 7, 33, 129, 161, 300, 517}) {
-        for (const MatrixXd& A : {random_matrix(n, n, 10 + static_cast<unsigned>(n)), attention_like(n, 3)}) {
-            const auto s = ours(A), r = reference(A);
+        for (const MatrixXd& A : {gaussian_matrix(n, n, 10 + static_cast<unsigned>(n)), attention_like(n, 3)}) {
+            const auto s = ours(A), r = dgesdd_values(A);
             ASSERT_EQ(s.size(), r.size());
             for (std::size_t i = 0; i < s.size(); ++i) {
                 ASSERT_NEAR(s[i], r[i], 1e-14 * r[0]) << "n=" << n << " i=" << i;
@@ -90,8 +67,8 @@ TEST(BidiagSvd, OtherShapesAgreeToRounding)
 {
     // Tall past dgesdd's QR threshold (M >= 11 N / 6), wide (transposed), moderately tall (bit-identical path).
     for (auto [rows, cols] : {std::pair<Eigen::Index, Eigen::Index>{400, 150}, {150, 400}, {260, 200}, {1, 50}, {50, 1}}) {
-        const MatrixXd A = random_matrix(rows, cols, 5);
-        const auto s = ours(A), r = reference(A);
+        const MatrixXd A = gaussian_matrix(rows, cols, 5);
+        const auto s = ours(A), r = dgesdd_values(A);
         ASSERT_EQ(s.size(), r.size());
         for (std::size_t i = 0; i < s.size(); ++i)
             EXPECT_NEAR(s[i], r[i], 1e-12 * r[0]) << rows << "x" << cols << " i=" << i;
@@ -100,15 +77,15 @@ TEST(BidiagSvd, OtherShapesAgreeToRounding)
 
 TEST(BidiagSvd, ScaledAndDegenerateMatrices)
 {
-    const MatrixXd A = random_matrix(140, 140, 9);
+    const MatrixXd A = gaussian_matrix(140, 140, 9);
     for (double scale : {1e-160, 1e160}) {   // dgesdd's scaling branches
-        const auto s = ours(A * scale), r = reference(A * scale);
+        const auto s = ours(A * scale), r = dgesdd_values(A * scale);
         for (std::size_t i = 0; i < s.size(); ++i)
             EXPECT_NEAR(s[i], r[i], 1e-14 * r[0]) << "scale " << scale;
     }
     for (double v : ours(MatrixXd::Zero(150, 150)))
         EXPECT_EQ(v, 0.0);
-    MatrixXd rank2 = random_matrix(200, 2, 1) * random_matrix(2, 200, 2);
+    MatrixXd rank2 = gaussian_matrix(200, 2, 1) * gaussian_matrix(2, 200, 2);
     const auto s = ours(rank2);
     EXPECT_GT(s[1], 1.0);
     EXPECT_LT(s[2], 1e-12 * s[0]);
@@ -134,7 +111,7 @@ TEST(BidiagSvd, CallbackExceptionStops)
     struct Stop {};
     int calls = 0;
     double last = 0;
-    EXPECT_THROW(metrics::singular_values_with_progress(random_matrix(400, 400, 2),
+    EXPECT_THROW(metrics::singular_values_with_progress(gaussian_matrix(400, 400, 2),
                                                         [&](double f) {
                                                             last = f;
                                                             if (++calls == 50)

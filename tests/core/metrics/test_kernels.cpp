@@ -1,39 +1,22 @@
 // core/kernels: every instruction-set build of the products and reductions against plain loops.
 #include <cmath>
 #include <limits>
-#include <random>
 
 #include <Eigen/Core>
 #include <gtest/gtest.h>
 
+#include "isa_fixture.h"
 #include "kernels/kernels.h"
+#include "support/test_support.h"
 
 using namespace attnscope;
 using Eigen::MatrixXd;
 
 namespace {
 
-MatrixXd uniform(Eigen::Index rows, Eigen::Index cols, unsigned seed, double lo = -1.0, double hi = 1.0)
-{
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<double> u(lo, hi);
-    MatrixXd A(rows, cols);
-    for (Eigen::Index i = 0; i < A.size(); ++i)
-        A.data()[i] = u(rng);
-    return A;
-}
+using test::uniform_matrix;
 
-class Kernels : public ::testing::TestWithParam<kernels::Isa> {
-protected:
-    void SetUp() override
-    {
-        previous_ = kernels::active_isa();
-        if (kernels::set_isa(GetParam()) != GetParam())
-            GTEST_SKIP() << "this CPU lacks " << kernels::to_string(GetParam());
-    }
-    void TearDown() override { kernels::set_isa(previous_); }
-    kernels::Isa previous_ = kernels::Isa::generic;
-};
+class Kernels : public test::IsaTest {};
 
 TEST_P(Kernels, GemmMatchesLoopsForEveryTransposeAndStride)
 {
@@ -42,9 +25,9 @@ TEST_P(Kernels, GemmMatchesLoopsForEveryTransposeAndStride)
         for (const char tb : {'N', 'T'})
             for (const auto& [m, n, k] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {5, 3, 7}, {64, 300, 33}, {257, 129, 64}}) {
                 // Stored with padding (leading dimension larger than the rows).
-                const MatrixXd A = uniform(ta == 'N' ? m + 3 : k + 3, ta == 'N' ? k : m, seed++);
-                const MatrixXd B = uniform(tb == 'N' ? k + 2 : n + 2, tb == 'N' ? n : k, seed++);
-                MatrixXd C = uniform(m + 1, n, seed++);
+                const MatrixXd A = uniform_matrix(ta == 'N' ? m + 3 : k + 3, ta == 'N' ? k : m, seed++);
+                const MatrixXd B = uniform_matrix(tb == 'N' ? k + 2 : n + 2, tb == 'N' ? n : k, seed++);
+                MatrixXd C = uniform_matrix(m + 1, n, seed++);
                 const MatrixXd C0 = C;
                 const double alpha = -0.75, beta = 0.5;
                 kernels::gemm(ta, tb, m, n, k, alpha, A.data(), A.rows(), B.data(), B.rows(), beta, C.data(), C.rows());
@@ -68,7 +51,7 @@ TEST_P(Kernels, GemmMatchesLoopsForEveryTransposeAndStride)
 
 TEST_P(Kernels, EntropyAccumulationMatchesLoops)
 {
-    MatrixXd T = uniform(70, 90, 5, 0.0, 1.0);
+    MatrixXd T = uniform_matrix(70, 90, 5, 0.0, 1.0);
     T(3, 4) = 0.0;   // 0 ln 0 = 0
     T(69, 89) = 1e-300;
     std::vector<double> acc(70, 0.25), want(70, 0.25);
@@ -90,7 +73,7 @@ TEST_P(Kernels, EntropyAccumulationMatchesLoops)
 
 TEST_P(Kernels, SoftmaxColumnsMatchLoops)
 {
-    MatrixXd X = uniform(50, 6, 9, -20.0, 20.0);
+    MatrixXd X = uniform_matrix(50, 6, 9, -20.0, 20.0);
     const MatrixXd X0 = X;
     const std::vector<kernels::Index> allowed = {50, 1, 25, 49, 50, 2};
     kernels::softmax_columns(X.data(), 50, 6, 50, 0.3, allowed.data());
@@ -106,8 +89,7 @@ TEST_P(Kernels, SoftmaxColumnsMatchLoops)
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, Kernels, ::testing::Values(kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512),
-                         [](const auto& info) { return std::string(kernels::to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Isa, Kernels, test::every_isa(), test::isa_name);
 
 TEST(KernelsDispatch, NeverAboveTheCpu)
 {

@@ -16,7 +16,6 @@
 #include "metrics/metrics.h"
 #include "metrics/randomized.h"
 #include "support/test_support.h"
-#include "util/rng.h"
 
 namespace {
 
@@ -24,16 +23,7 @@ using namespace attnscope;
 using attention::Mechanism;
 using Eigen::MatrixXd;
 using metrics::Index;
-
-MatrixXd random(Index rows, Index cols, std::uint64_t seed)
-{
-    SplitMix64 rng(seed);
-    MatrixXd m(rows, cols);
-    for (Index i = 0; i < rows; ++i)
-        for (Index j = 0; j < cols; ++j)
-            m(i, j) = rng.normal();
-    return m;
-}
+using test::splitmix_rowwise;
 
 // A given dense matrix behind the operator interface; counts the columns it is applied to and the
 // narrowest block it was given.
@@ -107,24 +97,19 @@ void check_bracket(const metrics::RandomizedRank& r, const std::vector<double>& 
 TEST(RandomizedRank, BracketsDenseRankOfAttentionOperators)
 {
     const Index n = 300;
-    const MatrixXd q = random(n, 16, 11), k = random(n, 16, 12);
-    for (bool causal : {false, true})
-        for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
-            attention::AttentionOptions o;
-            o.causal = causal;
-            o.blocks.blocks = 6;
-            const auto op = attention::make_operator(m, q, k, o);
-            const std::vector<double> s = metrics::singular_values(op->dense());
-            for (double rtol : {1e-1, 1e-3, 1e-6, 1e-10})
-                for (int power : {0, 1}) {
-                    SCOPED_TRACE(std::string(attention::to_string(m)) + (causal ? " causal" : "") +
-                                 " rtol=" + std::to_string(rtol) + " power=" + std::to_string(power));
-                    const auto r = metrics::randomized_rank(*op, rtol, 7, 0, 16, power);
-                    check_bracket(r, s, rtol, n);
-                    EXPECT_TRUE(r.converged);   // max_rank = N: converges at the latest with a full basis
-                    EXPECT_GT(r.products, 0);
-                }
-        }
+    const MatrixXd q = splitmix_rowwise(n, 16, 11), k = splitmix_rowwise(n, 16, 12);
+    for (const auto& [m, causal, op] : test::operator_cases(q, k, 6)) {
+        const std::vector<double> s = metrics::singular_values(op->dense());
+        for (double rtol : {1e-1, 1e-3, 1e-6, 1e-10})
+            for (int power : {0, 1}) {
+                SCOPED_TRACE(std::string(attention::to_string(m)) + (causal ? " causal" : "") +
+                             " rtol=" + std::to_string(rtol) + " power=" + std::to_string(power));
+                const auto r = metrics::randomized_rank(*op, rtol, 7, 0, 16, power);
+                check_bracket(r, s, rtol, n);
+                EXPECT_TRUE(r.converged);   // max_rank = N: converges at the latest with a full basis
+                EXPECT_GT(r.products, 0);
+            }
+    }
 }
 
 TEST(RandomizedRank, LowRankPlusNoiseIsExact)
@@ -132,13 +117,13 @@ TEST(RandomizedRank, LowRankPlusNoiseIsExact)
     // A = U diag(s) V^T, rank 20, s from 1 down to 1e-3, plus noise of norm about 1e-10: at rtol 1e-6 the
     // numerical rank is 20 and the bracket closes on it, well before a full basis.
     const Index n = 400, rank = 20;
-    const Eigen::HouseholderQR<MatrixXd> qu(random(n, rank, 21)), qv(random(n, rank, 22));
+    const Eigen::HouseholderQR<MatrixXd> qu(splitmix_rowwise(n, rank, 21)), qv(splitmix_rowwise(n, rank, 22));
     const MatrixXd U = qu.householderQ() * MatrixXd::Identity(n, rank);
     const MatrixXd V = qv.householderQ() * MatrixXd::Identity(n, rank);
     Eigen::VectorXd sv(rank);
     for (Index i = 0; i < rank; ++i)
         sv(i) = std::pow(10.0, -3.0 * static_cast<double>(i) / static_cast<double>(rank - 1));
-    const MatrixXd A = U * sv.asDiagonal() * V.transpose() + 1e-10 / (2 * std::sqrt(double(n))) * random(n, n, 23);
+    const MatrixXd A = U * sv.asDiagonal() * V.transpose() + 1e-10 / (2 * std::sqrt(double(n))) * splitmix_rowwise(n, n, 23);
     const MatrixOperator op(A);
     const std::vector<double> s = metrics::singular_values(MatrixXd(A));
     ASSERT_EQ(rank_above(s, 1e-6 * s.front()), rank);
@@ -164,7 +149,7 @@ TEST(RandomizedRank, FullBasisIsDeterministicProof)
 {
     // Well conditioned: no block passes the test until Q spans R^N, then E = 0 without probability.
     const Index n = 64;
-    const MatrixXd A = MatrixXd::Identity(n, n) * 4.0 + random(n, n, 31) / std::sqrt(double(n));
+    const MatrixXd A = MatrixXd::Identity(n, n) * 4.0 + splitmix_rowwise(n, n, 31) / std::sqrt(double(n));
     const MatrixOperator op(A);
     const std::vector<double> s = metrics::singular_values(MatrixXd(A));
     const auto r = metrics::randomized_rank(op, 1e-3, 1, 0, 8);
@@ -179,7 +164,7 @@ TEST(RandomizedRank, FullBasisIsDeterministicProof)
 
 TEST(RandomizedRank, DeterministicForSeed)
 {
-    const MatrixXd q = random(260, 8, 41), k = random(260, 8, 42);
+    const MatrixXd q = splitmix_rowwise(260, 8, 41), k = splitmix_rowwise(260, 8, 42);
     const auto op = attention::make_operator(Mechanism::softmax, q, k, {});
     const auto a = metrics::randomized_rank(*op, 1e-4, 99, 0, 16);
     const auto b = metrics::randomized_rank(*op, 1e-4, 99, 0, 16);
@@ -200,7 +185,7 @@ TEST(RandomizedRank, DeterministicForSeed)
 TEST(RandomizedRank, MaxRankCutoffProvesNothingAbove)
 {
     const Index n = 300;
-    const MatrixXd q = random(n, 64, 51), k = random(n, 64, 52);
+    const MatrixXd q = splitmix_rowwise(n, 64, 51), k = splitmix_rowwise(n, 64, 52);
     const auto op = attention::make_operator(Mechanism::softmax, q, k, {});
     const std::vector<double> s = metrics::singular_values(op->dense());
     ASSERT_GT(rank_above(s, 1e-8 * s.front()), 40);
@@ -216,7 +201,7 @@ TEST(RandomizedRank, MaxRankCutoffProvesNothingAbove)
 
 TEST(RandomizedRank, RejectsBadArguments)
 {
-    const MatrixXd q = random(40, 4, 61), k = random(40, 4, 62);
+    const MatrixXd q = splitmix_rowwise(40, 4, 61), k = splitmix_rowwise(40, 4, 62);
     const auto op = attention::make_operator(Mechanism::softmax, q, k, {});
     for (double rtol : {0.0, -1e-3, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN(),
                         std::numeric_limits<double>::infinity()})

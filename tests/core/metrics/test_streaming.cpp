@@ -6,22 +6,13 @@
 #include "attention/operator.h"
 #include "metrics/metrics.h"
 #include "metrics/streaming.h"
-#include "util/rng.h"
+#include "support/test_support.h"
 
 using namespace attnscope;
 using attention::Mechanism;
+using test::splitmix_rowwise;
 
 namespace {
-
-Eigen::MatrixXd random(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed)
-{
-    SplitMix64 rng(seed);
-    Eigen::MatrixXd m(rows, cols);
-    for (Eigen::Index i = 0; i < rows; ++i)
-        for (Eigen::Index j = 0; j < cols; ++j)
-            m(i, j) = rng.normal();
-    return m;
-}
 
 struct Case {
     Mechanism mechanism;
@@ -62,7 +53,7 @@ std::vector<Case> cases()
 
 TEST(Streaming, DenseRowsEqualDense)
 {
-    const Eigen::MatrixXd q = random(60, 7, 1), k = random(60, 7, 2);
+    const Eigen::MatrixXd q = splitmix_rowwise(60, 7, 1), k = splitmix_rowwise(60, 7, 2);
     for (const auto& c : cases()) {
         const auto op = attention::make_operator(c.mechanism, q, k, c.options);
         const Eigen::MatrixXd a = op->dense();
@@ -79,7 +70,7 @@ TEST(Streaming, DenseRowsEqualDense)
 
 TEST(Streaming, EntropyEqualsDense)
 {
-    const Eigen::MatrixXd q = random(60, 7, 3), k = random(60, 7, 4);
+    const Eigen::MatrixXd q = splitmix_rowwise(60, 7, 3), k = splitmix_rowwise(60, 7, 4);
     for (const auto& c : cases()) {
         const auto op = attention::make_operator(c.mechanism, q, k, c.options);
         const auto dense = metrics::row_entropy(op->dense(), op->allowed_keys());
@@ -104,7 +95,7 @@ TEST(Streaming, NegativeEntriesAreReported)
 {
     attention::AttentionOptions o;
     o.feature_map.kind = attention::FeatureMapKind::identity;
-    const Eigen::MatrixXd q = random(30, 4, 5), k = random(30, 4, 6);
+    const Eigen::MatrixXd q = splitmix_rowwise(30, 4, 5), k = splitmix_rowwise(30, 4, 6);
     o.blocks.blocks = 3;
     o.normalize = attention::Normalize::none;
     const auto op = attention::make_operator(Mechanism::mhla, q, k, o);

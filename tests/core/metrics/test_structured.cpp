@@ -8,27 +8,17 @@
 #include "attention/operator.h"
 #include "metrics/metrics.h"
 #include "metrics/structured.h"
-#include "util/rng.h"
+#include "support/test_support.h"
 
 using namespace attnscope;
 using attention::Mechanism;
 
 namespace {
 
-Eigen::MatrixXd random(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed)
-{
-    SplitMix64 rng(seed);
-    Eigen::MatrixXd m(rows, cols);
-    for (Eigen::Index i = 0; i < rows; ++i)
-        for (Eigen::Index j = 0; j < cols; ++j)
-            m(i, j) = 0.8 * rng.normal();
-    return m;
-}
-
 void expect_same_spectrum(Mechanism mech, Eigen::Index n, Eigen::Index d, const attention::AttentionOptions& o,
                           const std::string& what)
 {
-    const Eigen::MatrixXd q = random(n, d, 11 + n), k = random(n, d, 29 + d);
+    const Eigen::MatrixXd q = 0.8 * test::splitmix_rowwise(n, d, 11 + n), k = 0.8 * test::splitmix_rowwise(n, d, 29 + d);
     const auto op = attention::make_operator(mech, q, k, o);
     ASSERT_NE(op->factors(), nullptr) << what;
     std::vector<double> dense = metrics::singular_values(op->dense());
@@ -108,7 +98,7 @@ TEST(Structured, RefusesCausal)
 {
     attention::AttentionOptions o;
     o.causal = true;
-    const Eigen::MatrixXd q = random(20, 4, 1), k = random(20, 4, 2);
+    const Eigen::MatrixXd q = 0.8 * test::splitmix_rowwise(20, 4, 1), k = 0.8 * test::splitmix_rowwise(20, 4, 2);
     const auto op = attention::make_operator(Mechanism::linear, q, k, o);
     EXPECT_EQ(op->factors(), nullptr);
     ASSERT_NE(op->kernel_pieces(), nullptr);

@@ -1,16 +1,16 @@
-// The two-stage values-only SVD (metrics/svd_two_stage.h) against LAPACK's dgesdd, called directly here,
-// on every instruction-set build of the products (core/kernels): random, attention-like, rank-deficient,
-// graded, tall and wide matrices, several band widths; progress and cancellation.
+// The two-stage values-only SVD (metrics/svd_two_stage.h) against LAPACK's dgesdd, called directly
+// (test::dgesdd_values), on every instruction-set build of the products (core/kernels): random,
+// attention-like, rank-deficient, graded, tall and wide matrices, several band widths; progress and
+// cancellation.
 #include <stdexcept>
 
 #include <gtest/gtest.h>
 
-#include "support/test_support.h"
-#include <lapacke.h>
-
+#include "isa_fixture.h"
 #include "kernels/kernels.h"
 #include "metrics/metrics.h"
 #include "metrics/svd_two_stage.h"
+#include "support/test_support.h"
 
 using namespace attnscope;
 using Eigen::MatrixXd;
@@ -30,19 +30,9 @@ MatrixXd softmax_like(Eigen::Index n, unsigned seed)
     return S;
 }
 
-std::vector<double> dgesdd(MatrixXd A)
-{
-    std::vector<double> s(static_cast<std::size_t>(std::min(A.rows(), A.cols())));
-    const lapack_int info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'N', static_cast<lapack_int>(A.rows()),
-                                           static_cast<lapack_int>(A.cols()), A.data(), static_cast<lapack_int>(A.rows()),
-                                           s.data(), nullptr, 1, nullptr, 1);
-    EXPECT_EQ(info, 0);
-    return s;
-}
-
 void expect_agree(const MatrixXd& A, Eigen::Index band, const char* what)
 {
-    const std::vector<double> ref = dgesdd(A);
+    const std::vector<double> ref = test::dgesdd_values(A);
     const std::vector<double> got = metrics::singular_values_two_stage(MatrixXd(A), band);
     ASSERT_EQ(got.size(), ref.size()) << what;
     const double s1 = ref.empty() ? 0.0 : ref[0];
@@ -53,17 +43,7 @@ void expect_agree(const MatrixXd& A, Eigen::Index band, const char* what)
         ASSERT_GE(got[i - 1], got[i]);
 }
 
-class TwoStage : public ::testing::TestWithParam<kernels::Isa> {
-protected:
-    void SetUp() override
-    {
-        previous_ = kernels::active_isa();
-        if (kernels::set_isa(GetParam()) != GetParam())
-            GTEST_SKIP() << "this CPU lacks " << kernels::to_string(GetParam());
-    }
-    void TearDown() override { kernels::set_isa(previous_); }
-    kernels::Isa previous_ = kernels::Isa::generic;
-};
+class TwoStage : public test::IsaTest {};
 
 TEST_P(TwoStage, AgreesWithDgesddOnManyShapes)
 {
@@ -93,8 +73,7 @@ TEST_P(TwoStage, RankDeficientAndGradedMatrices)
     expect_agree(MatrixXd::Identity(150, 150) * 3.0, 16, "identity");
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, TwoStage, ::testing::Values(kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512),
-                         [](const auto& info) { return std::string(kernels::to_string(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Isa, TwoStage, test::every_isa(), test::isa_name);
 
 TEST(TwoStageSvd, ProgressRisesAndCancelStops)
 {
@@ -128,7 +107,7 @@ TEST(TwoStageSvd, SingularValuesUsesItForLargeMatrices)
 {
     // singular_values() switches to the two-stage path at k_two_stage_min_size: same numbers either way.
     const MatrixXd A = softmax_like(metrics::k_two_stage_min_size + 3, 31);
-    const std::vector<double> ref = dgesdd(A), got = metrics::singular_values(MatrixXd(A));
+    const std::vector<double> ref = test::dgesdd_values(A), got = metrics::singular_values(MatrixXd(A));
     ASSERT_EQ(got.size(), ref.size());
     for (std::size_t i = 0; i < ref.size(); ++i)
         ASSERT_NEAR(got[i], ref[i], 1e-13 * ref[0]);

@@ -1,0 +1,24 @@
+"""Shared by the check_*.py scripts: run attnscope collecting what goes wrong, and report at the end."""
+import subprocess
+import sys
+
+
+def runner(binary, problems, label=""):
+    """run(args): attnscope's stdout, or None after adding `label`, the arguments, the exit status and
+    stderr to `problems` when it exits non-zero."""
+
+    def run(args):
+        p = subprocess.run([binary] + args, capture_output=True, text=True)
+        if p.returncode != 0:
+            problems.append(f"{label}{' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
+            return None
+        return p.stdout
+
+    return run
+
+
+def report(problems):
+    """One FAIL line per problem; exit status 1 when there are any, else 0."""
+    for p in problems:
+        print("FAIL:", p)
+    sys.exit(1 if problems else 0)
