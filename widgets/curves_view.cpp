@@ -109,24 +109,9 @@ public:
         for (QComboBox* b : {m_bandBox, m_xBox, m_yBox})
             connect(b, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
-        rebuild();
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"metric", m_metricBox->currentData().toString()},
-                           {"band", m_bandBox->currentData().toString()},
-                           {"x_scale", m_xBox->currentData().toString()},
-                           {"y_scale", m_yBox->currentData().toString()}};
-    }
-
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_metricBox), b2(m_bandBox), b3(m_xBox), b4(m_yBox);
-        restoreData(m_metricBox, s, "metric");
-        restoreData(m_bandBox, s, "band");
-        restoreData(m_xBox, s, "x_scale");
-        restoreData(m_yBox, s, "y_scale");
+        m_saved.addByData("band", m_bandBox);
+        m_saved.addByData("x_scale", m_xBox);
+        m_saved.addByData("y_scale", m_yBox);
         rebuild();
     }
 

@@ -37,14 +37,7 @@ public:
         toolRow()->addWidget(m_perPanelBox);
         toolRow()->addStretch(1);
         connect(m_perPanelBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
-        rebuild();
-    }
-
-    QJsonObject saveState() const override { return QJsonObject{{"per_panel_scale", m_perPanelBox->isChecked()}}; }
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b(m_perPanelBox);
-        restoreChecked(m_perPanelBox, s, "per_panel_scale");
+        m_saved.add("per_panel_scale", m_perPanelBox);
         rebuild();
     }
 

@@ -174,6 +174,7 @@ private:
     SweepSlot& slot(const QString& view) const;
     void setUpSweepSlot(SweepSlot& s);
     void showSweepDialog();
+    void refuseSweep(const QString& view, const QString& error);
     void startSweep(const QString& view, std::function<std::shared_ptr<const analysis::SweepResult>(const analysis::JobContext&)> work);
     void finishSweep(const QString& view, std::shared_ptr<const analysis::SweepResult> result);
     void updateSweepStatus();

@@ -134,9 +134,7 @@ void MainWindow::runSweep(const SweepParams& params)
             throw std::invalid_argument(why.toStdString());
         spec = sweepSpec(params, have ? &source : nullptr, m_mechanism->options());
     } catch (const std::exception& e) {
-        m_lastSweepError = tr("Sweep: %1").arg(QString::fromStdString(e.what()));
-        showMessage(m_lastSweepError, true);
-        emit sweepFinished(m_curvesSlot->name, false, m_lastSweepError);
+        refuseSweep(m_curvesSlot->name, tr("Sweep: %1").arg(QString::fromStdString(e.what())));
         return;
     }
     const std::string mixingRef = m_mechanism->mixingFile().toStdString();
@@ -158,9 +156,7 @@ void MainWindow::runOverview()
             throw std::invalid_argument(why.toStdString());
         options = m_mechanism->options();
     } catch (const std::exception& e) {
-        m_lastSweepError = tr("Model overview: %1").arg(QString::fromStdString(e.what()));
-        showMessage(m_lastSweepError, true);
-        emit sweepFinished(m_overviewSlot->name, false, m_lastSweepError);
+        refuseSweep(m_overviewSlot->name, tr("Model overview: %1").arg(QString::fromStdString(e.what())));
         return;
     }
     const std::string mixingRef = m_mechanism->mixingFile().toStdString();
@@ -171,6 +167,14 @@ void MainWindow::runOverview()
         auto records = analysis::run_sweep(spec, ctx);
         return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
     });
+}
+
+// A sweep that cannot start (no data, bad parameters) ends at once with `error`.
+void MainWindow::refuseSweep(const QString& view, const QString& error)
+{
+    m_lastSweepError = error;
+    showMessage(m_lastSweepError, true);
+    emit sweepFinished(view, false, m_lastSweepError);
 }
 
 void MainWindow::startSweep(const QString& view, std::function<SweepResultPtr(const analysis::JobContext&)> work)

@@ -77,12 +77,9 @@ public:
 
     QJsonObject saveState() const override
     {
-        QJsonObject s;
-        s["colormap"] = m_cmapBox->currentText();
-        s["log"] = m_logBox->isChecked();
+        QJsonObject s = m_saved.save();
         const int ref = m_diffBox->currentData().toInt();
         s["difference"] = ref < 0 ? QStringLiteral("off") : mechanismLabel(Mechanism(ref));
-        s["reduce"] = m_reduceBox->currentText();
         if (m_haveRange) {
             s["x_range"] = rangeToJson(m_x0, m_x1);
             s["y_range"] = rangeToJson(m_y0, m_y1);
@@ -92,9 +89,8 @@ public:
 
     void restoreState(const QJsonObject& s) override
     {
-        const QSignalBlocker b1(m_cmapBox), b2(m_logBox), b3(m_diffBox), b4(m_reduceBox);
-        restoreText(m_cmapBox, s, "colormap");
-        restoreChecked(m_logBox, s, "log");
+        m_saved.restore(s);
+        const QSignalBlocker blocker(m_diffBox);
         if (s.contains("difference")) {
             const QString d = s["difference"].toString();
             int idx = 0;
@@ -103,7 +99,6 @@ public:
                     idx = i;
             m_diffBox->setCurrentIndex(idx);
         }
-        restoreText(m_reduceBox, s, "reduce");
         double x0, x1, y0, y1;
         const bool ranges = rangeFromJson(s["x_range"], x0, x1) && rangeFromJson(s["y_range"], y0, y1);
         rebuild();
@@ -165,6 +160,9 @@ private:
         connect(m_diffBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_reduceBox, &QComboBox::currentIndexChanged, this, [this](int) { refreshImages(); });
         connect(reset, &QPushButton::clicked, this, [this] { resetZoom(); });
+        m_saved.addByText("colormap", m_cmapBox);
+        m_saved.add("log", m_logBox);
+        m_saved.addByText("reduce", m_reduceBox);
     }
 
     Index n() const { return m_result ? m_result->n : 0; }

@@ -155,36 +155,31 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
 void MechanismPanel::connectFields()
 {
     auto changedSlot = [this] { emitChanged(); };
-    connect(m_causal, &QCheckBox::toggled, this, changedSlot);
-    connect(m_scaleAuto, &QCheckBox::toggled, this, changedSlot);
-    connect(m_scale, &QDoubleSpinBox::valueChanged, this, changedSlot);
-    connect(m_featureMap, &QComboBox::currentIndexChanged, this, changedSlot);
-    connect(m_favorFeatures, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_seed, &QSpinBox::valueChanged, this, changedSlot);
+    for (QCheckBox* b : {m_causal, m_scaleAuto})
+        connect(b, &QCheckBox::toggled, this, changedSlot);
+    for (QDoubleSpinBox* b : {m_scale, m_sigma, m_threshold})
+        connect(b, &QDoubleSpinBox::valueChanged, this, changedSlot);
+    for (QSpinBox* b : {m_favorFeatures, m_seed, m_blocks, m_chunk})
+        connect(b, &QSpinBox::valueChanged, this, changedSlot);
+    for (QComboBox* c : {m_featureMap, m_tokenOrder, m_mixingDataset, m_normalize})
+        connect(c, &QComboBox::currentIndexChanged, this, changedSlot);
+    for (QLineEdit* e : {m_grid, m_blockGrid})
+        connect(e, &QLineEdit::editingFinished, this, changedSlot);
     connect(m_blockMode, &QComboBox::currentIndexChanged, this, [this] {
         if (!m_restoring)
             m_blockModeChosen = true;
         emitChanged();
     });
-    connect(m_blocks, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_chunk, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_grid, &QLineEdit::editingFinished, this, changedSlot);
-    connect(m_blockGrid, &QLineEdit::editingFinished, this, changedSlot);
-    connect(m_tokenOrder, &QComboBox::currentIndexChanged, this, changedSlot);
     connect(m_mixing, &QComboBox::currentIndexChanged, this, [this] {
         if (m_mixing->currentData().toString() == QLatin1String("file") && m_mixingPath->text().isEmpty() && !m_restoring)
             chooseMixingFile();
         emitChanged();
     });
-    connect(m_sigma, &QDoubleSpinBox::valueChanged, this, changedSlot);
-    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, changedSlot);
     connect(m_mixingPath, &QLineEdit::editingFinished, this, [this] {
         fillMixingDatasets();
         emitChanged();
     });
     connect(m_mixingBrowse, &QPushButton::clicked, this, &MechanismPanel::chooseMixingFile);
-    connect(m_mixingDataset, &QComboBox::currentIndexChanged, this, changedSlot);
-    connect(m_normalize, &QComboBox::currentIndexChanged, this, changedSlot);
 }
 
 void MechanismPanel::emitChanged()
@@ -424,28 +419,21 @@ QJsonObject MechanismPanel::saveState() const
 void MechanismPanel::restoreState(const QJsonObject& s)
 {
     m_restoring = true;
-    auto setCombo = [](QComboBox* c, const QJsonValue& v) {
-        if (!v.isString())
-            return;
-        const int i = c->findData(v.toString());
-        if (i >= 0)
-            c->setCurrentIndex(i);
-    };
     const QJsonValue scale = s.value(QStringLiteral("scale"));
     m_scaleAuto->setChecked(!scale.isDouble());
     if (scale.isDouble())
         m_scale->setValue(scale.toDouble());
     m_causal->setChecked(s.value(QStringLiteral("causal")).toBool());
-    setCombo(m_featureMap, s.value(QStringLiteral("feature_map")));
+    restoreData(m_featureMap, s, "feature_map");
     m_favorFeatures->setValue(s.value(QStringLiteral("favor_features")).toInt(256));
     m_seed->setValue(s.value(QStringLiteral("seed")).toInt(0));
-    setCombo(m_blockMode, s.value(QStringLiteral("block_mode")));
+    restoreData(m_blockMode, s, "block_mode");
     m_blockModeChosen = s.contains(QStringLiteral("block_mode"));
     m_blocks->setValue(s.value(QStringLiteral("blocks")).toInt(0));
     m_chunk->setValue(s.value(QStringLiteral("chunk")).toInt(64));
     m_grid->setText(s.value(QStringLiteral("grid")).toString());
     m_blockGrid->setText(s.value(QStringLiteral("block_grid")).toString(QStringLiteral("4x4")));
-    setCombo(m_tokenOrder, s.value(QStringLiteral("token_order")));
+    restoreData(m_tokenOrder, s, "token_order");
     m_mixingPath->setText(s.value(QStringLiteral("mixing_file")).toString());
     fillMixingDatasets();
     const int ds = m_mixingDataset->findText(s.value(QStringLiteral("mixing_dataset")).toString());
@@ -455,7 +443,7 @@ void MechanismPanel::restoreState(const QJsonObject& s)
     m_mixing->setCurrentIndex(std::max(0, m_mixing->findData(mixing.toString())));
     m_sigma->setValue(s.value(QStringLiteral("mixing_sigma")).toDouble(3.0));
     m_threshold->setValue(s.value(QStringLiteral("mixing_threshold")).toDouble(1.5));
-    setCombo(m_normalize, s.value(QStringLiteral("normalize")));
+    restoreData(m_normalize, s, "normalize");
     m_restoring = false;
     emitChanged();
 }

@@ -40,6 +40,7 @@ public:
         tools->addStretch(1);
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
+        m_saved.addByText("colormap", m_cmapBox);
         rebuild();
     }
 
@@ -51,19 +52,6 @@ public:
         const int pw = std::clamp(40 * cols, 220, 420);
         const int ph = rows == 1 ? 60 : std::clamp(pw * rows / cols, 160, 520);
         return {90 + k * (pw + 16) + 110, 130 + ph};
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"metric", m_metricBox->currentData().toString()}, {"colormap", m_cmapBox->currentText()}};
-    }
-
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_metricBox), b2(m_cmapBox);
-        restoreData(m_metricBox, s, "metric");
-        restoreText(m_cmapBox, s, "colormap");
-        rebuild();
     }
 
 protected:

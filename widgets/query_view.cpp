@@ -45,6 +45,8 @@ public:
         });
         connect(m_logBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_sharedBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        m_saved.add("log_y", m_logBox);
+        m_saved.add("shared_scale", m_sharedBox);
         rebuild();
     }
 
@@ -63,14 +65,14 @@ public:
 
     QJsonObject saveState() const override
     {
-        return QJsonObject{{"query", m_query}, {"log_y", m_logBox->isChecked()}, {"shared_scale", m_sharedBox->isChecked()}};
+        QJsonObject s = m_saved.save();
+        s["query"] = m_query;
+        return s;
     }
 
     void restoreState(const QJsonObject& s) override
     {
-        const QSignalBlocker b1(m_logBox), b2(m_sharedBox);
-        restoreChecked(m_logBox, s, "log_y");
-        restoreChecked(m_sharedBox, s, "shared_scale");
+        m_saved.restore(s);
         if (s.contains("query"))
             m_query = s["query"].toInt(-1);
         if (m_result && m_query >= m_result->n)

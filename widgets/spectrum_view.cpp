@@ -32,18 +32,8 @@ public:
         tools->addStretch(1);
         connect(m_cumBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_logxBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
-        rebuild();
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"cumulative", m_cumBox->isChecked()}, {"log_x", m_logxBox->isChecked()}};
-    }
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_cumBox), b2(m_logxBox);
-        restoreChecked(m_cumBox, s, "cumulative");
-        restoreChecked(m_logxBox, s, "log_x");
+        m_saved.add("cumulative", m_cumBox);
+        m_saved.add("log_x", m_logxBox);
         rebuild();
     }
 

@@ -172,17 +172,7 @@ QGroupBox* SweepDialog::buildDataBox(const SweepParams& initial)
     m_seeds = spinBox(source, 1, 1000, initial.seeds);
     m_n = spinBox(source, 1, 1 << 20, initial.n);
     m_blocks = spinBox(source, 1, 1 << 16, initial.blocks, tr("MHLA blocks M of the synthetic tokens (vary N)"));
-    auto* synthRow = new QHBoxLayout;
-    synthRow->addWidget(m_kind);
-    synthRow->addWidget(new QLabel(tr("d"), source));
-    synthRow->addWidget(m_d);
-    synthRow->addWidget(new QLabel(tr("seeds"), source));
-    synthRow->addWidget(m_seeds);
-    synthRow->addWidget(new QLabel(tr("N (vary M)"), source));
-    synthRow->addWidget(m_n);
-    synthRow->addWidget(new QLabel(tr("M (vary N)"), source));
-    synthRow->addWidget(m_blocks);
-    sf->addRow(tr("Kind"), synthRow);
+    sf->addRow(tr("Kind"), labelledRow(source, m_kind, {{tr("d"), m_d}, {tr("seeds"), m_seeds}, {tr("N (vary M)"), m_n}, {tr("M (vary N)"), m_blocks}}));
     return source;
 }
 
@@ -204,13 +194,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
     m_draws = spinBox(sweep, 1, 1000, initial.draws);
     m_seed = spinBox(sweep, 0, 1 << 30, static_cast<int>(initial.seed));
-    auto* subRow = new QHBoxLayout;
-    subRow->addWidget(m_subsample);
-    subRow->addWidget(new QLabel(tr("draws"), sweep));
-    subRow->addWidget(m_draws);
-    subRow->addWidget(new QLabel(tr("seed"), sweep));
-    subRow->addWidget(m_seed);
-    wf->addRow(tr("&Subsample"), subRow);
+    wf->addRow(tr("&Subsample"), labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
     m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);

@@ -19,6 +19,15 @@ void ExploreView::setResult(std::shared_ptr<const analysis::ExploreResult> resul
     resultChanged();
 }
 
+// A view without saved controls has no state: nothing to restore, nothing to redraw.
+void ExploreView::restoreState(const QJsonObject& state)
+{
+    if (m_saved.empty())
+        return;
+    m_saved.restore(state);
+    rebuild();
+}
+
 SweepPlotView::SweepPlotView(QWidget* parent, QString name, QString title, QSize exportSize)
     : PlotViewOf<SweepView>(parent), m_name(std::move(name)), m_title(std::move(title)), m_exportSize(exportSize)
 {
@@ -30,6 +39,13 @@ SweepPlotView::SweepPlotView(QWidget* parent, QString name, QString title, QSize
     tools->addWidget(m_metricBox);
     tools->addSpacing(12);
     connect(m_metricBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+    m_saved.addByData("metric", m_metricBox);
+}
+
+void SweepPlotView::restoreState(const QJsonObject& state)
+{
+    m_saved.restore(state);
+    rebuild();
 }
 
 void SweepPlotView::setSweep(std::shared_ptr<const analysis::SweepResult> sweep)

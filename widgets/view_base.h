@@ -2,7 +2,8 @@
 // The bases of the result views (private to widgets/). ExploreView: a view of one ExploreResult with its
 // name, title and export size; PlotView: the same with a QCustomPlot (plot_style.h's PlotViewOf).
 // SweepPlotView: a QCustomPlot view of one sweep, with the metric box that starts its tool row.
-// Each keeps what it shows and calls the derived view's rebuild() when that changes.
+// Each keeps what it shows and calls the derived view's rebuild() when that changes, and saves and
+// restores the controls a view registers in m_saved (restoring redraws).
 #include <QSize>
 #include <QString>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "curves.h"
 #include "plot_style.h"
 #include "result_view.h"
+#include "widget_util.h"
 
 class QComboBox;
 
@@ -27,6 +29,8 @@ public:
     QString viewTitle() const override { return m_title; }
     QSize preferredExportSize() const override { return m_exportSize; }
     void setResult(std::shared_ptr<const analysis::ExploreResult> result) override;
+    QJsonObject saveState() const override { return m_saved.save(); }
+    void restoreState(const QJsonObject& state) override;
 
 protected:
     // A new result (or none) is in m_result; the default redraws.
@@ -34,6 +38,7 @@ protected:
     virtual void rebuild() = 0;
 
     std::shared_ptr<const analysis::ExploreResult> m_result;
+    SavedControls m_saved;
 
 private:
     QString m_name, m_title;
@@ -52,6 +57,8 @@ public:
     void setResult(std::shared_ptr<const analysis::ExploreResult> result) override { Q_UNUSED(result); }
     void setSweep(std::shared_ptr<const analysis::SweepResult> sweep) override;
     void setMetric(const QString& metric) override;
+    QJsonObject saveState() const override { return m_saved.save(); }
+    void restoreState(const QJsonObject& state) override;
 
 protected:
     // A new sweep (or none) is in m_sweep; the default redraws.
@@ -61,6 +68,7 @@ protected:
 
     std::shared_ptr<const analysis::SweepResult> m_sweep;
     QComboBox* m_metricBox = nullptr;
+    SavedControls m_saved;   // "metric" and the derived view's controls
 
 private:
     QString m_name, m_title;

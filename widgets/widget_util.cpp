@@ -45,6 +45,17 @@ QWidget* widgetRow(QWidget* parent, std::initializer_list<QWidget*> widgets)
     return w;
 }
 
+QHBoxLayout* labelledRow(QWidget* parent, QWidget* first, std::initializer_list<std::pair<QString, QWidget*>> fields)
+{
+    auto* row = new QHBoxLayout;
+    row->addWidget(first);
+    for (const auto& [label, field] : fields) {
+        row->addWidget(new QLabel(label, parent));
+        row->addWidget(field);
+    }
+    return row;
+}
+
 QSpinBox* spinBox(QWidget* parent, int minimum, int maximum, int value, const QString& toolTip)
 {
     auto* box = new QSpinBox(parent);
@@ -104,6 +115,33 @@ void restoreData(QComboBox* box, const QJsonObject& state, const char* key)
     const int i = v.isString() ? box->findData(v.toString()) : -1;
     if (i >= 0)
         box->setCurrentIndex(i);
+}
+
+QJsonObject SavedControls::save() const
+{
+    QJsonObject state;
+    for (const Entry& e : m_entries) {
+        const QString key = QLatin1String(e.key);
+        if (e.check)
+            state[key] = e.check->isChecked();
+        else
+            state[key] = e.byText ? e.combo->currentText() : e.combo->currentData().toString();
+    }
+    return state;
+}
+
+void SavedControls::restore(const QJsonObject& state) const
+{
+    for (const Entry& e : m_entries) {
+        QWidget* control = e.check ? static_cast<QWidget*>(e.check) : e.combo;
+        const QSignalBlocker blocker(control);
+        if (e.check)
+            restoreChecked(e.check, state, e.key);
+        else if (e.byText)
+            restoreText(e.combo, state, e.key);
+        else
+            restoreData(e.combo, state, e.key);
+    }
 }
 
 }  // namespace attnscope::widgets

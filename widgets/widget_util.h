@@ -2,6 +2,7 @@
 // Small Qt helpers shared by the docks, dialogs and views (private to widgets/): size lists as typed by
 // the user ("16x16"), fields made in one call (spin boxes, combo boxes, a row of widgets, a problem
 // label), and restoring a control from a view's saved state. QCustomPlot helpers are in plot_style.h.
+#include <QJsonObject>
 #include <QList>
 #include <QString>
 #include <QVariant>
@@ -14,7 +15,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
-class QJsonObject;
+class QHBoxLayout;
 class QLabel;
 class QSpinBox;
 class QWidget;
@@ -28,6 +29,8 @@ QString sizesText(const std::vector<Eigen::Index>& sizes, const QString& separat
 
 // A widget holding `widgets` side by side without margins: several fields in one form row.
 QWidget* widgetRow(QWidget* parent, std::initializer_list<QWidget*> widgets);
+// A row layout of `first` and then each field after its label (the labels are made with `parent`).
+QHBoxLayout* labelledRow(QWidget* parent, QWidget* first, std::initializer_list<std::pair<QString, QWidget*>> fields);
 
 QSpinBox* spinBox(QWidget* parent, int minimum, int maximum, int value, const QString& toolTip = QString());
 QDoubleSpinBox* doubleSpinBox(QWidget* parent, double minimum, double maximum, int decimals, double value,
@@ -42,5 +45,26 @@ QLabel* problemLabel(QWidget* parent, const QString& color);
 void restoreChecked(QCheckBox* box, const QJsonObject& state, const char* key);
 void restoreText(QComboBox* box, const QJsonObject& state, const char* key);
 void restoreData(QComboBox* box, const QJsonObject& state, const char* key);
+
+// The controls a view keeps in its saved state, each under its key: a check box as a boolean, a combo
+// box as its item's (string) data or its text. restore() sets them as above, their signals blocked.
+class SavedControls {
+public:
+    void add(const char* key, QCheckBox* box) { m_entries.push_back({key, box, nullptr, false}); }
+    void addByData(const char* key, QComboBox* box) { m_entries.push_back({key, nullptr, box, false}); }
+    void addByText(const char* key, QComboBox* box) { m_entries.push_back({key, nullptr, box, true}); }
+    bool empty() const { return m_entries.empty(); }
+    QJsonObject save() const;
+    void restore(const QJsonObject& state) const;
+
+private:
+    struct Entry {
+        const char* key;
+        QCheckBox* check;
+        QComboBox* combo;
+        bool byText;
+    };
+    std::vector<Entry> m_entries;
+};
 
 }  // namespace attnscope::widgets
