@@ -1,3 +1,4 @@
+// The mechanism panel: its fields, the options they make, and the problems shown inline; see mechanism_panel.h.
 #include "mechanism_panel.h"
 
 #include <QCheckBox>

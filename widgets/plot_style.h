@@ -21,13 +21,9 @@
 
 class QComboBox;
 class QCustomPlot;
-class QCPLegend;
 class QCPPainter;
 class QHBoxLayout;
 class QCPColorGradient;
-class QCPAxis;
-class QCPAxisRect;
-class QCPRange;
 
 namespace attnscope::analysis {
 struct ExploreResult;

@@ -1,3 +1,4 @@
+// The selection panel: index axes, prefix tokens and token grid, and the guesses from the file; see selection_panel.h.
 #include "selection_panel.h"
 
 #include <QFormLayout>

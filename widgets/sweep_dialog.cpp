@@ -1,3 +1,4 @@
+// The sweep dialog, its parameters (JSON for sessions) and the core SweepSpec they make; see sweep_dialog.h.
 #include "sweep_dialog.h"
 
 #include <QCheckBox>
