@@ -1,5 +1,5 @@
 #pragma once
-// Views of many analyses at once (issue 4): curves of a metric against N or M from a sweep, and the
+// Views of many analyses at once: curves of a metric against N or M from a sweep, and the
 // layers x heads overview of one model. Both are ResultViews (export, state) fed by core results.
 #include <memory>
 

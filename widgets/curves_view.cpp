@@ -17,7 +17,9 @@
 
 #include "analysis/sweep.h"
 #include "curves.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 namespace {
@@ -77,92 +79,60 @@ QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, doub
     return g;
 }
 
-class CurvesView : public PlotViewOf<SweepView> {
+class CurvesView : public SweepPlotView {
 public:
-    explicit CurvesView(QWidget* parent) : PlotViewOf<SweepView>(parent)
+    explicit CurvesView(QWidget* parent) : SweepPlotView(parent, QStringLiteral("curves"), tr("Curves"), {860, 560})
     {
         auto* tools = toolRow();
-        tools->addWidget(new QLabel(tr("Metric"), this));
-        m_metricBox = new QComboBox(this);
-        for (const QString& k : sweepMetricKeys())
-            m_metricBox->addItem(sweepMetricLabel(k), k);
-        tools->addWidget(m_metricBox);
-        tools->addSpacing(12);
         tools->addWidget(new QLabel(tr("Band"), this));
-        m_bandBox = new QComboBox(this);
-        m_bandBox->addItem(tr("min \u2013 max"), QStringLiteral("minmax"));
-        m_bandBox->addItem(tr("mean \u00b1 1 std"), QStringLiteral("std"));
-        m_bandBox->addItem(tr("none"), QStringLiteral("none"));
-        m_bandBox->setToolTip(tr("Spread over layers, heads, draws and seeds pooled at each point"));
+        m_bandBox = comboBox(this,
+                             {{tr("min \u2013 max"), QStringLiteral("minmax")},
+                              {tr("mean \u00b1 1 std"), QStringLiteral("std")},
+                              {tr("none"), QStringLiteral("none")}},
+                             tr("Spread over layers, heads, draws and seeds pooled at each point"));
         tools->addWidget(m_bandBox);
         tools->addSpacing(12);
         tools->addWidget(new QLabel(tr("x axis"), this));
-        m_xBox = new QComboBox(this);
-        m_xBox->addItem(tr("auto"), QStringLiteral("auto"));
-        m_xBox->addItem(tr("linear"), QStringLiteral("linear"));
-        m_xBox->addItem(tr("log\u2082"), QStringLiteral("log2"));
-        m_xBox->addItem(tr("log\u2081\u2080"), QStringLiteral("log10"));
-        m_xBox->setToolTip(tr("auto: logarithmic when the values span more than 8\u00d7 (base 2 for powers of two)"));
+        m_xBox = comboBox(this,
+                          {{tr("auto"), QStringLiteral("auto")},
+                           {tr("linear"), QStringLiteral("linear")},
+                           {tr("log\u2082"), QStringLiteral("log2")},
+                           {tr("log\u2081\u2080"), QStringLiteral("log10")}},
+                          tr("auto: logarithmic when the values span more than 8\u00d7 (base 2 for powers of two)"));
         tools->addWidget(m_xBox);
         tools->addWidget(new QLabel(tr("y axis"), this));
-        m_yBox = new QComboBox(this);
-        m_yBox->addItem(tr("auto"), QStringLiteral("auto"));
-        m_yBox->addItem(tr("linear"), QStringLiteral("linear"));
-        m_yBox->addItem(tr("log"), QStringLiteral("log"));
-        m_yBox->setToolTip(tr("auto: linear, except seconds spanning more than 8\u00d7"));
+        m_yBox = comboBox(this,
+                          {{tr("auto"), QStringLiteral("auto")}, {tr("linear"), QStringLiteral("linear")}, {tr("log"), QStringLiteral("log")}},
+                          tr("auto: linear, except seconds spanning more than 8\u00d7"));
         tools->addWidget(m_yBox);
         tools->addStretch(1);
-        for (QComboBox* b : {m_metricBox, m_bandBox, m_xBox, m_yBox})
+        for (QComboBox* b : {m_bandBox, m_xBox, m_yBox})
             connect(b, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
-        rebuild();
-    }
-
-    QString viewName() const override { return QStringLiteral("curves"); }
-    QString viewTitle() const override { return tr("Curves"); }
-    QSize preferredExportSize() const override { return {860, 560}; }
-    void setResult(std::shared_ptr<const analysis::ExploreResult> result) override { Q_UNUSED(result); }
-
-    void setSweep(std::shared_ptr<const SweepResult> sweep) override
-    {
-        m_sweep = std::move(sweep);
-        m_summary = m_sweep ? analysis::sweep_summary(m_sweep->spec, m_sweep->records) : nlohmann::ordered_json();
-        rebuild();
-    }
-
-    void setMetric(const QString& metric) override
-    {
-        const int i = m_metricBox->findData(metric);
-        if (i >= 0)
-            m_metricBox->setCurrentIndex(i);   // rebuilds when it changes
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"metric", m_metricBox->currentData().toString()},
-                           {"band", m_bandBox->currentData().toString()},
-                           {"x_scale", m_xBox->currentData().toString()},
-                           {"y_scale", m_yBox->currentData().toString()}};
-    }
-
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_metricBox), b2(m_bandBox), b3(m_xBox), b4(m_yBox);
-        auto pick = [&s](QComboBox* box, const char* key) {
-            const int i = box->findData(s[key].toString());
-            if (s.contains(key) && i >= 0)
-                box->setCurrentIndex(i);
-        };
-        pick(m_metricBox, "metric");
-        pick(m_bandBox, "band");
-        pick(m_xBox, "x_scale");
-        pick(m_yBox, "y_scale");
+        m_saved.addByData("band", m_bandBox);
+        m_saved.addByData("x_scale", m_xBox);
+        m_saved.addByData("y_scale", m_yBox);
         rebuild();
     }
 
 private:
-    QString metric() const { return m_metricBox->currentData().toString(); }
+    // What the axes show: the metric and band, the distinct x values and the axes' extent and scales.
+    struct Frame {
+        QString key, band, xscale;
+        bool byM = false, logx = false, logy = false;
+        std::vector<double> xs;            // ascending, distinct
+        double x0 = 0, x1 = 1;             // the x axis range (room around the outer points)
+        double ylo = 0, yhi = 0, yminPos = 0;   // extent of the drawn values (yminPos: smallest positive)
+        double pooled = 0;                 // most records pooled in one point
+    };
+
     bool varyM() const { return m_sweep && m_sweep->spec.vary == 'm'; }
+
+    void sweepChanged() override
+    {
+        m_summary = m_sweep ? analysis::sweep_summary(m_sweep->spec, m_sweep->records) : nlohmann::ordered_json();
+        rebuild();
+    }
 
     // Points per mechanism: mean and std from sweep_summary (pooled over summary points that share x),
     // min..max and counts from the records.
@@ -277,7 +247,17 @@ private:
         return s;
     }
 
-    void rebuild()
+    // The band drawn around a point's mean.
+    static std::pair<double, double> bandOf(const CurvePoint& p, const QString& band)
+    {
+        if (band == "minmax")
+            return std::make_pair(p.min, p.max);
+        if (band == "std")
+            return std::make_pair(p.mean - p.std, p.mean + p.std);
+        return std::make_pair(p.mean, p.mean);
+    }
+
+    void rebuild() override
     {
         m_curves.clear();
         m_rect = nullptr;
@@ -286,79 +266,101 @@ private:
             return;
         }
         m_curves = curves();
-        const QString key = metric();
         if (m_curves.empty()) {
-            showPlotMessage(m_plot, tr("The sweep has no values of %1.").arg(sweepMetricLabel(key)));
+            showPlotMessage(m_plot, tr("The sweep has no values of %1.").arg(sweepMetricLabel(metric())));
             return;
         }
         clearPlot(m_plot);
-        const bool byM = varyM();
-        const bool rankLike = key == "rank" || key == "relative_rank";
+        Frame f = frame();
+        addTitles(f);
+        QCPLegend* legend = addAxes(f);
+        const std::vector<QCPGraph*> refs = addReferenceLines(f);
+        addCurves(f, legend);
+        for (QCPGraph* g : refs)
+            g->addToLegend(legend);
+        setUpAxes(f, legend);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
 
-        std::vector<double> xs;
-        double pooled = 0;
+    // The x values and scale (auto: log when they span more than 8x, base 2 for powers of two) and the
+    // y extent of means and bands (auto: log for seconds spanning more than 8x).
+    Frame frame() const
+    {
+        Frame f;
+        f.key = metric();
+        f.band = m_bandBox->currentData().toString();
+        f.byM = varyM();
         for (const Curve& c : m_curves)
             for (const CurvePoint& p : c.points) {
-                xs.push_back(p.x);
-                pooled = std::max(pooled, static_cast<double>(p.count));
+                f.xs.push_back(p.x);
+                f.pooled = std::max(f.pooled, static_cast<double>(p.count));
             }
-        std::sort(xs.begin(), xs.end());
-        xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
-        const double xmin = xs.front(), xmax = xs.back();
-
-        QString xscale = m_xBox->currentData().toString();
-        if (xscale == "auto")
-            xscale = (xmin > 0 && xmax > 8 * xmin) ? (allPowersOfTwo(xs) ? "log2" : "log10") : "linear";
-        if (xmin <= 0 && xscale != "linear")
-            xscale = "linear";
-        const bool logx = xscale != "linear";
-
-        // y extent of what will be drawn.
-        const QString band = m_bandBox->currentData().toString();
-        auto bandOf = [&band](const CurvePoint& p) {
-            if (band == "minmax")
-                return std::make_pair(p.min, p.max);
-            if (band == "std")
-                return std::make_pair(p.mean - p.std, p.mean + p.std);
-            return std::make_pair(p.mean, p.mean);
-        };
-        double ylo = std::numeric_limits<double>::infinity(), yhi = -ylo, yminPos = ylo;
+        std::sort(f.xs.begin(), f.xs.end());
+        f.xs.erase(std::unique(f.xs.begin(), f.xs.end()), f.xs.end());
+        const double xmin = f.xs.front(), xmax = f.xs.back();
+        f.xscale = m_xBox->currentData().toString();
+        if (f.xscale == "auto")
+            f.xscale = (xmin > 0 && xmax > 8 * xmin) ? (allPowersOfTwo(f.xs) ? "log2" : "log10") : "linear";
+        if (xmin <= 0 && f.xscale != "linear")
+            f.xscale = "linear";
+        f.logx = f.xscale != "linear";
+        if (f.logx) {
+            f.x0 = xmin / 1.3;
+            f.x1 = xmax * 1.3;
+        } else {
+            const double pad = xmax > xmin ? 0.05 * (xmax - xmin) : std::max(1.0, 0.1 * std::abs(xmin));
+            f.x0 = xmin - pad;
+            f.x1 = xmax + pad;
+        }
+        f.ylo = std::numeric_limits<double>::infinity();
+        f.yhi = -f.ylo;
+        f.yminPos = f.ylo;
         for (const Curve& c : m_curves)
             for (const CurvePoint& p : c.points) {
-                const auto [lo, hi] = bandOf(p);
-                ylo = std::min({ylo, lo, p.mean});
-                yhi = std::max({yhi, hi, p.mean});
+                const auto [lo, hi] = bandOf(p, f.band);
+                f.ylo = std::min({f.ylo, lo, p.mean});
+                f.yhi = std::max({f.yhi, hi, p.mean});
                 for (double v : {lo, p.mean})
                     if (v > 0)
-                        yminPos = std::min(yminPos, v);
+                        f.yminPos = std::min(f.yminPos, v);
             }
         QString yscale = m_yBox->currentData().toString();
         if (yscale == "auto")
-            yscale = (key == "seconds" && yminPos > 0 && yhi > 8 * yminPos) ? "log" : "linear";
-        if (!std::isfinite(yminPos))
+            yscale = (f.key == "seconds" && f.yminPos > 0 && f.yhi > 8 * f.yminPos) ? "log" : "linear";
+        if (!std::isfinite(f.yminPos))
             yscale = "linear";
-        const bool logy = yscale == "log";
+        f.logy = yscale == "log";
+        return f;
+    }
 
-        // Title: metric against x, and what the data are.
-        const QString xname = byM ? tr("blocks M") : tr("sequence length N");
-        QString title = tr("%1 against %2").arg(sweepMetricLabel(key), xname);
+    // Title (metric against x) and a subtitle saying what the data are and what a point pools.
+    void addTitles(const Frame& f)
+    {
+        QString title = tr("%1 against %2").arg(sweepMetricLabel(f.key), xName(f));
         title[0] = title[0].toUpper();
         QString sub = sourceText();
-        if (pooled > 1)
+        if (f.pooled > 1)
             sub += tr("; mean of up to %1 records per point (%2)")
-                       .arg(pooled)
-                       .arg(band == "minmax" ? tr("band: min \u2013 max") : band == "std" ? tr("band: \u00b1 1 std") : tr("no band"));
+                       .arg(f.pooled)
+                       .arg(f.band == "minmax" ? tr("band: min \u2013 max") : f.band == "std" ? tr("band: \u00b1 1 std") : tr("no band"));
         auto* t = new QCPTextElement(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, t);
         auto* st = new QCPTextElement(m_plot, sub, plotFont(kTickPt));
         st->setTextColor(QColor(80, 80, 80));
         m_plot->plotLayout()->addElement(1, 0, st);
+    }
+
+    QString xName(const Frame& f) const { return f.byM ? tr("blocks M") : tr("sequence length N"); }
+
+    // The axis rect, a closed box like matplotlib's spines (ticks on the bottom and left only), and the
+    // legend where the curves are not: top left when they rise, top right when they fall.
+    QCPLegend* addAxes(const Frame& f)
+    {
         m_rect = new QCPAxisRect(m_plot, true);
         m_plot->plotLayout()->addElement(2, 0, m_rect);
         m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
         m_plot->plotLayout()->setRowStretchFactor(1, 0.01);
         m_plot->plotLayout()->setRowSpacing(0);
-        // A closed box like matplotlib's spines; ticks on the bottom and left only.
         m_rect->setupFullAxesBox(true);
         styleAxisRect(m_rect);
         for (QCPAxis* ax : {m_rect->axis(QCPAxis::atTop), m_rect->axis(QCPAxis::atRight)}) {
@@ -370,73 +372,74 @@ private:
         m_rect->insetLayout()->setMargins(QMargins(7, 7, 7, 7));
         auto* x = m_rect->axis(QCPAxis::atBottom);
         auto* y = m_rect->axis(QCPAxis::atLeft);
-        x->setLabel(xname);
-        y->setLabel(sweepMetricLabel(key));
+        x->setLabel(xName(f));
+        y->setLabel(sweepMetricLabel(f.key));
         x->grid()->setVisible(true);
         y->grid()->setVisible(true);
-
-        // Legend where the curves are not: top left when they rise, top right when they fall.
         double first = 0, last = 0;
         for (const Curve& c : m_curves) {
             first += c.points.front().mean;
             last += c.points.back().mean;
         }
-        auto* legend = addLegend(m_rect, Qt::AlignTop | (last >= first ? Qt::AlignLeft : Qt::AlignRight));
+        return addLegend(m_rect, Qt::AlignTop | (last >= first ? Qt::AlignLeft : Qt::AlignRight));
+    }
 
-        // x range, with room around the outer points.
-        double x0, x1;
-        if (logx) {
-            x0 = xmin / 1.3;
-            x1 = xmax * 1.3;
-        } else {
-            const double pad = xmax > xmin ? 0.05 * (xmax - xmin) : std::max(1.0, 0.1 * std::abs(xmin));
-            x0 = xmin - pad;
-            x1 = xmax + pad;
-        }
-
-        // Reference lines first (drawn under the data).
+    // Reference lines, drawn under the data: full rank against N, and the feature dimension that bounds
+    // linear attention's rank when the sweep knows it. f.yhi grows to keep them in view.
+    std::vector<QCPGraph*> addReferenceLines(Frame& f)
+    {
+        auto* x = m_rect->axis(QCPAxis::atBottom);
+        auto* y = m_rect->axis(QCPAxis::atLeft);
+        const double xmax = f.xs.back();
         std::vector<QCPGraph*> refs;
-        if (!byM && key == "rank") {
-            auto* g = addFunction(m_plot, x, y, x0, x1, logx, [](double v) { return v; }, QPen(QColor(90, 90, 90), 1.2, Qt::DashLine));
+        if (!f.byM && f.key == "rank") {
+            auto* g = addFunction(m_plot, x, y, f.x0, f.x1, f.logx, [](double v) { return v; }, QPen(QColor(90, 90, 90), 1.2, Qt::DashLine));
             g->setName(tr("full rank (rank = N)"));
             refs.push_back(g);
-            yhi = std::max(yhi, xmax);
-        } else if (!byM && key == "relative_rank") {
-            auto* g = addFunction(m_plot, x, y, x0, x1, logx, [](double) { return 1.0; }, QPen(QColor(90, 90, 90), 1.2, Qt::DashLine));
+            f.yhi = std::max(f.yhi, xmax);
+        } else if (!f.byM && f.key == "relative_rank") {
+            auto* g = addFunction(m_plot, x, y, f.x0, f.x1, f.logx, [](double) { return 1.0; }, QPen(QColor(90, 90, 90), 1.2, Qt::DashLine));
             g->setName(tr("full rank (rank / N = 1)"));
             refs.push_back(g);
-            yhi = std::max(yhi, 1.0);
+            f.yhi = std::max(f.yhi, 1.0);
         }
+        const bool rankLike = f.key == "rank" || f.key == "relative_rank";
         const bool hasLinear = std::any_of(m_curves.begin(), m_curves.end(), [](const Curve& c) { return c.mechanism == Mechanism::linear; });
         QString dWhat;
         const double d = rankLike && hasLinear ? featureDimension(&dWhat) : 0;
         if (d > 0) {
             const QPen pen(QColor(60, 60, 60), 1.2, Qt::DotLine);
-            QCPGraph* g = key == "rank" ? addFunction(m_plot, x, y, x0, x1, logx, [d](double) { return d; }, pen)
-                          : byM          ? addFunction(m_plot, x, y, x0, x1, logx, [this](double) {
-                                     return featureDimensionOverN();
-                                 }, pen)
-                                         : addFunction(m_plot, x, y, x0, x1, logx, [d](double v) { return d / v; }, pen);
-            g->setName(key == "rank" ? dWhat + tr(" (bound of linear rank)") : dWhat + tr(" over N (bound of linear)"));
+            QCPGraph* g = f.key == "rank" ? addFunction(m_plot, x, y, f.x0, f.x1, f.logx, [d](double) { return d; }, pen)
+                          : f.byM         ? addFunction(m_plot, x, y, f.x0, f.x1, f.logx, [this](double) {
+                                        return featureDimensionOverN();
+                                    }, pen)
+                                          : addFunction(m_plot, x, y, f.x0, f.x1, f.logx, [d](double v) { return d / v; }, pen);
+            g->setName(f.key == "rank" ? dWhat + tr(" (bound of linear rank)") : dWhat + tr(" over N (bound of linear)"));
             refs.push_back(g);
-            if (key == "rank")
-                yhi = std::max(yhi, d);
+            if (f.key == "rank")
+                f.yhi = std::max(f.yhi, d);
         }
+        return refs;
+    }
 
-        // Bands, then the mean curves with markers.
+    // Per mechanism its band (a filled channel between two invisible graphs), then its mean with markers.
+    void addCurves(const Frame& f, QCPLegend* legend)
+    {
+        auto* x = m_rect->axis(QCPAxis::atBottom);
+        auto* y = m_rect->axis(QCPAxis::atLeft);
         for (const Curve& c : m_curves) {
             const QColor color = mechanismColor(c.mechanism);
             QVector<double> px, pm, plo, phi;
             bool spread = false;
             for (const CurvePoint& p : c.points) {
-                const auto [lo, hi] = bandOf(p);
+                const auto [lo, hi] = bandOf(p, f.band);
                 px << p.x;
                 pm << p.mean;
-                plo << (logy ? std::max(lo, yminPos) : lo);
+                plo << (f.logy ? std::max(lo, f.yminPos) : lo);
                 phi << hi;
                 spread = spread || hi > lo;
             }
-            if (band != "none" && spread) {
+            if (f.band != "none" && spread) {
                 auto* lower = m_plot->addGraph(x, y);
                 lower->setData(px, plo, true);
                 lower->setPen(Qt::NoPen);
@@ -458,41 +461,35 @@ private:
             g->setName(mechanismLabel(c.mechanism));
             g->addToLegend(legend);
         }
-        for (QCPGraph* g : refs)
-            g->addToLegend(legend);
+    }
 
-        // Axes.
-        if (logx) {
-            auto ticker = QSharedPointer<QCPAxisTickerLog>::create();
-            ticker->setLogBase(xscale == "log2" ? 2 : 10);
-            ticker->setSubTickCount(xscale == "log2" ? 0 : 8);
-            x->setScaleType(QCPAxis::stLogarithmic);
-            x->setTicker(ticker);
+    // Tickers and ranges; a linear y axis leaves room above the curves for the legend.
+    void setUpAxes(const Frame& f, const QCPLegend* legend)
+    {
+        auto* x = m_rect->axis(QCPAxis::atBottom);
+        auto* y = m_rect->axis(QCPAxis::atLeft);
+        if (f.logx) {
+            const bool base2 = f.xscale == "log2";
+            setLogScale(x, base2 ? 2 : 10, base2 ? 0 : 8);
             x->setNumberFormat("gb");
             x->setNumberPrecision(6);
-        } else if (std::all_of(xs.begin(), xs.end(), [](double v) { return v == std::round(v); })) {
+        } else if (std::all_of(f.xs.begin(), f.xs.end(), [](double v) { return v == std::round(v); })) {
             setIntegerTicks(x);
         }
-        x->setRange(x0, x1);
-        if (logy) {
-            auto ticker = QSharedPointer<QCPAxisTickerLog>::create();
-            ticker->setLogBase(10);
-            ticker->setSubTickCount(8);
-            y->setScaleType(QCPAxis::stLogarithmic);
-            y->setTicker(ticker);
+        x->setRange(f.x0, f.x1);
+        if (f.logy) {
+            setLogScale(y);
             y->setNumberFormat("gb");
             y->setNumberPrecision(4);
-            y->setRange(yminPos / 1.6, yhi * 1.6);
+            y->setRange(f.yminPos / 1.6, f.yhi * 1.6);
         } else {
-            const double lo = ylo >= 0 ? 0.0 : ylo - 0.06 * (yhi - ylo);
-            double hi = yhi + 0.08 * (yhi - lo);
+            const double lo = f.ylo >= 0 ? 0.0 : f.ylo - 0.06 * (f.yhi - f.ylo);
+            double hi = f.yhi + 0.08 * (f.yhi - lo);
             if (!(hi > lo))
                 hi = lo + 1;
-            // Room for the legend above the curves.
             hi += 0.06 * (hi - lo) * static_cast<double>(legend->itemCount());
             y->setRange(lo, hi);
         }
-        m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
     double featureDimensionOverN() const
@@ -533,11 +530,10 @@ private:
         emit statusMessage(tr("%1 = %2   %3").arg(varyM() ? QStringLiteral("M") : QStringLiteral("N"), fmtNum(bx, 8), parts.join(QStringLiteral("   |   "))));
     }
 
-    std::shared_ptr<const SweepResult> m_sweep;
     nlohmann::ordered_json m_summary;
     std::vector<Curve> m_curves;
     QCPAxisRect* m_rect = nullptr;
-    QComboBox *m_metricBox, *m_bandBox, *m_xBox, *m_yBox;
+    QComboBox *m_bandBox, *m_xBox, *m_yBox;
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+// The data browser dock; see data_browser.h.
 #include "data_browser.h"
 
 #include <QAction>
@@ -60,6 +61,53 @@ QString attributesText(const QJsonObject& attrs)
     return lines.join(QLatin1Char('\n'));
 }
 
+}  // namespace
+
+// The group items of one file's tree, made as tensor names need them: one per path component ('/'
+// always; '.' too for safetensors keys such as layers.0.q).
+class DataBrowser::GroupTree {
+public:
+    GroupTree(QTreeWidgetItem* fileItem, QString path, bool dotGroups, QIcon icon)
+        : m_fileItem(fileItem), m_path(std::move(path)), m_dotGroups(dotGroups), m_icon(std::move(icon))
+    {
+    }
+
+    // The item under which `name` is listed (its groups made when new), and the last component of the name.
+    QTreeWidgetItem* parentOf(const QString& name, QString* leaf)
+    {
+        static const QRegularExpression slash(QStringLiteral("/"));
+        static const QRegularExpression slashDot(QStringLiteral("[/.]"));
+        QStringList parts = name.split(m_dotGroups ? slashDot : slash, Qt::SkipEmptyParts);
+        *leaf = parts.isEmpty() ? name : parts.takeLast();
+        QTreeWidgetItem* parent = m_fileItem;
+        qsizetype pos = 0;
+        for (const QString& part : parts) {
+            pos = name.indexOf(part, pos) + part.size() + 1;
+            const QString pathSoFar = name.left(pos);   // e.g. "/layers/3/"
+            auto it = m_groups.find(pathSoFar);
+            if (it == m_groups.end()) {
+                auto* g = new QTreeWidgetItem(parent, {part});
+                g->setData(colName, roleFile, m_path);
+                g->setData(colName, roleKind, kindGroup);
+                g->setData(colName, roleGroup, pathSoFar);
+                g->setIcon(colName, m_icon);
+                it = m_groups.insert(pathSoFar, g);
+            }
+            parent = *it;
+        }
+        return parent;
+    }
+
+private:
+    QTreeWidgetItem* m_fileItem;
+    QString m_path;
+    bool m_dotGroups;
+    QIcon m_icon;
+    QHash<QString, QTreeWidgetItem*> m_groups;   // by the name's prefix up to and including the group
+};
+
+namespace {
+
 const char* kBadge[3] = {"Q", "K", "V"};
 const QColor kBadgeColour[3] = {QColor(31, 119, 180), QColor(214, 39, 40), QColor(44, 160, 44)};
 
@@ -120,23 +168,13 @@ bool DataBrowser::openFile(const QString& path, QString* error)
     fileItem->setData(colName, roleFile, path);
     fileItem->setData(colName, roleKind, kindFile);
     fileItem->setIcon(colName, style()->standardIcon(QStyle::SP_FileIcon));
-    QFont bold = fileItem->font(colName);
-    bold.setBold(true);
 
     std::unique_ptr<io::TensorFile> file;
     try {
         file = io::open_tensor_file(path.toStdString());
     } catch (const std::exception& e) {
         const QString message = QString::fromStdString(e.what());
-        fileItem->setData(colName, roleKind, kindError);
-        fileItem->setFirstColumnSpanned(true);
-        fileItem->setForeground(colName, QBrush(QColor(180, 0, 0)));
-        fileItem->setToolTip(colName, QStringLiteral("%1\n%2").arg(path, message));
-        auto* err = new QTreeWidgetItem(fileItem, {message});
-        err->setForeground(colName, QBrush(QColor(180, 0, 0)));
-        err->setToolTip(colName, message);
-        err->setFirstColumnSpanned(true);
-        fileItem->setExpanded(true);
+        showOpenError(fileItem, path, message);
         if (error)
             *error = message;
         return false;
@@ -156,36 +194,7 @@ bool DataBrowser::openFile(const QString& path, QString* error)
         tip += QLatin1Char('\n') + attributesText(fileAttrs);
     fileItem->setToolTip(colName, tip);
 
-    // Groups from path components ('/' always; '.' too for safetensors keys such as layers.0.q).
-    const bool dotGroups = format == QLatin1String("safetensors");
-    QHash<QString, QTreeWidgetItem*> groups;
-    auto groupItem = [&](const QString& name, const QStringList& parts) {
-        QTreeWidgetItem* parent = fileItem;
-        qsizetype pos = 0;
-        for (const QString& part : parts) {
-            pos = name.indexOf(part, pos) + part.size() + 1;
-            const QString path_so_far = name.left(pos);   // e.g. "/layers/3/"
-            auto it = groups.find(path_so_far);
-            if (it == groups.end()) {
-                auto* g = new QTreeWidgetItem(parent, {part});
-                g->setData(colName, roleFile, path);
-                g->setData(colName, roleKind, kindGroup);
-                g->setData(colName, roleGroup, path_so_far);
-                g->setIcon(colName, style()->standardIcon(QStyle::SP_DirIcon));
-                it = groups.insert(path_so_far, g);
-            }
-            parent = *it;
-        }
-        return parent;
-    };
-    auto split = [&](const QString& name, QString* leaf) {
-        static const QRegularExpression slash(QStringLiteral("/"));
-        static const QRegularExpression slashDot(QStringLiteral("[/.]"));
-        QStringList parts = name.split(dotGroups ? slashDot : slash, Qt::SkipEmptyParts);
-        *leaf = parts.isEmpty() ? name : parts.takeLast();
-        return parts;
-    };
-
+    GroupTree groups(fileItem, path, format == QLatin1String("safetensors"), style()->standardIcon(QStyle::SP_DirIcon));
     for (const auto& t : file->tensors()) {
         TensorEntry te;
         te.file = path;
@@ -196,44 +205,63 @@ bool DataBrowser::openFile(const QString& path, QString* error)
         te.attributes = toQt(t.attributes);
         te.fileAttributes = fileAttrs;
         entry.tensors.push_back(te);
-
-        QString leaf;
-        const QStringList parts = split(te.name, &leaf);
-        QTreeWidgetItem* parent = groupItem(te.name, parts);
-        auto* item = new QTreeWidgetItem(parent);
-        item->setText(colName, te.name.isEmpty() ? tr("(array)") : leaf);
-        item->setText(colShape, shapeText(te.shape));
-        item->setText(colType, te.dtype);
-        item->setData(colName, roleFile, path);
-        item->setData(colName, roleTensor, te.name);
-        item->setData(colName, roleKind, kindTensor);
-        QString ttip = QStringLiteral("%1\n%2 %3").arg(te.ref(), te.dtype, shapeText(te.shape));
-        if (!te.attributes.isEmpty())
-            ttip += QLatin1Char('\n') + attributesText(te.attributes);
-        for (int c = 0; c < 4; ++c)
-            item->setToolTip(c, ttip);
+        addTensorItem(groups, te);
     }
-    for (const auto& s : file->skipped()) {
-        QString leaf;
-        const QString name = QString::fromStdString(s.name);
-        QTreeWidgetItem* parent = groupItem(name, split(name, &leaf));
-        auto* item = new QTreeWidgetItem(parent, {leaf});
-        const QString reason = QString::fromStdString(s.reason);
-        item->setText(colShape, tr("skipped"));
-        item->setData(colName, roleKind, kindSkipped);
-        item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
-        for (int c = 0; c < 4; ++c) {
-            item->setForeground(c, QBrush(QColor(140, 140, 140)));
-            item->setToolTip(c, QStringLiteral("%1: not readable as a tensor (%2)").arg(name, reason));
-        }
-        item->setText(colType, reason);
-    }
+    for (const auto& s : file->skipped())
+        addSkippedItem(groups, QString::fromStdString(s.name), QString::fromStdString(s.reason));
     m_files.push_back(std::move(entry));
     fileItem->setExpanded(true);
     // Expand small trees fully; big checkpoints stay collapsed below the first level.
     if (file->tensors().size() <= 24)
         m_tree->expandRecursively(m_tree->indexFromItem(fileItem));
     return true;
+}
+
+// A file that cannot be opened: its row in red with the error below it.
+void DataBrowser::showOpenError(QTreeWidgetItem* fileItem, const QString& path, const QString& message)
+{
+    fileItem->setData(colName, roleKind, kindError);
+    fileItem->setFirstColumnSpanned(true);
+    fileItem->setForeground(colName, QBrush(QColor(180, 0, 0)));
+    fileItem->setToolTip(colName, QStringLiteral("%1\n%2").arg(path, message));
+    auto* err = new QTreeWidgetItem(fileItem, {message});
+    err->setForeground(colName, QBrush(QColor(180, 0, 0)));
+    err->setToolTip(colName, message);
+    err->setFirstColumnSpanned(true);
+    fileItem->setExpanded(true);
+}
+
+void DataBrowser::addTensorItem(GroupTree& groups, const TensorEntry& te)
+{
+    QString leaf;
+    auto* item = new QTreeWidgetItem(groups.parentOf(te.name, &leaf));
+    item->setText(colName, te.name.isEmpty() ? tr("(array)") : leaf);
+    item->setText(colShape, shapeText(te.shape));
+    item->setText(colType, te.dtype);
+    item->setData(colName, roleFile, te.file);
+    item->setData(colName, roleTensor, te.name);
+    item->setData(colName, roleKind, kindTensor);
+    QString ttip = QStringLiteral("%1\n%2 %3").arg(te.ref(), te.dtype, shapeText(te.shape));
+    if (!te.attributes.isEmpty())
+        ttip += QLatin1Char('\n') + attributesText(te.attributes);
+    for (int c = 0; c < 4; ++c)
+        item->setToolTip(c, ttip);
+}
+
+// An object the reader skipped: greyed, disabled, with the reason.
+void DataBrowser::addSkippedItem(GroupTree& groups, const QString& name, const QString& reason)
+{
+    QString leaf;
+    QTreeWidgetItem* parent = groups.parentOf(name, &leaf);
+    auto* item = new QTreeWidgetItem(parent, {leaf});
+    item->setText(colShape, tr("skipped"));
+    item->setData(colName, roleKind, kindSkipped);
+    item->setFlags(item->flags() & ~Qt::ItemIsEnabled);
+    for (int c = 0; c < 4; ++c) {
+        item->setForeground(c, QBrush(QColor(140, 140, 140)));
+        item->setToolTip(c, QStringLiteral("%1: not readable as a tensor (%2)").arg(name, reason));
+    }
+    item->setText(colType, reason);
 }
 
 void DataBrowser::closeAll()

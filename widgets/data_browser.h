@@ -59,6 +59,10 @@ signals:
     void assignmentChanged();
 
 private:
+    class GroupTree;
+    void showOpenError(QTreeWidgetItem* fileItem, const QString& path, const QString& message);
+    void addTensorItem(GroupTree& groups, const TensorEntry& tensor);
+    void addSkippedItem(GroupTree& groups, const QString& name, const QString& reason);
     void showContextMenu(const QPoint& pos);
     void refreshBadges();
     bool assignGroup(const QString& file, const QString& stemPrefix);

@@ -8,8 +8,10 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
 #include "views.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 namespace {
@@ -19,33 +21,15 @@ using Eigen::Index;
 
 constexpr int kBins = 40;
 
-QCPItemStraightLine* vline(QCustomPlot* plot, QCPAxisRect* rect, double x, const QPen& pen)
+// The row entropies of a mechanism, null when it has none (failed, or negative entries).
+const std::vector<double>* entropyRows(const analysis::MechanismOutcome& o)
 {
-    auto* line = new QCPItemStraightLine(plot);
-    line->setClipAxisRect(rect);
-    for (auto* p : {line->point1, line->point2})
-        p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-    line->point1->setCoords(x, 0);
-    line->point2->setCoords(x, 1);
-    line->setPen(pen);
-    return line;
-}
-
-QCPItemStraightLine* hline(QCustomPlot* plot, QCPAxisRect* rect, double y, const QPen& pen)
-{
-    auto* line = new QCPItemStraightLine(plot);
-    line->setClipAxisRect(rect);
-    for (auto* p : {line->point1, line->point2})
-        p->setAxes(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
-    line->point1->setCoords(0, y);
-    line->point2->setCoords(1, y);
-    line->setPen(pen);
-    return line;
+    return o.result.entropy && !o.result.entropy->rows.empty() ? &o.result.entropy->rows : nullptr;
 }
 
 class EntropyView : public PlotView {
 public:
-    explicit EntropyView(QWidget* parent) : PlotView(parent)
+    explicit EntropyView(QWidget* parent) : PlotView(parent, QStringLiteral("entropy"), tr("Row entropy"))
     {
         m_perPanelBox = new QCheckBox(tr("Per-panel colour scales"), this);
         m_perPanelBox->setToolTip(tr("Grid data: one colour scale per mechanism, so nearly uniform maps (linear, MHLA)\n"
@@ -53,20 +37,10 @@ public:
         toolRow()->addWidget(m_perPanelBox);
         toolRow()->addStretch(1);
         connect(m_perPanelBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        m_saved.add("per_panel_scale", m_perPanelBox);
         rebuild();
     }
 
-    QJsonObject saveState() const override { return QJsonObject{{"per_panel_scale", m_perPanelBox->isChecked()}}; }
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b(m_perPanelBox);
-        if (s.contains("per_panel_scale"))
-            m_perPanelBox->setChecked(s["per_panel_scale"].toBool());
-        rebuild();
-    }
-
-    QString viewName() const override { return QStringLiteral("entropy"); }
-    QString viewTitle() const override { return tr("Row entropy"); }
     QSize preferredExportSize() const override
     {
         if (m_result && gridTokens(*m_result).valid())
@@ -74,11 +48,6 @@ public:
         return {1200, 480};
     }
 
-    void setResult(std::shared_ptr<const ExploreResult> result) override
-    {
-        m_result = std::move(result);
-        rebuild();
-    }
     void setQuery(int token) override
     {
         // 3-D grids show the selected query's frame.
@@ -90,7 +59,7 @@ public:
     }
 
 private:
-    void rebuild()
+    void rebuild() override
     {
         m_perPanelBox->setEnabled(m_result && gridTokens(*m_result).valid());
         if (!m_result) {
@@ -100,14 +69,22 @@ private:
         clearPlot(m_plot);
         const GridTokens g = gridTokens(*m_result);
         const double lnN = std::log(static_cast<double>(std::max<Index>(1, m_result->n)));
-        auto* layout = m_plot->plotLayout();
         auto* group = new QCPMarginGroup(m_plot);
+        buildHistogram(group, lnN);
+        if (g.valid())
+            buildGridMaps(g, group, lnN);
+        else
+            buildLine(group, lnN);
+        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
 
-        // Histogram.
+    // Column 0: the histograms over common bins from the lowest entropy to ln N (the uniform row's).
+    void buildHistogram(QCPMarginGroup* group, double lnN)
+    {
+        auto* layout = m_plot->plotLayout();
         layout->addElement(0, 0, new QCPTextElement(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
-        auto* hist = new QCPAxisRect(m_plot, true);
-        layout->addElement(1, 0, hist);
-        styleAxisRect(hist);
+        auto* hist = addAxisRect(m_plot, layout, 1, 0);
         hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H_t (nats)"));
         hist->axis(QCPAxis::atLeft)->setLabel(tr("queries"));
@@ -115,7 +92,7 @@ private:
         double lo = lnN, hi = 0;
         QStringList missing;
         for (const auto& o : m_result->outcomes) {
-            if (o.result.entropy && !o.result.entropy->rows.empty()) {
+            if (entropyRows(o)) {
                 lo = std::min(lo, o.result.entropy->min);
                 hi = std::max(hi, o.result.entropy->max);
             } else {
@@ -128,36 +105,13 @@ private:
             lo = 0;
         const double span = std::max(top - lo, 1e-6);
         const double binLo = std::max(0.0, lo - 0.02 * span), binHi = top + 0.02 * span;
-        const double width = (binHi - binLo) / kBins;
         double maxCount = 1;
-        for (const auto& o : m_result->outcomes) {
-            if (!o.result.entropy || o.result.entropy->rows.empty())
-                continue;
-            // Counting rows per bin of the core's entropies (display only).
-            QVector<double> counts(kBins + 2, 0.0), centres(kBins + 2);
-            for (int b = 0; b < kBins + 2; ++b)
-                centres[b] = binLo + (b - 0.5) * width;
-            for (double h : o.result.entropy->rows) {
-                const int b = std::clamp(static_cast<int>(std::floor((h - binLo) / width)), 0, kBins - 1);
-                counts[b + 1] += 1;
-            }
-            for (double c : counts)
-                maxCount = std::max(maxCount, c);
-            auto* graph = m_plot->addGraph(hist->axis(QCPAxis::atBottom), hist->axis(QCPAxis::atLeft));
-            const QColor color = mechanismColor(o.result.mechanism);
-            graph->setLineStyle(QCPGraph::lsStepCenter);
-            graph->setPen(QPen(color, 1.5));
-            QColor fill = color;
-            fill.setAlpha(50);
-            graph->setBrush(fill);
-            graph->setData(centres, counts, true);
-            graph->setName(tr("%1: mean %2 nats").arg(mechanismLabel(o.result.mechanism), fmtNum(o.result.entropy->mean)));
-            graph->addToLegend(legend);
-            vline(m_plot, hist, o.result.entropy->mean, QPen(color, 1.3, Qt::DotLine));
-        }
+        for (const auto& o : m_result->outcomes)
+            if (entropyRows(o))
+                maxCount = std::max(maxCount, addHistogram(hist, legend, o, binLo, (binHi - binLo) / kBins));
         hist->axis(QCPAxis::atBottom)->setRange(binLo, binHi + 0.1 * span);
         hist->axis(QCPAxis::atLeft)->setRange(0, maxCount * 1.35);
-        vline(m_plot, hist, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+        addVLine(m_plot, hist, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
         auto* lnLabel = new QCPItemText(m_plot);
         lnLabel->setClipAxisRect(hist);
         lnLabel->position->setAxes(hist->axis(QCPAxis::atBottom), hist->axis(QCPAxis::atLeft));
@@ -169,34 +123,44 @@ private:
         lnLabel->setText(tr("ln N = %1 (uniform)").arg(fmtNum(lnN)));
         lnLabel->setFont(plotFont(kTickPt));
         lnLabel->setPadding(QMargins(0, 0, 0, 3));
-        if (!missing.isEmpty()) {
-            auto* note = new QCPItemText(m_plot);
-            note->setClipAxisRect(hist);
-            note->position->setType(QCPItemPosition::ptAxisRectRatio);
-            note->position->setAxisRect(hist);
-            note->position->setCoords(0.02, 0.97);
-            note->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-            note->setTextAlignment(Qt::AlignLeft);
-            note->setText(missing.join('\n'));
-            note->setFont(plotFont(kTickPt));
-            note->setColor(QColor(170, 20, 20));
-        }
-
-        if (g.valid())
-            buildGridMaps(g, group, lnN);
-        else
-            buildLine(group, lnN);
-        layout->setRowStretchFactor(0, 0.01);
-        m_plot->replot(QCustomPlot::rpQueuedReplot);
+        if (!missing.isEmpty())
+            addNote(m_plot, hist, missing.join('\n'), 0.02, 0.97, Qt::AlignLeft | Qt::AlignBottom);
     }
 
+    // One mechanism's histogram (a filled step outline) and its mean; returns the largest count.
+    double addHistogram(QCPAxisRect* hist, QCPLegend* legend, const analysis::MechanismOutcome& o, double binLo, double width)
+    {
+        // Counting rows per bin of the core's entropies (display only).
+        QVector<double> counts(kBins + 2, 0.0), centres(kBins + 2);
+        for (int b = 0; b < kBins + 2; ++b)
+            centres[b] = binLo + (b - 0.5) * width;
+        for (double h : o.result.entropy->rows) {
+            const int b = std::clamp(static_cast<int>(std::floor((h - binLo) / width)), 0, kBins - 1);
+            counts[b + 1] += 1;
+        }
+        double maxCount = 0;
+        for (double c : counts)
+            maxCount = std::max(maxCount, c);
+        auto* graph = m_plot->addGraph(hist->axis(QCPAxis::atBottom), hist->axis(QCPAxis::atLeft));
+        const QColor color = mechanismColor(o.result.mechanism);
+        graph->setLineStyle(QCPGraph::lsStepCenter);
+        graph->setPen(QPen(color, 1.5));
+        QColor fill = color;
+        fill.setAlpha(50);
+        graph->setBrush(fill);
+        graph->setData(centres, counts, true);
+        graph->setName(tr("%1: mean %2 nats").arg(mechanismLabel(o.result.mechanism), fmtNum(o.result.entropy->mean)));
+        graph->addToLegend(legend);
+        addVLine(m_plot, hist, o.result.entropy->mean, QPen(color, 1.3, Qt::DotLine));
+        return maxCount;
+    }
+
+    // Column 1 for 1-D data: H_t against t per mechanism, ln N dashed.
     void buildLine(QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
         layout->addElement(0, 1, new QCPTextElement(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
-        auto* rect = new QCPAxisRect(m_plot, true);
-        layout->addElement(1, 1, rect);
-        styleAxisRect(rect);
+        auto* rect = addAxisRect(m_plot, layout, 1, 1);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
@@ -204,24 +168,26 @@ private:
         y->setLabel(tr("H_t (nats)"));
         double lo = lnN;
         for (const auto& o : m_result->outcomes) {
-            if (!o.result.entropy || o.result.entropy->rows.empty())
+            const std::vector<double>* rows = entropyRows(o);
+            if (!rows)
                 continue;
-            const auto& rows = o.result.entropy->rows;
-            QVector<double> xs(static_cast<int>(rows.size())), ys(static_cast<int>(rows.size()));
-            for (std::size_t t = 0; t < rows.size(); ++t) {
+            QVector<double> xs(static_cast<int>(rows->size())), ys(static_cast<int>(rows->size()));
+            for (std::size_t t = 0; t < rows->size(); ++t) {
                 xs[static_cast<int>(t)] = static_cast<double>(t);
-                ys[static_cast<int>(t)] = rows[t];
-                lo = std::min(lo, rows[t]);
+                ys[static_cast<int>(t)] = (*rows)[t];
+                lo = std::min(lo, (*rows)[t]);
             }
             auto* graph = m_plot->addGraph(x, y);
             graph->setData(xs, ys, true);
             graph->setPen(mechanismPen(o.result.mechanism, 0.9));
         }
-        hline(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+        addHLine(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
         x->setRange(-0.5, static_cast<double>(m_result->n) - 0.5);
         y->setRange(std::max(0.0, lo - 0.08 * (lnN - lo + 1e-9)), lnN + 0.08 * (lnN - lo + 1e-9) + 0.05);
     }
 
+    // Columns 1.. for grid data: H_t over the grid per mechanism (the selected query's frame for 3-D grids),
+    // on one shared colour scale (last column) or one scale under each panel.
     void buildGridMaps(const GridTokens& g, QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
@@ -232,91 +198,31 @@ private:
                 frame = c[0];
         }
         const bool perPanel = m_perPanelBox->isChecked();
-        auto makeScale = [this, group](bool horizontal) {
-            auto* scale = new QCPColorScale(m_plot);
-            scale->setBarWidth(horizontal ? 9 : 12);
-            scale->setType(horizontal ? QCPAxis::atBottom : QCPAxis::atRight);
-            scale->setGradient(colorGradient(ColorMap::viridis));
-            scale->axis()->setTickLabelFont(plotFont(kTickPt));
-            scale->axis()->setLabelFont(plotFont(kLabelPt));
-            scale->axis()->setLabel(tr("H_t (nats)"));
-            if (horizontal) {
-                scale->axis()->ticker()->setTickCount(4);
-                scale->setMarginGroup(QCP::msLeft | QCP::msRight, group);
-            } else {
-                scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-            }
-            return scale;
-        };
-        QCPColorScale* shared = perPanel ? nullptr : makeScale(false);
+        QCPColorScale* shared = perPanel ? nullptr : addEntropyScale(group, Qt::Vertical);
         double lo = lnN, hi = 0;
         int col = 1;
         for (const auto& o : m_result->outcomes) {
             QString title = mechanismLabel(o.result.mechanism) + tr(": entropy per query");
             if (g.frames > 1)
                 title += tr(" (frame %1)").arg(frame);
-            auto* t = new QCPTextElement(m_plot, title, plotFont(kLabelPt, true));
-            layout->addElement(0, col, t);
-            auto* rect = new QCPAxisRect(m_plot, true);
-            layout->addElement(1, col, rect);
+            layout->addElement(0, col, new QCPTextElement(m_plot, title, plotFont(kLabelPt, true)));
+            auto* rect = addAxisRect(m_plot, layout, 1, col);
             ++col;
-            styleAxisRect(rect);
             rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
-            auto* x = rect->axis(QCPAxis::atBottom);
-            auto* y = rect->axis(QCPAxis::atLeft);
-            x->setLabel(tr("grid column"));
-            y->setLabel(tr("grid row"));
-            x->grid()->setVisible(false);
-            y->grid()->setVisible(false);
-            setIntegerTicks(x);
-            setIntegerTicks(y);
-            y->setRangeReversed(true);
-            x->setRange(-0.5, static_cast<double>(g.w) - 0.5);
-            y->setRange(-0.5, static_cast<double>(g.h) - 0.5);
-            if (!o.result.entropy || o.result.entropy->rows.empty()) {
-                auto* note = new QCPItemText(m_plot);
-                note->setClipAxisRect(rect);
-                note->position->setType(QCPItemPosition::ptAxisRectRatio);
-                note->position->setAxisRect(rect);
-                note->position->setCoords(0.5, 0.5);
-                note->setText(!o.error.empty() ? tr("failed") : tr("entropy undefined\n(negative entries)"));
-                note->setFont(plotFont(kLabelPt));
-                note->setColor(QColor(170, 20, 20));
+            setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
+            const std::vector<double>* rows = entropyRows(o);
+            if (!rows) {
+                addPanelMessage(m_plot, rect, !o.error.empty() ? tr("failed") : tr("entropy undefined\n(negative entries)"));
                 continue;
             }
-            const auto& rows = o.result.entropy->rows;
-            auto* map = new QCPColorMap(x, y);
-            map->setInterpolate(false);
-            map->data()->setSize(static_cast<int>(g.w), static_cast<int>(g.h));
-            map->data()->setRange(QCPRange(0, static_cast<double>(g.w) - 1), QCPRange(0, static_cast<double>(g.h) - 1));
             double plo = lnN, phi = 0;
-            for (Index r = 0; r < g.h; ++r)
-                for (Index c = 0; c < g.w; ++c) {
-                    const Index tok = g.at(frame, r, c);
-                    const double v = tok >= 0 && static_cast<std::size_t>(tok) < rows.size()
-                                         ? rows[static_cast<std::size_t>(tok)]
-                                         : std::numeric_limits<double>::quiet_NaN();
-                    if (std::isfinite(v))
-                        plo = std::min(plo, v), phi = std::max(phi, v);
-                    map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
-                }
+            QCPColorMap* map = addGridMap(rect, g, frame, *rows, plo, phi);
             lo = std::min(lo, plo);
             hi = std::max(hi, phi);
-            if (perPanel) {
-                // Own scale under the panel; a nearly constant map gets a small symmetric range around its value.
-                auto* scale = makeScale(true);
-                layout->addElement(2, col - 1, scale);
-                if (phi <= plo) {
-                    plo -= 1e-6;
-                    phi += 1e-6;
-                }
-                scale->setDataRange(QCPRange(plo, phi));
-                scale->axis()->setNumberFormat("gb");
-                scale->axis()->setNumberPrecision(4);
-                map->setColorScale(scale);
-            } else {
+            if (perPanel)
+                map->setColorScale(addPanelScale(layout, col - 1, group, plo, phi));
+            else
                 map->setColorScale(shared);
-            }
         }
         if (shared) {
             layout->addElement(1, col, shared);
@@ -330,7 +236,47 @@ private:
         layout->setColumnStretchFactor(0, 1.3);
     }
 
-    std::shared_ptr<const ExploreResult> m_result;
+    // The entropies at their grid positions in `frame`; plo / phi get their extent.
+    QCPColorMap* addGridMap(QCPAxisRect* rect, const GridTokens& g, Index frame, const std::vector<double>& rows, double& plo,
+                            double& phi)
+    {
+        auto* map = addHeatmap(rect, static_cast<int>(g.w), static_cast<int>(g.h));
+        for (Index r = 0; r < g.h; ++r)
+            for (Index c = 0; c < g.w; ++c) {
+                const Index tok = g.at(frame, r, c);
+                const double v = tok >= 0 && static_cast<std::size_t>(tok) < rows.size() ? rows[static_cast<std::size_t>(tok)]
+                                                                                         : std::numeric_limits<double>::quiet_NaN();
+                if (std::isfinite(v))
+                    plo = std::min(plo, v), phi = std::max(phi, v);
+                map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
+            }
+        return map;
+    }
+
+    QCPColorScale* addEntropyScale(QCPMarginGroup* group, Qt::Orientation orientation)
+    {
+        auto* scale = addColorScale(m_plot, tr("H_t (nats)"), orientation == Qt::Horizontal ? 9 : 12, group, orientation);
+        scale->setGradient(colorGradient(ColorMap::viridis));
+        if (orientation == Qt::Horizontal)
+            scale->axis()->ticker()->setTickCount(4);
+        return scale;
+    }
+
+    // A panel's own scale under it; a nearly constant map gets a small symmetric range around its value.
+    QCPColorScale* addPanelScale(QCPLayoutGrid* layout, int col, QCPMarginGroup* group, double plo, double phi)
+    {
+        auto* scale = addEntropyScale(group, Qt::Horizontal);
+        layout->addElement(2, col, scale);
+        if (phi <= plo) {
+            plo -= 1e-6;
+            phi += 1e-6;
+        }
+        scale->setDataRange(QCPRange(plo, phi));
+        scale->axis()->setNumberFormat("gb");
+        scale->axis()->setNumberPrecision(4);
+        return scale;
+    }
+
     QCheckBox* m_perPanelBox = nullptr;
     int m_query = -1;
 };

@@ -1,3 +1,4 @@
+// The figure export dialog; see export_dialog.h.
 #include "export_dialog.h"
 
 #include <QComboBox>
@@ -15,6 +16,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "widget_util.h"
+
 namespace attnscope::widgets {
 
 ExportDialog::ExportDialog(const QString& viewName, const QSize& preferred, const QString& lastFolder, QWidget* parent)
@@ -30,36 +33,26 @@ ExportDialog::ExportDialog(const QString& viewName, const QSize& preferred, cons
     scope->addWidget(m_all);
     form->addRow(tr("Export"), scope);
 
-    m_format = new QComboBox(this);
-    m_format->addItem(tr("PNG (raster)"), QStringLiteral("png"));
-    m_format->addItem(tr("PDF (vector, for papers)"), QStringLiteral("pdf"));
-    m_format->addItem(tr("SVG (vector, editable)"), QStringLiteral("svg"));
+    m_format = comboBox(this,
+                        {{tr("PNG (raster)"), QStringLiteral("png")},
+                         {tr("PDF (vector, for papers)"), QStringLiteral("pdf")},
+                         {tr("SVG (vector, editable)"), QStringLiteral("svg")}});
     form->addRow(tr("&Format"), m_format);
 
-    m_width = new QSpinBox(this);
-    m_height = new QSpinBox(this);
-    for (QSpinBox* s : {m_width, m_height}) {
-        s->setRange(100, 10000);
+    m_width = spinBox(this, 100, 10000, preferred.width() > 0 ? preferred.width() : 1200);
+    m_height = spinBox(this, 100, 10000, preferred.height() > 0 ? preferred.height() : 800);
+    for (QSpinBox* s : {m_width, m_height})
         s->setSuffix(tr(" px"));
-    }
-    m_width->setValue(preferred.width() > 0 ? preferred.width() : 1200);
-    m_height->setValue(preferred.height() > 0 ? preferred.height() : 800);
     auto* size = new QHBoxLayout;
     size->addWidget(m_width);
     size->addWidget(new QLabel(QStringLiteral("×"), this));
     size->addWidget(m_height);
     form->addRow(tr("&Size (logical)"), size);
 
-    m_dpi = new QDoubleSpinBox(this);
-    m_dpi->setRange(48, 1200);
-    m_dpi->setDecimals(0);
-    m_dpi->setValue(300);
-    m_dpi->setToolTip(tr("PNG: pixels = size × DPI / 96. PDF/SVG: physical size at 96 logical px per inch."));
+    m_dpi = doubleSpinBox(this, 48, 1200, 0, 300, tr("PNG: pixels = size × DPI / 96. PDF/SVG: physical size at 96 logical px per inch."));
     form->addRow(tr("&DPI"), m_dpi);
-    m_fontScale = new QDoubleSpinBox(this);
-    m_fontScale->setRange(0.25, 5);
+    m_fontScale = doubleSpinBox(this, 0.25, 5, 2, 1.0);
     m_fontScale->setSingleStep(0.1);
-    m_fontScale->setValue(1.0);
     form->addRow(tr("Font &scale"), m_fontScale);
     m_pixels = new QLabel(this);
     m_pixels->setStyleSheet(QStringLiteral("color: palette(mid);"));
@@ -136,12 +129,7 @@ void ExportDialog::browse()
 
 ExportOptions ExportDialog::options() const
 {
-    ExportOptions o;
-    o.width = m_width->value();
-    o.height = m_height->value();
-    o.dpi = m_dpi->value();
-    o.font_scale = m_fontScale->value();
-    return o;
+    return ExportOptions{.width = m_width->value(), .height = m_height->value(), .dpi = m_dpi->value(), .font_scale = m_fontScale->value()};
 }
 
 QString ExportDialog::format() const { return m_format->currentData().toString(); }

@@ -1,7 +1,10 @@
+// MainWindow, the window itself: construction (centre, docks, menus, status bar), opening files, the
+// selected query and view, the title and the message bar. The explore computation, sessions, exports and
+// sweeps are in main_window_explore.cpp, main_window_session.cpp, main_window_export.cpp and
+// main_window_sweeps.cpp.
 #include "main_window.h"
 
 #include <QAction>
-#include <QApplication>
 #include <QCloseEvent>
 #include <QCoreApplication>
 #include <QDir>
@@ -11,16 +14,13 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
-#include <QGridLayout>
 #include <QHBoxLayout>
-#include <QJsonArray>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
@@ -30,24 +30,12 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
-#include <algorithm>
-#include <optional>
-
-#include "analysis/explore.h"
-#include "analysis/inputs.h"
-#include "analysis/job.h"
-#include "analysis/sweep.h"
-#include "curves.h"
 #include "data_browser.h"
-#include "export.h"
-#include "export_dialog.h"
-#include "io/writers.h"
+#include "main_window_p.h"
 #include "mechanism_panel.h"
 #include "result_view.h"
 #include "selection_panel.h"
-#include "session.h"
 #include "sweep_dialog.h"
-#include "util/atomic_file.h"
 #include "views.h"
 
 namespace attnscope::widgets {
@@ -57,15 +45,6 @@ namespace {
 constexpr int kMaxRecent = 10;
 constexpr int kDebounceMs = 150;
 const char* kRecentKey = "recentFiles";
-
-using ResultPtr = std::shared_ptr<const analysis::ExploreResult>;
-
-QString mib(std::uint64_t bytes)
-{
-    if (bytes >= (std::uint64_t(1) << 30))
-        return QObject::tr("%1 GiB").arg(double(bytes) / double(1ULL << 30), 0, 'f', 1);
-    return QObject::tr("%1 MiB").arg(bytes >> 20);
-}
 
 // The bundled samples (data/*.h5) near the executable or the working folder, for the welcome page.
 QString sampleFolder()
@@ -92,24 +71,8 @@ QWidget* scrolled(QWidget* inner)
 
 }  // namespace
 
-// One kind of sweep ("curves" or "overview"): its own worker (queue depth one), its last result and
-// the tab that shows it (created when the first result arrives).
-struct MainWindow::SweepSlot {
-    QString name;
-    std::unique_ptr<analysis::JobRunner> runner = std::make_unique<analysis::JobRunner>();
-    std::uint64_t job = 0;
-    bool running = false;
-    double fraction = 0;
-    QString stage;
-    std::shared_ptr<const analysis::SweepResult> result;
-    SweepView* view = nullptr;
-    std::optional<QJsonObject> pendingState;   // a session's view state, applied with the first result
-    bool requested = false;                    // run since the last reset (recorded in sessions)
-    bool activate = true;                      // show the tab when done (not for a session's reruns)
-};
-
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), m_runner(std::make_unique<analysis::JobRunner>()), m_curvesSlot(std::make_unique<SweepSlot>()),
+    : QMainWindow(parent), m_explore(std::make_unique<GuiJob<ExploreResultPtr>>()), m_curvesSlot(std::make_unique<SweepSlot>()),
       m_overviewSlot(std::make_unique<SweepSlot>()), m_sweepParams(std::make_unique<SweepParams>())
 {
     m_curvesSlot->name = QStringLiteral("curves");
@@ -117,8 +80,29 @@ MainWindow::MainWindow(QWidget* parent)
     setWindowTitle(QStringLiteral("AttnScope"));
     setAcceptDrops(true);
     setDockOptions(QMainWindow::AnimatedDocks | QMainWindow::AllowTabbedDocks);
+    buildCentral();
+    buildDocks();
+    m_debounce.setSingleShot(true);
+    m_debounce.setInterval(kDebounceMs);
+    connect(&m_debounce, &QTimer::timeout, this, &MainWindow::startComputation);
 
-    // Centre: message bar above a stack of (welcome page | view tabs).
+    buildMenus();
+    buildStatusBar();
+    setUpComputation();
+    setUpSweepSlot(*m_curvesSlot);
+    setUpSweepSlot(*m_overviewSlot);
+    updateCentral();
+    resize(1500, 950);
+}
+
+// The jobs join their workers when they are destroyed, before the widgets their handlers touch.
+MainWindow::~MainWindow() = default;
+
+// ---------------------------------------------------------------------------------------------- setup
+
+// Centre: message bar above a stack of (welcome page | view tabs).
+void MainWindow::buildCentral()
+{
     auto* central = new QWidget(this);
     auto* cl = new QVBoxLayout(central);
     cl->setContentsMargins(4, 4, 4, 0);
@@ -155,50 +139,32 @@ MainWindow::MainWindow(QWidget* parent)
     m_stack->setMinimumSize(420, 300);
     cl->addWidget(m_stack, 1);
     setCentralWidget(central);
+}
 
-    // Docks.
+QDockWidget* MainWindow::addDock(const QString& title, const QString& objectName, QWidget* content, Qt::DockWidgetArea area)
+{
+    auto* dock = new QDockWidget(title, this);
+    dock->setObjectName(objectName);
+    dock->setWidget(content);
+    addDockWidget(area, dock);
+    return dock;
+}
+
+void MainWindow::buildDocks()
+{
     m_browser = new DataBrowser(this);
-    auto* dataDock = new QDockWidget(tr("Data"), this);
-    dataDock->setObjectName(QStringLiteral("dataDock"));
-    dataDock->setWidget(m_browser);
-    addDockWidget(Qt::LeftDockWidgetArea, dataDock);
-
+    QDockWidget* dataDock = addDock(tr("Data"), QStringLiteral("dataDock"), m_browser, Qt::LeftDockWidgetArea);
     m_selection = new SelectionPanel(this);
-    auto* selDock = new QDockWidget(tr("Selection"), this);
-    selDock->setObjectName(QStringLiteral("selectionDock"));
-    selDock->setWidget(scrolled(m_selection));
-    addDockWidget(Qt::LeftDockWidgetArea, selDock);
-
+    QDockWidget* selDock = addDock(tr("Selection"), QStringLiteral("selectionDock"), scrolled(m_selection), Qt::LeftDockWidgetArea);
     m_mechanism = new MechanismPanel(this);
-    auto* mechDock = new QDockWidget(tr("Mechanisms"), this);
-    mechDock->setObjectName(QStringLiteral("mechanismDock"));
-    mechDock->setWidget(scrolled(m_mechanism));
-    addDockWidget(Qt::RightDockWidgetArea, mechDock);
+    QDockWidget* mechDock = addDock(tr("Mechanisms"), QStringLiteral("mechanismDock"), scrolled(m_mechanism), Qt::RightDockWidgetArea);
     resizeDocks({dataDock, mechDock}, {270, 285}, Qt::Horizontal);
     resizeDocks({dataDock, selDock}, {520, 330}, Qt::Vertical);
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);
     connect(m_selection, &SelectionPanel::changed, this, &MainWindow::onSelectionChanged);
     connect(m_mechanism, &MechanismPanel::changed, this, &MainWindow::scheduleCompute);
-    m_debounce.setSingleShot(true);
-    m_debounce.setInterval(kDebounceMs);
-    connect(&m_debounce, &QTimer::timeout, this, &MainWindow::startComputation);
-
-    buildMenus();
-    buildStatusBar();
-    updateCentral();
-    resize(1500, 950);
 }
-
-MainWindow::~MainWindow()
-{
-    // Join the workers first: their `done` posts to this object, which must outlive them.
-    m_curvesSlot->runner.reset();
-    m_overviewSlot->runner.reset();
-    m_runner.reset();
-}
-
-// ---------------------------------------------------------------------------------------------- setup
 
 QWidget* MainWindow::buildWelcome()
 {
@@ -314,41 +280,40 @@ void MainWindow::buildMenus()
     });
 }
 
+void MainWindow::JobIndicator::setVisible(bool visible) const
+{
+    stage->setVisible(visible);
+    progress->setVisible(visible);
+    cancel->setVisible(visible);
+}
+
+// Added at the right of the status bar, hidden until the job runs.
+MainWindow::JobIndicator MainWindow::addJobIndicator(int width, const QString& cancelText, const QString& cancelTip)
+{
+    JobIndicator j;
+    j.stage = new QLabel(this);
+    j.progress = new QProgressBar(this);
+    j.progress->setRange(0, 1000);
+    j.progress->setFixedWidth(width);
+    j.progress->setTextVisible(false);
+    j.cancel = new QToolButton(this);
+    j.cancel->setText(cancelText);
+    j.cancel->setToolTip(cancelTip);
+    statusBar()->addPermanentWidget(j.stage);
+    statusBar()->addPermanentWidget(j.progress);
+    statusBar()->addPermanentWidget(j.cancel);
+    j.setVisible(false);
+    return j;
+}
+
 void MainWindow::buildStatusBar()
 {
-    m_stage = new QLabel(this);
-    m_progress = new QProgressBar(this);
-    m_progress->setRange(0, 1000);
-    m_progress->setFixedWidth(160);
-    m_progress->setTextVisible(false);
-    m_cancel = new QToolButton(this);
-    m_cancel->setText(tr("Cancel"));
-    m_cancel->setToolTip(tr("Cancel the running computation (Esc)"));
-    connect(m_cancel, &QToolButton::clicked, this, &MainWindow::cancelComputation);
+    m_computeStatus = addJobIndicator(160, tr("Cancel"), tr("Cancel the running computation (Esc)"));
+    connect(m_computeStatus.cancel, &QToolButton::clicked, this, &MainWindow::cancelComputation);
     m_info = new QLabel(this);
-    statusBar()->addPermanentWidget(m_stage);
-    statusBar()->addPermanentWidget(m_progress);
-    statusBar()->addPermanentWidget(m_cancel);
     statusBar()->addPermanentWidget(m_info);
-    m_stage->hide();
-    m_progress->hide();
-    m_cancel->hide();
-
-    m_sweepStage = new QLabel(this);
-    m_sweepProgress = new QProgressBar(this);
-    m_sweepProgress->setRange(0, 1000);
-    m_sweepProgress->setFixedWidth(120);
-    m_sweepProgress->setTextVisible(false);
-    m_sweepCancel = new QToolButton(this);
-    m_sweepCancel->setText(tr("Cancel sweep"));
-    m_sweepCancel->setToolTip(tr("Cancel the running sweeps (Analysis > Cancel Sweeps)"));
-    connect(m_sweepCancel, &QToolButton::clicked, this, &MainWindow::cancelSweeps);
-    statusBar()->addPermanentWidget(m_sweepStage);
-    statusBar()->addPermanentWidget(m_sweepProgress);
-    statusBar()->addPermanentWidget(m_sweepCancel);
-    m_sweepStage->hide();
-    m_sweepProgress->hide();
-    m_sweepCancel->hide();
+    m_sweepStatus = addJobIndicator(120, tr("Cancel sweep"), tr("Cancel the running sweeps (Analysis > Cancel Sweeps)"));
+    connect(m_sweepStatus.cancel, &QToolButton::clicked, this, &MainWindow::cancelSweeps);
 }
 
 // ------------------------------------------------------------------------------------------- opening
@@ -458,202 +423,9 @@ void MainWindow::dropEvent(QDropEvent* event)
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
-    m_runner->cancel();
+    m_explore->cancel();
     cancelSweeps();
     QMainWindow::closeEvent(event);
-}
-
-// ------------------------------------------------------------------------------------ state changes
-
-void MainWindow::onAssignmentChanged()
-{
-    m_selection->setTensor(m_browser->assigned(TensorRole::queries));
-    onSelectionChanged();
-    updateCentral();
-}
-
-void MainWindow::onSelectionChanged()
-{
-    m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid());
-    updateTitle();
-    scheduleCompute();
-}
-
-void MainWindow::scheduleCompute()
-{
-    if (m_applyingSession)
-        return;
-    m_debounce.start();
-}
-
-bool MainWindow::isComputing() const
-{
-    return m_debounce.isActive() || m_jobRunning;
-}
-
-void MainWindow::computeNow()
-{
-    m_debounce.stop();
-    startComputation();
-}
-
-void MainWindow::cancelComputation()
-{
-    m_debounce.stop();
-    if (m_jobRunning)
-        m_runner->cancel();
-}
-
-void MainWindow::finishWithError(const QString& error)
-{
-    m_lastError = error;
-    showMessage(error, true);
-    statusBar()->showMessage(error, 10000);
-    emit computationFinished(false, error);
-}
-
-void MainWindow::startComputation()
-{
-    const auto q = m_browser->assigned(TensorRole::queries);
-    const auto k = m_browser->assigned(TensorRole::keys);
-    const auto v = m_browser->assigned(TensorRole::values);
-    if (!q || !k) {
-        if (m_jobRunning)
-            m_runner->cancel();
-        emit computationFinished(false, tr("queries and keys are not assigned"));
-        return;
-    }
-    const QString problem = m_selection->problem();
-    if (!problem.isEmpty()) {
-        if (m_jobRunning)
-            m_runner->cancel();
-        finishWithError(tr("Selection: %1").arg(problem));
-        return;
-    }
-
-    analysis::ExploreRequest request;
-    request.source.q_ref = q->ref().toStdString();
-    request.source.k_ref = k->ref().toStdString();
-    if (v)
-        request.source.v_ref = v->ref().toStdString();
-    request.source.selection = m_selection->selection();
-    request.token_grid = m_selection->tokenGrid();
-    try {
-        request.options = m_mechanism->options();
-    } catch (const std::exception& e) {
-        finishWithError(tr("Mechanism options: %1").arg(QString::fromStdString(e.what())));
-        return;
-    }
-
-    Eigen::Index n = 0;
-    try {
-        n = analysis::selected_tokens(request.source);
-    } catch (const std::exception& e) {
-        finishWithError(QString::fromStdString(e.what()));
-        return;
-    }
-    // Ask before a computation over the memory limit; refuse one over physical memory.
-    const std::uint64_t need = analysis::explore_memory_bytes(n, 3);
-    const std::uint64_t limit = analysis::default_memory_limit();
-    const std::uint64_t physical = limit * 2;
-    if (need > physical) {
-        finishWithError(tr("N = %1 tokens need about %2 for three dense %1 x %1 matrices, more than this machine's %3 "
-                           "of memory. Select fewer tokens (prefix tokens, another tensor) or use attnscope analyze "
-                           "with one mechanism.")
-                            .arg(n)
-                            .arg(mib(need), mib(physical)));
-        return;
-    }
-    if (need > limit) {
-        if (m_approvedTokens != n && m_interactive) {
-            const auto answer = QMessageBox::question(
-                this, tr("Large computation"),
-                tr("N = %1 tokens need about %2 of memory (the limit is half the machine's memory, %3). Proceed?")
-                    .arg(n)
-                    .arg(mib(need), mib(limit)),
-                QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
-            if (answer != QMessageBox::Yes) {
-                finishWithError(tr("Computation of N = %1 tokens not started (needs %2).").arg(n).arg(mib(need)));
-                return;
-            }
-        }
-        m_approvedTokens = n;
-        request.memory_limit = physical;
-    }
-
-    const std::string mixingRef = m_mechanism->mixingFile().toStdString();
-    auto work = [request, mixingRef](const analysis::JobContext& ctx) mutable -> ResultPtr {
-        if (!mixingRef.empty()) {
-            ctx.progress(0.0, "reading the mixing matrix");
-            request.options.mixing.matrix = analysis::load_matrix(mixingRef);
-        }
-        return std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
-    };
-    auto done = [this](analysis::JobOutcome<ResultPtr> outcome) {
-        auto shared = std::make_shared<analysis::JobOutcome<ResultPtr>>(std::move(outcome));
-        QMetaObject::invokeMethod(
-            this,
-            [this, shared] {
-                if (shared->id != m_currentJob)
-                    return;   // a newer request replaced this one
-                m_jobRunning = false;
-                m_stage->hide();
-                m_progress->hide();
-                m_cancel->hide();
-                if (shared->cancelled) {
-                    statusBar()->showMessage(tr("Computation cancelled"), 5000);
-                    emit computationFinished(false, tr("cancelled"));
-                    return;
-                }
-                if (!shared->error.empty()) {
-                    finishWithError(QString::fromStdString(shared->error));
-                    return;
-                }
-                m_result = *shared->result;
-                m_lastError.clear();
-                if (m_query >= m_result->n)
-                    m_query = -1;
-                for (ResultView* v : m_views) {
-                    v->setResult(m_result);
-                    v->setQuery(m_query);
-                }
-                QStringList problems;
-                for (const auto& o : m_result->outcomes)
-                    if (!o.error.empty())
-                        problems << QStringLiteral("%1: %2").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)),
-                                                                 QString::fromStdString(o.error));
-                if (problems.isEmpty())
-                    hideMessage();
-                else
-                    showMessage(problems.join(QLatin1Char('\n')), true);
-                m_info->setText(tr("N = %1, d = %2 · %3 s").arg(m_result->n).arg(m_result->d).arg(m_result->seconds, 0, 'f', 2));
-                statusBar()->showMessage(tr("Computed in %1 s").arg(m_result->seconds, 0, 'f', 2), 4000);
-                updateCentral();
-                updateTitle();
-                emit computationFinished(true, QString());
-            },
-            Qt::QueuedConnection);
-    };
-    auto progress = [this](double fraction, const std::string& stage) {
-        const QString text = QString::fromStdString(stage);
-        QMetaObject::invokeMethod(
-            this,
-            [this, fraction, text] {
-                if (!m_jobRunning)
-                    return;
-                m_stage->setText(text);
-                m_progress->setValue(int(fraction * 1000));
-            },
-            Qt::QueuedConnection);
-    };
-    m_jobRunning = true;
-    m_stage->setText(tr("starting"));
-    m_progress->setValue(0);
-    m_stage->show();
-    m_progress->show();
-    m_cancel->show();
-    m_currentJob = m_runner->submit<ResultPtr>(work, done, progress);
-    emit computationStarted();
 }
 
 // ------------------------------------------------------------------------------------ query and views
@@ -751,583 +523,6 @@ void MainWindow::hideMessage()
 QString MainWindow::messageText() const
 {
     return m_messageBar->isVisible() || !m_messageBar->isHidden() ? m_message->text() : QString();
-}
-
-// --------------------------------------------------------------------------------------------- exports
-
-void MainWindow::showExportDialog()
-{
-    ResultView* view = currentView();
-    const bool sweepView = view && (view == curvesView() || view == overviewView());
-    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !m_result)) {
-        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
-        return;
-    }
-    ExportDialog dialog(view->viewName(), view->preferredExportSize(), m_lastExportFolder, this);
-    if (dialog.exec() != QDialog::Accepted)
-        return;
-    const QString target = dialog.target();
-    QApplication::setOverrideCursor(Qt::WaitCursor);
-    QStringList errors;
-    if (dialog.allViews()) {
-        QDir().mkpath(target);
-        QList<ResultView*> views = exportableViews();
-        if (!m_result)   // only the sweep views have something to show
-            views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
-        errors = exportAllViews(views, target, dialog.format(), dialog.options());
-        m_lastExportFolder = target;
-    } else {
-        const QString err = exportView(view, target, dialog.options());
-        if (!err.isEmpty())
-            errors << err;
-        m_lastExportFolder = QFileInfo(target).absolutePath();
-    }
-    QApplication::restoreOverrideCursor();
-    if (errors.isEmpty())
-        statusBar()->showMessage(tr("Exported to %1").arg(target), 8000);
-    else
-        showMessage(errors.join(QLatin1Char('\n')), true);
-}
-
-bool MainWindow::exportMetricsCsv(const QString& path, QString* error)
-{
-    if (!m_result) {
-        if (error)
-            *error = tr("no result to export yet");
-        return false;
-    }
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate) || out.write(metricsCsv(*m_result).toUtf8()) < 0 ||
-        !out.commit()) {
-        if (error)
-            *error = tr("%1: cannot write (%2)").arg(path, out.errorString());
-        return false;
-    }
-    return true;
-}
-
-bool MainWindow::exportMatrices(const QString& folder, QString* error)
-{
-    if (!m_result) {
-        if (error)
-            *error = tr("no result to export yet");
-        return false;
-    }
-    try {
-        for (const auto& o : m_result->outcomes) {
-            if (!o.matrix)
-                continue;
-            const std::string path =
-                QDir(folder).filePath(QStringLiteral("%1.npy").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)))).toStdString();
-            AtomicOutput out(path);
-            io::write_npy(out.temp_path(), *o.matrix);
-            out.commit();
-        }
-        if (m_result->mixing.size() > 0) {
-            AtomicOutput out(QDir(folder).filePath(QStringLiteral("mixing.npy")).toStdString());
-            io::write_npy(out.temp_path(), m_result->mixing);
-            out.commit();
-        }
-    } catch (const std::exception& e) {
-        if (error)
-            *error = QString::fromStdString(e.what());
-        return false;
-    }
-    return true;
-}
-
-void MainWindow::chooseMetricsCsv()
-{
-    if (!m_result) {
-        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
-        return;
-    }
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"),
-                                                      QDir(m_lastExportFolder).filePath(QStringLiteral("metrics.csv")),
-                                                      tr("CSV (*.csv)"));
-    if (path.isEmpty())
-        return;
-    QString error;
-    if (exportMetricsCsv(path, &error))
-        statusBar()->showMessage(tr("Metrics written to %1").arg(path), 8000);
-    else
-        showMessage(error, true);
-}
-
-void MainWindow::chooseMatricesFolder()
-{
-    if (!m_result) {
-        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
-        return;
-    }
-    const QString folder = QFileDialog::getExistingDirectory(this, tr("Export matrices (softmax.npy, linear.npy, mhla.npy, mixing.npy) into"),
-                                                             m_lastExportFolder);
-    if (folder.isEmpty())
-        return;
-    QApplication::setOverrideCursor(Qt::WaitCursor);
-    QString error;
-    const bool ok = exportMatrices(folder, &error);
-    QApplication::restoreOverrideCursor();
-    if (ok)
-        statusBar()->showMessage(tr("Matrices written to %1").arg(folder), 8000);
-    else
-        showMessage(error, true);
-}
-
-// -------------------------------------------------------------------------------------------- sessions
-
-void MainWindow::chooseSessionToOpen()
-{
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), QString(), tr("AttnScope sessions (*.attnscope)"));
-    if (path.isEmpty())
-        return;
-    QString error;
-    if (!loadSession(path, &error))
-        showMessage(error, true);
-}
-
-void MainWindow::chooseSessionToSave(bool saveAs)
-{
-    QString path = m_sessionPath;
-    if (saveAs || path.isEmpty()) {
-        path = QFileDialog::getSaveFileName(this, tr("Save session"), path.isEmpty() ? QStringLiteral("session.attnscope") : path,
-                                            tr("AttnScope sessions (*.attnscope)"));
-        if (path.isEmpty())
-            return;
-        if (!path.endsWith(QLatin1String(".attnscope")))
-            path += QStringLiteral(".attnscope");
-    }
-    QString error;
-    if (saveSession(path, &error))
-        statusBar()->showMessage(tr("Session saved to %1").arg(path), 6000);
-    else
-        showMessage(error, true);
-}
-
-QJsonObject MainWindow::sessionState(const QString& sessionFile) const
-{
-    QJsonObject s;
-    s[QStringLiteral("attnscope_session")] = kSessionVersion;
-    QJsonArray files;
-    for (const QString& f : m_browser->files())
-        files.append(sessionStoredPath(sessionFile, f));
-    s[QStringLiteral("files")] = files;
-    QJsonObject tensors;
-    const char* keys[3] = {"q", "k", "v"};
-    for (int r = 0; r < 3; ++r) {
-        const auto t = m_browser->assigned(TensorRole(r));
-        if (!t)
-            continue;
-        QJsonObject ref;
-        ref[QStringLiteral("file")] = sessionStoredPath(sessionFile, t->file);
-        ref[QStringLiteral("name")] = t->name;
-        tensors[QString::fromLatin1(keys[r])] = ref;
-    }
-    s[QStringLiteral("tensors")] = tensors;
-    s[QStringLiteral("selection")] = m_selection->saveState();
-    s[QStringLiteral("mechanism")] = m_mechanism->saveState();
-    if (ResultView* v = currentView())
-        s[QStringLiteral("view")] = v->viewName();
-    s[QStringLiteral("query")] = m_query;
-    QJsonObject views;
-    for (ResultView* v : m_views)
-        views[v->viewName()] = v->saveState();
-    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()}) {
-        if (slot->view)
-            views[slot->name] = slot->view->saveState();
-        else if (slot->pendingState)
-            views[slot->name] = *slot->pendingState;
-    }
-    s[QStringLiteral("views")] = views;
-    // Sweeps are stored as their parameters (the results are recomputed when the session is opened).
-    if (m_curvesSlot->requested)
-        s[QStringLiteral("sweep")] = m_sweepParams->toJson();
-    if (m_overviewSlot->requested)
-        s[QStringLiteral("overview")] = true;
-    return s;
-}
-
-bool MainWindow::saveSession(const QString& path, QString* error)
-{
-    if (!writeSessionFile(path, sessionState(path), error))
-        return false;
-    m_sessionPath = path;
-    addRecentFile(path);
-    updateTitle();
-    return true;
-}
-
-bool MainWindow::loadSession(const QString& path, QString* error)
-{
-    const auto doc = readSessionFile(path, error);
-    if (!doc)
-        return false;
-    if (!applySession(*doc, path, error))
-        return false;
-    m_sessionPath = path;
-    addRecentFile(path);
-    updateTitle();
-    return true;
-}
-
-bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, QString* error)
-{
-    auto fail = [&](const QString& why) {
-        m_applyingSession = false;
-        const QString text = tr("session %1: %2").arg(sessionFile, why);
-        if (error)
-            *error = text;
-        showMessage(text, true);
-        updateCentral();
-        return false;
-    };
-    m_debounce.stop();
-    m_applyingSession = true;
-    resetSweeps();
-    m_browser->closeAll();
-    m_result.reset();
-    for (ResultView* v : m_views)
-        v->setResult(nullptr);
-    for (const auto& f : s.value(QStringLiteral("files")).toArray()) {
-        const QString path = sessionResolvedPath(sessionFile, f.toString());
-        QString why;
-        if (!m_browser->openFile(path, &why))
-            return fail(tr("cannot open %1: %2").arg(path, why));
-    }
-    const QJsonObject tensors = s.value(QStringLiteral("tensors")).toObject();
-    const char* keys[3] = {"q", "k", "v"};
-    for (int r = 0; r < 3; ++r) {
-        const QJsonObject ref = tensors.value(QString::fromLatin1(keys[r])).toObject();
-        if (ref.isEmpty())
-            continue;
-        const QString file = sessionResolvedPath(sessionFile, ref.value(QStringLiteral("file")).toString());
-        if (!m_browser->files().contains(file)) {
-            QString why;
-            if (!m_browser->openFile(file, &why))
-                return fail(tr("cannot open %1: %2").arg(file, why));
-        }
-        const QString name = ref.value(QStringLiteral("name")).toString();
-        if (!m_browser->setAssignment(TensorRole(r), file, name))
-            return fail(tr("no tensor '%1' in %2").arg(name, file));
-    }
-    m_selection->setTensor(m_browser->assigned(TensorRole::queries));
-    m_selection->restoreState(s.value(QStringLiteral("selection")).toObject());
-    m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid());
-    m_mechanism->restoreState(s.value(QStringLiteral("mechanism")).toObject());
-    const QJsonObject views = s.value(QStringLiteral("views")).toObject();
-    for (ResultView* v : m_views)
-        if (views.contains(v->viewName()))
-            v->restoreState(views.value(v->viewName()).toObject());
-    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
-        if (views.contains(slot->name))
-            slot->pendingState = views.value(slot->name).toObject();
-    const QString active = s.value(QStringLiteral("view")).toString(QStringLiteral("maps"));
-    setCurrentView(active);
-    m_pendingView = (active == m_curvesSlot->name || active == m_overviewSlot->name) ? active : QString();
-    m_query = s.value(QStringLiteral("query")).toInt(-1);
-    m_applyingSession = false;
-    hideMessage();
-    updateCentral();
-    updateTitle();
-    computeNow();
-    // A session's sweeps rerun in the background; only the session's active view is brought forward.
-    if (s.contains(QStringLiteral("sweep"))) {
-        runSweep(SweepParams::fromJson(s.value(QStringLiteral("sweep")).toObject()));
-        m_curvesSlot->activate = false;
-    }
-    if (s.value(QStringLiteral("overview")).toBool()) {
-        runOverview();
-        m_overviewSlot->activate = false;
-    }
-    return true;
-}
-
-// ---------------------------------------------------------------------------------------------- sweeps
-
-MainWindow::SweepSlot& MainWindow::slot(const QString& view) const
-{
-    return view == m_overviewSlot->name ? *m_overviewSlot : *m_curvesSlot;
-}
-
-SweepView* MainWindow::curvesView() const { return m_curvesSlot->view; }
-SweepView* MainWindow::overviewView() const { return m_overviewSlot->view; }
-
-bool MainWindow::hasSweepResult(const QString& view) const
-{
-    return (view == m_curvesSlot->name || view == m_overviewSlot->name) && slot(view).result != nullptr;
-}
-
-std::shared_ptr<const analysis::SweepResult> MainWindow::sweepResult(const QString& view) const
-{
-    return hasSweepResult(view) ? slot(view).result : nullptr;
-}
-
-bool MainWindow::isSweeping() const
-{
-    return m_curvesSlot->running || m_overviewSlot->running;
-}
-
-void MainWindow::cancelSweeps()
-{
-    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
-        if (s->running && s->runner)
-            s->runner->cancel();
-}
-
-QList<ResultView*> MainWindow::exportableViews() const
-{
-    QList<ResultView*> views = m_views;
-    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
-        if (s->view && s->result)
-            views << s->view;
-    return views;
-}
-
-void MainWindow::resetSweeps()
-{
-    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()}) {
-        if (s->running)
-            s->runner->cancel();
-        s->running = false;
-        s->job = 0;   // a late outcome of the cancelled job is dropped
-        s->result.reset();
-        s->pendingState.reset();
-        s->requested = false;
-        if (s->view) {
-            m_tabs->removeTab(m_tabs->indexOf(s->view));
-            s->view->deleteLater();
-            s->view = nullptr;
-        }
-    }
-    m_lastSweepError.clear();
-    m_pendingView.clear();
-    updateSweepStatus();
-}
-
-bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) const
-{
-    const auto q = m_browser->assigned(TensorRole::queries);
-    const auto k = m_browser->assigned(TensorRole::keys);
-    if (!q || !k) {
-        *error = tr("queries and keys are not assigned");
-        return false;
-    }
-    const QString problem = m_selection->problem();
-    if (!problem.isEmpty()) {
-        *error = tr("Selection: %1").arg(problem);
-        return false;
-    }
-    source.q_ref = q->ref().toStdString();
-    source.k_ref = k->ref().toStdString();
-    source.selection = m_selection->selection();
-    return true;
-}
-
-void MainWindow::showSweepDialog()
-{
-    const bool haveData = m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
-    SweepDialog dialog(*m_sweepParams, haveData, this);
-    if (dialog.exec() == QDialog::Accepted)
-        runSweep(dialog.params());
-}
-
-void MainWindow::runSweep(const SweepParams& params)
-{
-    *m_sweepParams = params;
-    m_curvesSlot->requested = true;
-    analysis::SweepSpec spec;
-    try {
-        analysis::TensorSource source;
-        QString why;
-        const bool have = !params.synthetic && currentSource(source, &why);
-        if (!params.synthetic && !have)
-            throw std::invalid_argument(why.toStdString());
-        spec = sweepSpec(params, have ? &source : nullptr, m_mechanism->options());
-    } catch (const std::exception& e) {
-        m_lastSweepError = tr("Sweep: %1").arg(QString::fromStdString(e.what()));
-        showMessage(m_lastSweepError, true);
-        emit sweepFinished(m_curvesSlot->name, false, m_lastSweepError);
-        return;
-    }
-    const std::string mixingRef = m_mechanism->mixingFile().toStdString();
-    startSweep(m_curvesSlot->name, [spec, mixingRef](const analysis::JobContext& ctx) mutable {
-        if (!mixingRef.empty()) {
-            ctx.progress(0.0, "reading the mixing matrix");
-            spec.options.mixing.matrix = analysis::load_matrix(mixingRef);
-        }
-        auto records = analysis::run_sweep(analysis::plan_sweep(spec), ctx);
-        return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
-    });
-}
-
-void MainWindow::runOverview()
-{
-    m_overviewSlot->requested = true;
-    analysis::TensorSource source;
-    attention::AttentionOptions options;
-    QString why;
-    try {
-        if (!currentSource(source, &why))
-            throw std::invalid_argument(why.toStdString());
-        options = m_mechanism->options();
-    } catch (const std::exception& e) {
-        m_lastSweepError = tr("Model overview: %1").arg(QString::fromStdString(e.what()));
-        showMessage(m_lastSweepError, true);
-        emit sweepFinished(m_overviewSlot->name, false, m_lastSweepError);
-        return;
-    }
-    const std::string mixingRef = m_mechanism->mixingFile().toStdString();
-    startSweep(m_overviewSlot->name, [source, options, mixingRef](const analysis::JobContext& ctx) mutable {
-        if (!mixingRef.empty()) {
-            ctx.progress(0.0, "reading the mixing matrix");
-            options.mixing.matrix = analysis::load_matrix(mixingRef);
-        }
-        // overview_spec opens the file (layout of the queries): here, off the GUI thread.
-        analysis::SweepSpec spec = analysis::overview_spec(source, options, analysis::MetricOptions{});
-        spec.given = {true, true, true, true};   // the panels show every option in use
-        auto records = analysis::run_sweep(analysis::plan_sweep(spec), ctx);
-        return std::make_shared<const analysis::SweepResult>(analysis::SweepResult{std::move(spec), std::move(records)});
-    });
-}
-
-void MainWindow::startSweep(const QString& view,
-                            std::function<std::shared_ptr<const analysis::SweepResult>(const analysis::JobContext&)> work)
-{
-    using SweepPtr = std::shared_ptr<const analysis::SweepResult>;
-    SweepSlot& s = slot(view);
-    m_lastSweepError.clear();
-    auto done = [this, view](analysis::JobOutcome<SweepPtr> outcome) {
-        auto shared = std::make_shared<analysis::JobOutcome<SweepPtr>>(std::move(outcome));
-        QMetaObject::invokeMethod(
-            this,
-            [this, view, shared] {
-                SweepSlot& s = slot(view);
-                if (shared->id != s.job)
-                    return;   // replaced by a newer sweep of the same kind
-                s.running = false;
-                updateSweepStatus();
-                const QString what = view == m_overviewSlot->name ? tr("Model overview") : tr("Sweep");
-                if (shared->cancelled) {
-                    statusBar()->showMessage(tr("%1 cancelled").arg(what), 5000);
-                    emit sweepFinished(view, false, tr("cancelled"));
-                    return;
-                }
-                if (!shared->error.empty()) {
-                    m_lastSweepError = tr("%1: %2").arg(what, QString::fromStdString(shared->error));
-                    showMessage(m_lastSweepError, true);
-                    statusBar()->showMessage(m_lastSweepError, 10000);
-                    emit sweepFinished(view, false, m_lastSweepError);
-                    return;
-                }
-                finishSweep(view, *shared->result);
-                statusBar()->showMessage(tr("%1 done: %2 analyses").arg(what).arg(qsizetype((*shared->result)->records.size())), 5000);
-                emit sweepFinished(view, true, QString());
-            },
-            Qt::QueuedConnection);
-    };
-    auto progress = [this, view](double fraction, const std::string& stage) {
-        const QString text = QString::fromStdString(stage);
-        QMetaObject::invokeMethod(
-            this,
-            [this, view, fraction, text] {
-                SweepSlot& s = slot(view);
-                if (!s.running)
-                    return;
-                s.fraction = fraction;
-                s.stage = text;
-                updateSweepStatus();
-            },
-            Qt::QueuedConnection);
-    };
-    s.running = true;
-    s.activate = true;
-    s.fraction = 0;
-    s.stage = tr("starting");
-    s.job = s.runner->submit<SweepPtr>(std::move(work), done, progress);
-    updateSweepStatus();
-}
-
-void MainWindow::finishSweep(const QString& view, std::shared_ptr<const analysis::SweepResult> result)
-{
-    SweepSlot& s = slot(view);
-    s.result = std::move(result);
-    const bool created = s.view == nullptr;
-    if (created) {
-        s.view = view == m_overviewSlot->name ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
-        m_tabs->addTab(s.view, view == m_overviewSlot->name ? tr("Overview") : tr("Curves"));
-        connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
-    }
-    s.view->setSweep(s.result);
-    if (s.pendingState) {
-        s.view->restoreState(*s.pendingState);
-        s.pendingState.reset();
-    } else if (view == m_curvesSlot->name && created) {
-        s.view->setMetric(m_sweepParams->metric);
-    }
-    if (s.activate || m_pendingView == view)
-        m_tabs->setCurrentWidget(s.view);
-    if (m_pendingView == view)
-        m_pendingView.clear();
-    updateCentral();
-}
-
-void MainWindow::updateSweepStatus()
-{
-    QStringList stages;
-    double fraction = 1.0;
-    bool any = false;
-    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
-        if (s->running) {
-            any = true;
-            stages << tr("%1: %2").arg(s == m_overviewSlot.get() ? tr("overview") : tr("sweep"), s->stage);
-            fraction = std::min(fraction, s->fraction);
-        }
-    m_sweepStage->setText(stages.join(QStringLiteral(" · ")));
-    m_sweepProgress->setValue(int(fraction * 1000));
-    m_sweepStage->setVisible(any);
-    m_sweepProgress->setVisible(any);
-    m_sweepCancel->setVisible(any);
-}
-
-bool MainWindow::exportSweepCsv(const QString& path, const QString& view, QString* error)
-{
-    const auto result = sweepResult(view);
-    if (!result) {
-        if (error)
-            *error = tr("no %1 result to export yet").arg(view);
-        return false;
-    }
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-        out.write(QByteArray::fromStdString(analysis::sweep_csv(result->records))) < 0 || !out.commit()) {
-        if (error)
-            *error = tr("%1: cannot write (%2)").arg(path, out.errorString());
-        return false;
-    }
-    return true;
-}
-
-void MainWindow::chooseSweepCsv()
-{
-    // The sweep of the current tab when it shows one, else the curves.
-    ResultView* v = currentView();
-    QString view = (v && v == overviewView()) ? m_overviewSlot->name : m_curvesSlot->name;
-    if (!hasSweepResult(view))
-        view = hasSweepResult(m_overviewSlot->name) ? m_overviewSlot->name : m_curvesSlot->name;
-    if (!hasSweepResult(view)) {
-        showMessage(tr("No sweep yet: run Analysis > Sweep... or Analysis > Model Overview."), false);
-        return;
-    }
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export sweep CSV"),
-                                                      QDir(m_lastExportFolder).filePath(view + QStringLiteral(".csv")),
-                                                      tr("CSV (*.csv)"));
-    if (path.isEmpty())
-        return;
-    QString error;
-    if (exportSweepCsv(path, view, &error))
-        statusBar()->showMessage(tr("Sweep written to %1").arg(path), 8000);
-    else
-        showMessage(error, true);
 }
 
 }  // namespace attnscope::widgets

@@ -19,11 +19,11 @@
 #include <memory>
 
 namespace attnscope::analysis {
+struct ExploreRequest;
 struct ExploreResult;
 struct SweepResult;
 struct TensorSource;
 struct JobContext;
-class JobRunner;
 }
 
 class QLabel;
@@ -34,6 +34,7 @@ class QTabWidget;
 class QToolButton;
 class QFrame;
 class QAction;
+class QDockWidget;
 
 namespace attnscope::widgets {
 
@@ -43,6 +44,8 @@ class MechanismPanel;
 class ResultView;
 class SweepView;
 struct SweepParams;
+template <class Result>
+class GuiJob;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -119,42 +122,66 @@ protected:
     void closeEvent(QCloseEvent* event) override;
 
 private:
+    // The window itself (main_window.cpp).
+    void buildCentral();
+    void buildDocks();
+    QDockWidget* addDock(const QString& title, const QString& objectName, QWidget* content, Qt::DockWidgetArea area);
     void buildMenus();
     void buildStatusBar();
     QWidget* buildWelcome();
     void chooseFiles();
-    void chooseSessionToOpen();
-    void chooseSessionToSave(bool saveAs);
-    void showExportDialog();
-    void chooseMetricsCsv();
-    void chooseMatricesFolder();
-    void chooseSweepCsv();
-    void showSweepDialog();
     void addRecentFile(const QString& path);
     void fillRecentMenu();
     bool openOne(const QString& path, QString* error);
 
-    void onAssignmentChanged();
-    void onSelectionChanged();
-    void scheduleCompute();
-    void startComputation();
-    void finishWithError(const QString& error);
     void showMessage(const QString& text, bool error);
     void hideMessage();
     void updateTitle();
     void updateCentral();
 
+    // A job's stage label, progress bar and Cancel button at the right of the status bar.
+    struct JobIndicator {
+        QLabel* stage = nullptr;
+        QProgressBar* progress = nullptr;
+        QToolButton* cancel = nullptr;
+        void setVisible(bool visible) const;
+    };
+    JobIndicator addJobIndicator(int width, const QString& cancelText, const QString& cancelTip);
+
+    // The explore computation (main_window_explore.cpp).
+    void onAssignmentChanged();
+    void onSelectionChanged();
+    void scheduleCompute();
+    void setUpComputation();
+    void startComputation();
+    bool buildRequest(analysis::ExploreRequest& request);
+    bool approveMemory(analysis::ExploreRequest& request);
+    void showResult(std::shared_ptr<const analysis::ExploreResult> result);
+    void finishWithError(const QString& error);
+
+    // Sessions (main_window_session.cpp).
+    void chooseSessionToOpen();
+    void chooseSessionToSave(bool saveAs);
+
+    // Exports (main_window_export.cpp).
+    void showExportDialog();
+    void chooseMetricsCsv();
+    void chooseMatricesFolder();
+    void chooseSweepCsv();
+
+    // Sweeps (main_window_sweeps.cpp).
     struct SweepSlot;
     SweepSlot& slot(const QString& view) const;
+    void setUpSweepSlot(SweepSlot& s);
+    void showSweepDialog();
+    void refuseSweep(const QString& view, const QString& error);
     void startSweep(const QString& view, std::function<std::shared_ptr<const analysis::SweepResult>(const analysis::JobContext&)> work);
     void finishSweep(const QString& view, std::shared_ptr<const analysis::SweepResult> result);
     void updateSweepStatus();
     void resetSweeps();
     bool currentSource(analysis::TensorSource& source, QString* error) const;
 
-    std::unique_ptr<analysis::JobRunner> m_runner;
-    std::uint64_t m_currentJob = 0;
-    bool m_jobRunning = false;
+    std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;
     QTimer m_debounce;
     std::shared_ptr<const analysis::ExploreResult> m_result;
@@ -173,9 +200,7 @@ private:
     QTabWidget* m_tabs = nullptr;
     QFrame* m_messageBar = nullptr;
     QLabel* m_message = nullptr;
-    QLabel* m_stage = nullptr;
-    QProgressBar* m_progress = nullptr;
-    QToolButton* m_cancel = nullptr;
+    JobIndicator m_computeStatus;
     QLabel* m_info = nullptr;
     QMenu* m_recentMenu = nullptr;
 
@@ -183,9 +208,7 @@ private:
     std::unique_ptr<SweepParams> m_sweepParams;   // the dialog's last parameters
     QString m_lastSweepError;
     QString m_pendingView;                       // a session's active view that waits for its sweep
-    QLabel* m_sweepStage = nullptr;
-    QProgressBar* m_sweepProgress = nullptr;
-    QToolButton* m_sweepCancel = nullptr;
+    JobIndicator m_sweepStatus;
 };
 
 }  // namespace attnscope::widgets

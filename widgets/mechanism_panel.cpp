@@ -1,3 +1,4 @@
+// The mechanism panel: its fields, the options they make, and the problems shown inline; see mechanism_panel.h.
 #include "mechanism_panel.h"
 
 #include <QCheckBox>
@@ -12,12 +13,12 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <cmath>
 
 #include "io/tensor_file.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 
@@ -25,45 +26,33 @@ namespace {
 
 const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
 
-std::vector<Eigen::Index> parseSizes(const QString& text)
-{
-    static const QRegularExpression sep(QStringLiteral("[x×,\\s]+"));
-    std::vector<Eigen::Index> out;
-    for (const QString& part : text.split(sep, Qt::SkipEmptyParts)) {
-        bool ok = false;
-        const qint64 v = part.toLongLong(&ok);
-        if (!ok || v < 1)
-            return {};
-        out.push_back(v);
-    }
-    return out;
-}
-
-QString sizesText(const std::vector<Eigen::Index>& v, const char* sep = "x")
-{
-    QStringList parts;
-    for (auto x : v)
-        parts << QString::number(qint64(x));
-    return parts.join(QString::fromLatin1(sep));
-}
-
-QWidget* row(QWidget* parent, std::initializer_list<QWidget*> widgets)
-{
-    auto* w = new QWidget(parent);
-    auto* l = new QHBoxLayout(w);
-    l->setContentsMargins(0, 0, 0, 0);
-    for (QWidget* x : widgets)
-        l->addWidget(x);
-    return w;
-}
-
 }  // namespace
 
 MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
 {
     auto* outer = new QVBoxLayout(this);
+    outer->addWidget(buildCommonBox());
+    outer->addWidget(buildFeatureMapBox());
+    outer->addWidget(buildMhlaBox());
+    for (QComboBox* c : findChildren<QComboBox*>()) {
+        c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+        c->setMinimumContentsLength(8);
+    }
+    for (QAbstractSpinBox* b : findChildren<QAbstractSpinBox*>())
+        b->setMinimumWidth(60);
+    m_problems = new QLabel(this);
+    m_problems->setWordWrap(true);
+    m_problems->setTextFormat(Qt::RichText);
+    outer->addWidget(m_problems);
+    outer->addStretch(1);
+    connectFields();
+    updateEnabled();
+    updateProblems();
+}
 
-    // Common and softmax.
+// Common and softmax.
+QGroupBox* MechanismPanel::buildCommonBox()
+{
     auto* common = new QGroupBox(tr("All mechanisms"), this);
     auto* cf = new QFormLayout(common);
     m_causal = new QCheckBox(tr("Causal (token t sees keys j <= t)"), common);
@@ -72,16 +61,14 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     m_scaleAuto = new QCheckBox(tr("1/√d"), common);
     m_scaleAuto->setToolTip(tr("Default scale 1/sqrt(d); untick to type one"));
     m_scaleAuto->setChecked(true);
-    m_scale = new QDoubleSpinBox(common);
-    m_scale->setDecimals(4);
-    m_scale->setRange(-1e6, 1e6);
-    m_scale->setValue(0.125);
+    m_scale = doubleSpinBox(common, -1e6, 1e6, 4, 0.125, tr("Softmax scale: S = scale * Q Kᵀ (--scale)"));
     m_scale->setSingleStep(0.01);
-    m_scale->setToolTip(tr("Softmax scale: S = scale * Q Kᵀ (--scale)"));
-    cf->addRow(tr("Softmax scale"), row(common, {m_scaleAuto, m_scale}));
-    outer->addWidget(common);
+    cf->addRow(tr("Softmax scale"), widgetRow(common, {m_scaleAuto, m_scale}));
+    return common;
+}
 
-    // Feature map.
+QGroupBox* MechanismPanel::buildFeatureMapBox()
+{
     auto* fm = new QGroupBox(tr("Feature map φ (linear, MHLA)"), this);
     auto* ff = new QFormLayout(fm);
     m_featureMap = new QComboBox(fm);
@@ -95,49 +82,53 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     }
     m_featureMap->setToolTip(tr("--feature-map"));
     ff->addRow(tr("φ"), m_featureMap);
-    m_favorFeatures = new QSpinBox(fm);
-    m_favorFeatures->setRange(1, 1000000);
-    m_favorFeatures->setValue(256);
-    m_favorFeatures->setToolTip(tr("--favor-features m"));
-    m_seed = new QSpinBox(fm);
-    m_seed->setRange(0, 2147483647);
-    m_seed->setToolTip(tr("--seed of the FAVOR+ projection"));
-    ff->addRow(tr("Features m / seed"), row(fm, {m_favorFeatures, m_seed}));
-    outer->addWidget(fm);
+    m_favorFeatures = spinBox(fm, 1, 1000000, 256, tr("--favor-features m"));
+    m_seed = spinBox(fm, 0, 2147483647, 0, tr("--seed of the FAVOR+ projection"));
+    ff->addRow(tr("Features m / seed"), widgetRow(fm, {m_favorFeatures, m_seed}));
+    return fm;
+}
 
-    // MHLA.
+QGroupBox* MechanismPanel::buildMhlaBox()
+{
     auto* mh = new QGroupBox(tr("MHLA blocks and mixing"), this);
-    auto* mf = new QFormLayout(mh);
-    m_blockMode = new QComboBox(mh);
-    m_blockMode->addItem(tr("count M"), QStringLiteral("blocks"));
-    m_blockMode->addItem(tr("chunk C"), QStringLiteral("chunk"));
-    m_blockMode->addItem(tr("grid"), QStringLiteral("grid"));
+    m_mixingForm = new QFormLayout(mh);
+    addBlockRows(mh);
+    addMixingRows(mh);
+    m_normalize = comboBox(mh,
+                           {{tr("row (rows sum to 1)"), QStringLiteral("row")},
+                            {tr("none (raw kernel scores)"), QStringLiteral("none")},
+                            {tr("official (authors' vision code)"), QStringLiteral("official")}},
+                           tr("--normalize"));
+    m_mixingForm->addRow(tr("Normalise"), m_normalize);
+    return mh;
+}
+
+// The block layout: a mode and the fields of each mode (updateEnabled shows those of the chosen one).
+void MechanismPanel::addBlockRows(QGroupBox* mh)
+{
+    QFormLayout* mf = m_mixingForm;
+    m_blockMode = comboBox(mh, {{tr("count M"), QStringLiteral("blocks")}, {tr("chunk C"), QStringLiteral("chunk")}, {tr("grid"), QStringLiteral("grid")}});
     mf->addRow(tr("Blocks"), m_blockMode);
-    m_blocks = new QSpinBox(mh);
-    m_blocks->setRange(0, 1 << 20);
+    m_blocks = spinBox(mh, 0, 1 << 20, 0, tr("--blocks M (numpy.array_split order)"));
     m_blocks->setSpecialValueText(tr("auto: min(16, N)"));
-    m_blocks->setToolTip(tr("--blocks M (numpy.array_split order)"));
-    m_countRow = m_blocks;
     mf->addRow(tr("M"), m_blocks);
-    m_chunk = new QSpinBox(mh);
-    m_chunk->setRange(1, 1 << 30);
-    m_chunk->setValue(64);
-    m_chunk->setToolTip(tr("--chunk C"));
-    m_chunkRow = m_chunk;
+    m_chunk = spinBox(mh, 1, 1 << 30, 64, tr("--chunk C"));
     mf->addRow(tr("C"), m_chunk);
     m_grid = new QLineEdit(mh);
     m_grid->setToolTip(tr("--grid G1,G2[,G3]; empty: the selection's token grid"));
     m_blockGrid = new QLineEdit(QStringLiteral("4x4"), mh);
     m_blockGrid->setToolTip(tr("--block-grid B1,B2[,B3]: blocks per grid axis"));
-    m_gridRow = m_grid;
     mf->addRow(tr("Token grid"), m_grid);
     mf->addRow(tr("Block grid"), m_blockGrid);
-    m_tokenOrder = new QComboBox(mh);
-    m_tokenOrder->addItem(tr("raster"), QStringLiteral("raster"));
-    m_tokenOrder->addItem(tr("blocked (grouped by block)"), QStringLiteral("blocked"));
-    m_tokenOrder->setToolTip(tr("--token-order: how tokens are ordered on the grid"));
+    m_tokenOrder = comboBox(mh, {{tr("raster"), QStringLiteral("raster")}, {tr("blocked (grouped by block)"), QStringLiteral("blocked")}},
+                            tr("--token-order: how tokens are ordered on the grid"));
     mf->addRow(tr("Token order"), m_tokenOrder);
+}
 
+// The mixing matrix: a preset with its parameters, or a matrix from a file (a dataset of it).
+void MechanismPanel::addMixingRows(QGroupBox* mh)
+{
+    QFormLayout* mf = m_mixingForm;
     m_mixing = new QComboBox(mh);
     m_mixing->addItem(tr("default"), QString());
     for (const char* p : kPresets)
@@ -145,17 +136,9 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
     m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal when causal)"));
     mf->addRow(tr("Mixing"), m_mixing);
-    m_sigma = new QDoubleSpinBox(mh);
-    m_sigma->setRange(1e-6, 1e6);
-    m_sigma->setDecimals(3);
-    m_sigma->setValue(3.0);
-    m_sigma->setToolTip(tr("--mixing-sigma (exp mixing)"));
-    m_threshold = new QDoubleSpinBox(mh);
-    m_threshold->setRange(0, 1e6);
-    m_threshold->setDecimals(3);
-    m_threshold->setValue(1.5);
-    m_threshold->setToolTip(tr("--mixing-threshold (local mixing)"));
-    mf->addRow(tr("σ / threshold"), row(mh, {m_sigma, m_threshold}));
+    m_sigma = doubleSpinBox(mh, 1e-6, 1e6, 3, 3.0, tr("--mixing-sigma (exp mixing)"));
+    m_threshold = doubleSpinBox(mh, 0, 1e6, 3, 1.5, tr("--mixing-threshold (local mixing)"));
+    mf->addRow(tr("σ / threshold"), widgetRow(mh, {m_sigma, m_threshold}));
     m_mixingPath = new QLineEdit(mh);
     m_mixingPath->setPlaceholderText(tr("file with an M x M matrix"));
     m_mixingBrowse = new QPushButton(tr("Browse..."), mh);
@@ -164,64 +147,40 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     auto* fileBox = new QWidget(mh);
     auto* fl = new QVBoxLayout(fileBox);
     fl->setContentsMargins(0, 0, 0, 0);
-    fl->addWidget(row(fileBox, {m_mixingPath, m_mixingBrowse}));
+    fl->addWidget(widgetRow(fileBox, {m_mixingPath, m_mixingBrowse}));
     fl->addWidget(m_mixingDataset);
     m_fileRow = fileBox;
     mf->addRow(tr("Mixing file"), fileBox);
-    m_mixingForm = mf;
-    m_normalize = new QComboBox(mh);
-    m_normalize->addItem(tr("row (rows sum to 1)"), QStringLiteral("row"));
-    m_normalize->addItem(tr("none (raw kernel scores)"), QStringLiteral("none"));
-    m_normalize->addItem(tr("official (authors' vision code)"), QStringLiteral("official"));
-    m_normalize->setToolTip(tr("--normalize"));
-    mf->addRow(tr("Normalise"), m_normalize);
-    outer->addWidget(mh);
+}
 
-    for (QComboBox* c : findChildren<QComboBox*>()) {
-        c->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-        c->setMinimumContentsLength(8);
-    }
-    for (QAbstractSpinBox* b : findChildren<QAbstractSpinBox*>())
-        b->setMinimumWidth(60);
-    m_problems = new QLabel(this);
-    m_problems->setWordWrap(true);
-    m_problems->setTextFormat(Qt::RichText);
-    outer->addWidget(m_problems);
-    outer->addStretch(1);
-
+void MechanismPanel::connectFields()
+{
     auto changedSlot = [this] { emitChanged(); };
-    connect(m_causal, &QCheckBox::toggled, this, changedSlot);
-    connect(m_scaleAuto, &QCheckBox::toggled, this, changedSlot);
-    connect(m_scale, &QDoubleSpinBox::valueChanged, this, changedSlot);
-    connect(m_featureMap, &QComboBox::currentIndexChanged, this, changedSlot);
-    connect(m_favorFeatures, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_seed, &QSpinBox::valueChanged, this, changedSlot);
+    for (QCheckBox* b : {m_causal, m_scaleAuto})
+        connect(b, &QCheckBox::toggled, this, changedSlot);
+    for (QDoubleSpinBox* b : {m_scale, m_sigma, m_threshold})
+        connect(b, &QDoubleSpinBox::valueChanged, this, changedSlot);
+    for (QSpinBox* b : {m_favorFeatures, m_seed, m_blocks, m_chunk})
+        connect(b, &QSpinBox::valueChanged, this, changedSlot);
+    for (QComboBox* c : {m_featureMap, m_tokenOrder, m_mixingDataset, m_normalize})
+        connect(c, &QComboBox::currentIndexChanged, this, changedSlot);
+    for (QLineEdit* e : {m_grid, m_blockGrid})
+        connect(e, &QLineEdit::editingFinished, this, changedSlot);
     connect(m_blockMode, &QComboBox::currentIndexChanged, this, [this] {
         if (!m_restoring)
             m_blockModeChosen = true;
         emitChanged();
     });
-    connect(m_blocks, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_chunk, &QSpinBox::valueChanged, this, changedSlot);
-    connect(m_grid, &QLineEdit::editingFinished, this, changedSlot);
-    connect(m_blockGrid, &QLineEdit::editingFinished, this, changedSlot);
-    connect(m_tokenOrder, &QComboBox::currentIndexChanged, this, changedSlot);
     connect(m_mixing, &QComboBox::currentIndexChanged, this, [this] {
         if (m_mixing->currentData().toString() == QLatin1String("file") && m_mixingPath->text().isEmpty() && !m_restoring)
             chooseMixingFile();
         emitChanged();
     });
-    connect(m_sigma, &QDoubleSpinBox::valueChanged, this, changedSlot);
-    connect(m_threshold, &QDoubleSpinBox::valueChanged, this, changedSlot);
     connect(m_mixingPath, &QLineEdit::editingFinished, this, [this] {
         fillMixingDatasets();
         emitChanged();
     });
     connect(m_mixingBrowse, &QPushButton::clicked, this, &MechanismPanel::chooseMixingFile);
-    connect(m_mixingDataset, &QComboBox::currentIndexChanged, this, changedSlot);
-    connect(m_normalize, &QComboBox::currentIndexChanged, this, changedSlot);
-    updateEnabled();
-    updateProblems();
 }
 
 void MechanismPanel::emitChanged()
@@ -461,28 +420,21 @@ QJsonObject MechanismPanel::saveState() const
 void MechanismPanel::restoreState(const QJsonObject& s)
 {
     m_restoring = true;
-    auto setCombo = [](QComboBox* c, const QJsonValue& v) {
-        if (!v.isString())
-            return;
-        const int i = c->findData(v.toString());
-        if (i >= 0)
-            c->setCurrentIndex(i);
-    };
     const QJsonValue scale = s.value(QStringLiteral("scale"));
     m_scaleAuto->setChecked(!scale.isDouble());
     if (scale.isDouble())
         m_scale->setValue(scale.toDouble());
     m_causal->setChecked(s.value(QStringLiteral("causal")).toBool());
-    setCombo(m_featureMap, s.value(QStringLiteral("feature_map")));
+    restoreData(m_featureMap, s, "feature_map");
     m_favorFeatures->setValue(s.value(QStringLiteral("favor_features")).toInt(256));
     m_seed->setValue(s.value(QStringLiteral("seed")).toInt(0));
-    setCombo(m_blockMode, s.value(QStringLiteral("block_mode")));
+    restoreData(m_blockMode, s, "block_mode");
     m_blockModeChosen = s.contains(QStringLiteral("block_mode"));
     m_blocks->setValue(s.value(QStringLiteral("blocks")).toInt(0));
     m_chunk->setValue(s.value(QStringLiteral("chunk")).toInt(64));
     m_grid->setText(s.value(QStringLiteral("grid")).toString());
     m_blockGrid->setText(s.value(QStringLiteral("block_grid")).toString(QStringLiteral("4x4")));
-    setCombo(m_tokenOrder, s.value(QStringLiteral("token_order")));
+    restoreData(m_tokenOrder, s, "token_order");
     m_mixingPath->setText(s.value(QStringLiteral("mixing_file")).toString());
     fillMixingDatasets();
     const int ds = m_mixingDataset->findText(s.value(QStringLiteral("mixing_dataset")).toString());
@@ -492,7 +444,7 @@ void MechanismPanel::restoreState(const QJsonObject& s)
     m_mixing->setCurrentIndex(std::max(0, m_mixing->findData(mixing.toString())));
     m_sigma->setValue(s.value(QStringLiteral("mixing_sigma")).toDouble(3.0));
     m_threshold->setValue(s.value(QStringLiteral("mixing_threshold")).toDouble(1.5));
-    setCombo(m_normalize, s.value(QStringLiteral("normalize")));
+    restoreData(m_normalize, s, "normalize");
     m_restoring = false;
     emitChanged();
 }

@@ -48,6 +48,12 @@ signals:
     void changed();
 
 private:
+    QGroupBox* buildCommonBox();
+    QGroupBox* buildFeatureMapBox();
+    QGroupBox* buildMhlaBox();
+    void addBlockRows(QGroupBox* box);
+    void addMixingRows(QGroupBox* box);
+    void connectFields();
     void updateEnabled();
     void updateProblems();
     void chooseMixingFile();
@@ -80,11 +86,8 @@ private:
     QComboBox* m_mixingDataset = nullptr;
     QComboBox* m_normalize = nullptr;
     QLabel* m_problems = nullptr;
-    QWidget* m_countRow = nullptr;
-    QWidget* m_chunkRow = nullptr;
-    QWidget* m_gridRow = nullptr;
-    QWidget* m_fileRow = nullptr;
-    QFormLayout* m_mixingForm = nullptr;
+    QWidget* m_fileRow = nullptr;               // the mixing file row (shown for "matrix from file")
+    QFormLayout* m_mixingForm = nullptr;        // the MHLA box's form
 };
 
 }  // namespace attnscope::widgets

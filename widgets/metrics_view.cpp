@@ -15,12 +15,11 @@
 
 #include "analysis/explore.h"
 #include "plot_style.h"
+#include "view_base.h"
 #include "views.h"
 
 namespace attnscope::widgets {
 namespace {
-
-using analysis::ExploreResult;
 
 QString paramsText(const nlohmann::ordered_json& params)
 {
@@ -32,9 +31,9 @@ QString paramsText(const nlohmann::ordered_json& params)
     return parts.join(", ");
 }
 
-class MetricsView : public ResultView {
+class MetricsView : public ExploreView {
 public:
-    explicit MetricsView(QWidget* parent) : ResultView(parent)
+    explicit MetricsView(QWidget* parent) : ExploreView(parent, QStringLiteral("metrics"), tr("Metrics"), {1000, 600})
     {
         auto* v = new QVBoxLayout(this);
         v->setContentsMargins(4, 4, 4, 4);
@@ -58,16 +57,6 @@ public:
         addAction(action);
         connect(action, &QAction::triggered, this, [this] { copyCsv(); });
         connect(m_copy, &QPushButton::clicked, this, [this] { copyCsv(); });
-        rebuild();
-    }
-
-    QString viewName() const override { return QStringLiteral("metrics"); }
-    QString viewTitle() const override { return tr("Metrics"); }
-    QSize preferredExportSize() const override { return {1000, 600}; }
-
-    void setResult(std::shared_ptr<const ExploreResult> result) override
-    {
-        m_result = std::move(result);
         rebuild();
     }
 
@@ -168,7 +157,7 @@ private:
         emit statusMessage(tr("Metrics copied as CSV (%1 mechanisms)").arg(m_result->outcomes.size()));
     }
 
-    void rebuild()
+    void rebuild() override
     {
         m_rows.clear();
         m_cols.clear();
@@ -237,7 +226,6 @@ private:
             }
     }
 
-    std::shared_ptr<const ExploreResult> m_result;
     QLabel* m_summary;
     QPushButton* m_copy;
     QTableWidget* m_table;

@@ -7,7 +7,8 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
 #include "views.h"
 
 namespace attnscope::widgets {
@@ -18,24 +19,14 @@ using Eigen::Index;
 
 class MixingView : public PlotView {
 public:
-    explicit MixingView(QWidget* parent) : PlotView(parent)
+    explicit MixingView(QWidget* parent) : PlotView(parent, QStringLiteral("mixing"), tr("Mixing matrix"), QSize(1000, 460))
     {
         toolRow()->addStretch(1);
         rebuild();
     }
 
-    QString viewName() const override { return QStringLiteral("mixing"); }
-    QString viewTitle() const override { return tr("Mixing matrix"); }
-    QSize preferredExportSize() const override { return {1000, 460}; }
-
-    void setResult(std::shared_ptr<const ExploreResult> result) override
-    {
-        m_result = std::move(result);
-        rebuild();
-    }
-
 private:
-    void rebuild()
+    void rebuild() override
     {
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see MHLA's mixing matrix."));
@@ -50,59 +41,52 @@ private:
             return;
         }
         clearPlot(m_plot);
-        const Eigen::MatrixXd& Mc = m_result->mixing;
-        const Index M = Mc.rows();
         QString preset;
         if (mhla && mhla->result.params.contains("mixing") && mhla->result.params["mixing"].is_string())
             preset = QString::fromStdString(mhla->result.params["mixing"].get<std::string>());
         auto* layout = m_plot->plotLayout();
         auto* group = new QCPMarginGroup(m_plot);
         QString title = tr("Mixing matrix Mc") + (preset.isEmpty() ? QString() : tr(" (%1)").arg(preset)) +
-                        tr(",  M = %1,  rank %2").arg(M).arg(m_result->mixing_rank);
+                        tr(",  M = %1,  rank %2").arg(m_result->mixing.rows()).arg(m_result->mixing_rank);
         layout->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
+        addMatrix(layout, group);
+        layout->addElement(0, 2, new QCPTextElement(m_plot, tr("Singular values of Mc"), plotFont(kTitlePt, true)));
+        addSingularValues(layout, group);
+        layout->setRowStretchFactor(0, 0.01);
+        layout->setColumnStretchFactor(0, 1.0);
+        layout->setColumnStretchFactor(1, 0.01);
+        layout->setColumnStretchFactor(2, 1.0);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
 
-        auto* rect = new QCPAxisRect(m_plot, true);
-        layout->addElement(1, 0, rect);
-        styleAxisRect(rect);
+    // Mc as a heatmap (column 0) with its colour scale (column 1): diverging when it has negative weights.
+    void addMatrix(QCPLayoutGrid* layout, QCPMarginGroup* group)
+    {
+        const Eigen::MatrixXd& Mc = m_result->mixing;
+        const Index M = Mc.rows();
+        auto* rect = addAxisRect(m_plot, layout, 1, 0);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-        auto* x = rect->axis(QCPAxis::atBottom);
-        auto* y = rect->axis(QCPAxis::atLeft);
-        x->setLabel(tr("key block j"));
-        y->setLabel(tr("query block i"));
-        x->grid()->setVisible(false);
-        y->grid()->setVisible(false);
-        y->setRangeReversed(true);
-        x->setRange(-0.5, static_cast<double>(M) - 0.5);
-        y->setRange(-0.5, static_cast<double>(M) - 0.5);
-        setIntegerTicks(x);
-        setIntegerTicks(y);
-        auto* map = new QCPColorMap(x, y);
-        map->setInterpolate(false);
+        setHeatmapAxes(rect, static_cast<double>(M), static_cast<double>(M), tr("key block j"), tr("query block i"));
+        // QCPColorMap needs two cells per axis; for M = 1 the extra cells lie outside the axis range.
         const Index cells = std::max<Index>(M, 2);
-        map->data()->setSize(static_cast<int>(cells), static_cast<int>(cells));
-        map->data()->setRange(QCPRange(0, static_cast<double>(cells) - 1), QCPRange(0, static_cast<double>(cells) - 1));
+        auto* map = addHeatmap(rect, static_cast<int>(cells), static_cast<int>(cells));
         for (Index i = 0; i < M; ++i)
             for (Index j = 0; j < M; ++j)
                 map->data()->setCell(static_cast<int>(j), static_cast<int>(i), Mc(i, j));
-        auto* scale = new QCPColorScale(m_plot);
+        auto* scale = addColorScale(m_plot, tr("mixing weight Mc[i, j]"), 12, group);
         layout->addElement(1, 1, scale);
-        scale->setBarWidth(12);
-        scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-        scale->axis()->setTickLabelFont(plotFont(kTickPt));
-        scale->axis()->setLabelFont(plotFont(kLabelPt));
-        scale->axis()->setLabel(tr("mixing weight Mc[i, j]"));
         const double lo = std::min(0.0, Mc.minCoeff()), hi = Mc.maxCoeff();
         const bool signedValues = lo < 0;
         scale->setGradient(colorGradient(signedValues ? ColorMap::diverging : ColorMap::viridis));
         const double m = std::max(std::abs(lo), std::abs(hi));
         scale->setDataRange(signedValues ? QCPRange(-m, m) : QCPRange(0, hi > 0 ? hi : 1));
         map->setColorScale(scale);
+    }
 
-        // Singular values of Mc.
-        layout->addElement(0, 2, new QCPTextElement(m_plot, tr("Singular values of Mc"), plotFont(kTitlePt, true)));
-        auto* sv = new QCPAxisRect(m_plot, true);
-        layout->addElement(1, 2, sv);
-        styleAxisRect(sv);
+    // The singular values of Mc as bars on a log axis (column 2), the numerical rank marked.
+    void addSingularValues(QCPLayoutGrid* layout, QCPMarginGroup* group)
+    {
+        auto* sv = addAxisRect(m_plot, layout, 1, 2);
         sv->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         auto* sx = sv->axis(QCPAxis::atBottom);
         auto* sy = sv->axis(QCPAxis::atLeft);
@@ -120,12 +104,8 @@ private:
             smin = std::min(smin, s[i]);
             smax = std::max(smax, s[i]);
         }
-        sy->setScaleType(QCPAxis::stLogarithmic);
-        auto logTicker = QSharedPointer<QCPAxisTickerLog>::create();
-        logTicker->setSubTickCount(0);
-        sy->setTicker(logTicker);
-        sy->setNumberFormat("eb");
-        sy->setNumberPrecision(0);
+        setLogScale(sy, 10, 0);
+        setPowerLabels(sy);
         auto* bars = new QCPBars(sx, sy);
         bars->setWidth(0.7);
         bars->setPen(Qt::NoPen);
@@ -135,32 +115,20 @@ private:
         sx->setRange(0.3, static_cast<double>(s.size()) + 0.7);
         if (smax > 0)
             sy->setRange(std::max(smin / 10, smax * 1e-18), smax * 3);
-        auto* rankLine = new QCPItemStraightLine(m_plot);
-        rankLine->setClipAxisRect(sv);
-        for (auto* p : {rankLine->point1, rankLine->point2})
-            p->setAxes(sx, sy);
-        rankLine->point1->setCoords(static_cast<double>(m_result->mixing_rank) + 0.5, 1);
-        rankLine->point2->setCoords(static_cast<double>(m_result->mixing_rank) + 0.5, 2);
-        rankLine->setPen(QPen(QColor(60, 60, 60), 1.1, Qt::DashLine));
+        const double rankX = static_cast<double>(m_result->mixing_rank) + 0.5;
+        addVLine(m_plot, sv, rankX, QPen(QColor(60, 60, 60), 1.1, Qt::DashLine));
         auto* rankText = new QCPItemText(m_plot);
         rankText->setClipAxisRect(sv);
         rankText->position->setAxes(sx, sy);
         rankText->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
         rankText->position->setAxisRect(sv);
-        rankText->position->setCoords(static_cast<double>(m_result->mixing_rank) + 0.5, 0.03);
+        rankText->position->setCoords(rankX, 0.03);
         const bool nearEnd = static_cast<double>(m_result->mixing_rank) > 0.75 * static_cast<double>(s.size());
         rankText->setPositionAlignment((nearEnd ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignTop);
         rankText->setPadding(nearEnd ? QMargins(0, 0, 4, 0) : QMargins(4, 0, 0, 0));
         rankText->setText(tr("rank %1").arg(m_result->mixing_rank));
         rankText->setFont(plotFont(kTickPt));
-        layout->setRowStretchFactor(0, 0.01);
-        layout->setColumnStretchFactor(0, 1.0);
-        layout->setColumnStretchFactor(1, 0.01);
-        layout->setColumnStretchFactor(2, 1.0);
-        m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
-
-    std::shared_ptr<const ExploreResult> m_result;
 };
 
 }  // namespace

@@ -16,7 +16,9 @@
 
 #include "analysis/sweep.h"
 #include "curves.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 namespace {
@@ -27,31 +29,21 @@ using Eigen::Index;
 
 constexpr int kMaxCellLabels = 2500;   // text items per view; larger grids show colours only
 
-class OverviewView : public PlotViewOf<SweepView> {
+class OverviewView : public SweepPlotView {
 public:
-    explicit OverviewView(QWidget* parent) : PlotViewOf<SweepView>(parent)
+    explicit OverviewView(QWidget* parent) : SweepPlotView(parent, QStringLiteral("overview"), tr("Model overview"))
     {
         auto* tools = toolRow();
-        tools->addWidget(new QLabel(tr("Metric"), this));
-        m_metricBox = new QComboBox(this);
-        for (const QString& k : sweepMetricKeys())
-            m_metricBox->addItem(sweepMetricLabel(k), k);
-        tools->addWidget(m_metricBox);
-        tools->addSpacing(12);
         tools->addWidget(new QLabel(tr("Colour map"), this));
-        m_cmapBox = new QComboBox(this);
-        for (ColorMap c : {ColorMap::viridis, ColorMap::magma, ColorMap::cividis})
-            m_cmapBox->addItem(colorMapName(c));
+        m_cmapBox = colorMapBox(this);
         tools->addWidget(m_cmapBox);
         tools->addStretch(1);
-        connect(m_metricBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
+        m_saved.addByText("colormap", m_cmapBox);
         rebuild();
     }
 
-    QString viewName() const override { return QStringLiteral("overview"); }
-    QString viewTitle() const override { return tr("Model overview"); }
     QSize preferredExportSize() const override
     {
         const int k = std::max<int>(1, static_cast<int>(m_panels.size()));
@@ -60,37 +52,6 @@ public:
         const int pw = std::clamp(40 * cols, 220, 420);
         const int ph = rows == 1 ? 60 : std::clamp(pw * rows / cols, 160, 520);
         return {90 + k * (pw + 16) + 110, 130 + ph};
-    }
-    void setResult(std::shared_ptr<const analysis::ExploreResult> result) override { Q_UNUSED(result); }
-
-    void setSweep(std::shared_ptr<const SweepResult> sweep) override
-    {
-        m_sweep = std::move(sweep);
-        rebuild();
-    }
-
-    void setMetric(const QString& metric) override
-    {
-        const int i = m_metricBox->findData(metric);
-        if (i >= 0)
-            m_metricBox->setCurrentIndex(i);
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"metric", m_metricBox->currentData().toString()}, {"colormap", m_cmapBox->currentText()}};
-    }
-
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_metricBox), b2(m_cmapBox);
-        const int i = m_metricBox->findData(s["metric"].toString());
-        if (i >= 0)
-            m_metricBox->setCurrentIndex(i);
-        const int j = m_cmapBox->findText(s["colormap"].toString());
-        if (j >= 0)
-            m_cmapBox->setCurrentIndex(j);
-        rebuild();
     }
 
 protected:
@@ -129,11 +90,15 @@ private:
         std::vector<double> values;   // row-major layers x heads; NaN where missing
     };
 
-    QString metric() const { return m_metricBox->currentData().toString(); }
+    // The colour range of all panels; integral: every value is a whole number (written without decimals).
+    struct Range {
+        double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
+        bool integral = true;
+    };
 
     double value(const Panel& p, std::size_t row, std::size_t col) const { return p.values[row * m_heads.size() + col]; }
 
-    void rebuild()
+    void rebuild() override
     {
         m_panels.clear();
         m_labels.clear();
@@ -149,6 +114,55 @@ private:
         Index n = 0;
         for (const auto& r : m_sweep->records)
             n = std::max(n, r.n);
+        Range range = collectPanels(key, n);
+        if (!std::isfinite(range.lo)) {
+            m_panels.clear();
+            showPlotMessage(m_plot, tr("The overview has no values of %1.").arg(sweepMetricLabel(key)));
+            return;
+        }
+        if (range.hi <= range.lo) {
+            const double pad = range.lo == 0 ? 0.5 : std::abs(range.lo) * 0.05;
+            range.lo -= pad;
+            range.hi += pad;
+        }
+        clearPlot(m_plot);
+
+        QString source;
+        if (!m_sweep->spec.inputs.empty())
+            source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref).section(':', 0, 0)).fileName() + QStringLiteral(", ");
+        QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
+        title[0] = title[0].toUpper();
+        m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
+        auto* grid = new QCPLayoutGrid;
+        m_plot->plotLayout()->addElement(1, 0, grid);
+        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        auto* group = new QCPMarginGroup(m_plot);
+        auto* scale = addColorScale(m_plot, sweepMetricLabel(key), 14, group);
+        scale->setGradient(colorGradient(colorMapFromName(m_cmapBox->currentText())));
+        scale->setDataRange(QCPRange(range.lo, range.hi));
+        scale->axis()->setLabelPadding(6);
+
+        const bool labels = m_layers.size() * m_heads.size() * m_panels.size() <= static_cast<std::size_t>(kMaxCellLabels);
+        int col = 0;
+        for (Panel& p : m_panels) {
+            addPanel(p, grid, col, group);
+            p.map->setColorScale(scale);
+            if (labels)
+                addCellLabels(p, range, scale->gradient());
+            ++col;
+        }
+        grid->addElement(1, col, scale);
+        grid->setRowStretchFactor(0, 0.01);
+        grid->setColumnStretchFactor(col, 0.01);
+        grid->setColumnSpacing(14);
+        grid->setRowSpacing(2);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+    // m_layers, m_heads (in the file's order) and one panel per mechanism of the records at N = n: the mean
+    // of the records of each cell (draws, or repeated inputs; usually exactly one).
+    Range collectPanels(const QString& key, Index n)
+    {
         std::set<Index> layers, heads;
         std::vector<Mechanism> order;
         for (const auto& r : m_sweep->records) {
@@ -163,9 +177,7 @@ private:
         m_layers.assign(layers.begin(), layers.end());
         m_heads.assign(heads.begin(), heads.end());
         const std::size_t L = m_layers.size(), H = m_heads.size();
-        // Mean over records of one cell (draws, or repeated inputs); usually exactly one.
-        double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-        bool integral = true;
+        Range range;
         for (Mechanism m : order) {
             Panel p;
             p.mechanism = m;
@@ -186,127 +198,96 @@ private:
             for (std::size_t i = 0; i < L * H; ++i)
                 if (cnt[i] > 0) {
                     p.values[i] = sum[i] / cnt[i];
-                    lo = std::min(lo, p.values[i]);
-                    hi = std::max(hi, p.values[i]);
-                    integral = integral && p.values[i] == std::round(p.values[i]);
+                    range.lo = std::min(range.lo, p.values[i]);
+                    range.hi = std::max(range.hi, p.values[i]);
+                    range.integral = range.integral && p.values[i] == std::round(p.values[i]);
                 }
             m_panels.push_back(std::move(p));
         }
-        if (!std::isfinite(lo)) {
-            m_panels.clear();
-            showPlotMessage(m_plot, tr("The overview has no values of %1.").arg(sweepMetricLabel(key)));
-            return;
-        }
-        if (hi <= lo) {
-            const double pad = lo == 0 ? 0.5 : std::abs(lo) * 0.05;
-            lo -= pad;
-            hi += pad;
-        }
-        clearPlot(m_plot);
+        return range;
+    }
 
-        QString source;
-        if (!m_sweep->spec.inputs.empty())
-            source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref).section(':', 0, 0)).fileName() + QStringLiteral(", ");
+    // A panel's title, axes (heads across, layers down, labelled on the first panel only) and heatmap.
+    void addPanel(Panel& p, QCPLayoutGrid* grid, int col, QCPMarginGroup* group)
+    {
+        const std::size_t L = m_layers.size(), H = m_heads.size();
         const bool noLayer = L == 1 && m_layers.front() < 0, noHead = H == 1 && m_heads.front() < 0;
-        QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
-        title[0] = title[0].toUpper();
-        m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
-        auto* grid = new QCPLayoutGrid;
-        m_plot->plotLayout()->addElement(1, 0, grid);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
-        auto* group = new QCPMarginGroup(m_plot);
-        auto* scale = new QCPColorScale(m_plot);
-        scale->setType(QCPAxis::atRight);
-        scale->setBarWidth(14);
-        scale->setGradient(colorGradient(colorMapFromName(m_cmapBox->currentText())));
-        scale->setDataRange(QCPRange(lo, hi));
-        scale->axis()->setLabel(sweepMetricLabel(key));
-        scale->axis()->setLabelFont(plotFont(kLabelPt));
-        scale->axis()->setTickLabelFont(plotFont(kTickPt));
-        scale->axis()->setLabelPadding(6);
-        scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-
-        auto ticksFor = [](QCPAxis* ax, const std::vector<Index>& idx) {
-            if (idx.size() <= 16) {
-                auto t = QSharedPointer<QCPAxisTickerText>::create();
-                for (std::size_t i = 0; i < idx.size(); ++i)
-                    t->addTick(static_cast<double>(i), idx[i] < 0 ? QStringLiteral("\u2013") : QString::number(idx[i]));
-                ax->setTicker(t);
-            } else {
-                setIntegerTicks(ax);
-            }
-        };
-        const bool labels = L * H * m_panels.size() <= static_cast<std::size_t>(kMaxCellLabels);
-        QCPColorGradient gradient = scale->gradient();
-        int col = 0;
-        for (Panel& p : m_panels) {
-            p.title = new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true));
-            grid->addElement(0, col, p.title);
-            auto* rect = new QCPAxisRect(m_plot, true);
-            grid->addElement(1, col, rect);
-            styleAxisRect(rect);
-            rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, group);
-            rect->setupFullAxesBox(false);
-            auto* x = rect->axis(QCPAxis::atBottom);
-            auto* y = rect->axis(QCPAxis::atLeft);
-            rect->axis(QCPAxis::atTop)->setTicks(false);
-            rect->axis(QCPAxis::atRight)->setTicks(false);
-            for (QCPAxis* ax : {x, y}) {
-                ax->grid()->setVisible(false);
-                ax->setSubTicks(false);
-            }
-            ticksFor(x, m_heads);
-            ticksFor(y, m_layers);
-            x->setRange(-0.5, static_cast<double>(H) - 0.5);
-            y->setRange(-0.5, static_cast<double>(L) - 0.5);
-            y->setRangeReversed(true);   // layer 0 at the top
-            x->setLabel(noHead ? tr("(no head axis)") : tr("head"));
-            if (col == 0)
-                y->setLabel(noLayer ? tr("(no layer axis)") : tr("layer"));
-            else
-                y->setTickLabels(false);
-            p.rect = rect;
-            p.map = new QCPColorMap(x, y);
-            p.map->setInterpolate(false);
-            p.map->setTightBoundary(false);
-            // QCPColorMap derives a cell's extent from range / (size - 1): an axis with one cell (a file
-            // without a layer or head axis) is drawn as two identical cells spanning -0.5..0.5.
-            const int kc = H == 1 ? 2 : static_cast<int>(H), vr = L == 1 ? 2 : static_cast<int>(L);
-            p.map->data()->setSize(kc, vr);
-            p.map->data()->setRange(H == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(H) - 1),
-                                    L == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(L) - 1));
-            for (int r = 0; r < vr; ++r)
-                for (int c = 0; c < kc; ++c)
-                    p.map->data()->setCell(c, r, value(p, L == 1 ? 0 : static_cast<std::size_t>(r), H == 1 ? 0 : static_cast<std::size_t>(c)));
-            p.map->setColorScale(scale);
-            if (labels)
-                for (std::size_t r = 0; r < L; ++r)
-                    for (std::size_t c = 0; c < H; ++c) {
-                        const double v = value(p, r, c);
-                        if (!std::isfinite(v))
-                            continue;
-                        const QString text = integral ? QString::number(static_cast<long long>(v)) : fmtNum(v, 3);
-                        if (text.size() > m_widestLabel.size())
-                            m_widestLabel = text;
-                        auto* t = new QCPItemText(m_plot);
-                        t->setClipAxisRect(rect);
-                        t->position->setAxes(x, y);
-                        t->position->setCoords(static_cast<double>(c), static_cast<double>(r));
-                        t->setPositionAlignment(Qt::AlignCenter);
-                        t->setText(text);
-                        t->setFont(plotFont(kTickPt - 0.5));
-                        const QColor bg = QColor::fromRgb(gradient.color(v, QCPRange(lo, hi)));
-                        t->setColor(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
-                        m_labels.push_back(t);
-                    }
-            ++col;
+        p.title = new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true));
+        grid->addElement(0, col, p.title);
+        auto* rect = addAxisRect(m_plot, grid, 1, col);
+        rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, group);
+        rect->setupFullAxesBox(false);
+        auto* x = rect->axis(QCPAxis::atBottom);
+        auto* y = rect->axis(QCPAxis::atLeft);
+        rect->axis(QCPAxis::atTop)->setTicks(false);
+        rect->axis(QCPAxis::atRight)->setTicks(false);
+        for (QCPAxis* ax : {x, y}) {
+            ax->grid()->setVisible(false);
+            ax->setSubTicks(false);
         }
-        grid->addElement(1, col, scale);
-        grid->setRowStretchFactor(0, 0.01);
-        grid->setColumnStretchFactor(col, 0.01);
-        grid->setColumnSpacing(14);
-        grid->setRowSpacing(2);
-        m_plot->replot(QCustomPlot::rpQueuedReplot);
+        setIndexTicks(x, m_heads);
+        setIndexTicks(y, m_layers);
+        x->setRange(-0.5, static_cast<double>(H) - 0.5);
+        y->setRange(-0.5, static_cast<double>(L) - 0.5);
+        y->setRangeReversed(true);   // layer 0 at the top
+        x->setLabel(noHead ? tr("(no head axis)") : tr("head"));
+        if (col == 0)
+            y->setLabel(noLayer ? tr("(no layer axis)") : tr("layer"));
+        else
+            y->setTickLabels(false);
+        p.rect = rect;
+        p.map = new QCPColorMap(x, y);
+        p.map->setInterpolate(false);
+        p.map->setTightBoundary(false);
+        // QCPColorMap derives a cell's extent from range / (size - 1): an axis with one cell (a file
+        // without a layer or head axis) is drawn as two identical cells spanning -0.5..0.5.
+        const int kc = H == 1 ? 2 : static_cast<int>(H), vr = L == 1 ? 2 : static_cast<int>(L);
+        p.map->data()->setSize(kc, vr);
+        p.map->data()->setRange(H == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(H) - 1),
+                                L == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, static_cast<double>(L) - 1));
+        for (int r = 0; r < vr; ++r)
+            for (int c = 0; c < kc; ++c)
+                p.map->data()->setCell(c, r, value(p, L == 1 ? 0 : static_cast<std::size_t>(r), H == 1 ? 0 : static_cast<std::size_t>(c)));
+    }
+
+    // Layer or head numbers as tick labels (a dash where the records have no such axis); integer ticks for
+    // more than 16.
+    static void setIndexTicks(QCPAxis* ax, const std::vector<Index>& idx)
+    {
+        if (idx.size() <= 16) {
+            auto t = QSharedPointer<QCPAxisTickerText>::create();
+            for (std::size_t i = 0; i < idx.size(); ++i)
+                t->addTick(static_cast<double>(i), idx[i] < 0 ? QStringLiteral("\u2013") : QString::number(idx[i]));
+            ax->setTicker(t);
+        } else {
+            setIntegerTicks(ax);
+        }
+    }
+
+    // The value written in every cell, black or white by the lightness of the cell's colour.
+    void addCellLabels(const Panel& p, const Range& range, QCPColorGradient gradient)
+    {
+        auto* x = p.rect->axis(QCPAxis::atBottom);
+        auto* y = p.rect->axis(QCPAxis::atLeft);
+        for (std::size_t r = 0; r < m_layers.size(); ++r)
+            for (std::size_t c = 0; c < m_heads.size(); ++c) {
+                const double v = value(p, r, c);
+                if (!std::isfinite(v))
+                    continue;
+                const QString text = range.integral ? QString::number(static_cast<long long>(v)) : fmtNum(v, 3);
+                if (text.size() > m_widestLabel.size())
+                    m_widestLabel = text;
+                auto* t = new QCPItemText(m_plot);
+                t->setClipAxisRect(p.rect);
+                t->position->setAxes(x, y);
+                t->position->setCoords(static_cast<double>(c), static_cast<double>(r));
+                t->setPositionAlignment(Qt::AlignCenter);
+                t->setText(text);
+                t->setFont(plotFont(kTickPt - 0.5));
+                const QColor bg = QColor::fromRgb(gradient.color(v, QCPRange(range.lo, range.hi)));
+                t->setColor(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
+                m_labels.push_back(t);
+            }
     }
 
     void hover(const QPoint& pos)
@@ -329,12 +310,11 @@ private:
         }
     }
 
-    std::shared_ptr<const SweepResult> m_sweep;
     std::vector<Panel> m_panels;
     std::vector<Index> m_layers, m_heads;   // -1: the records have no such axis
     std::vector<QCPItemText*> m_labels;
     QString m_widestLabel;
-    QComboBox *m_metricBox, *m_cmapBox;
+    QComboBox* m_cmapBox;
 };
 
 }  // namespace

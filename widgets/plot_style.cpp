@@ -1,6 +1,7 @@
 // Shared look of the result views; see plot_style.h.
 #include "plot_style.h"
 
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QJsonArray>
 #include <QSet>
@@ -59,6 +60,14 @@ ColorMap colorMapFromName(const QString& name, ColorMap fallback)
     return fallback;
 }
 
+QComboBox* colorMapBox(QWidget* parent)
+{
+    auto* box = new QComboBox(parent);
+    for (ColorMap c : {ColorMap::viridis, ColorMap::magma, ColorMap::cividis})
+        box->addItem(colorMapName(c));
+    return box;
+}
+
 QCPColorGradient colorGradient(ColorMap m)
 {
     // Nine stops at 0, 1/8, ..., 1 of matplotlib's colour maps; QCustomPlot interpolates in RGB between them.
@@ -94,77 +103,6 @@ QFont plotFont(double point_size, bool bold)
     f.setBold(bold);
     f.setStyleStrategy(QFont::PreferAntialias);
     return f;
-}
-
-void styleAxisRect(QCPAxisRect* rect)
-{
-    for (QCPAxis* ax : rect->axes()) {
-        ax->setLabelFont(plotFont(kLabelPt));
-        ax->setTickLabelFont(plotFont(kTickPt));
-        ax->setBasePen(QPen(Qt::black, 1));
-        ax->setTickPen(QPen(Qt::black, 1));
-        ax->setSubTickPen(QPen(Qt::black, 1));
-        ax->setTickLengthIn(0);
-        ax->setTickLengthOut(4);
-        ax->setSubTickLengthIn(0);
-        ax->setSubTickLengthOut(2);
-        ax->setLabelPadding(4);
-        ax->grid()->setPen(QPen(QColor(0, 0, 0, 25), 1, Qt::SolidLine));
-        ax->grid()->setSubGridVisible(false);
-        ax->grid()->setZeroLinePen(Qt::NoPen);
-    }
-}
-
-namespace {
-class IntegerTicker : public QCPAxisTicker {
-protected:
-    double getTickStep(const QCPRange& range) override
-    {
-        const double s = QCPAxisTicker::getTickStep(range);
-        if (s < 1)
-            return 1;
-        return std::abs(s - 2.5) < 1e-9 ? 2.0 : std::round(s);
-    }
-};
-}  // namespace
-
-void setIntegerTicks(QCPAxis* axis)
-{
-    auto t = QSharedPointer<IntegerTicker>::create();
-    t->setTickCount(6);
-    axis->setTicker(t);
-}
-
-void clearPlot(QCustomPlot* plot)
-{
-    plot->clearItems();
-    plot->clearPlottables();
-    plot->plotLayout()->clear();   // deletes axis rects (and the legends in their inset layouts)
-    plot->legend = nullptr;
-    plot->setAutoAddPlottableToLegend(false);
-}
-
-QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align)
-{
-    auto* legend = new QCPLegend;
-    rect->insetLayout()->addElement(legend, align);
-    legend->setLayer(QStringLiteral("legend"));
-    legend->setFont(plotFont(kTickPt));
-    legend->setBrush(QColor(255, 255, 255, 225));
-    legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
-    legend->setIconSize(22, 10);
-    legend->setRowSpacing(0);
-    legend->setMargins(QMargins(6, 3, 6, 3));
-    return legend;
-}
-
-void showPlotMessage(QCustomPlot* plot, const QString& text)
-{
-    clearPlot(plot);
-    auto* t = new QCPTextElement(plot, text, plotFont(kTitlePt));
-    t->setTextColor(QColor(90, 90, 90));
-    plot->plotLayout()->addElement(0, 0, t);
-    plot->replot();
 }
 
 QString fmtNum(double v, int digits)

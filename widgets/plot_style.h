@@ -1,7 +1,8 @@
 #pragma once
 // Shared look of the result views (private to widgets/): mechanism colours and names, perceptual colour
-// maps, publication fonts, the empty state, and PlotView, the base of every QCustomPlot-backed view
-// (export rendering with scaled fonts). qcustomplot.h stays out of this header (it is slow to compile).
+// maps, publication fonts, the metrics of sweep records, and PlotViewOf, the base of every QCustomPlot-backed
+// view (export rendering with scaled fonts). The plots' building blocks are in plot_util.h. qcustomplot.h
+// stays out of this header (it is slow to compile).
 #include <QColor>
 #include <QFont>
 #include <QPen>
@@ -10,6 +11,7 @@
 #include <QStringList>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -17,14 +19,11 @@
 #include "attention/options.h"
 #include "result_view.h"
 
+class QComboBox;
 class QCustomPlot;
-class QCPLegend;
 class QCPPainter;
 class QHBoxLayout;
 class QCPColorGradient;
-class QCPAxis;
-class QCPAxisRect;
-class QCPRange;
 
 namespace attnscope::analysis {
 struct ExploreResult;
@@ -46,21 +45,13 @@ QString colorMapName(ColorMap m);
 ColorMap colorMapFromName(const QString& name, ColorMap fallback = ColorMap::viridis);
 // Colour stops sampled from matplotlib's maps (diverging: RdBu_r, white at the centre).
 QCPColorGradient colorGradient(ColorMap m);
+// A combo box of the perceptual maps (viridis, magma, cividis) by name.
+QComboBox* colorMapBox(QWidget* parent);
 
 // The font of every plot text ("DejaVu Sans": SVG export names it explicitly). Sizes in points.
 QFont plotFont(double point_size, bool bold = false);
 constexpr double kTickPt = 8.5, kLabelPt = 9.5, kTitlePt = 10.5;
 
-// Publication style of an axis rect: ticks outside, no grid clutter, fonts, thin black axes.
-void styleAxisRect(QCPAxisRect* rect);
-// Removes every element, item and plottable (the plot's default legend pointer is reset too).
-void clearPlot(QCustomPlot* plot);
-// A framed legend inside `rect` at `align`; plottables are added to it explicitly.
-QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align);
-// Ticks at integers only (token, grid and block indices), nice steps otherwise.
-void setIntegerTicks(QCPAxis* axis);
-// Replaces the whole plot by a centred message (empty state, errors).
-void showPlotMessage(QCustomPlot* plot, const QString& text);
 // Human number: 3 significant digits, no trailing zeros.
 QString fmtNum(double v, int digits = 3);
 
@@ -96,12 +87,15 @@ private:
     bool m_adjusting = false;
 };
 
-// Base of the QCustomPlot-backed result views (PlotPane inside a ResultView, or any other view base).
+// Base of the QCustomPlot-backed result views: a PlotPane inside a view base (ExploreView, SweepView, ...),
+// constructed with the arguments of that base.
 template <class Base>
 class PlotViewOf : public Base {
 public:
-    explicit PlotViewOf(QWidget* parent)
-        : Base(parent), m_pane(this, [this](const QSize& size) { adjustLayout(size); }), m_plot(m_pane.plot())
+    template <class... BaseArgs>
+    explicit PlotViewOf(QWidget* parent, BaseArgs&&... args)
+        : Base(parent, std::forward<BaseArgs>(args)...), m_pane(this, [this](const QSize& size) { adjustLayout(size); }),
+          m_plot(m_pane.plot())
     {
     }
     void renderTo(QPainter* painter, const QSize& size, double font_scale) override { m_pane.renderTo(painter, size, font_scale); }
@@ -118,8 +112,6 @@ private:
 protected:
     QCustomPlot* m_plot = nullptr;
 };
-
-using PlotView = PlotViewOf<ResultView>;
 
 // Tokens on the display grid (token_grid of 2 or 3 axes, either token order): token[(f * h + r) * w + c].
 // h = 0 for 1-D data (or a grid whose size is not N).

@@ -11,8 +11,10 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
 #include "views.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 namespace {
@@ -22,13 +24,11 @@ using Eigen::Index;
 
 class QueryView : public PlotView {
 public:
-    explicit QueryView(QWidget* parent) : PlotView(parent)
+    explicit QueryView(QWidget* parent) : PlotView(parent, QStringLiteral("query"), tr("Query distribution"))
     {
         auto* tools = toolRow();
         tools->addWidget(new QLabel(tr("Query t"), this));
-        m_spin = new QSpinBox(this);
-        m_spin->setRange(0, 0);
-        m_spin->setToolTip(tr("The query token shown (also set by clicking a row of the attention maps)"));
+        m_spin = spinBox(this, 0, 0, 0, tr("The query token shown (also set by clicking a row of the attention maps)"));
         tools->addWidget(m_spin);
         m_logBox = new QCheckBox(tr("Log y (1-D)"), this);
         tools->addWidget(m_logBox);
@@ -45,24 +45,16 @@ public:
         });
         connect(m_logBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_sharedBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        m_saved.add("log_y", m_logBox);
+        m_saved.add("shared_scale", m_sharedBox);
         rebuild();
     }
 
-    QString viewName() const override { return QStringLiteral("query"); }
-    QString viewTitle() const override { return tr("Query distribution"); }
     QSize preferredExportSize() const override
     {
         if (m_result && gridTokens(*m_result).valid())
             return {std::max<int>(600, 40 + 400 * static_cast<int>(m_result->outcomes.size())), 460};
         return {1000, 560};
-    }
-
-    void setResult(std::shared_ptr<const ExploreResult> result) override
-    {
-        m_result = std::move(result);
-        if (m_result && m_query >= m_result->n)
-            m_query = -1;
-        rebuild();
     }
 
     void setQuery(int token) override
@@ -73,16 +65,14 @@ public:
 
     QJsonObject saveState() const override
     {
-        return QJsonObject{{"query", m_query}, {"log_y", m_logBox->isChecked()}, {"shared_scale", m_sharedBox->isChecked()}};
+        QJsonObject s = m_saved.save();
+        s["query"] = m_query;
+        return s;
     }
 
     void restoreState(const QJsonObject& s) override
     {
-        const QSignalBlocker b1(m_logBox), b2(m_sharedBox);
-        if (s.contains("log_y"))
-            m_logBox->setChecked(s["log_y"].toBool());
-        if (s.contains("shared_scale"))
-            m_sharedBox->setChecked(s["shared_scale"].toBool());
+        m_saved.restore(s);
         if (s.contains("query"))
             m_query = s["query"].toInt(-1);
         if (m_result && m_query >= m_result->n)
@@ -91,6 +81,13 @@ public:
     }
 
 private:
+    void resultChanged() override
+    {
+        if (m_result && m_query >= m_result->n)
+            m_query = -1;
+        rebuild();
+    }
+
     // The query shown: the selected one, else a default (the middle token / grid centre).
     Index shownQuery(const GridTokens& g, bool& isDefault) const
     {
@@ -112,27 +109,27 @@ private:
         return {};
     }
 
-    void rebuild()
+    // Moves the spin box without treating it as the user's choice.
+    void showInSpin(int maximum, int value)
+    {
+        m_updating = true;
+        m_spin->setRange(0, maximum);
+        m_spin->setValue(value);
+        m_updating = false;
+    }
+
+    void rebuild() override
     {
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K; then click a row of the\n"
                                        "attention maps to see that query's distribution over the keys."));
             return;
         }
-        {
-            m_updating = true;
-            m_spin->setRange(0, static_cast<int>(std::max<Index>(0, m_result->n - 1)));
-            m_updating = false;
-        }
         clearPlot(m_plot);
         const GridTokens g = gridTokens(*m_result);
         bool isDefault = false;
         const Index t = shownQuery(g, isDefault);
-        {
-            m_updating = true;
-            m_spin->setValue(static_cast<int>(t));
-            m_updating = false;
-        }
+        showInSpin(static_cast<int>(std::max<Index>(0, m_result->n - 1)), static_cast<int>(t));
         QString title = tr("Attention of query t = %1%2 over the keys").arg(t).arg(coordText(t));
         if (isDefault)
             title += tr("   (default query; click a map row to choose)");
@@ -148,9 +145,7 @@ private:
 
     void buildLine(Index t)
     {
-        auto* rect = new QCPAxisRect(m_plot, true);
-        m_plot->plotLayout()->addElement(1, 0, rect);
-        styleAxisRect(rect);
+        auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("key j"));
@@ -187,26 +182,14 @@ private:
         }
         x->setRange(-0.5, static_cast<double>(N) - 0.5);
         if (log) {
-            y->setScaleType(QCPAxis::stLogarithmic);
-            y->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
-            y->setNumberFormat("eb");
-            y->setNumberPrecision(0);
+            setLogScale(y);
+            setPowerLabels(y);
             if (std::isfinite(lo))
                 y->setRange(std::max(lo, hi * 1e-12) / 2, hi * 2);
         } else if (std::isfinite(lo)) {
             y->setRange(std::min(0.0, lo), hi + 0.05 * (hi - std::min(0.0, lo)));
         }
-        auto* mark = new QCPItemStraightLine(m_plot);
-        mark->setClipAxisRect(rect);
-        mark->point1->setAxes(x, y);
-        mark->point2->setAxes(x, y);
-        mark->point1->setTypeY(QCPItemPosition::ptAxisRectRatio);
-        mark->point2->setTypeY(QCPItemPosition::ptAxisRectRatio);
-        mark->point1->setAxisRect(rect);
-        mark->point2->setAxisRect(rect);
-        mark->point1->setCoords(static_cast<double>(t), 0);
-        mark->point2->setCoords(static_cast<double>(t), 1);
-        mark->setPen(QPen(QColor(60, 60, 60), 1, Qt::DashLine));
+        addVLine(m_plot, rect, static_cast<double>(t), QPen(QColor(60, 60, 60), 1, Qt::DashLine));
         auto* label = new QCPItemText(m_plot);
         label->setClipAxisRect(rect);
         label->position->setAxes(x, y);
@@ -219,34 +202,24 @@ private:
         label->setFont(plotFont(kTickPt));
         label->setColor(QColor(60, 60, 60));
         if (!failed.isEmpty())
-            addNote(rect, failed.join('\n'));
+            addFailure(rect, failed.join('\n'));
     }
 
-    void addNote(QCPAxisRect* rect, const QString& text)
+    void addFailure(QCPAxisRect* rect, const QString& text)
     {
-        auto* note = new QCPItemText(m_plot);
-        note->setClipAxisRect(rect);
-        note->position->setType(QCPItemPosition::ptAxisRectRatio);
-        note->position->setAxisRect(rect);
-        note->position->setCoords(0.02, 0.02);
-        note->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-        note->setTextAlignment(Qt::AlignLeft);
-        note->setText(text);
-        note->setFont(plotFont(kTickPt));
-        note->setColor(QColor(170, 20, 20));
-        note->setBrush(QColor(255, 255, 255, 220));
+        addNote(m_plot, rect, text, 0.02, 0.02, Qt::AlignLeft | Qt::AlignTop)->setBrush(QColor(255, 255, 255, 220));
     }
 
+    // One panel per mechanism of the query's row over the grid (the query's frame for 3-D grids), each
+    // with its own colour scale or sharing one.
     void buildGrid(const GridTokens& g, Index t)
     {
         const auto qc = m_result->grid_coords(t);
         const Index frame = qc.size() == 3 ? qc[0] : 0;
-        const Index qr = qc[qc.size() - 2], qcol = qc[qc.size() - 1];
         const bool shared = m_sharedBox->isChecked();
         auto* grid = new QCPLayoutGrid;
         m_plot->plotLayout()->addElement(1, 0, grid);
         auto* group = new QCPMarginGroup(m_plot);
-        QCPColorScale* sharedScale = nullptr;
         double sharedMax = 0;
         std::vector<QCPColorMap*> maps;
         int col = 0;
@@ -254,49 +227,22 @@ private:
             auto* title = new QCPTextElement(m_plot, mechanismLabel(o.result.mechanism), plotFont(kLabelPt, true));
             title->setTextColor(mechanismColor(o.result.mechanism).darker(130));
             grid->addElement(0, col, title);
-            auto* rect = new QCPAxisRect(m_plot, true);
-            grid->addElement(1, col, rect);
-            styleAxisRect(rect);
+            auto* rect = addAxisRect(m_plot, grid, 1, col);
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-            auto* x = rect->axis(QCPAxis::atBottom);
-            auto* y = rect->axis(QCPAxis::atLeft);
-            x->setLabel(tr("grid column"));
-            y->setLabel(tr("grid row"));
-            x->grid()->setVisible(false);
-            y->grid()->setVisible(false);
-            setIntegerTicks(x);
-            setIntegerTicks(y);
-            y->setRangeReversed(true);
-            x->setRange(-0.5, static_cast<double>(g.w) - 0.5);
-            y->setRange(-0.5, static_cast<double>(g.h) - 0.5);
+            setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
             ++col;
             if (!o.matrix) {
-                addNote(rect, tr("failed:\n%1").arg(QString::fromStdString(o.error)));
+                addFailure(rect, tr("failed:\n%1").arg(QString::fromStdString(o.error)));
                 continue;
             }
-            auto* map = new QCPColorMap(x, y);
-            map->setInterpolate(false);
-            map->data()->setSize(static_cast<int>(g.w), static_cast<int>(g.h));
-            map->data()->setRange(QCPRange(0, static_cast<double>(g.w) - 1), QCPRange(0, static_cast<double>(g.h) - 1));
             double hi = 0;
-            for (Index r = 0; r < g.h; ++r)
-                for (Index c = 0; c < g.w; ++c) {
-                    const Index j = g.at(frame, r, c);
-                    const double v = j >= 0 ? (*o.matrix)(t, j) : std::numeric_limits<double>::quiet_NaN();
-                    if (std::isfinite(v))
-                        hi = std::max(hi, std::abs(v));
-                    map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
-                }
+            QCPColorMap* map = addRowMap(rect, g, frame, *o.matrix, t, hi);
             maps.push_back(map);
             sharedMax = std::max(sharedMax, hi);
             if (!shared) {
-                auto* scale = new QCPColorScale(m_plot);
+                auto* scale = addColorScale(m_plot, QString(), 10, group);
                 grid->addElement(1, col, scale);
                 ++col;
-                scale->setBarWidth(10);
-                scale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-                scale->axis()->setTickLabelFont(plotFont(kTickPt));
-                scale->axis()->setLabelFont(plotFont(kLabelPt));
                 scale->axis()->ticker()->setTickCount(4);
                 scale->axis()->setNumberFormat("gb");
                 map->setColorScale(scale);
@@ -304,19 +250,11 @@ private:
                 scale->setDataRange(QCPRange(0, hi > 0 ? hi : 1));
                 grid->setColumnStretchFactor(col - 1, 0.01);
             }
-            auto* marker = m_plot->addGraph(x, y);
-            marker->setLineStyle(QCPGraph::lsNone);
-            marker->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCrossCircle, QPen(QColor(255, 40, 40), 1.8), Qt::NoBrush, 13));
-            marker->setData(QVector<double>{static_cast<double>(qcol)}, QVector<double>{static_cast<double>(qr)});
+            addQueryMarker(rect, qc);
         }
         if (shared && !maps.empty()) {
-            sharedScale = new QCPColorScale(m_plot);
+            auto* sharedScale = addColorScale(m_plot, tr("attention weight A[t, j]"), 12, group);
             grid->addElement(1, col, sharedScale);
-            sharedScale->setBarWidth(12);
-            sharedScale->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-            sharedScale->axis()->setTickLabelFont(plotFont(kTickPt));
-            sharedScale->axis()->setLabelFont(plotFont(kLabelPt));
-            sharedScale->axis()->setLabel(tr("attention weight A[t, j]"));
             for (auto* m : maps)
                 m->setColorScale(sharedScale);
             sharedScale->setGradient(colorGradient(ColorMap::viridis));
@@ -331,7 +269,30 @@ private:
         }
     }
 
-    std::shared_ptr<const ExploreResult> m_result;
+    // A[t, j] at the grid position of every key j of `frame`; `hi` gets the largest magnitude.
+    QCPColorMap* addRowMap(QCPAxisRect* rect, const GridTokens& g, Index frame, const Eigen::MatrixXd& A, Index t, double& hi)
+    {
+        auto* map = addHeatmap(rect, static_cast<int>(g.w), static_cast<int>(g.h));
+        for (Index r = 0; r < g.h; ++r)
+            for (Index c = 0; c < g.w; ++c) {
+                const Index j = g.at(frame, r, c);
+                const double v = j >= 0 ? A(t, j) : std::numeric_limits<double>::quiet_NaN();
+                if (std::isfinite(v))
+                    hi = std::max(hi, std::abs(v));
+                map->data()->setCell(static_cast<int>(c), static_cast<int>(r), v);
+            }
+        return map;
+    }
+
+    // A red crossed circle on the query's own cell.
+    void addQueryMarker(QCPAxisRect* rect, const std::vector<Index>& qc)
+    {
+        auto* marker = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        marker->setLineStyle(QCPGraph::lsNone);
+        marker->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCrossCircle, QPen(QColor(255, 40, 40), 1.8), Qt::NoBrush, 13));
+        marker->setData(QVector<double>{static_cast<double>(qc[qc.size() - 1])}, QVector<double>{static_cast<double>(qc[qc.size() - 2])});
+    }
+
     QSpinBox* m_spin;
     QCheckBox *m_logBox, *m_sharedBox;
     int m_query = -1;

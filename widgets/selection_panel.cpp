@@ -1,3 +1,4 @@
+// The selection panel: index axes, prefix tokens and token grid, and the guesses from the file; see selection_panel.h.
 #include "selection_panel.h"
 
 #include <QFormLayout>
@@ -5,10 +6,11 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <cmath>
+
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 
@@ -36,20 +38,6 @@ QString axisName(QChar c)
     }
 }
 
-std::vector<Eigen::Index> parseSizes(const QString& text)
-{
-    static const QRegularExpression sep(QStringLiteral("[x×,\\s]+"));
-    std::vector<Eigen::Index> out;
-    for (const QString& part : text.split(sep, Qt::SkipEmptyParts)) {
-        bool ok = false;
-        const qint64 v = part.toLongLong(&ok);
-        if (!ok || v < 1)
-            return {};
-        out.push_back(v);
-    }
-    return out;
-}
-
 }  // namespace
 
 SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
@@ -71,9 +59,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
     outer->addWidget(m_axesBox);
 
     auto* form2 = new QFormLayout;
-    m_prefix = new QSpinBox(this);
-    m_prefix->setRange(0, 1 << 30);
-    m_prefix->setToolTip(tr("Tokens dropped from the front (CLS, registers). Same as --prefix-tokens."));
+    m_prefix = spinBox(this, 0, 1 << 30, 0, tr("Tokens dropped from the front (CLS, registers). Same as --prefix-tokens."));
     form2->addRow(tr("&Prefix tokens"), m_prefix);
     auto* gridRow = new QHBoxLayout;
     m_grid = new QLineEdit(this);
@@ -88,10 +74,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
 
     m_info = new QLabel(this);
     m_info->setWordWrap(true);
-    m_problem = new QLabel(this);
-    m_problem->setWordWrap(true);
-    m_problem->setStyleSheet(QStringLiteral("color: #b00000;"));
-    m_problem->hide();
+    m_problem = problemLabel(this, QStringLiteral("#b00000"));
     outer->addWidget(m_info);
     outer->addWidget(m_problem);
     outer->addStretch(1);

@@ -1,3 +1,4 @@
+// Session files: relative paths, atomic writing, checked reading; see session.h.
 #include "session.h"
 
 #include <QDir>

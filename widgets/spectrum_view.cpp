@@ -8,17 +8,20 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
-#include "plot_style.h"
+#include "plot_util.h"
+#include "view_base.h"
 #include "views.h"
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 namespace {
 
 using analysis::ExploreResult;
+using Tolerances = std::vector<std::pair<QColor, double>>;   // tol / s_1 per mechanism, in its colour
 
 class SpectrumView : public PlotView {
 public:
-    explicit SpectrumView(QWidget* parent) : PlotView(parent)
+    explicit SpectrumView(QWidget* parent) : PlotView(parent, QStringLiteral("spectrum"), tr("Singular value spectrum"), QSize(900, 600))
     {
         auto* tools = toolRow();
         m_cumBox = new QCheckBox(tr("Cumulative energy"), this);
@@ -29,35 +32,22 @@ public:
         tools->addStretch(1);
         connect(m_cumBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_logxBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
-        rebuild();
-    }
-
-    QString viewName() const override { return QStringLiteral("spectrum"); }
-    QString viewTitle() const override { return tr("Singular value spectrum"); }
-    QSize preferredExportSize() const override { return {900, 600}; }
-
-    void setResult(std::shared_ptr<const ExploreResult> result) override
-    {
-        m_result = std::move(result);
-        rebuild();
-    }
-
-    QJsonObject saveState() const override
-    {
-        return QJsonObject{{"cumulative", m_cumBox->isChecked()}, {"log_x", m_logxBox->isChecked()}};
-    }
-    void restoreState(const QJsonObject& s) override
-    {
-        const QSignalBlocker b1(m_cumBox), b2(m_logxBox);
-        if (s.contains("cumulative"))
-            m_cumBox->setChecked(s["cumulative"].toBool());
-        if (s.contains("log_x"))
-            m_logxBox->setChecked(s["log_x"].toBool());
+        m_saved.add("cumulative", m_cumBox);
+        m_saved.add("log_x", m_logxBox);
         rebuild();
     }
 
 private:
-    void rebuild()
+    // What the drawn curves span: the smallest normalised value, the longest spectrum, the tolerances;
+    // and why a mechanism has no curve.
+    struct Drawn {
+        double ymin = 1.0;
+        std::size_t count = 1;
+        Tolerances tols;
+        QStringList notes;
+    };
+
+    void rebuild() override
     {
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the singular value spectra."));
@@ -65,17 +55,14 @@ private:
         }
         clearPlot(m_plot);
         const bool cumulative = m_cumBox->isChecked();
-        const bool logx = m_logxBox->isChecked();
         auto* title = new QCPTextElement(
             m_plot,
             cumulative ? tr("Cumulative spectral energy (N = %1)").arg(m_result->n)
                        : tr("Normalised singular values (N = %1)").arg(m_result->n),
             plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, title);
-        auto* rect = new QCPAxisRect(m_plot, true);
-        m_plot->plotLayout()->addElement(1, 0, rect);
+        auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
         m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
-        styleAxisRect(rect);
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("index i"));
@@ -85,18 +72,46 @@ private:
             x->setLabel(tr("number of singular values k"));
         auto* legend = addLegend(rect, cumulative ? (Qt::AlignBottom | Qt::AlignRight) : (Qt::AlignBottom | Qt::AlignLeft));
 
-        double ymin = 1.0;
-        std::size_t count = 1;
-        std::vector<std::pair<QColor, double>> tols;
-        QStringList notes;
+        const Drawn drawn = addCurves(rect, legend, cumulative);
+        if (m_plot->graphCount() == 0) {
+            showPlotMessage(m_plot, tr("No spectrum to show.\n") + drawn.notes.join('\n'));
+            return;
+        }
+        const double xmax = static_cast<double>(drawn.count);
+        if (m_logxBox->isChecked()) {
+            setLogScale(x);
+            x->setRange(0.8, xmax * 1.25);
+        } else {
+            x->setRange(0, xmax * 1.02 + 1);
+        }
+        if (cumulative) {
+            y->setRange(0, 1.04);
+            addHLine(m_plot, rect, 0.99, QPen(QColor(120, 120, 120), 1, Qt::DotLine));
+        } else {
+            setLogScale(y, 10, 0);
+            setPowerLabels(y);
+            y->setRange(std::max(drawn.ymin / 5, 1e-300), 3);
+            addToleranceLines(rect, legend, drawn.tols);
+        }
+        if (!drawn.notes.isEmpty())
+            addNote(m_plot, rect, drawn.notes.join('\n'), 0.02, cumulative ? 0.02 : 0.98,
+                    Qt::AlignLeft | (cumulative ? Qt::AlignTop : Qt::AlignBottom));
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+    // One curve per mechanism with a spectrum: s_i / s_1 (zeros left out: the axis is logarithmic), or the
+    // cumulative energy with the k that reaches 99 %.
+    Drawn addCurves(QCPAxisRect* rect, QCPLegend* legend, bool cumulative)
+    {
+        Drawn drawn;
         for (const auto& o : m_result->outcomes) {
             const auto mech = o.result.mechanism;
             if (!o.matrix && !o.error.empty()) {
-                notes << tr("%1: failed (%2)").arg(mechanismLabel(mech), QString::fromStdString(o.error));
+                drawn.notes << tr("%1: failed (%2)").arg(mechanismLabel(mech), QString::fromStdString(o.error));
                 continue;
             }
             if (!o.result.spectrum || o.result.spectrum->singular_values.empty() || o.result.spectrum->singular_values.front() <= 0) {
-                notes << tr("%1: no spectrum").arg(mechanismLabel(mech));
+                drawn.notes << tr("%1: no spectrum").arg(mechanismLabel(mech));
                 continue;
             }
             const auto& sp = *o.result.spectrum;
@@ -129,91 +144,44 @@ private:
                     }
                     xs << static_cast<double>(i + 1);
                     ys << s[i] / s1;
-                    ymin = std::min(ymin, s[i] / s1);
+                    drawn.ymin = std::min(drawn.ymin, s[i] / s1);
                 }
                 if (dropped)
                     name += tr(" (%1 zero values not drawn)").arg(dropped);
-                tols.emplace_back(mechanismColor(mech), sp.tol / s1);
-                ymin = std::min(ymin, sp.tol / s1);
+                drawn.tols.emplace_back(mechanismColor(mech), sp.tol / s1);
+                drawn.ymin = std::min(drawn.ymin, sp.tol / s1);
             }
-            count = std::max(count, s.size());
-            auto* g = m_plot->addGraph(x, y);
+            drawn.count = std::max(drawn.count, s.size());
+            auto* g = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
             g->setData(xs, ys, true);
             g->setPen(mechanismPen(mech, 1.1));
             g->setName(name);
             g->addToLegend(legend);
         }
-        if (m_plot->graphCount() == 0) {
-            showPlotMessage(m_plot, tr("No spectrum to show.\n") + notes.join('\n'));
-            return;
-        }
-        const double xmax = static_cast<double>(count);
-        if (logx) {
-            x->setScaleType(QCPAxis::stLogarithmic);
-            x->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
-            x->setRange(0.8, xmax * 1.25);
-        } else {
-            x->setRange(0, xmax * 1.02 + 1);
-        }
-        if (cumulative) {
-            y->setRange(0, 1.04);
-            auto* line = new QCPItemStraightLine(m_plot);
-            line->setClipAxisRect(rect);
-            for (auto* p : {line->point1, line->point2})
-                p->setAxes(x, y);
-            line->point1->setCoords(1, 0.99);
-            line->point2->setCoords(2, 0.99);
-            line->setPen(QPen(QColor(120, 120, 120), 1, Qt::DotLine));
-        } else {
-            y->setScaleType(QCPAxis::stLogarithmic);
-            auto ticker = QSharedPointer<QCPAxisTickerLog>::create();
-            ticker->setLogBase(10);
-            ticker->setSubTickCount(0);
-            y->setTicker(ticker);
-            y->setNumberFormat("eb");
-            y->setNumberPrecision(0);
-            y->setRange(std::max(ymin / 5, 1e-300), 3);
-            // Tolerance lines: one grey line when they agree within a factor 1.5, else one per mechanism.
-            double lo = 1e300, hi = 0;
-            for (const auto& t : tols)
-                lo = std::min(lo, t.second), hi = std::max(hi, t.second);
-            const bool one = !tols.empty() && hi <= lo * 1.5;
-            std::vector<std::pair<QColor, double>> lines = one ? std::vector<std::pair<QColor, double>>{{QColor(90, 90, 90), hi}} : tols;
-            for (const auto& [color, v] : lines) {
-                if (!(v > 0))
-                    continue;
-                auto* line = new QCPItemStraightLine(m_plot);
-                line->setClipAxisRect(rect);
-                for (auto* p : {line->point1, line->point2})
-                    p->setAxes(x, y);
-                line->point1->setCoords(1, v);
-                line->point2->setCoords(2, v);
-                line->setPen(QPen(color, 1.2, Qt::DashLine));
-            }
-            if (!tols.empty()) {
-                auto* legendLine = m_plot->addGraph(x, y);   // legend entry only
-                legendLine->setPen(QPen(one ? QColor(90, 90, 90) : QColor(40, 40, 40), 1.2, Qt::DashLine));
-                legendLine->setName(one ? tr("rank tolerance tol / s\u2081 = %1").arg(fmtNum(hi, 2))
-                                        : tr("rank tolerance tol / s\u2081 (dashed, mechanism colour)"));
-                legendLine->addToLegend(legend);
-            }
-        }
-        if (!notes.isEmpty()) {
-            auto* note = new QCPItemText(m_plot);
-            note->setClipAxisRect(rect);
-            note->position->setType(QCPItemPosition::ptAxisRectRatio);
-            note->position->setAxisRect(rect);
-            note->position->setCoords(0.02, cumulative ? 0.02 : 0.98);
-            note->setPositionAlignment(Qt::AlignLeft | (cumulative ? Qt::AlignTop : Qt::AlignBottom));
-            note->setTextAlignment(Qt::AlignLeft);
-            note->setText(notes.join('\n'));
-            note->setFont(plotFont(kTickPt));
-            note->setColor(QColor(170, 20, 20));
-        }
-        m_plot->replot(QCustomPlot::rpQueuedReplot);
+        return drawn;
     }
 
-    std::shared_ptr<const ExploreResult> m_result;
+    // Tolerance lines: one grey line when they agree within a factor 1.5, else one per mechanism; the
+    // legend says which.
+    void addToleranceLines(QCPAxisRect* rect, QCPLegend* legend, const Tolerances& tols)
+    {
+        double lo = 1e300, hi = 0;
+        for (const auto& t : tols)
+            lo = std::min(lo, t.second), hi = std::max(hi, t.second);
+        const bool one = !tols.empty() && hi <= lo * 1.5;
+        const Tolerances lines = one ? Tolerances{{QColor(90, 90, 90), hi}} : tols;
+        for (const auto& [color, v] : lines)
+            if (v > 0)
+                addHLine(m_plot, rect, v, QPen(color, 1.2, Qt::DashLine));
+        if (tols.empty())
+            return;
+        auto* legendLine = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));   // legend entry only
+        legendLine->setPen(QPen(one ? QColor(90, 90, 90) : QColor(40, 40, 40), 1.2, Qt::DashLine));
+        legendLine->setName(one ? tr("rank tolerance tol / s\u2081 = %1").arg(fmtNum(hi, 2))
+                                : tr("rank tolerance tol / s\u2081 (dashed, mechanism colour)"));
+        legendLine->addToLegend(legend);
+    }
+
     QCheckBox *m_cumBox, *m_logxBox;
 };
 

@@ -1,3 +1,4 @@
+// The sweep dialog, its parameters (JSON for sessions) and the core SweepSpec they make; see sweep_dialog.h.
 #include "sweep_dialog.h"
 
 #include <QCheckBox>
@@ -15,6 +16,8 @@
 #include <QVBoxLayout>
 
 #include <stdexcept>
+
+#include "widget_util.h"
 
 namespace attnscope::widgets {
 
@@ -132,93 +135,10 @@ SweepDialog::SweepDialog(const SweepParams& initial, bool haveData, QWidget* par
 {
     setWindowTitle(tr("Sweep: rank and entropy against N or M"));
     auto* outer = new QVBoxLayout(this);
+    outer->addWidget(buildDataBox(initial));
+    outer->addWidget(buildSweepBox(initial));
 
-    auto* source = new QGroupBox(tr("Data"), this);
-    auto* sf = new QFormLayout(source);
-    m_current = new QRadioButton(tr("Current queries and keys (selection and mechanism options)"), source);
-    m_synth = new QRadioButton(tr("Synthetic data"), source);
-    sf->addRow(m_current);
-    sf->addRow(m_synth);
-    m_kind = new QComboBox(source);
-    m_kind->addItems({QStringLiteral("gaussian"), QStringLiteral("lowrank"), QStringLiteral("local1d"), QStringLiteral("local2d")});
-    m_kind->setCurrentText(initial.synthKind);
-    m_d = new QSpinBox(source);
-    m_d->setRange(1, 4096);
-    m_d->setValue(initial.d);
-    m_seeds = new QSpinBox(source);
-    m_seeds->setRange(1, 1000);
-    m_seeds->setValue(initial.seeds);
-    m_n = new QSpinBox(source);
-    m_n->setRange(1, 1 << 20);
-    m_n->setValue(initial.n);
-    m_blocks = new QSpinBox(source);
-    m_blocks->setRange(1, 1 << 16);
-    m_blocks->setValue(initial.blocks);
-    m_blocks->setToolTip(tr("MHLA blocks M of the synthetic tokens (vary N)"));
-    auto* synthRow = new QHBoxLayout;
-    synthRow->addWidget(m_kind);
-    synthRow->addWidget(new QLabel(tr("d"), source));
-    synthRow->addWidget(m_d);
-    synthRow->addWidget(new QLabel(tr("seeds"), source));
-    synthRow->addWidget(m_seeds);
-    synthRow->addWidget(new QLabel(tr("N (vary M)"), source));
-    synthRow->addWidget(m_n);
-    synthRow->addWidget(new QLabel(tr("M (vary N)"), source));
-    synthRow->addWidget(m_blocks);
-    sf->addRow(tr("Kind"), synthRow);
-    outer->addWidget(source);
-
-    auto* sweep = new QGroupBox(tr("Sweep"), this);
-    auto* wf = new QFormLayout(sweep);
-    m_vary = new QComboBox(sweep);
-    m_vary->addItem(tr("sequence length N"), QStringLiteral("n"));
-    m_vary->addItem(tr("block count M (block-grid side for grid data)"), QStringLiteral("m"));
-    m_vary->setCurrentIndex(initial.vary == QLatin1Char('m') ? 1 : 0);
-    wf->addRow(tr("&Vary"), m_vary);
-    m_values = new QLineEdit(initial.values, sweep);
-    m_values->setPlaceholderText(QStringLiteral("64,128,256,512"));
-    m_values->setToolTip(tr("Comma list of N (tokens) or M (blocks; B for a B x B block grid on grid data)"));
-    wf->addRow(tr("Va&lues"), m_values);
-    m_subsample = new QComboBox(sweep);
-    m_subsample->addItems({QStringLiteral("first"), QStringLiteral("random"), QStringLiteral("crop")});
-    m_subsample->setCurrentText(initial.subsample);
-    m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
-    m_draws = new QSpinBox(sweep);
-    m_draws->setRange(1, 1000);
-    m_draws->setValue(initial.draws);
-    m_seed = new QSpinBox(sweep);
-    m_seed->setRange(0, 1 << 30);
-    m_seed->setValue(static_cast<int>(initial.seed));
-    auto* subRow = new QHBoxLayout;
-    subRow->addWidget(m_subsample);
-    subRow->addWidget(new QLabel(tr("draws"), sweep));
-    subRow->addWidget(m_draws);
-    subRow->addWidget(new QLabel(tr("seed"), sweep));
-    subRow->addWidget(m_seed);
-    wf->addRow(tr("&Subsample"), subRow);
-    m_heads = new QComboBox(sweep);
-    m_heads->addItem(tr("current head"), false);
-    m_heads->addItem(tr("all heads (band = spread)"), true);
-    m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
-    wf->addRow(tr("&Heads"), m_heads);
-    auto* mechRow = new QHBoxLayout;
-    for (int i = 0; i < 3; ++i) {
-        m_mech[i] = new QCheckBox(QString::fromLatin1(kMechanisms[i]), sweep);
-        m_mech[i]->setChecked(initial.mechanisms.contains(QString::fromLatin1(kMechanisms[i])));
-        mechRow->addWidget(m_mech[i]);
-    }
-    wf->addRow(tr("Mechanisms"), mechRow);
-    m_metric = new QComboBox(sweep);
-    for (const char* m : kMetrics)
-        m_metric->addItem(QString::fromLatin1(m));
-    m_metric->setCurrentText(initial.metric);
-    wf->addRow(tr("Show &metric"), m_metric);
-    outer->addWidget(sweep);
-
-    m_problem = new QLabel(this);
-    m_problem->setWordWrap(true);
-    m_problem->setStyleSheet(QStringLiteral("color: #a00000;"));
-    m_problem->hide();
+    m_problem = problemLabel(this, QStringLiteral("#a00000"));
     outer->addWidget(m_problem);
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -237,6 +157,63 @@ SweepDialog::SweepDialog(const SweepParams& initial, bool haveData, QWidget* par
     connect(m_vary, &QComboBox::currentIndexChanged, this, &SweepDialog::updateEnabled);
     connect(m_subsample, &QComboBox::currentIndexChanged, this, &SweepDialog::updateEnabled);
     updateEnabled();
+}
+
+// The data: the window's queries and keys, or synthetic data of a kind, d, seeds, N (vary M), M (vary N).
+QGroupBox* SweepDialog::buildDataBox(const SweepParams& initial)
+{
+    auto* source = new QGroupBox(tr("Data"), this);
+    auto* sf = new QFormLayout(source);
+    m_current = new QRadioButton(tr("Current queries and keys (selection and mechanism options)"), source);
+    m_synth = new QRadioButton(tr("Synthetic data"), source);
+    sf->addRow(m_current);
+    sf->addRow(m_synth);
+    m_kind = new QComboBox(source);
+    m_kind->addItems({QStringLiteral("gaussian"), QStringLiteral("lowrank"), QStringLiteral("local1d"), QStringLiteral("local2d")});
+    m_kind->setCurrentText(initial.synthKind);
+    m_d = spinBox(source, 1, 4096, initial.d);
+    m_seeds = spinBox(source, 1, 1000, initial.seeds);
+    m_n = spinBox(source, 1, 1 << 20, initial.n);
+    m_blocks = spinBox(source, 1, 1 << 16, initial.blocks, tr("MHLA blocks M of the synthetic tokens (vary N)"));
+    sf->addRow(tr("Kind"), labelledRow(source, m_kind, {{tr("d"), m_d}, {tr("seeds"), m_seeds}, {tr("N (vary M)"), m_n}, {tr("M (vary N)"), m_blocks}}));
+    return source;
+}
+
+// What varies and over which values, how loaded data are subsampled, heads, mechanisms and the metric shown.
+QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
+{
+    auto* sweep = new QGroupBox(tr("Sweep"), this);
+    auto* wf = new QFormLayout(sweep);
+    m_vary = comboBox(sweep, {{tr("sequence length N"), QStringLiteral("n")}, {tr("block count M (block-grid side for grid data)"), QStringLiteral("m")}});
+    m_vary->setCurrentIndex(initial.vary == QLatin1Char('m') ? 1 : 0);
+    wf->addRow(tr("&Vary"), m_vary);
+    m_values = new QLineEdit(initial.values, sweep);
+    m_values->setPlaceholderText(QStringLiteral("64,128,256,512"));
+    m_values->setToolTip(tr("Comma list of N (tokens) or M (blocks; B for a B x B block grid on grid data)"));
+    wf->addRow(tr("Va&lues"), m_values);
+    m_subsample = new QComboBox(sweep);
+    m_subsample->addItems({QStringLiteral("first"), QStringLiteral("random"), QStringLiteral("crop")});
+    m_subsample->setCurrentText(initial.subsample);
+    m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
+    m_draws = spinBox(sweep, 1, 1000, initial.draws);
+    m_seed = spinBox(sweep, 0, 1 << 30, static_cast<int>(initial.seed));
+    wf->addRow(tr("&Subsample"), labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
+    m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
+    m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
+    wf->addRow(tr("&Heads"), m_heads);
+    auto* mechRow = new QHBoxLayout;
+    for (int i = 0; i < 3; ++i) {
+        m_mech[i] = new QCheckBox(QString::fromLatin1(kMechanisms[i]), sweep);
+        m_mech[i]->setChecked(initial.mechanisms.contains(QString::fromLatin1(kMechanisms[i])));
+        mechRow->addWidget(m_mech[i]);
+    }
+    wf->addRow(tr("Mechanisms"), mechRow);
+    m_metric = new QComboBox(sweep);
+    for (const char* m : kMetrics)
+        m_metric->addItem(QString::fromLatin1(m));
+    m_metric->setCurrentText(initial.metric);
+    wf->addRow(tr("Show &metric"), m_metric);
+    return sweep;
 }
 
 SweepParams SweepDialog::params() const

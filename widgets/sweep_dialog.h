@@ -12,6 +12,7 @@
 
 class QCheckBox;
 class QComboBox;
+class QGroupBox;
 class QLabel;
 class QLineEdit;
 class QRadioButton;
@@ -55,6 +56,8 @@ public:
     SweepParams params() const;
 
 private:
+    QGroupBox* buildDataBox(const SweepParams& initial);
+    QGroupBox* buildSweepBox(const SweepParams& initial);
     void updateEnabled();
     void checkAndAccept();
 

@@ -1,0 +1,193 @@
+// MainWindow, exports: the figure export dialog (current view or every view), the metrics CSV, the
+// matrices as .npy files and the long-format CSV of a sweep.
+#include <QApplication>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QSaveFile>
+#include <QStatusBar>
+#include <algorithm>
+
+#include "curves.h"
+#include "export.h"
+#include "export_dialog.h"
+#include "io/writers.h"
+#include "main_window_p.h"
+#include "result_view.h"
+#include "util/atomic_file.h"
+#include "views.h"
+
+namespace attnscope::widgets {
+
+namespace {
+
+// Writes `bytes` through a temporary file renamed on commit, so a failure never leaves half a file.
+bool writeCsv(const QString& path, const QByteArray& bytes, QString* error)
+{
+    QSaveFile out(path);
+    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate) || out.write(bytes) < 0 || !out.commit()) {
+        if (error)
+            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+QList<ResultView*> MainWindow::exportableViews() const
+{
+    QList<ResultView*> views = m_views;
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (s->view && s->result)
+            views << s->view;
+    return views;
+}
+
+void MainWindow::showExportDialog()
+{
+    ResultView* view = currentView();
+    const bool sweepView = view && (view == curvesView() || view == overviewView());
+    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !m_result)) {
+        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
+        return;
+    }
+    ExportDialog dialog(view->viewName(), view->preferredExportSize(), m_lastExportFolder, this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const QString target = dialog.target();
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    QStringList errors;
+    if (dialog.allViews()) {
+        QDir().mkpath(target);
+        QList<ResultView*> views = exportableViews();
+        if (!m_result)   // only the sweep views have something to show
+            views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
+        errors = exportAllViews(views, target, dialog.format(), dialog.options());
+        m_lastExportFolder = target;
+    } else {
+        const QString err = exportView(view, target, dialog.options());
+        if (!err.isEmpty())
+            errors << err;
+        m_lastExportFolder = QFileInfo(target).absolutePath();
+    }
+    QApplication::restoreOverrideCursor();
+    if (errors.isEmpty())
+        statusBar()->showMessage(tr("Exported to %1").arg(target), 8000);
+    else
+        showMessage(errors.join(QLatin1Char('\n')), true);
+}
+
+bool MainWindow::exportMetricsCsv(const QString& path, QString* error)
+{
+    if (!m_result) {
+        if (error)
+            *error = tr("no result to export yet");
+        return false;
+    }
+    return writeCsv(path, metricsCsv(*m_result).toUtf8(), error);
+}
+
+bool MainWindow::exportMatrices(const QString& folder, QString* error)
+{
+    if (!m_result) {
+        if (error)
+            *error = tr("no result to export yet");
+        return false;
+    }
+    try {
+        for (const auto& o : m_result->outcomes) {
+            if (!o.matrix)
+                continue;
+            const std::string path =
+                QDir(folder).filePath(QStringLiteral("%1.npy").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)))).toStdString();
+            AtomicOutput out(path);
+            io::write_npy(out.temp_path(), *o.matrix);
+            out.commit();
+        }
+        if (m_result->mixing.size() > 0) {
+            AtomicOutput out(QDir(folder).filePath(QStringLiteral("mixing.npy")).toStdString());
+            io::write_npy(out.temp_path(), m_result->mixing);
+            out.commit();
+        }
+    } catch (const std::exception& e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
+    }
+    return true;
+}
+
+void MainWindow::chooseMetricsCsv()
+{
+    if (!m_result) {
+        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"),
+                                                      QDir(m_lastExportFolder).filePath(QStringLiteral("metrics.csv")),
+                                                      tr("CSV (*.csv)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (exportMetricsCsv(path, &error))
+        statusBar()->showMessage(tr("Metrics written to %1").arg(path), 8000);
+    else
+        showMessage(error, true);
+}
+
+void MainWindow::chooseMatricesFolder()
+{
+    if (!m_result) {
+        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
+        return;
+    }
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Export matrices (softmax.npy, linear.npy, mhla.npy, mixing.npy) into"),
+                                                             m_lastExportFolder);
+    if (folder.isEmpty())
+        return;
+    QApplication::setOverrideCursor(Qt::WaitCursor);
+    QString error;
+    const bool ok = exportMatrices(folder, &error);
+    QApplication::restoreOverrideCursor();
+    if (ok)
+        statusBar()->showMessage(tr("Matrices written to %1").arg(folder), 8000);
+    else
+        showMessage(error, true);
+}
+
+bool MainWindow::exportSweepCsv(const QString& path, const QString& view, QString* error)
+{
+    const auto result = sweepResult(view);
+    if (!result) {
+        if (error)
+            *error = tr("no %1 result to export yet").arg(view);
+        return false;
+    }
+    return writeCsv(path, QByteArray::fromStdString(analysis::sweep_csv(result->records)), error);
+}
+
+void MainWindow::chooseSweepCsv()
+{
+    // The sweep of the current tab when it shows one, else the curves.
+    ResultView* v = currentView();
+    QString view = (v && v == overviewView()) ? m_overviewSlot->name : m_curvesSlot->name;
+    if (!hasSweepResult(view))
+        view = hasSweepResult(m_overviewSlot->name) ? m_overviewSlot->name : m_curvesSlot->name;
+    if (!hasSweepResult(view)) {
+        showMessage(tr("No sweep yet: run Analysis > Sweep... or Analysis > Model Overview."), false);
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export sweep CSV"),
+                                                      QDir(m_lastExportFolder).filePath(view + QStringLiteral(".csv")),
+                                                      tr("CSV (*.csv)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (exportSweepCsv(path, view, &error))
+        statusBar()->showMessage(tr("Sweep written to %1").arg(path), 8000);
+    else
+        showMessage(error, true);
+}
+
+}  // namespace attnscope::widgets

@@ -1,0 +1,185 @@
+// MainWindow, sessions: choosing a session file, the session document of the window's state, and applying
+// one (files, Q/K/V, selection, options, views, sweeps). The file format is session.h's.
+#include <QFileDialog>
+#include <QJsonArray>
+#include <QStatusBar>
+#include <QTabWidget>
+
+#include "curves.h"
+#include "data_browser.h"
+#include "main_window_p.h"
+#include "mechanism_panel.h"
+#include "result_view.h"
+#include "selection_panel.h"
+#include "session.h"
+#include "sweep_dialog.h"
+
+namespace attnscope::widgets {
+
+void MainWindow::chooseSessionToOpen()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), QString(), tr("AttnScope sessions (*.attnscope)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (!loadSession(path, &error))
+        showMessage(error, true);
+}
+
+void MainWindow::chooseSessionToSave(bool saveAs)
+{
+    QString path = m_sessionPath;
+    if (saveAs || path.isEmpty()) {
+        path = QFileDialog::getSaveFileName(this, tr("Save session"), path.isEmpty() ? QStringLiteral("session.attnscope") : path,
+                                            tr("AttnScope sessions (*.attnscope)"));
+        if (path.isEmpty())
+            return;
+        if (!path.endsWith(QLatin1String(".attnscope")))
+            path += QStringLiteral(".attnscope");
+    }
+    QString error;
+    if (saveSession(path, &error))
+        statusBar()->showMessage(tr("Session saved to %1").arg(path), 6000);
+    else
+        showMessage(error, true);
+}
+
+QJsonObject MainWindow::sessionState(const QString& sessionFile) const
+{
+    QJsonObject s;
+    s[QStringLiteral("attnscope_session")] = kSessionVersion;
+    QJsonArray files;
+    for (const QString& f : m_browser->files())
+        files.append(sessionStoredPath(sessionFile, f));
+    s[QStringLiteral("files")] = files;
+    QJsonObject tensors;
+    const char* keys[3] = {"q", "k", "v"};
+    for (int r = 0; r < 3; ++r) {
+        const auto t = m_browser->assigned(TensorRole(r));
+        if (!t)
+            continue;
+        QJsonObject ref;
+        ref[QStringLiteral("file")] = sessionStoredPath(sessionFile, t->file);
+        ref[QStringLiteral("name")] = t->name;
+        tensors[QString::fromLatin1(keys[r])] = ref;
+    }
+    s[QStringLiteral("tensors")] = tensors;
+    s[QStringLiteral("selection")] = m_selection->saveState();
+    s[QStringLiteral("mechanism")] = m_mechanism->saveState();
+    if (ResultView* v = currentView())
+        s[QStringLiteral("view")] = v->viewName();
+    s[QStringLiteral("query")] = m_query;
+    QJsonObject views;
+    for (ResultView* v : m_views)
+        views[v->viewName()] = v->saveState();
+    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()}) {
+        if (slot->view)
+            views[slot->name] = slot->view->saveState();
+        else if (slot->pendingState)
+            views[slot->name] = *slot->pendingState;
+    }
+    s[QStringLiteral("views")] = views;
+    // Sweeps are stored as their parameters (the results are recomputed when the session is opened).
+    if (m_curvesSlot->requested)
+        s[QStringLiteral("sweep")] = m_sweepParams->toJson();
+    if (m_overviewSlot->requested)
+        s[QStringLiteral("overview")] = true;
+    return s;
+}
+
+bool MainWindow::saveSession(const QString& path, QString* error)
+{
+    if (!writeSessionFile(path, sessionState(path), error))
+        return false;
+    m_sessionPath = path;
+    addRecentFile(path);
+    updateTitle();
+    return true;
+}
+
+bool MainWindow::loadSession(const QString& path, QString* error)
+{
+    const auto doc = readSessionFile(path, error);
+    if (!doc)
+        return false;
+    if (!applySession(*doc, path, error))
+        return false;
+    m_sessionPath = path;
+    addRecentFile(path);
+    updateTitle();
+    return true;
+}
+
+bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, QString* error)
+{
+    auto fail = [&](const QString& why) {
+        m_applyingSession = false;
+        const QString text = tr("session %1: %2").arg(sessionFile, why);
+        if (error)
+            *error = text;
+        showMessage(text, true);
+        updateCentral();
+        return false;
+    };
+    m_debounce.stop();
+    m_applyingSession = true;
+    resetSweeps();
+    m_browser->closeAll();
+    m_result.reset();
+    for (ResultView* v : m_views)
+        v->setResult(nullptr);
+    for (const auto& f : s.value(QStringLiteral("files")).toArray()) {
+        const QString path = sessionResolvedPath(sessionFile, f.toString());
+        QString why;
+        if (!m_browser->openFile(path, &why))
+            return fail(tr("cannot open %1: %2").arg(path, why));
+    }
+    const QJsonObject tensors = s.value(QStringLiteral("tensors")).toObject();
+    const char* keys[3] = {"q", "k", "v"};
+    for (int r = 0; r < 3; ++r) {
+        const QJsonObject ref = tensors.value(QString::fromLatin1(keys[r])).toObject();
+        if (ref.isEmpty())
+            continue;
+        const QString file = sessionResolvedPath(sessionFile, ref.value(QStringLiteral("file")).toString());
+        if (!m_browser->files().contains(file)) {
+            QString why;
+            if (!m_browser->openFile(file, &why))
+                return fail(tr("cannot open %1: %2").arg(file, why));
+        }
+        const QString name = ref.value(QStringLiteral("name")).toString();
+        if (!m_browser->setAssignment(TensorRole(r), file, name))
+            return fail(tr("no tensor '%1' in %2").arg(name, file));
+    }
+    m_selection->setTensor(m_browser->assigned(TensorRole::queries));
+    m_selection->restoreState(s.value(QStringLiteral("selection")).toObject());
+    m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid());
+    m_mechanism->restoreState(s.value(QStringLiteral("mechanism")).toObject());
+    const QJsonObject views = s.value(QStringLiteral("views")).toObject();
+    for (ResultView* v : m_views)
+        if (views.contains(v->viewName()))
+            v->restoreState(views.value(v->viewName()).toObject());
+    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (views.contains(slot->name))
+            slot->pendingState = views.value(slot->name).toObject();
+    const QString active = s.value(QStringLiteral("view")).toString(QStringLiteral("maps"));
+    setCurrentView(active);
+    m_pendingView = (active == m_curvesSlot->name || active == m_overviewSlot->name) ? active : QString();
+    m_query = s.value(QStringLiteral("query")).toInt(-1);
+    m_applyingSession = false;
+    hideMessage();
+    updateCentral();
+    updateTitle();
+    computeNow();
+    // A session's sweeps rerun in the background; only the session's active view is brought forward.
+    if (s.contains(QStringLiteral("sweep"))) {
+        runSweep(SweepParams::fromJson(s.value(QStringLiteral("sweep")).toObject()));
+        m_curvesSlot->activate = false;
+    }
+    if (s.value(QStringLiteral("overview")).toBool()) {
+        runOverview();
+        m_overviewSlot->activate = false;
+    }
+    return true;
+}
+
+}  // namespace attnscope::widgets
