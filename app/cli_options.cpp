@@ -8,6 +8,7 @@
 #include "analysis/vocabulary.h"
 #include "attention/mixing.h"
 #include "util/error.h"
+#include "util/names.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -71,7 +72,7 @@ void MechanismArgs::add_to(CLI::App& cmd)
     auto* c_off = cmd.add_flag("--no-causal", no_causal, "Not causal, even when the file's attributes say causal")->group(g);
     c_on->excludes(c_off);
     cmd.add_option("--feature-map", feature_map,
-                   attention::joined_names(attention::feature_map_names(), " | ") + " (default relu)")->group(g);
+                   joined(attention::feature_map_names(), " | ") + " (default relu)")->group(g);
     cmd.add_option("--favor-features", favor_features, "FAVOR+ random features m (default 256)")->group(g);
     cmd.add_option("--seed", seed, "Seed of the FAVOR+ projection (default 0)")->group(g);
     auto* b = cmd.add_option("--blocks", blocks, "MHLA: M contiguous blocks (numpy.array_split order; default min(16, N))")->group(g);
@@ -79,14 +80,14 @@ void MechanismArgs::add_to(CLI::App& cmd)
     auto* gr = cmd.add_option("--grid", grid, "MHLA: token grid G1,G2[,G3]")->group(g);
     cmd.add_option("--block-grid", block_grid, "MHLA: blocks per grid axis B1,B2[,B3]")->group(g);
     cmd.add_option("--token-order", token_order,
-                   attention::joined_names(attention::token_order_names(), " | ") + " (grid data; default raster)")->group(g);
+                   joined(attention::token_order_names(), " | ") + " (grid data; default raster)")->group(g);
     b->excludes(c)->excludes(gr);
     c->excludes(gr);
-    cmd.add_option("--mixing", mixing, attention::joined_names(attention::mixing_presets(), " | ") + " | FILE[:DATASET]")->group(g);
+    cmd.add_option("--mixing", mixing, joined(attention::mixing_presets(), " | ") + " | FILE[:DATASET]")->group(g);
     cmd.add_option("--mixing-sigma", mixing_sigma, "exp mixing: sigma (default 3)")->group(g);
     cmd.add_option("--mixing-threshold", mixing_threshold, "local mixing: threshold tau (default 1.5)")->group(g);
     cmd.add_option("--normalize", normalize,
-                   "MHLA: " + attention::joined_names(attention::normalize_names(), " | ") + " (default row)")->group(g);
+                   "MHLA: " + joined(attention::normalize_names(), " | ") + " (default row)")->group(g);
 }
 
 attention::AttentionOptions MechanismArgs::resolve() const

@@ -14,6 +14,7 @@
 #include "metrics/structured.h"
 #include "metrics/topk.h"
 #include "util/error.h"
+#include "util/names.h"
 
 namespace attnscope::analysis {
 
@@ -101,29 +102,17 @@ attention::AttentionOptions options_for(Mechanism mechanism, const attention::At
     return o;
 }
 
-std::string_view to_string(SpectrumMethod m)
-{
-    switch (m) {
-    case SpectrumMethod::automatic: return "auto";
-    case SpectrumMethod::dense: return "dense";
-    case SpectrumMethod::structured: return "structured";
-    case SpectrumMethod::streaming: return "streaming";
-    }
-    return "auto";
-}
+namespace {
 
-SpectrumMethod parse_spectrum_method(std::string_view s)
-{
-    if (s == "auto")
-        return SpectrumMethod::automatic;
-    if (s == "dense")
-        return SpectrumMethod::dense;
-    if (s == "structured")
-        return SpectrumMethod::structured;
-    if (s == "streaming")
-        return SpectrumMethod::streaming;
-    throw std::invalid_argument("--method " + std::string(s) + " is not one of auto, dense, structured, streaming");
-}
+constexpr NameTable<SpectrumMethod, 4> k_methods{{{SpectrumMethod::automatic, "auto"},
+                                                  {SpectrumMethod::dense, "dense"},
+                                                  {SpectrumMethod::structured, "structured"},
+                                                  {SpectrumMethod::streaming, "streaming"}}};
+
+}  // namespace
+
+std::string_view to_string(SpectrumMethod m) { return name_of(k_methods, m); }
+SpectrumMethod parse_spectrum_method(std::string_view s) { return value_named(k_methods, s, "--method"); }
 
 SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit)
 {

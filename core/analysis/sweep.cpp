@@ -16,6 +16,7 @@
 #include "io/selection.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
+#include "util/names.h"
 #include "util/rng.h"
 
 namespace attnscope::analysis {
@@ -24,26 +25,14 @@ using attention::Mechanism;
 using Eigen::Index;
 using Eigen::MatrixXd;
 
-std::string_view to_string(Subsample s)
-{
-    switch (s) {
-    case Subsample::first: return "first";
-    case Subsample::random: return "random";
-    case Subsample::crop: return "crop";
-    }
-    return "first";
-}
+namespace {
 
-Subsample parse_subsample(std::string_view s)
-{
-    if (s == "first")
-        return Subsample::first;
-    if (s == "random")
-        return Subsample::random;
-    if (s == "crop")
-        return Subsample::crop;
-    throw std::invalid_argument("--subsample " + std::string(s) + " is not one of first, random, crop");
-}
+constexpr NameTable<Subsample, 3> k_subsamples{{{Subsample::first, "first"}, {Subsample::random, "random"}, {Subsample::crop, "crop"}}};
+
+}  // namespace
+
+std::string_view to_string(Subsample s) { return name_of(k_subsamples, s); }
+Subsample parse_subsample(std::string_view s) { return value_named(k_subsamples, s, "--subsample"); }
 
 namespace {
 

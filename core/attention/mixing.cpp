@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/names.h"
+
 namespace attnscope::attention {
 
 namespace {
@@ -90,7 +92,7 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
 
     const std::string name = resolved_mixing_name(spec, causal);
     if (!is_mixing_preset(name))
-        throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + joined_names(mixing_presets()) +
+        throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + joined(mixing_presets()) +
                                     ", or FILE[:DATASET])");
     if (name == "exp" && !(spec.sigma > 0.0 && std::isfinite(spec.sigma)))
         throw std::invalid_argument("mixing-sigma " + fmt_double(spec.sigma) + " must be finite and > 0");

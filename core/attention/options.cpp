@@ -1,8 +1,8 @@
 #include "attention/options.h"
 
-#include <array>
 #include <stdexcept>
-#include <utility>
+
+#include "util/names.h"
 
 namespace attnscope::attention {
 
@@ -22,66 +22,21 @@ constexpr std::array<std::pair<TokenOrder, std::string_view>, 2> k_token_orders{
     {{TokenOrder::raster, "raster"}, {TokenOrder::blocked, "blocked"}}};
 
 template <typename E, std::size_t N>
-std::vector<std::string_view> names_of(const std::array<std::pair<E, std::string_view>, N>& table)
-{
-    std::vector<std::string_view> out;
-    for (const auto& entry : table)
-        out.push_back(entry.second);
-    return out;
-}
-
-template <typename E, std::size_t N>
-std::string_view name_of(const std::array<std::pair<E, std::string_view>, N>& table, E value)
-{
-    for (const auto& [v, name] : table)
-        if (v == value)
-            return name;
-    return "?";
-}
-
-template <typename E, std::size_t N>
 E parse_from(const std::array<std::pair<E, std::string_view>, N>& table, std::string_view s, std::string_view what)
 {
     for (const auto& [v, name] : table)
         if (name == s)
             return v;
     throw std::invalid_argument("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " +
-                                joined_names(names_of(table)) + ")");
+                                joined(names_of(table)) + ")");
 }
 
 }  // namespace
 
-const std::vector<std::string_view>& mechanism_names()
-{
-    static const auto names = names_of(k_mechanisms);
-    return names;
-}
-const std::vector<std::string_view>& feature_map_names()
-{
-    static const auto names = names_of(k_feature_maps);
-    return names;
-}
-const std::vector<std::string_view>& normalize_names()
-{
-    static const auto names = names_of(k_normalize);
-    return names;
-}
-const std::vector<std::string_view>& token_order_names()
-{
-    static const auto names = names_of(k_token_orders);
-    return names;
-}
-
-std::string joined_names(const std::vector<std::string_view>& names, std::string_view separator)
-{
-    std::string out;
-    for (const std::string_view n : names) {
-        if (!out.empty())
-            out += separator;
-        out += n;
-    }
-    return out;
-}
+std::vector<std::string_view> mechanism_names() { return names_of(k_mechanisms); }
+std::vector<std::string_view> feature_map_names() { return names_of(k_feature_maps); }
+std::vector<std::string_view> normalize_names() { return names_of(k_normalize); }
+std::vector<std::string_view> token_order_names() { return names_of(k_token_orders); }
 
 std::string_view to_string(Mechanism m) { return name_of(k_mechanisms, m); }
 std::string_view to_string(FeatureMapKind f) { return name_of(k_feature_maps, f); }

@@ -22,13 +22,11 @@ std::string_view to_string(Mechanism m);
 std::string_view to_string(FeatureMapKind f);
 std::string_view to_string(Normalize n);
 std::string_view to_string(TokenOrder o);
-// Every name, in declaration order.
-const std::vector<std::string_view>& mechanism_names();
-const std::vector<std::string_view>& feature_map_names();
-const std::vector<std::string_view>& normalize_names();
-const std::vector<std::string_view>& token_order_names();
-// "a, b, c" (for messages and help texts).
-std::string joined_names(const std::vector<std::string_view>& names, std::string_view separator = ", ");
+// Every name, in declaration order (util/names.h joins them for messages and help texts).
+std::vector<std::string_view> mechanism_names();
+std::vector<std::string_view> feature_map_names();
+std::vector<std::string_view> normalize_names();
+std::vector<std::string_view> token_order_names();
 // Parsers throw std::invalid_argument listing the valid names.
 Mechanism parse_mechanism(std::string_view s);
 FeatureMapKind parse_feature_map(std::string_view s);

@@ -1,4 +1,5 @@
 #include "kernels/kernels.h"
+#include "util/names.h"
 
 #include <algorithm>
 #include <atomic>
@@ -101,12 +102,8 @@ int parallel_tiles(Index n, Index tile, const F& f)
 
 std::string_view to_string(Isa isa)
 {
-    switch (isa) {
-    case Isa::generic: return "generic";
-    case Isa::avx2: return "avx2";
-    case Isa::avx512: return "avx512";
-    }
-    return "generic";
+    static constexpr NameTable<Isa, 3> names{{{Isa::generic, "generic"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}}};
+    return name_of(names, isa);
 }
 
 Isa active_isa() { return current().load(std::memory_order_relaxed); }
