@@ -341,7 +341,7 @@ std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
     std::vector<json> from_file;
     for (const std::string& file : plan.files) {
         AnalysisSetup setup{plan.selection, plan.options, plan.given};
-        from_file.push_back(json::object());
+        from_file.push_back(resolve_file_defaults(ref(file, plan.q_name), setup));
         inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, setup.selection});
         options.push_back(setup.options);
     }

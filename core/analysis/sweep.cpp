@@ -225,7 +225,7 @@ void plan_loaded(SweepPlan& plan)
         // A subset of N tokens of a grid is not a grid: such sweeps keep their blocks 1-D.
         if (spec.vary == 'n' && spec.subsample != Subsample::crop && !spec.values.empty())
             setup.given.blocks = true;
-        const nlohmann::ordered_json from_file = nlohmann::ordered_json::object();
+        const nlohmann::ordered_json from_file = resolve_file_defaults(src.q_ref, setup);
         nlohmann::ordered_json entry{{"q", src.q_ref}, {"k", src.k_ref}};
         if (!from_file.empty())
             entry["defaults_from_file"] = from_file;

@@ -1,0 +1,132 @@
+// The one file-attribute rule (analysis/file_defaults.h, docs/cli.md): what a file says is a default, an
+// explicit choice wins, and every front end that calls it (sweeps and batches here; the command line in
+// tests/app, the desktop app in tests/widgets) reports what came from the file.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "analysis/analyze.h"
+#include "analysis/batch.h"
+#include "analysis/file_defaults.h"
+#include "analysis/inputs.h"
+#include "analysis/sweep.h"
+#include "io/writers.h"
+#include "support/test_support.h"
+
+using namespace attnscope;
+
+namespace {
+
+// /q, /k [2, 1 + 16, 6]: one prefix token and a 4x4 grid; root attributes as given.
+std::string write_attributed(const std::string& dir, const nlohmann::json& attributes)
+{
+    std::vector<double> q(2 * 17 * 6), k(q.size());
+    for (std::size_t i = 0; i < q.size(); ++i) {
+        q[i] = std::sin(0.37 * static_cast<double>(i));
+        k[i] = std::cos(0.23 * static_cast<double>(i) + 0.5);
+    }
+    const std::string path = dir + "/attributed.h5";
+    io::write_hdf5(path, {{"/q", {2, 17, 6}, q}, {"/k", {2, 17, 6}, k}}, attributes);
+    return path;
+}
+
+const nlohmann::json k_lm_like = {{"prefix_tokens", 1}, {"causal", true}};
+const nlohmann::json k_vit_like = {{"prefix_tokens", 1}, {"grid", {4, 4}}};
+
+}  // namespace
+
+TEST(FileDefaults, AttributesFillWhatIsNotGiven)
+{
+    const std::string file = write_attributed(test::fresh_work_dir("defaults_rule"), k_vit_like);
+    analysis::AnalysisSetup setup;
+    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    EXPECT_EQ(setup.selection.prefix_tokens, 1);
+    EXPECT_EQ(setup.options.blocks.kind, attention::BlockSpec::Kind::grid);
+    EXPECT_EQ(setup.options.blocks.grid, (std::vector<Eigen::Index>{4, 4}));
+    EXPECT_EQ(setup.options.blocks.block_grid, (std::vector<Eigen::Index>{4, 4}));
+    EXPECT_EQ(used["prefix_tokens"], 1);
+    EXPECT_EQ(used["grid"], nlohmann::json({4, 4}));
+    EXPECT_FALSE(used.contains("causal"));
+
+    // Explicit choices win: no prefix tokens (17 tokens do not fill the grid: 1-D blocks stay), blocks given.
+    analysis::AnalysisSetup mine;
+    mine.given.prefix_tokens = true;
+    EXPECT_TRUE(analysis::resolve_file_defaults(file + ":/q", mine).empty());
+    EXPECT_EQ(mine.selection.prefix_tokens, 0);
+    EXPECT_EQ(mine.options.blocks.kind, attention::BlockSpec::Kind::count);
+}
+
+TEST(FileDefaults, BlockGridAndMixingAttributes)
+{
+    const std::string dir = test::fresh_work_dir("defaults_block_grid");
+    nlohmann::json attrs = k_vit_like;
+    attrs["block_grid"] = {2, 4};
+    attrs["mixing"] = "identity";
+    const std::string file = write_attributed(dir, attrs);
+    analysis::AnalysisSetup setup;
+    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    EXPECT_EQ(setup.options.blocks.block_grid, (std::vector<Eigen::Index>{2, 4}));
+    EXPECT_EQ(setup.options.mixing.preset, "identity");
+    EXPECT_EQ(used["mixing"], "identity");
+    // A block grid that does not divide the grid falls back to the default rule.
+    attrs["block_grid"] = {3, 4};
+    const std::string odd = write_attributed(test::fresh_work_dir("defaults_block_grid_odd"), attrs);
+    analysis::AnalysisSetup other;
+    analysis::resolve_file_defaults(odd + ":/q", other);
+    EXPECT_EQ(other.options.blocks.block_grid, (std::vector<Eigen::Index>{4, 4}));
+}
+
+TEST(FileDefaults, SweepAppliesEachInputsAttributes)
+{
+    const std::string file = write_attributed(test::fresh_work_dir("defaults_sweep"), k_lm_like);
+    analysis::SweepSpec spec;
+    spec.inputs.push_back({file + ":/q", file + ":/k", std::nullopt, {}});
+    spec.vary = 'n';
+    spec.values = {8, 16};
+    spec.options.blocks.blocks = 4;
+    spec.given.blocks = true;
+    const analysis::SweepPlan plan = analysis::plan_sweep(spec);
+    ASSERT_EQ(plan.inputs.size(), 1u);
+    EXPECT_EQ(plan.inputs[0]["defaults_from_file"]["prefix_tokens"], 1);
+    EXPECT_EQ(plan.inputs[0]["defaults_from_file"]["causal"], true);
+    const auto records = analysis::run_sweep(plan, analysis::JobContext{});
+    ASSERT_EQ(records.size(), 6u);
+    // N = 16 is every token after the prefix token, analysed causally: analyze() on those rows agrees.
+    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, {"", {}, 1});
+    attention::AttentionOptions causal = spec.options;
+    causal.causal = true;
+    for (const auto& r : records) {
+        if (r.n != 16)
+            continue;
+        const auto ref = analysis::analyze(in.q.values, in.k.values, {attention::parse_mechanism(r.mechanism)}, causal,
+                                           spec.metrics, 1ULL << 32);
+        ASSERT_TRUE(r.entropy && ref[0].entropy);
+        EXPECT_EQ(r.entropy->rows, ref[0].entropy->rows) << r.mechanism;
+    }
+    // The summary names what came from the file.
+    const auto summary = analysis::sweep_summary(plan.spec, records, plan.inputs);
+    EXPECT_EQ(summary["inputs"][0]["defaults_from_file"]["causal"], true);
+    // A sweep that chooses causal explicitly (--no-causal) is not overridden.
+    spec.given.causal = true;
+    EXPECT_FALSE(analysis::plan_sweep(spec).inputs[0]["defaults_from_file"].contains("causal"));
+}
+
+TEST(FileDefaults, BatchUnitsCarryTheirFilesDefaults)
+{
+    const std::string dir = test::fresh_work_dir("defaults_batch");
+    const std::string file = write_attributed(dir, k_lm_like);
+    analysis::BatchPlan plan;
+    plan.files = {file};
+    plan.q_name = "/q";
+    plan.k_name = "/k";
+    plan.heads = analysis::AxisChoice::all("heads");
+    const auto units = analysis::plan_batch_units(plan);
+    ASSERT_EQ(units.size(), 2u);
+    for (const auto& u : units) {
+        EXPECT_TRUE(u.options.causal);
+        EXPECT_EQ(u.source.selection.prefix_tokens, 1);
+        EXPECT_EQ(u.defaults_from_file["causal"], true);
+    }
+    plan.given.causal = true;   // causal = false in the job
+    EXPECT_FALSE(analysis::plan_batch_units(plan)[0].options.causal);
+}
