@@ -150,6 +150,7 @@ private:
 
     // The explore computation (main_window_explore.cpp).
     void onAssignmentChanged();
+    void applyFileDefaults(const QString& queriesRef);
     void onSelectionChanged();
     void scheduleCompute();
     void setUpComputation();
@@ -188,6 +189,7 @@ private:
     QString m_lastError;
     QString m_sessionPath;
     QString m_lastExportFolder;
+    QString m_defaultsRef;                        // the queries whose file defaults the panels hold
     int m_query = -1;
     bool m_interactive = true;
     bool m_applyingSession = false;

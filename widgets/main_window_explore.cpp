@@ -6,6 +6,7 @@
 #include <QProgressBar>
 #include <QStatusBar>
 
+#include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
 #include "data_browser.h"
 #include "main_window_p.h"
@@ -38,9 +39,29 @@ void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions&
 
 void MainWindow::onAssignmentChanged()
 {
-    m_selection->setTensor(m_browser->assigned(TensorRole::queries));
+    const auto q = m_browser->assigned(TensorRole::queries);
+    const QString ref = q ? q->ref() : QString();
+    m_selection->setTensor(q);
+    // New queries start from their file's attributes (a session restores its own options instead).
+    if (ref != m_defaultsRef && q && !m_applyingSession)
+        applyFileDefaults(ref);
+    m_defaultsRef = ref;
     onSelectionChanged();
     updateCentral();
+}
+
+void MainWindow::applyFileDefaults(const QString& queriesRef)
+{
+    analysis::AnalysisSetup setup;
+    setup.selection = m_selection->selection();
+    nlohmann::ordered_json fromFile;
+    try {
+        fromFile = analysis::resolve_file_defaults(queriesRef.toStdString(), setup);
+    } catch (const std::exception&) {
+        // A file or selection that cannot be read reports its error when computed.
+        return;
+    }
+    m_mechanism->applyFileDefaults(setup.options, fromFile);
 }
 
 void MainWindow::onSelectionChanged()

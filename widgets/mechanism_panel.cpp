@@ -17,6 +17,8 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "analysis/file_defaults.h"
+#include "attention/mixing.h"
 #include "io/tensor_file.h"
 #include "widget_util.h"
 
@@ -24,7 +26,6 @@ namespace attnscope::widgets {
 
 namespace {
 
-const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
 
 }  // namespace
 
@@ -131,8 +132,8 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
     QFormLayout* mf = m_mixingForm;
     m_mixing = new QComboBox(mh);
     m_mixing->addItem(tr("default"), QString());
-    for (const char* p : kPresets)
-        m_mixing->addItem(QString::fromLatin1(p), QString::fromLatin1(p));
+    for (const std::string_view p : attention::mixing_presets())
+        m_mixing->addItem(QString::fromLatin1(p.data(), qsizetype(p.size())), QString::fromLatin1(p.data(), qsizetype(p.size())));
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
     m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal when causal)"));
     mf->addRow(tr("Mixing"), m_mixing);
@@ -294,6 +295,32 @@ attention::AttentionOptions MechanismPanel::options() const
     return o;
 }
 
+void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile)
+{
+    m_restoring = true;
+    m_causal->setChecked(resolved.causal);
+    m_blockModeChosen = false;   // setContext() picks the block mode for the new data
+    m_fileBlockGrid = fromFile.contains("block_grid") ? resolved.blocks.block_grid : std::vector<Eigen::Index>{};
+    m_mixingPath->clear();
+    m_mixing->setCurrentIndex(0);   // default
+    if (fromFile.contains("mixing")) {
+        if (resolved.mixing.matrix) {
+            // preset holds FILE:DATASET (the core resolved it against the data file's folder).
+            const QString ref = QString::fromStdString(resolved.mixing.preset);
+            const qsizetype colon = ref.lastIndexOf(QLatin1Char(':'));
+            m_mixingPath->setText(colon > 0 ? ref.left(colon) : ref);
+            fillMixingDatasets();
+            m_mixingDataset->setCurrentIndex(std::max(0, m_mixingDataset->findText(colon > 0 ? ref.mid(colon + 1) : QString())));
+            m_mixing->setCurrentIndex(m_mixing->findData(QStringLiteral("file")));
+        } else {
+            m_mixing->setCurrentIndex(std::max(0, m_mixing->findData(QString::fromStdString(resolved.mixing.preset))));
+        }
+    }
+    m_restoring = false;
+    updateEnabled();
+    updateProblems();
+}
+
 void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid)
 {
     m_tokens = tokens;
@@ -305,10 +332,9 @@ void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& 
         const bool grid = tokenGrid.size() >= 2 && tokenGrid.size() <= 3;
         m_blockMode->setCurrentIndex(m_blockMode->findData(grid ? QStringLiteral("grid") : QStringLiteral("blocks")));
         if (grid) {
-            std::vector<Eigen::Index> bg;
-            for (auto g : tokenGrid)
-                bg.push_back(g % 4 == 0 ? 4 : g % 2 == 0 ? 2 : 1);
-            m_blockGrid->setText(sizesText(bg));
+            // The file's block grid when it fits this grid, else the core's rule (docs/cli.md).
+            const bool fileFits = m_fileBlockGrid.size() == tokenGrid.size();
+            m_blockGrid->setText(sizesText(fileFits ? m_fileBlockGrid : analysis::default_block_grid(tokenGrid)));
         }
         m_restoring = was;
     }

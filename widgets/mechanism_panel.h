@@ -1,5 +1,5 @@
 #pragma once
-// The mechanism panel: every option of attention.md / cli.md "Mechanism options" (softmax scale and
+// The mechanism panel: every option of docs/cli.md "Mechanism options" (softmax scale and
 // causal; feature map with FAVOR+ features and seed; MHLA blocks by count, chunk or grid with block grid
 // and token order; mixing preset with sigma / threshold or a mixing matrix from a file; normalisation).
 // It only collects options: impossible combinations are explained inline (the core still decides and
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <Eigen/Core>
+#include <nlohmann/json.hpp>
 
 #include "attention/options.h"
 
@@ -36,6 +37,11 @@ public:
     // FILE[:DATASET] of the mixing matrix when "matrix from file" is chosen, else empty.
     QString mixingFile() const;
 
+    // A new queries' tensor: the options its file's attributes give through the core's rule
+    // (analysis::resolve_file_defaults, docs/cli.md): causal, the block grid of a grid, the mixing. What
+    // the file does not set goes back to its default, so nothing of the previous file stays; the block mode
+    // is picked again by setContext(). Emits nothing (the window recomputes).
+    void applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile);
     // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty).
     void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid);
     // Why some options cannot work together (shown inline); empty when all is well.
@@ -65,6 +71,7 @@ private:
     std::vector<Eigen::Index> m_selectionGrid;
     bool m_restoring = false;
     bool m_blockModeChosen = false;   // the user (or a session) chose the block mode
+    std::vector<Eigen::Index> m_fileBlockGrid;   // the file's block_grid attribute (applyFileDefaults)
 
     QCheckBox* m_scaleAuto = nullptr;
     QDoubleSpinBox* m_scale = nullptr;

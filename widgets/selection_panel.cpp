@@ -10,6 +10,8 @@
 #include <QVBoxLayout>
 #include <cmath>
 
+#include "analysis/file_defaults.h"
+
 #include "widget_util.h"
 
 namespace attnscope::widgets {
@@ -177,28 +179,27 @@ void SelectionPanel::guessGridAndPrefix()
     if (nAxis < 0 || nAxis >= m_shape.size())
         return;
     const qint64 n = m_shape[nAxis];
-    auto attr = [&](const char* key) {
-        const QString k = QString::fromLatin1(key);
-        return m_tensor->attributes.contains(k) ? m_tensor->attributes.value(k) : m_tensor->fileAttributes.value(k);
-    };
-    qint64 prefix = 0;
-    std::vector<qint64> grid;
-    if (attr("prefix_tokens").isDouble())
-        prefix = qint64(attr("prefix_tokens").toDouble());
-    if (attr("grid").isArray()) {
-        for (const auto& v : attr("grid").toArray())
-            grid.push_back(qint64(v.toDouble()));
+    // The file's attributes by the core's rule (docs/cli.md); without them, a guess from N for display.
+    analysis::FileDefaults d;
+    try {
+        d = analysis::read_file_defaults(m_tensor->ref().toStdString());
+    } catch (const std::exception&) {
+        // An unreadable file reports its error when computed.
+    }
+    qint64 prefix = d.prefix_tokens.value_or(0);
+    std::vector<qint64> grid(d.grid.begin(), d.grid.end());
+    if (!grid.empty()) {
         qint64 prod = 1;
         for (qint64 g : grid)
             prod *= g;
-        if (!attr("prefix_tokens").isDouble() && prod + 1 == n)
+        if (!d.prefix_tokens && prod + 1 == n)
             prefix = 1;
     } else {
         const qint64 s = qint64(std::llround(std::sqrt(double(n))));
         const qint64 s1 = qint64(std::llround(std::sqrt(double(n - 1))));
         if (s * s == n && s > 1)
             grid = {s, s};
-        else if (s1 * s1 == n - 1 && s1 > 1 && !attr("prefix_tokens").isDouble()) {
+        else if (s1 * s1 == n - 1 && s1 > 1 && !d.prefix_tokens) {
             grid = {s1, s1};
             prefix = 1;
         } else if (prefix > 0) {
