@@ -55,11 +55,7 @@ analysis::SweepSpec SweepOptions::resolve() const
     if (vary.size() > 2)
         spec.values = analysis::parse_sizes(vary.substr(2), "--vary");
     spec.subsample = analysis::parse_subsample(subsample);
-    if (draws < 1)
-        throw std::invalid_argument("--draws must be at least 1");
-    if (draws > 1 && spec.subsample != analysis::Subsample::random)
-        throw std::invalid_argument("--draws needs --subsample random");
-    spec.draws = draws;
+    spec.draws = draws;   // checked with every other sweep setting by analysis::plan_sweep
     spec.seed = subsample_seed;
     spec.heads = analysis::AxisChoice::parse(heads, "--heads");
     spec.layers = analysis::AxisChoice::parse(layers, "--layers");
@@ -73,8 +69,6 @@ analysis::SweepSpec SweepOptions::resolve() const
     if (!synth_kind.empty()) {
         if (!q.empty() || !k.empty())
             throw std::invalid_argument("give either --synth or --q/--k inputs, not both");
-        if (d < 1 || seeds < 1)
-            throw std::invalid_argument("--d and --seeds must be at least 1");
         spec.synth = analysis::SynthSource{synth_kind, d, seeds, n};
     } else {
         if (q.empty() || q.size() != k.size())

@@ -19,6 +19,7 @@
 
 #include "analysis/file_defaults.h"
 #include "attention/mixing.h"
+#include "attention/operator.h"
 #include "io/tensor_file.h"
 #include "widget_util.h"
 
@@ -345,53 +346,14 @@ void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& 
 QStringList MechanismPanel::problems() const
 {
     QStringList out;
-    const qint64 n = m_tokens;
     const bool causal = m_causal->isChecked();
-    const QString normalize = m_normalize->currentData().toString();
-    const QString mode = m_blockMode->currentData().toString();
-    bool equalBlocks = true;
-    QString unequalWhy;
-    if (mode == QLatin1String("blocks")) {
-        const qint64 m = m_blocks->value() == 0 ? std::min<qint64>(16, std::max<qint64>(n, 1)) : m_blocks->value();
-        if (n > 0 && m > n)
-            out << tr("MHLA: M = %1 blocks exceeds N = %2 tokens.").arg(m).arg(n);
-        if (n > 0 && n % m != 0) {
-            equalBlocks = false;
-            unequalWhy = tr("N = %1 is not a multiple of M = %2").arg(n).arg(m);
-        }
-    } else if (mode == QLatin1String("chunk")) {
-        const qint64 c = m_chunk->value();
-        if (n > 0 && n % c != 0) {
-            equalBlocks = false;
-            unequalWhy = tr("N = %1 is not a multiple of C = %2").arg(n).arg(c);
-        }
-    } else {
-        const auto grid = effectiveGrid();
-        const auto bg = parseSizes(m_blockGrid->text());
-        if (grid.empty())
-            out << tr("MHLA grid blocks need a token grid: set one in the Selection panel or type G1,G2 here.");
-        else if (grid.size() < 2 || grid.size() > 3)
-            out << tr("MHLA: the grid needs 2 or 3 sizes.");
-        else if (bg.size() != grid.size())
-            out << tr("MHLA: the block grid needs %1 sizes like the grid %2.").arg(grid.size()).arg(sizesText(grid));
-        else {
-            qint64 prod = 1;
-            for (std::size_t i = 0; i < grid.size(); ++i) {
-                prod *= grid[i];
-                if (grid[i] % bg[i] != 0)
-                    out << tr("MHLA: grid axis %1 of size %2 cannot be cut into %3 equal parts.").arg(i + 1).arg(grid[i]).arg(bg[i]);
-            }
-            if (n > 0 && prod != n)
-                out << tr("MHLA: the grid %1 holds %2 tokens, the selection has N = %3.").arg(sizesText(grid)).arg(prod).arg(n);
-        }
-    }
-    if (normalize == QLatin1String("official")) {
-        if (causal)
-            out << tr("Official normalisation is defined for non-causal attention only: untick Causal or choose row / none.");
-        if (!equalBlocks)
-            out << tr("Official normalisation needs blocks of equal size (%1).").arg(unequalWhy);
-    }
     const QString mixing = m_mixing->currentData().toString();
+    if (m_blockMode->currentData().toString() == QLatin1String("grid") && effectiveGrid().empty())
+        out << tr("MHLA grid blocks need a token grid: set one in the Selection panel or type G1,G2 here.");
+    else if (m_tokens > 0)
+        // The core's own checks (the ones make_operator() makes), in its words.
+        if (const std::string p = attention::mhla_options_problem(options(), m_tokens); !p.empty())
+            out << tr("MHLA: %1.").arg(QString::fromStdString(p));
     if (mixing == QLatin1String("file") && m_mixingPath->text().trimmed().isEmpty())
         out << tr("Mixing from a file: choose the file holding the M x M matrix.");
     if (mixing == QLatin1String("causal") && !causal)

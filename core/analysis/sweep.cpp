@@ -180,6 +180,8 @@ void check_spec(const SweepSpec& spec)
         throw std::invalid_argument("a sweep needs either inputs (--q/--k) or --synth KIND");
     if (spec.draws < 1)
         throw std::invalid_argument("--draws must be at least 1");
+    if (spec.draws > 1 && spec.subsample != Subsample::random)
+        throw std::invalid_argument("--draws needs --subsample random");
     if (spec.mechanisms.empty())
         throw std::invalid_argument("--mechanism lists no mechanism");
 }
@@ -189,8 +191,8 @@ void plan_synthetic(SweepPlan& plan)
 {
     const SweepSpec& spec = plan.spec;
     const SynthSource& s = *spec.synth;
-    if (s.seeds < 1)
-        throw std::invalid_argument("--seeds must be at least 1");
+    if (s.seeds < 1 || s.d < 1)
+        throw std::invalid_argument("--d and --seeds must be at least 1");
     if (spec.vary == 'm' && s.n < 1)
         throw std::invalid_argument("--vary m with --synth needs --n");
     const std::vector<Index> ns = spec.vary == 'n' ? spec.values : std::vector<Index>{s.n};

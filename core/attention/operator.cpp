@@ -41,6 +41,20 @@ namespace {
 // The MHLA authors' eps in the official denominator (docs/maths.md 1.4).
 constexpr double k_official_eps = 1e-6;
 
+// normalize=official needs non-causal attention and blocks of equal size (docs/maths.md 1.4).
+void check_normalization(const AttentionOptions& options, const BlockLayout& layout)
+{
+    if (options.normalize != Normalize::official)
+        return;
+    if (options.causal)
+        throw std::invalid_argument("normalize=official is defined for non-causal attention only");
+    if (!layout.equal_sizes())
+        throw std::invalid_argument("normalize=official needs blocks of equal size (block 0 has " +
+                                    std::to_string(layout.tokens.front().size()) + " tokens, block " +
+                                    std::to_string(layout.num_blocks - 1) + " has " +
+                                    std::to_string(layout.tokens.back().size()) + ")");
+}
+
 void check_rows(Index n, Index t0, Index count, const Eigen::Ref<MatrixXd>& out)
 {
     if (t0 < 0 || count < 0 || t0 + count > n || out.rows() != count || out.cols() != n)
@@ -257,15 +271,7 @@ public:
             layout.block_grid = {1};
             m_f.mixing = MatrixXd::Ones(1, 1);
         }
-        if (options.normalize == Normalize::official) {
-            if (options.causal)
-                throw std::invalid_argument("normalize=official is defined for non-causal attention only");
-            if (!layout.equal_sizes())
-                throw std::invalid_argument("normalize=official needs blocks of equal size (block 0 has " +
-                                            std::to_string(layout.tokens.front().size()) + " tokens, block " +
-                                            std::to_string(layout.num_blocks - 1) + " has " +
-                                            std::to_string(layout.tokens.back().size()) + ")");
-        }
+        check_normalization(options, layout);
 
         m_f.phi_q = phi(Q);
         m_f.phi_k = phi(K);
@@ -447,6 +453,20 @@ void check_inputs(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const Ma
 }
 
 }  // namespace
+
+std::string mhla_options_problem(const AttentionOptions& options, Index n)
+{
+    try {
+        const BlockLayout layout = make_blocks(options.blocks, n);
+        if (!options.mixing.matrix && !options.mixing.preset.empty() && !is_mixing_preset(options.mixing.preset))
+            return {};   // a matrix from a file, not loaded yet: checked when it is
+        make_mixing(options.mixing, layout, options.causal);
+        check_normalization(options, layout);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return {};
+}
 
 std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q,
                                                  const Eigen::Ref<const MatrixXd>& K, const AttentionOptions& options)

@@ -7,6 +7,7 @@
 //    linear / MHLA: through the kernel factors, O(N r) per column, causal by prefix sums),
 //  - expose its low-rank factors when it has them (non-causal linear and MHLA, section 3).
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <Eigen/Core>
@@ -86,6 +87,10 @@ protected:
     explicit AttentionOperator(Index n) : m_n(n) {}
     Index m_n;
 };
+
+// Why MHLA cannot be computed on N tokens with `options` (its blocks, its mixing preset or a loaded mixing
+// matrix, its normalisation), in the words make_operator() throws; empty when it can. Needs no data.
+std::string mhla_options_problem(const AttentionOptions& options, Index n);
 
 // Q, K  N by d, one token per row. Throws std::invalid_argument for mismatched shapes or impossible
 // options (official normalisation with causal or unequal blocks, bad blocks, bad mixing matrix).
