@@ -1,6 +1,6 @@
 #pragma once
 // The selection panel: which N x d slice of the queries' (and keys') tensors is analysed, exactly the
-// command line's --layout / --at / --prefix-tokens (cli.md "Axis selection"), plus the token grid used
+// command line's --layout / --at / --prefix-tokens (docs/cli.md "Axis selection"), plus the token grid used
 // for display (and as the default grid of MHLA's grid blocks).
 //
 // One spin box per index axis of the layout, labelled by its letter (h head, b batch, l layer), with

@@ -1,5 +1,5 @@
 #pragma once
-// Token blocks of attention.md 1.5: 1-D counts (numpy.array_split order), 1-D chunks, and 2-D / 3-D
+// Token blocks of docs/maths.md 1.5: 1-D counts (numpy.array_split order), 1-D chunks, and 2-D / 3-D
 // grids in raster or blocked token order.
 #include <vector>
 

@@ -9,7 +9,7 @@
 namespace attnscope::attention {
 
 namespace {
-// The MHLA authors' eps added to relu features (attention.md 1.2).
+// The MHLA authors' eps added to relu features (docs/maths.md 1.2).
 constexpr double k_relu_eps = 1e-6;
 }  // namespace
 

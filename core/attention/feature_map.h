@@ -1,5 +1,5 @@
 #pragma once
-// Feature maps phi of attention.md 1.2, applied to each row (token) of Q and K.
+// Feature maps phi of docs/maths.md 1.2, applied to each row (token) of Q and K.
 #include <Eigen/Core>
 
 #include "attention/options.h"

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor references (`FILE[:NAME]`) and axis selection (`--layout`, `--at`, `--head`,
-// `--prefix-tokens`), exactly as ../shared/spec/cli.md defines them.
+// `--prefix-tokens`), exactly as docs/cli.md defines them.
 #include <cstdint>
 #include <map>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Exact singular values of non-causal linear and MHLA attention from their factors (attention.md 3),
+// Exact singular values of non-causal linear and MHLA attention from their factors (docs/maths.md 3),
 // never forming the N x N matrix.
 //
 // A = diag(s) * blockdiag(Phi_Q per block) * (Mc kron I_r) * blockdiag(Phi_K per block)^T.

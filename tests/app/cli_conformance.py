@@ -1,5 +1,5 @@
 """CLI conformance: `attnscope analyze` and `attnscope matrix` against the independent NumPy
-reference (tests/reference/attnref.py) on every mechanism option of cli.md.
+reference (tests/reference/attnref.py) on every mechanism option of docs/cli.md.
 
 usage: cli_conformance.py ATTNSCOPE WORKDIR GROUP      (GROUP: see GROUPS below, or "all")
 
@@ -147,7 +147,7 @@ def check_case(binary, work, name, Q, K, refs, sel_args, mechanisms, opts, metri
             continue
         mopts = dict(ref_opts)
         if mech == "linear":
-            mopts["normalize"] = "row"      # attention.md 1.3: linear attention is row-normalised
+            mopts["normalize"] = "row"      # docs/maths.md 1.3: linear attention is row-normalised
         A = attnref.attention_matrix(mech, Q, K, **mopts)
         allowed = attnref.allowed_keys(mech, Q.shape[0], **{k: v for k, v in mopts.items()
                                                             if k in ("causal", "blocks", "chunk", "grid", "block_grid", "token_order")})

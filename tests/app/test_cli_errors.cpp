@@ -1,4 +1,4 @@
-// Bad input at the command line (cli.md): exit status 2, exactly one `error:` line naming the culprit,
+// Bad input at the command line (docs/cli.md): exit status 2, exactly one `error:` line naming the culprit,
 // no output file left behind, an existing output never clobbered.
 #include <filesystem>
 #include <fstream>

@@ -1,6 +1,6 @@
-"""attnref: an independent NumPy reference for attention.md sections 1 (mechanisms) and 2 (metrics).
+"""attnref: an independent NumPy reference for docs/maths.md sections 1 (mechanisms) and 2 (metrics).
 
-Written from the spec (../../shared/spec/attention.md), not from the C++ sources, and deliberately
+Written from the spec (docs/maths.md), not from the C++ sources, and deliberately
 literal and slow: dense N x N matrices, numpy.array_split / unravel_index / ravel_multi_index,
 numpy.linalg.svd. Use it for known answers in tests, never as a fast path.
 
@@ -16,7 +16,7 @@ Use from a test script (tests/<anything>/x.py):
     # m: {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank", "singular_values",
     #     "entropy": {"mean","std","min","max","normalized_mean"} or None, "row_entropy", "warnings"}
 
-Option names are the command line's (cli.md) with '-' written '_':
+Option names are the command line's (docs/cli.md) with '-' written '_':
     scale, causal, feature_map (relu|elu1|identity|favor), favor_features, seed,
     blocks | chunk | grid + block_grid (+ token_order raster|blocked),
     mixing (preset name, or None for the default), mixing_sigma, mixing_threshold,
@@ -229,7 +229,7 @@ def attention_matrix(mechanism, Q, K, scale=None, causal=False, feature_map="rel
                      favor_features=256, seed=0, blocks=None, chunk=None, grid=None, block_grid=None,
                      token_order="raster", mixing=None, mixing_sigma=3.0, mixing_threshold=1.5,
                      mixing_matrix=None, normalize="row"):
-    """The N x N matrix A of attention.md 1 (float64)."""
+    """The N x N matrix A of docs/maths.md 1 (float64)."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
     assert Q.shape == K.shape and Q.ndim == 2
@@ -253,7 +253,7 @@ def attention_matrix(mechanism, Q, K, scale=None, causal=False, feature_map="rel
 
 def allowed_keys(mechanism, N, causal=False, blocks=None, chunk=None, grid=None, block_grid=None,
                  token_order="raster", **_ignored):
-    """n_t of attention.md 2: N, or the number of keys the causal rule allows (t+1 for softmax / linear)."""
+    """n_t of docs/maths.md 2: N, or the number of keys the causal rule allows (t+1 for softmax / linear)."""
     if not causal:
         return np.full(N, N, dtype=np.int64)
     if mechanism in ("softmax", "linear"):
@@ -301,7 +301,7 @@ def entropy_stats(A, allowed):
 
 
 def metrics(A, allowed=None, rank_rtol=None, top_k=None, row_entropy=False):
-    """A dict shaped like one result of the analyze JSON (cli.md). Every spectral number comes from the full
+    """A dict shaped like one result of the analyze JSON (docs/cli.md). Every spectral number comes from the full
     spectrum; top_k only shortens the reported singular_values list. entropy is None (with a warning)
     when A has a negative entry."""
     A = np.asarray(A, dtype=np.float64)
@@ -328,7 +328,7 @@ def _ints(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="NumPy reference attention matrix and metrics (attention.md)")
+    ap = argparse.ArgumentParser(description="NumPy reference attention matrix and metrics (docs/maths.md)")
     ap.add_argument("--q", required=True)
     ap.add_argument("--k", required=True)
     ap.add_argument("--mechanism", default="mhla", choices=["softmax", "linear", "mhla"])

@@ -1,5 +1,5 @@
 #pragma once
-// Test-side helper: AttentionOptions from the option dicts written by make_cases.py (names as cli.md,
+// Test-side helper: AttentionOptions from the option dicts written by make_cases.py (names as docs/cli.md,
 // '-' written '_'), and the shared comparison of two matrices.
 #include <string>
 

@@ -1,5 +1,5 @@
 """Known answers for tests/core/attention: Q, K, the reference matrix A and its metrics, one case per
-combination of options worth checking (every option of cli.md's "Mechanism options" appears).
+combination of options worth checking (every option of docs/cli.md's "Mechanism options" appears).
 
     python3 make_cases.py OUT_DIR
 

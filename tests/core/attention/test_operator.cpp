@@ -1,4 +1,4 @@
-// Structure of the operators (attention.md 3) and their matrix-free paths: MHLA with uniform mixing is
+// Structure of the operators (docs/maths.md 3) and their matrix-free paths: MHLA with uniform mixing is
 // linear attention, rank bounds, row sums, apply / apply_transpose / perform_op against dense(),
 // kernel factors, allowed keys, and the bad arguments make_operator refuses.
 #include <functional>
@@ -247,7 +247,7 @@ TEST(Operator, MhlaRankAtMostRankOfMixingTimesFeatureDimension)
         const Index rank = rank_of(op->dense());
         EXPECT_LE(rank, bound) << c.preset << " M=" << f->mixing.rows() << " rank(Mc)=" << rank_mc;
         if (c.preset == "cos" && c.blocks.kind != BlockSpec::Kind::grid) {
-            EXPECT_EQ(rank_mc, 2);   // attention.md 3: cos mixing on 1-D blocks has rank 2
+            EXPECT_EQ(rank_mc, 2);   // docs/maths.md 3: cos mixing on 1-D blocks has rank 2
             EXPECT_LE(rank, 2 * r);
         }
     }

@@ -1,4 +1,4 @@
-// Property tests (RapidCheck) of attention.md section 3 over random shapes, block layouts, mixing
+// Property tests (RapidCheck) of docs/maths.md section 3 over random shapes, block layouts, mixing
 // presets, feature maps, causal and not: the identities hold for every draw, not just hand-picked cases.
 #include <algorithm>
 #include <string>

@@ -1,4 +1,4 @@
-"""Known answers for tests/core/metrics: matrices and their attention.md section 2 metrics by NumPy
+"""Known answers for tests/core/metrics: matrices and their docs/maths.md section 2 metrics by NumPy
 (numpy.linalg.svd through tests/reference/attnref.py).
 
     python3 make_metric_cases.py OUT_DIR   -> OUT_DIR/metrics.json + one .npy per matrix

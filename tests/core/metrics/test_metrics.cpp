@@ -1,4 +1,4 @@
-// Singular values (LAPACK dgesdd), ranks and row entropies (attention.md 2) against NumPy
+// Singular values (LAPACK dgesdd), ranks and row entropies (docs/maths.md 2) against NumPy
 // (make_metric_cases.py), plus the edge cases the definitions fix.
 #include <cmath>
 #include <fstream>

@@ -1,4 +1,4 @@
-// Structured singular values (attention.md 3) equal the dense ones for every non-causal kernel
+// Structured singular values (docs/maths.md 3) equal the dense ones for every non-causal kernel
 // operator: linear and MHLA, every block layout, feature map and normalisation, blocks smaller than the
 // feature dimension, zero mixing entries.
 #include <algorithm>
