@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/sweep.h"
 #include "figure.h"
 
 namespace attnscope::app {
@@ -14,8 +15,6 @@ namespace {
 
 const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics"};
 const std::vector<std::string> kSweepViews = {"curves", "overview"};
-const std::vector<std::string> kMetrics = {"rank",         "relative_rank", "effective_rank", "stable_rank",
-                                           "entropy_mean", "entropy_normalized_mean", "seconds"};
 
 std::string joined(const std::vector<std::string>& names)
 {
@@ -33,12 +32,12 @@ bool is_explore_view(const std::string& view) { return contains(kExploreViews, v
 bool is_sweep_view(const std::string& view) { return contains(kSweepViews, view); }
 std::string figure_explore_view_names() { return joined(kExploreViews); }
 std::string figure_view_names() { return joined(kExploreViews) + ", " + joined(kSweepViews); }
-std::string figure_metric_names() { return joined(kMetrics); }
+std::string figure_metric_names() { return joined(analysis::sweep_metric_names()); }
 
 void check_figure_metric(const std::optional<std::string>& metric)
 {
-    if (metric && !contains(kMetrics, *metric))
-        throw std::invalid_argument("--metric " + *metric + " is not one of " + joined(kMetrics));
+    if (metric && !contains(analysis::sweep_metric_names(), *metric))
+        throw std::invalid_argument("--metric " + *metric + " is not one of " + joined(analysis::sweep_metric_names()));
 }
 
 }  // namespace attnscope::app

@@ -1,6 +1,8 @@
 // The sweep dialog, its parameters (JSON for sessions) and the core SweepSpec they make; see sweep_dialog.h.
 #include "sweep_dialog.h"
 
+#include "analysis/synth.h"
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -23,8 +25,21 @@ namespace attnscope::widgets {
 
 namespace {
 
-const char* kMechanisms[3] = {"softmax", "linear", "mhla"};
-const char* kMetrics[] = {"rank", "relative_rank", "effective_rank", "stable_rank", "entropy_mean", "entropy_normalized_mean", "seconds"};
+QStringList qNames(const std::vector<std::string_view>& names)
+{
+    QStringList out;
+    for (const std::string_view n : names)
+        out << QString::fromLatin1(n.data(), qsizetype(n.size()));
+    return out;
+}
+
+QStringList qNames(const std::vector<std::string>& names)
+{
+    QStringList out;
+    for (const std::string& n : names)
+        out << QString::fromStdString(n);
+    return out;
+}
 
 std::vector<Eigen::Index> parseValues(const QString& text, QChar vary)
 {
@@ -169,7 +184,7 @@ QGroupBox* SweepDialog::buildDataBox(const SweepParams& initial)
     sf->addRow(m_current);
     sf->addRow(m_synth);
     m_kind = new QComboBox(source);
-    m_kind->addItems({QStringLiteral("gaussian"), QStringLiteral("lowrank"), QStringLiteral("local1d"), QStringLiteral("local2d")});
+    m_kind->addItems(qNames(analysis::synth_kinds()));
     m_kind->setCurrentText(initial.synthKind);
     m_d = spinBox(source, 1, 4096, initial.d);
     m_seeds = spinBox(source, 1, 1000, initial.seeds);
@@ -192,7 +207,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_values->setToolTip(tr("Comma list of N (tokens) or M (blocks; B for a B x B block grid on grid data)"));
     wf->addRow(tr("Va&lues"), m_values);
     m_subsample = new QComboBox(sweep);
-    m_subsample->addItems({QStringLiteral("first"), QStringLiteral("random"), QStringLiteral("crop")});
+    m_subsample->addItems(qNames(analysis::subsample_names()));
     m_subsample->setCurrentText(initial.subsample);
     m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
     m_draws = spinBox(sweep, 1, 1000, initial.draws);
@@ -202,15 +217,15 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);
     auto* mechRow = new QHBoxLayout;
-    for (int i = 0; i < 3; ++i) {
-        m_mech[i] = new QCheckBox(QString::fromLatin1(kMechanisms[i]), sweep);
-        m_mech[i]->setChecked(initial.mechanisms.contains(QString::fromLatin1(kMechanisms[i])));
-        mechRow->addWidget(m_mech[i]);
+    for (const QString& name : qNames(attention::mechanism_names())) {
+        auto* box = new QCheckBox(name, sweep);
+        box->setChecked(initial.mechanisms.contains(name));
+        mechRow->addWidget(box);
+        m_mech << box;
     }
     wf->addRow(tr("Mechanisms"), mechRow);
     m_metric = new QComboBox(sweep);
-    for (const char* m : kMetrics)
-        m_metric->addItem(QString::fromLatin1(m));
+    m_metric->addItems(qNames(analysis::sweep_metric_names()));
     m_metric->setCurrentText(initial.metric);
     wf->addRow(tr("Show &metric"), m_metric);
     return sweep;
@@ -232,9 +247,9 @@ SweepParams SweepDialog::params() const
     p.seed = m_seed->value();
     p.allHeads = m_heads->currentData().toBool();
     p.mechanisms.clear();
-    for (int i = 0; i < 3; ++i)
-        if (m_mech[i]->isChecked())
-            p.mechanisms << QString::fromLatin1(kMechanisms[i]);
+    for (const QCheckBox* box : m_mech)
+        if (box->isChecked())
+            p.mechanisms << box->text();
     p.metric = m_metric->currentText();
     return p;
 }

@@ -4,6 +4,7 @@
 // (SweepParams); sweepSpec() turns them into the core's SweepSpec and the main window runs it in the
 // background (core JobRunner + run_sweep) and shows the result in the Curves tab.
 #include <QDialog>
+#include <QList>
 #include <QJsonObject>
 #include <QString>
 #include <QStringList>
@@ -75,7 +76,7 @@ private:
     QSpinBox* m_draws = nullptr;
     QSpinBox* m_seed = nullptr;
     QComboBox* m_heads = nullptr;
-    QCheckBox* m_mech[3] = {nullptr, nullptr, nullptr};
+    QList<QCheckBox*> m_mech;                  // one per mechanism, in attention::mechanism_names() order
     QComboBox* m_metric = nullptr;
     QLabel* m_problem = nullptr;
 };

@@ -32,6 +32,7 @@ constexpr NameTable<Subsample, 3> k_subsamples{{{Subsample::first, "first"}, {Su
 }  // namespace
 
 std::string_view to_string(Subsample s) { return name_of(k_subsamples, s); }
+std::vector<std::string_view> subsample_names() { return names_of(k_subsamples); }
 Subsample parse_subsample(std::string_view s) { return value_named(k_subsamples, s, "--subsample"); }
 
 namespace {

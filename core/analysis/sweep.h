@@ -29,6 +29,7 @@ namespace attnscope::analysis {
 
 enum class Subsample { first, random, crop };
 std::string_view to_string(Subsample s);
+std::vector<std::string_view> subsample_names();
 Subsample parse_subsample(std::string_view s);   // throws std::invalid_argument
 
 struct SynthSource {
