@@ -194,6 +194,8 @@ QString MapPanels::panelTitle(const Panel& p) const
         t += tr("  (rank %1 / %2)").arg(o.result.spectrum->rank).arg(m_result->n);
     if (o.result.mechanism == Mechanism::mhla && m_result->blocks)
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
+    if (o.result.same_as_linear)
+        t += tr(" = linear by construction");
     return t;
 }
 

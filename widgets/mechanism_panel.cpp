@@ -136,7 +136,7 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
     for (const std::string_view p : attention::mixing_presets())
         m_mixing->addItem(QString::fromLatin1(p.data(), qsizetype(p.size())), QString::fromLatin1(p.data(), qsizetype(p.size())));
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
-    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal when causal)"));
+    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal-local when causal)"));
     mf->addRow(tr("Mixing"), m_mixing);
     m_sigma = doubleSpinBox(mh, 1e-6, 1e6, 3, 3.0, tr("--mixing-sigma (exp mixing)"));
     m_threshold = doubleSpinBox(mh, 0, 1e6, 3, 1.5, tr("--mixing-threshold (local mixing)"));

@@ -80,6 +80,8 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         request.shared_entropy = shared[i] ? &*shared[i] : nullptr;
         Measurement m = measure(*p.op, p.options, request);
         m.result.params = std::move(p.result.params);
+        m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
+        m.result.same_as_linear = p.result.same_as_linear;
         results.push_back(std::move(m.result));
         p.op.reset();
     }

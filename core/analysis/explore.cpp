@@ -131,6 +131,8 @@ void measure_kept(Planned& p, const MetricOptions& mo, StageProgress& progress)
     o.allowed_keys = op.allowed_keys();
     Measurement m = measure(op, p.prepared->options, request, &progress);
     m.result.params = std::move(o.result.params);
+    m.result.warnings.insert(m.result.warnings.begin(), p.prepared->result.warnings.begin(), p.prepared->result.warnings.end());
+    m.result.same_as_linear = p.prepared->result.same_as_linear;
     o.result = std::move(m.result);
     o.matrix = std::move(m.matrix);
     if (m.finite && o.matrix && o.matrix->rows() > k_pyramid_above) {

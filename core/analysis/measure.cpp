@@ -86,7 +86,7 @@ json mechanism_params(Mechanism mechanism, const attention::AttentionOptions& op
     const std::string mixing = options.mixing.matrix ? options.mixing.preset
                                                      : attention::resolved_mixing_name(options.mixing, options.causal);
     p["mixing"] = mixing;
-    if (!options.mixing.matrix && mixing == "exp")
+    if (!options.mixing.matrix && (mixing == "exp" || mixing == "causal-local"))
         p["mixing_sigma"] = options.mixing.sigma;
     if (!options.mixing.matrix && mixing == "local")
         p["mixing_threshold"] = options.mixing.threshold;
@@ -169,6 +169,11 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
     p.result.mechanism = mechanism;
     p.options = options_for(mechanism, options);
     p.result.params = mechanism_params(mechanism, p.options, Q.rows(), Q.cols());
+    if (mechanism == attention::Mechanism::mhla)
+        if (std::string same = attention::mhla_same_as_linear(p.options, Q.rows()); !same.empty()) {
+            p.result.warnings.push_back(std::move(same));
+            p.result.same_as_linear = true;
+        }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
     p.path = choose_spectrum_path(*p.op, metric_options, memory_limit);
     return p;

@@ -57,6 +57,7 @@ struct MechanismResult {
     bool partial_spectrum = false;                      // only the top-k singular values are known (no ranks)
     std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
     std::optional<metrics::RandomizedRank> rank_bracket;   // SpectrumPath::randomized: what the range finder proved
+    bool same_as_linear = false;                        // MHLA that is linear attention by construction (a warning says why)
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).

@@ -47,7 +47,8 @@ std::string fmt_double(double x)
 
 const std::vector<std::string_view>& mixing_presets()
 {
-    static const std::vector<std::string_view> presets = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
+    static const std::vector<std::string_view> presets = {"cos",     "linear",   "exp",          "gaussian", "local",
+                                                          "uniform", "identity", "causal-local", "causal"};
     return presets;
 }
 
@@ -64,7 +65,7 @@ std::string resolved_mixing_name(const MixingSpec& spec, bool causal)
     if (spec.matrix)
         return "file";
     if (spec.preset.empty())
-        return causal ? "causal" : "cos";
+        return causal ? "causal-local" : "cos";
     return spec.preset;
 }
 
@@ -94,7 +95,7 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
     if (!is_mixing_preset(name))
         throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + joined(mixing_presets()) +
                                     ", or FILE[:DATASET])");
-    if (name == "exp" && !(spec.sigma > 0.0 && std::isfinite(spec.sigma)))
+    if ((name == "exp" || name == "causal-local") && !(spec.sigma > 0.0 && std::isfinite(spec.sigma)))
         throw std::invalid_argument("mixing-sigma " + fmt_double(spec.sigma) + " must be finite and > 0");
     if (name == "local" && std::isnan(spec.threshold))
         throw std::invalid_argument("mixing-threshold must be a number");
@@ -110,6 +111,17 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
         return Eigen::MatrixXd::Ones(m, m);
     if (name == "identity")
         return Eigen::MatrixXd::Identity(m, m);
+    if (name == "causal-local") {
+        // Lower triangular, exp(-(i - j) / sigma) for j <= i, each row divided by its sum: recent blocks
+        // weigh more, so row i is not constant over the blocks a query sees (docs/maths.md 1.6).
+        Eigen::MatrixXd W = Eigen::MatrixXd::Zero(m, m);
+        for (Index i = 0; i < m; ++i) {
+            for (Index j = 0; j <= i; ++j)
+                W(i, j) = std::exp(-static_cast<double>(i - j) / spec.sigma);
+            W.row(i) /= W.row(i).sum();
+        }
+        return W;
+    }
     if (name == "causal") {
         // Lower triangular, row i holds 1/(i+1) for j <= i (a running mean over earlier blocks).
         Eigen::MatrixXd W = Eigen::MatrixXd::Zero(m, m);

@@ -15,7 +15,7 @@ const std::vector<std::string_view>& mixing_presets();
 // True when `text` names a preset rather than a file.
 bool is_mixing_preset(std::string_view text);
 
-// The preset's name after defaults ("cos", or "causal" when causal); "file" for a loaded matrix.
+// The preset's name after defaults ("cos", or "causal-local" when causal); "file" for a loaded matrix.
 std::string resolved_mixing_name(const MixingSpec& spec, bool causal);
 
 // Builds Mc for `layout`. A loaded matrix must be M x M, finite and non-negative (std::invalid_argument

@@ -468,6 +468,45 @@ std::string mhla_options_problem(const AttentionOptions& options, Index n)
     return {};
 }
 
+std::string mhla_same_as_linear(const AttentionOptions& options, Index n)
+{
+    if (options.normalize != Normalize::row)
+        return {};
+    BlockLayout layout;
+    Eigen::MatrixXd mc;
+    try {
+        layout = make_blocks(options.blocks, n);
+        if (!options.mixing.matrix && !options.mixing.preset.empty() && !is_mixing_preset(options.mixing.preset))
+            return {};   // a matrix from a file that is not loaded yet
+        mc = make_mixing(options.mixing, layout, options.causal);
+    } catch (const std::invalid_argument&) {
+        return {};
+    }
+    const Index m = layout.num_blocks;
+    // Row normalisation cancels a factor that is constant over the keys a query sees. Causally those are
+    // the earlier blocks and the own block up to t, which is "every key j <= t" only when blocks are
+    // contiguous in token order.
+    if (options.causal && !std::is_sorted(layout.block_of_token.begin(), layout.block_of_token.end()))
+        return {};
+    for (Index i = 0; i < m; ++i) {
+        const Index seen = options.causal ? i + 1 : m;
+        if (!(mc(i, 0) > 0.0))
+            return {};
+        for (Index b = 1; b < seen; ++b)
+            if (mc(i, b) != mc(i, 0))
+                return {};
+    }
+    const std::string what = "MHLA is linear attention by construction here (the same matrix, not a measured similarity): ";
+    if (m == 1)
+        return what + "one block (M = 1)";
+    const std::string name = resolved_mixing_name(options.mixing, options.causal);
+    if (name == "uniform")
+        return what + "uniform mixing with row normalisation";
+    if (name == "causal")
+        return what + "the causal preset's rows are constant over the blocks a query sees, and row normalisation cancels them";
+    return what + "every row of the mixing matrix is constant over the blocks a query sees, and row normalisation cancels it";
+}
+
 std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q,
                                                  const Eigen::Ref<const MatrixXd>& K, const AttentionOptions& options)
 {

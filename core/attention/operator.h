@@ -92,6 +92,11 @@ protected:
 // matrix, its normalisation), in the words make_operator() throws; empty when it can. Needs no data.
 std::string mhla_options_problem(const AttentionOptions& options, Index n);
 
+// Why MHLA with `options` on N tokens is linear attention by construction, the same matrix and not a
+// measured similarity (docs/maths.md 1.6: uniform mixing, the `causal` preset with row normalisation, one
+// block ...), in words for reports; empty when it is not (or the options are impossible).
+std::string mhla_same_as_linear(const AttentionOptions& options, Index n);
+
 // Q, K  N by d, one token per row. Throws std::invalid_argument for mismatched shapes or impossible
 // options (official normalisation with causal or unequal blocks, bad blocks, bad mixing matrix).
 std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,

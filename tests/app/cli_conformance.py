@@ -265,6 +265,9 @@ def group_cases(inp, work):
          {"causal": True, "grid": (6, 8), "block_grid": (2, 4), "token_order": "blocked"}),
         ("causal_favor", Q48(0), K48(0), [], ["mhla"], {"causal": True, "blocks": 4, "feature_map": "favor", "favor_features": 8}),
         ("causal_none", Q48(0), K48(0), [], ["mhla"], {"causal": True, "chunk": 12, "normalize": "none", "feature_map": "identity"}),
+        ("causal_local_sigma", Q48(1), K48(1), ["--head", "1"], ["mhla"],
+         {"causal": True, "blocks": 6, "mixing": "causal-local", "mixing_sigma": 1.5}),
+        ("causal_preset", Q48(0), K48(0), [], ["linear", "mhla"], {"causal": True, "chunk": 8, "mixing": "causal"}),
     ]
     G["mhla_normalize"] = [
         ("norm_none", Q48(0), K48(0), [], ["mhla"], {"blocks": 4, "normalize": "none"}),

@@ -37,7 +37,7 @@ import numpy as np
 MASK64 = (1 << 64) - 1
 RELU_EPS = 1e-6          # the MHLA authors' eps in the relu feature map
 OFFICIAL_EPS = 1e-6      # and in the official denominator
-PRESETS = ("cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal")
+PRESETS = ("cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal-local", "causal")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def _colnorm(W):
 
 def mixing_preset(name, centres, causal=False, sigma=3.0, threshold=1.5):
     if name is None or name == "":
-        name = "causal" if causal else "cos"
+        name = "causal-local" if causal else "cos"
     M = centres.shape[0]
     if M == 1:
         return np.ones((1, 1))
@@ -167,6 +167,10 @@ def mixing_preset(name, centres, causal=False, sigma=3.0, threshold=1.5):
         return np.ones((M, M))
     if name == "identity":
         return np.eye(M)
+    if name == "causal-local":
+        i, j = np.meshgrid(np.arange(M), np.arange(M), indexing="ij")
+        W = np.where(j <= i, np.exp(-(i - j) / sigma), 0.0)
+        return W / W.sum(axis=1, keepdims=True)
     if name == "causal":
         W = np.zeros((M, M))
         for i in range(M):

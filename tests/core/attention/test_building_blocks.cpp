@@ -272,12 +272,32 @@ TEST(Mixing, NamesAndDefaults)
 {
     MixingSpec m;
     EXPECT_EQ(resolved_mixing_name(m, false), "cos");
-    EXPECT_EQ(resolved_mixing_name(m, true), "causal");
+    EXPECT_EQ(resolved_mixing_name(m, true), "causal-local");   // docs/maths.md 1.6: the causal default
     m.preset = "exp";
     EXPECT_EQ(resolved_mixing_name(m, true), "exp");
     m.preset = "learned.h5:/mc";
     m.matrix = MatrixXd::Identity(2, 2);
     EXPECT_EQ(resolved_mixing_name(m, false), "file");
+}
+
+// causal-local: lower triangular exp(-(i - j) / sigma), each row summing to 1 (docs/maths.md 1.6).
+TEST(Mixing, CausalLocal)
+{
+    BlockSpec s;
+    s.blocks = 4;
+    MixingSpec m;
+    m.preset = "causal-local";
+    m.sigma = 2.0;
+    const MatrixXd W = make_mixing(m, make_blocks(s, 20), true);
+    for (Index i = 0; i < 4; ++i) {
+        double sum = 0;
+        for (Index j = 0; j <= i; ++j)
+            sum += std::exp(-(i - j) / 2.0);
+        for (Index j = 0; j < 4; ++j)
+            EXPECT_NEAR(W(i, j), j <= i ? std::exp(-(i - j) / 2.0) / sum : 0.0, 1e-15) << i << "," << j;
+    }
+    m.sigma = 0.0;
+    EXPECT_THROW(make_mixing(m, make_blocks(s, 20), true), std::invalid_argument);
 }
 
 // `blocks` blocks of 20 tokens, and every needle in what make_mixing(m, that layout) refuses m with.

@@ -484,3 +484,52 @@ TEST(Operator, LargeSoftmaxAndMhlaApplyWithoutDense)
 }
 
 }  // namespace
+
+// docs/maths.md 1.6: reports say in words when MHLA is linear attention by construction. The claim is made
+// exactly when the two dense matrices are equal, and causal-local (the causal default) never makes it.
+TEST(OperatorStructure, SameAsLinearIsSaidExactlyWhenTheMatricesAreEqual)
+{
+    const MatrixXd Q = test::gaussian_matrix(48, 5, 41), K = test::gaussian_matrix(48, 5, 42);
+    struct Case {
+        std::string name;
+        AttentionOptions o;
+    };
+    std::vector<Case> cases;
+    for (bool causal : {false, true}) {
+        AttentionOptions o;
+        o.causal = causal;
+        o.blocks.blocks = 6;
+        for (const char* preset : {"", "cos", "uniform", "causal", "causal-local", "identity"}) {
+            o.mixing.preset = preset;
+            cases.push_back({std::string(preset) + (causal ? " causal" : ""), o});
+        }
+        AttentionOptions one = o;
+        one.blocks.blocks = 1;
+        one.mixing.preset = "cos";
+        cases.push_back({"M=1" + std::string(causal ? " causal" : ""), one});
+        AttentionOptions raster = o;   // raster grid: blocks not contiguous in token order
+        raster.blocks.kind = BlockSpec::Kind::grid;
+        raster.blocks.grid = {6, 8};
+        raster.blocks.block_grid = {2, 4};
+        raster.mixing.preset = causal ? "causal" : "uniform";
+        cases.push_back({"raster grid " + raster.mixing.preset + (causal ? " causal" : ""), raster});
+        AttentionOptions none = o;
+        none.mixing.preset = "uniform";
+        none.normalize = Normalize::none;
+        cases.push_back({"uniform, normalize none" + std::string(causal ? " causal" : ""), none});
+    }
+    int said = 0;
+    for (const Case& c : cases) {
+        AttentionOptions lin = c.o;
+        lin.normalize = Normalize::row;
+        const MatrixXd a = make_operator(Mechanism::mhla, Q, K, c.o)->dense();
+        const MatrixXd b = make_operator(Mechanism::linear, Q, K, lin)->dense();
+        const bool equal = (a - b).cwiseAbs().maxCoeff() <= 1e-12 * b.cwiseAbs().maxCoeff();
+        const std::string reason = mhla_same_as_linear(c.o, Q.rows());
+        EXPECT_EQ(!reason.empty(), equal) << c.name << ": " << reason;
+        said += reason.empty() ? 0 : 1;
+        if (c.o.causal && c.o.mixing.preset.empty())
+            EXPECT_TRUE(reason.empty()) << "the causal default must not collapse to linear attention";
+    }
+    EXPECT_GE(said, 5);   // uniform x2, causal preset (causal), M = 1 x2
+}

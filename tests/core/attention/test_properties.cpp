@@ -19,7 +19,7 @@ using test::splitmix_rowwise;
 
 namespace {
 
-const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal"};
+const char* kPresets[] = {"cos", "linear", "exp", "gaussian", "local", "uniform", "identity", "causal-local", "causal"};
 
 // A random but valid MHLA configuration for N tokens: 1-D counts, chunks, or a 2-D grid when N factors.
 attention::AttentionOptions random_options(Index n, bool causal)
