@@ -69,8 +69,10 @@ CommandResult run_command(const std::string& command)
 void run_python(const std::string& script, const std::vector<std::string>& args)
 {
     std::string cmd = shell_quote(ATTNSCOPE_TEST_PYTHON) + " " + shell_quote(tests_path(script));
-    for (const auto& a : args)
-        cmd += " " + shell_quote(a);
+    for (const auto& a : args) {
+        cmd += ' ';   // (appending " " + quoted trips GCC 12's -Wrestrict false positive)
+        cmd += shell_quote(a);
+    }
     const CommandResult r = run_command(cmd);
     if (r.status != 0)
         throw std::runtime_error("python fixture script failed: " + cmd + "\n" + r.out + r.err);

@@ -528,8 +528,9 @@ TEST(OperatorStructure, SameAsLinearIsSaidExactlyWhenTheMatricesAreEqual)
         const std::string reason = mhla_same_as_linear(c.o, Q.rows());
         EXPECT_EQ(!reason.empty(), equal) << c.name << ": " << reason;
         said += reason.empty() ? 0 : 1;
-        if (c.o.causal && c.o.mixing.preset.empty())
+        if (c.o.causal && c.o.mixing.preset.empty()) {
             EXPECT_TRUE(reason.empty()) << "the causal default must not collapse to linear attention";
+        }
     }
     EXPECT_GE(said, 5);   // uniform x2, causal preset (causal), M = 1 x2
 }
