@@ -41,6 +41,10 @@ void SelectionArgs::add_to(CLI::App& cmd)
         ->group("Selection");
     cmd.add_option("--at", at, "Index on each index axis, e.g. h=2,b=0 (default 0)")->group("Selection");
     cmd.add_option("--head", head, "Shorthand for --at h=I")->group("Selection");
+    cmd.add_option("--kv-head", kv_head,
+                   "Key/value head (default: the query head h, or h // (H / Hk) when keys have Hk < H heads: "
+                   "grouped-query attention)")
+        ->group("Selection");
     cmd.add_option("--prefix-tokens", prefix_tokens, "Drop the first P tokens (CLS, registers)")->group("Selection");
 }
 
@@ -61,6 +65,9 @@ io::AxisSelection SelectionArgs::resolve() const
     if (prefix_tokens && *prefix_tokens < 0)
         throw std::invalid_argument("--prefix-tokens must be non-negative (got " + std::to_string(*prefix_tokens) + ")");
     sel.prefix_tokens = prefix_tokens.value_or(0);
+    if (kv_head && *kv_head < 0)
+        throw std::invalid_argument("--kv-head " + std::to_string(*kv_head) + " must be non-negative");
+    sel.kv_head = kv_head;
     return sel;
 }
 

@@ -22,6 +22,7 @@ struct SelectionArgs {
     std::string layout;
     std::string at;
     std::optional<std::int64_t> head;
+    std::optional<std::int64_t> kv_head;         // unset: the grouped-query pairing (docs/maths.md 1.7)
     std::optional<std::int64_t> prefix_tokens;   // unset: the file's `prefix_tokens` attribute, else 0
     void add_to(CLI::App& cmd);
     io::AxisSelection resolve() const;

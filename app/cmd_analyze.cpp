@@ -45,6 +45,13 @@ void print_summary(const ojson& doc)
     for (const auto& [axis, index] : in["at"].items())
         at += (at.empty() ? "" : ",") + axis + "=" + std::to_string(index.get<long long>());
     std::cout << "q " << in["q"].get<std::string>() << "   k " << in["k"].get<std::string>() << "\n";
+    if (in.contains("kv_head"))
+        at += " kv=" + std::to_string(in["kv_head"].get<long long>());
+    if (in.contains("grouped_query"))
+        at += " (grouped-query attention: " + std::to_string(in["grouped_query"]["heads"].get<long long>()) +
+              " query heads share " + std::to_string(in["grouped_query"]["kv_heads"].get<long long>()) +
+              " key/value heads; this query head pairs with key/value head " +
+              std::to_string(in["kv_head"].get<long long>()) + ")";
     std::cout << "layout " << in["layout"].get<std::string>() << (at.empty() ? "" : "  at " + at) << "   N=" << in["n"]
               << "  d=" << in["d"];
     if (in["prefix_tokens"].get<long long>() > 0)

@@ -1,5 +1,6 @@
 #include "analysis/inputs.h"
 
+#include <memory>
 #include <stdexcept>
 
 #include "io/tensor_file.h"
@@ -9,24 +10,44 @@ namespace attnscope::analysis {
 
 namespace {
 
-// `query_rank`: rank of the queries' tensor, or 0 when loading the queries themselves. Keys or values
-// of another rank with the default layout (e.g. keys [N, d] shared by every head, multi-query
-// attention) take only the --at indices of the axes they have.
-io::SelectedMatrix load_one(const std::string& ref_text, const io::AxisSelection& sel, const std::string& option,
-                            std::size_t query_rank, std::size_t* rank_out = nullptr)
+// The selection keys or values of rank `rank` are read with: keys or values of another rank with the
+// default layout (e.g. keys [N, d] shared by every head) take only the --at indices of the axes they have.
+io::AxisSelection selection_for(const io::AxisSelection& sel, std::size_t rank, std::size_t query_rank)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
-    const auto file = io::open_tensor_file(ref.file);
-    const io::TensorInfo& info = file->find(ref.name);
-    if (rank_out)
-        *rank_out = info.shape.size();
     io::AxisSelection own = sel;
-    if (query_rank != 0 && sel.layout.empty() && info.shape.size() != query_rank) {
+    own.kv_head.reset();
+    if (sel.layout.empty() && rank != query_rank) {
         static const char* defaults[] = {"", "", "nd", "hnd", "bhnd"};
-        const std::string layout = info.shape.size() < 5 ? defaults[info.shape.size()] : "";
+        const std::string layout = rank < 5 ? defaults[rank] : "";
         std::erase_if(own.at, [&](const auto& kv) { return layout.find(kv.first) == std::string::npos; });
     }
-    return io::load_selected(*file, ref.name, own, option + " " + ref_text);
+    return own;
+}
+
+struct Opened {
+    std::unique_ptr<io::TensorFile> file;
+    const io::TensorInfo* info = nullptr;
+    std::string name;
+};
+
+Opened open_ref(const std::string& ref_text)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
+    Opened o;
+    o.file = io::open_tensor_file(ref.file);
+    o.info = &o.file->find(ref.name);
+    o.name = ref.name;
+    return o;
+}
+
+// The size of the 'h' axis of a tensor under `sel` (0 without one).
+Eigen::Index head_count(const io::TensorInfo& info, const io::AxisSelection& sel, const std::string& what)
+{
+    io::AxisSelection layout_only = sel;
+    layout_only.at.clear();
+    const std::string layout = io::resolve_layout(info, layout_only, what);
+    const auto pos = layout.find('h');
+    return pos == std::string::npos ? 0 : info.shape[pos];
 }
 
 nlohmann::ordered_json at_json(const std::map<char, std::int64_t>& at)
@@ -53,13 +74,71 @@ Eigen::Index selected_tokens(const TensorSource& source)
     return tokens;
 }
 
+HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const io::AxisSelection& selection)
+{
+    const Opened q = open_ref(q_ref);
+    const Opened k = open_ref(k_ref);
+    HeadPairing p;
+    p.heads = head_count(*q.info, selection, "--q " + q_ref);
+    const io::AxisSelection ksel = selection_for(selection, k.info->shape.size(), q.info->shape.size());
+    p.kv_heads = head_count(*k.info, ksel, "--k " + k_ref);
+    if (p.heads > 0) {
+        const auto it = selection.at.find('h');
+        p.q_head = it == selection.at.end() ? 0 : it->second;
+    }
+    if (p.kv_heads == 0) {
+        if (selection.kv_head)
+            throw std::invalid_argument("--kv-head " + std::to_string(*selection.kv_head) + ": the keys " + k_ref +
+                                        " have no head axis");
+        return p;
+    }
+    if (selection.kv_head) {
+        if (*selection.kv_head < 0 || *selection.kv_head >= p.kv_heads)
+            throw std::invalid_argument("--kv-head " + std::to_string(*selection.kv_head) + " is outside 0.." +
+                                        std::to_string(p.kv_heads - 1) + " (the keys " + k_ref + " have " +
+                                        std::to_string(p.kv_heads) + " heads)");
+        p.kv_head = *selection.kv_head;
+        return p;
+    }
+    const Eigen::Index h = p.q_head.value_or(0);
+    if (p.heads == 0 || p.kv_heads == p.heads) {
+        p.kv_head = p.heads == 0 ? std::optional<Eigen::Index>{} : std::optional<Eigen::Index>{h};
+        if (!p.kv_head) {   // queries without heads: keys at their own --at h (default 0)
+            const auto it = ksel.at.find('h');
+            p.kv_head = it == ksel.at.end() ? 0 : it->second;
+        }
+        return p;
+    }
+    if (p.kv_heads > p.heads || p.heads % p.kv_heads != 0)
+        throw InputError("--q " + q_ref + " has " + std::to_string(p.heads) + " heads and --k " + k_ref + " has " +
+                         std::to_string(p.kv_heads) + ": grouped-query attention needs the query heads to be a multiple "
+                         "of the key/value heads (docs/maths.md 1.7); give --kv-head to choose one");
+    p.kv_head = h / (p.heads / p.kv_heads);
+    return p;
+}
+
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection)
 {
     LoadedInputs in;
-    std::size_t q_rank = 0;
-    in.q = load_one(q_ref, selection, "--q", 0, &q_rank);
-    in.k = load_one(k_ref, selection, "--k", q_rank);
+    const Opened q = open_ref(q_ref);
+    const std::size_t q_rank = q.info->shape.size();
+    io::AxisSelection qsel = selection;
+    qsel.kv_head.reset();
+    in.q = io::load_selected(*q.file, q.name, qsel, "--q " + q_ref);
+    in.heads = pair_heads(q_ref, k_ref, selection);
+    // Keys (and values) at the paired head; values follow keys, unless they have as many heads as queries.
+    auto load_kv = [&](const std::string& ref, const std::string& option) {
+        const Opened t = open_ref(ref);
+        io::AxisSelection own = selection_for(selection, t.info->shape.size(), q_rank);
+        const Eigen::Index count = head_count(*t.info, own, option + " " + ref);
+        if (in.heads.kv_head && count == in.heads.kv_heads)
+            own.at['h'] = *in.heads.kv_head;
+        else if (in.heads.q_head && count == in.heads.heads)
+            own.at['h'] = *in.heads.q_head;
+        return io::load_selected(*t.file, t.name, own, option + " " + ref);
+    };
+    in.k = load_kv(k_ref, "--k");
     const auto n = in.q.values.rows(), d = in.q.values.cols();
     if (in.k.values.rows() != n)
         throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.rows()) + " tokens but --q " + q_ref + " has " +
@@ -68,7 +147,7 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
         throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.cols()) + " features but --q " + q_ref +
                          " has " + std::to_string(d));
     if (v_ref) {
-        in.v = load_one(*v_ref, selection, "--v", q_rank);
+        in.v = load_kv(*v_ref, "--v");
         if (in.v->values.rows() != n)
             throw InputError("--v " + *v_ref + " has " + std::to_string(in.v->values.rows()) + " tokens but --q " + q_ref +
                              " has " + std::to_string(n));
@@ -81,6 +160,10 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
         j["v"] = *v_ref;
     j["layout"] = in.q.layout;
     j["at"] = at_json(in.q.at);
+    if (in.heads.kv_head && (in.heads.grouped() || selection.kv_head))
+        j["kv_head"] = *in.heads.kv_head;
+    if (in.heads.grouped())
+        j["grouped_query"] = {{"heads", in.heads.heads}, {"kv_heads", in.heads.kv_heads}};
     if (in.k.layout != in.q.layout)
         j["k_layout"] = in.k.layout;
     j["prefix_tokens"] = selection.prefix_tokens;

@@ -23,14 +23,28 @@ struct TensorSource {
 // Tokens the selection yields (after prefix tokens) without reading tensor data; throws like load_inputs.
 Eigen::Index selected_tokens(const TensorSource& source);
 
+// Which key/value head the selected query head pairs with (docs/maths.md 1.7): the same head when keys
+// have as many heads as queries (H); head h // (H / Hk) when they have fewer, Hk dividing H (grouped-query
+// attention; multi-query when Hk = 1); --kv-head when given. Reads headers only.
+struct HeadPairing {
+    std::optional<Eigen::Index> q_head, kv_head;   // absent when the queries / keys have no 'h' axis
+    Eigen::Index heads = 0, kv_heads = 0;          // H and Hk (0 without an 'h' axis)
+    bool grouped() const { return q_head && kv_head && heads != kv_heads; }
+};
+// Throws InputError naming both head counts when Hk does not divide H (or exceeds it), and
+// std::invalid_argument for a --kv-head outside the keys' heads.
+HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const io::AxisSelection& selection);
+
 struct LoadedInputs {
     io::SelectedMatrix q, k;
     std::optional<io::SelectedMatrix> v;
-    nlohmann::ordered_json input_json;   // the "input" object of the analyze JSON
+    HeadPairing heads;                   // the query head and the key/value head it pairs with
+    nlohmann::ordered_json input_json;   // the "input" object of the analyze JSON (kv_head when grouped or chosen)
 };
 
-// Reads the selected N x d slices. Throws InputError when Q and K disagree in N or d, when V has a
-// different N, or when any file or selection is bad (see io::load_selected).
+// Reads the selected N x d slices, keys and values at the key/value head pair_heads() gives. Throws
+// InputError when Q and K disagree in N or d, when V has a different N, or when any file or selection is
+// bad (see io::load_selected).
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection);
 

@@ -3,6 +3,7 @@
 // `--prefix-tokens`), exactly as docs/cli.md defines them.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,7 @@ struct AxisSelection {
     std::string layout;                  // one letter per axis; empty = default by rank (nd, hnd, bhnd)
     std::map<char, std::int64_t> at;     // index per index axis; absent = 0
     std::int64_t prefix_tokens = 0;      // tokens dropped from the front
+    std::optional<std::int64_t> kv_head; // --kv-head: the key/value head, instead of the grouped-query pairing
 };
 
 // The layout used for a tensor of rank `rank` under `sel` (validates: one 'n', one 'd', distinct

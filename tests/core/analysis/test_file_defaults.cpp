@@ -92,7 +92,7 @@ TEST(FileDefaults, SweepAppliesEachInputsAttributes)
     const auto records = analysis::run_sweep(plan, analysis::JobContext{});
     ASSERT_EQ(records.size(), 6u);
     // N = 16 is every token after the prefix token, analysed causally: analyze() on those rows agrees.
-    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, {"", {}, 1});
+    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, {"", {}, 1, {}});
     attention::AttentionOptions causal = spec.options;
     causal.causal = true;
     for (const auto& r : records) {
