@@ -1,6 +1,8 @@
 // The data browser dock; see data_browser.h.
 #include "data_browser.h"
 
+#include <algorithm>
+
 #include <QAction>
 #include <QApplication>
 #include <QFileInfo>
@@ -273,6 +275,29 @@ void DataBrowser::closeAll()
     emit assignmentChanged();
 }
 
+bool DataBrowser::closeFile(const QString& path)
+{
+    const auto it = std::find_if(m_files.begin(), m_files.end(), [&](const OpenFile& f) { return f.path == path; });
+    if (it == m_files.end())
+        return false;
+    m_files.erase(it);
+    for (int i = 0; i < m_tree->topLevelItemCount(); ++i)
+        if (m_tree->topLevelItem(i)->data(colName, roleFile).toString() == path)
+            delete m_tree->takeTopLevelItem(i--);
+    for (auto& a : m_assigned)
+        if (a && a->file == path)
+            a.reset();
+    refreshBadges();
+    emit assignmentChanged();
+    return true;
+}
+
+QString DataBrowser::currentFile() const
+{
+    const QTreeWidgetItem* item = m_tree->currentItem();
+    return item ? item->data(colName, roleFile).toString() : QString();
+}
+
 QStringList DataBrowser::files() const
 {
     QStringList out;
@@ -358,6 +383,25 @@ bool DataBrowser::setAssignment(TensorRole role, const QString& file, const QStr
     return false;
 }
 
+bool DataBrowser::assignTensors(const QString& file, const QString& q, const QString& k, const QString& v)
+{
+    std::optional<TensorEntry> found[3];
+    const QString names[3] = {q, k, v};
+    for (const OpenFile& f : m_files)
+        if (f.path == file)
+            for (const TensorEntry& t : f.tensors)
+                for (int r = 0; r < 3; ++r)
+                    if (!names[r].isEmpty() && t.name == names[r])
+                        found[r] = t;
+    if (!found[0] || !found[1] || (!v.isEmpty() && !found[2]))
+        return false;
+    for (int r = 0; r < 3; ++r)
+        m_assigned[r] = found[r];
+    refreshBadges();
+    emit assignmentChanged();
+    return true;
+}
+
 void DataBrowser::clearAssignment(TensorRole role)
 {
     m_assigned[int(role)].reset();
@@ -432,6 +476,10 @@ void DataBrowser::showContextMenu(const QPoint& pos)
         QAction* a = menu.addAction(kind == kindGroup ? tr("Use Q/K/V of this group") : tr("Assign Q/K/V from names"),
                                     this, [this, file, prefix] { assignGroup(file, prefix); });
         a->setEnabled(kind == kindFile || !prefix.isEmpty());
+        if (kind == kindFile) {
+            menu.addSeparator();
+            menu.addAction(tr("&Close this file"), this, [this, file] { closeFile(file); });
+        }
     } else {
         return;
     }

@@ -45,11 +45,16 @@ public:
     // sets *error when the file cannot be opened (the error is shown in the tree as well).
     bool openFile(const QString& path, QString* error = nullptr);
     void closeAll();
+    // Closes one file; its tensors lose their roles. False when it is not open.
+    bool closeFile(const QString& path);
     QStringList files() const;                 // successfully opened files, in opening order
+    QString currentFile() const;               // the file of the item selected in the tree ("" when none)
 
     // Assigns Q, K and V from the first group of `file` whose names suggest them (Q and K at least).
     bool autoAssign(const QString& file);
     bool setAssignment(TensorRole role, const QString& file, const QString& name);   // false: no such tensor
+    // Queries, keys and (when `v` is not empty) values of one file at once: one assignmentChanged.
+    bool assignTensors(const QString& file, const QString& q, const QString& k, const QString& v = {});
     void clearAssignment(TensorRole role);
     std::optional<TensorEntry> assigned(TensorRole role) const;
 

@@ -4,6 +4,8 @@
 // main_window_sweeps.cpp.
 #include "main_window.h"
 
+#include "io/selection.h"
+
 #include <QAction>
 #include <QCloseEvent>
 #include <QCoreApplication>
@@ -163,7 +165,12 @@ void MainWindow::buildDocks()
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);
     connect(m_selection, &SelectionPanel::changed, this, &MainWindow::onSelectionChanged);
-    connect(m_mechanism, &MechanismPanel::changed, this, &MainWindow::scheduleCompute);
+    connect(m_selection, &SelectionPanel::layerRequested, this, &MainWindow::switchLayer);
+    connect(m_mechanism, &MechanismPanel::changed, this, [this] {
+        if (!m_settingPanels)
+            m_userChangedOptions = true;   // an explicit choice: it stays with this file
+        scheduleCompute();
+    });
 }
 
 QWidget* MainWindow::buildWelcome()
@@ -214,7 +221,16 @@ void MainWindow::buildMenus()
     file->addAction(tr("&Open..."), QKeySequence::Open, this, &MainWindow::chooseFiles);
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::fillRecentMenu);
-    file->addAction(tr("&Close All Files"), this, [this] {
+    file->addAction(tr("&Close File"), QKeySequence::Close, this, [this] {
+        // The file of the current queries (or the one selected in the Data dock).
+        const QString selected = m_browser->currentFile();
+        const auto q = m_browser->assigned(TensorRole::queries);
+        const QString path = !selected.isEmpty() ? selected : q ? q->file : QString();
+        if (path.isEmpty() || !m_browser->closeFile(path))
+            statusBar()->showMessage(tr("No file to close"), 3000);
+        updateTitle();
+    });
+    file->addAction(tr("Close &All Files"), this, [this] {
         m_browser->closeAll();
         m_sessionPath.clear();
         updateTitle();
@@ -249,6 +265,10 @@ void MainWindow::buildMenus()
     next->setShortcuts({QKeySequence(Qt::Key_PageDown), QKeySequence(Qt::ALT | Qt::Key_Right)});
     QAction* prev = sel->addAction(tr("&Previous Head"), this, [this] { stepIndex(-1); });
     prev->setShortcuts({QKeySequence(Qt::Key_PageUp), QKeySequence(Qt::ALT | Qt::Key_Left)});
+    QAction* nextLayer = sel->addAction(tr("Next &Layer"), this, [this] { stepLayer(+1); });
+    nextLayer->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_PageDown), QKeySequence(Qt::ALT | Qt::Key_Down)});
+    QAction* prevLayer = sel->addAction(tr("Previous L&ayer"), this, [this] { stepLayer(-1); });
+    prevLayer->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_PageUp), QKeySequence(Qt::ALT | Qt::Key_Up)});
     sel->addAction(tr("Clear &Query"), QKeySequence(tr("Ctrl+Shift+Q")), this, [this] { setQuery(-1); });
     sel->addSeparator();
     sel->addAction(tr("&Recompute"), QKeySequence(Qt::Key_F5), this, &MainWindow::computeNow);
@@ -348,19 +368,15 @@ void MainWindow::openFiles(const QStringList& paths)
             errors << QStringLiteral("%1: %2").arg(QFileInfo(path).fileName(), error);
         }
     }
-    // Assign Q/K/V from names when nothing (or nothing open any more) is assigned.
-    const auto q = m_browser->assigned(TensorRole::queries);
-    const auto k = m_browser->assigned(TensorRole::keys);
-    if (!q || !k) {
-        for (const QString& path : opened)
-            if (m_browser->autoAssign(path) && m_browser->assigned(TensorRole::queries) &&
-                m_browser->assigned(TensorRole::keys))
-                break;
-        if (!opened.isEmpty() && (!m_browser->assigned(TensorRole::queries) || !m_browser->assigned(TensorRole::keys)))
-            showMessage(tr("No queries and keys recognised from the tensor names: right-click a tensor in the Data dock "
-                           "and choose \"Use as queries\" / \"Use as keys\"."),
-                        false);
-    }
+    // Opening a file shows it: Q/K/V from the names of the newest file that has them (the current ones stay
+    // when none of the opened files names queries and keys).
+    for (auto it = opened.crbegin(); it != opened.crend(); ++it)
+        if (m_browser->autoAssign(*it) && m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys))
+            break;
+    if (!opened.isEmpty() && (!m_browser->assigned(TensorRole::queries) || !m_browser->assigned(TensorRole::keys)))
+        showMessage(tr("No queries and keys recognised from the tensor names: right-click a tensor in the Data dock "
+                       "and choose \"Use as queries\" / \"Use as keys\"."),
+                    false);
     if (!errors.isEmpty()) {
         showMessage(errors.join(QLatin1Char('\n')), true);
         statusBar()->showMessage(errors.first(), 10000);
@@ -462,6 +478,31 @@ void MainWindow::setCurrentView(const QString& name)
     for (int i = 0; i < m_tabs->count(); ++i)
         if (auto* v = qobject_cast<ResultView*>(m_tabs->widget(i)); v && v->viewName() == name)
             m_tabs->setCurrentIndex(i);
+}
+
+bool MainWindow::stepLayer(int delta)
+{
+    const bool moved = m_selection->stepLayer(delta);
+    if (!moved)
+        statusBar()->showMessage(m_selection->currentLayer() < 0 && m_selection->stepAxis() != QLatin1Char('l')
+                                     ? tr("These queries have no layers to step")
+                                     : delta > 0 ? tr("Last layer") : tr("First layer"),
+                                 2000);
+    return moved;
+}
+
+void MainWindow::switchLayer(int layer)
+{
+    for (const analysis::LayerTensors& l : m_layers) {
+        if (l.layer != layer)
+            continue;
+        const io::TensorRef q = io::parse_tensor_ref(l.q_ref), k = io::parse_tensor_ref(l.k_ref);
+        const QString v = l.v_ref ? QString::fromStdString(io::parse_tensor_ref(*l.v_ref).name) : QString();
+        if (!m_browser->assignTensors(QString::fromStdString(q.file), QString::fromStdString(q.name),
+                                      QString::fromStdString(k.name), v))
+            statusBar()->showMessage(tr("Layer %1: its tensors are not in the Data dock").arg(layer), 4000);
+        return;
+    }
 }
 
 bool MainWindow::stepIndex(int delta)

@@ -8,6 +8,7 @@
 // one, a newer request replaces a pending one, the running one is cancelled); results come back to the
 // GUI thread by queued invocation and a stale result (older job id) is dropped. Errors are shown in
 // the window (message bar + status bar); nothing here computes.
+#include <QHash>
 #include <QJsonObject>
 #include <QMainWindow>
 #include <QPointer>
@@ -17,6 +18,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
+
+#include "analysis/plan.h"
 
 namespace attnscope::analysis {
 struct ExploreRequest;
@@ -71,7 +75,10 @@ public:
     bool isComputing() const;                     // a change waits for the debounce or a job runs
     void computeNow();                            // starts the pending computation without the debounce
     void cancelComputation();
+    // The result the views hold (possibly out of date: see resultIsCurrent()), or null.
     std::shared_ptr<const analysis::ExploreResult> result() const { return m_result; }
+    // True when the views' result answers the current inputs and options (nothing changed since).
+    bool resultIsCurrent() const { return m_result && m_resultCurrent; }
     QString lastError() const { return m_lastError; }
 
     // Query and views.
@@ -81,6 +88,8 @@ public:
     ResultView* currentView() const;
     void setCurrentView(const QString& name);
     bool stepIndex(int delta);                    // steps the head axis (or the first index axis)
+    bool stepLayer(int delta);                    // steps the layer ('l' axis, or per-layer datasets)
+    void switchLayer(int layer);                  // assigns that layer's per-layer datasets
 
     // Exports (File menu); false and *error on failure.
     bool exportMetricsCsv(const QString& path, QString* error = nullptr);
@@ -151,6 +160,8 @@ private:
     // The explore computation (main_window_explore.cpp).
     void onAssignmentChanged();
     void applyFileDefaults(const QString& queriesRef);
+    void updateLayers();
+    void updateHeadPairing();
     void onSelectionChanged();
     void scheduleCompute();
     void setUpComputation();
@@ -159,6 +170,10 @@ private:
     bool approveMemory(analysis::ExploreRequest& request);
     void showResult(std::shared_ptr<const analysis::ExploreResult> result);
     void finishWithError(const QString& error);
+    // The views' result no longer answers the inputs: greyed under `why` (kept for orientation).
+    void markOutOfDate(const QString& why);
+    // Nothing to show for the current inputs: the views are cleared, `why` says so.
+    void clearResult(const QString& why);
 
     // Sessions (main_window_session.cpp).
     void chooseSessionToOpen();
@@ -190,6 +205,12 @@ private:
     QString m_sessionPath;
     QString m_lastExportFolder;
     QString m_defaultsRef;                        // the queries whose file defaults the panels hold
+    QString m_defaultsFile;                       // ... and their file
+    bool m_userChangedOptions = false;            // the user changed an option since (an override for this file)
+    bool m_settingPanels = false;                 // the window itself is setting the panels
+    QHash<QString, QJsonObject> m_fileOptions;    // per file: the mechanism options the user chose there
+    std::vector<analysis::LayerTensors> m_layers; // per-layer datasets of the queries' file (may be empty)
+    bool m_resultCurrent = false;                 // m_result answers the current inputs
     int m_query = -1;
     bool m_interactive = true;
     bool m_applyingSession = false;

@@ -41,13 +41,75 @@ void MainWindow::onAssignmentChanged()
 {
     const auto q = m_browser->assigned(TensorRole::queries);
     const QString ref = q ? q->ref() : QString();
+    const QString file = q ? q->file : QString();
+    // Leaving a file whose options the user changed: they stay with that file.
+    if (file != m_defaultsFile && !m_defaultsFile.isEmpty() && m_userChangedOptions)
+        m_fileOptions[m_defaultsFile] = m_mechanism->saveState();
     m_selection->setTensor(q);
-    // New queries start from their file's attributes (a session restores its own options instead).
-    if (ref != m_defaultsRef && q && !m_applyingSession)
-        applyFileDefaults(ref);
+    if (m_applyingSession) {
+        m_mechanism->forgetFileDefaults();   // a session brings its own options
+    } else if (q && ref != m_defaultsRef) {
+        const bool otherFile = file != m_defaultsFile;
+        if (otherFile && m_fileOptions.contains(file)) {
+            // Back to a file the user configured: its options as they were left.
+            m_settingPanels = true;
+            m_mechanism->restoreState(m_fileOptions.value(file));
+            m_settingPanels = false;
+            m_userChangedOptions = true;
+        } else if (otherFile || !m_userChangedOptions) {
+            // New queries start from their file's attributes (another layer of a file keeps what the user chose).
+            applyFileDefaults(ref);
+            m_userChangedOptions = false;
+        }
+    }
     m_defaultsRef = ref;
+    m_defaultsFile = file;
+    updateLayers();
     onSelectionChanged();
     updateCentral();
+}
+
+// The per-layer datasets of the queries' file, for the Selection dock's layer control.
+void MainWindow::updateLayers()
+{
+    const auto q = m_browser->assigned(TensorRole::queries);
+    const auto k = m_browser->assigned(TensorRole::keys);
+    const auto v = m_browser->assigned(TensorRole::values);
+    m_layers.clear();
+    int current = -1;
+    if (q && k) {
+        try {
+            m_layers = analysis::layer_tensors(q->ref().toStdString(), k->ref().toStdString(),
+                                               v ? std::optional<std::string>(v->ref().toStdString()) : std::nullopt);
+        } catch (const std::exception&) {
+            m_layers.clear();   // a file that cannot be read reports its error when computed
+        }
+        for (const auto& l : m_layers)
+            if (l.q_ref == q->ref().toStdString())
+                current = int(l.layer);
+    }
+    QList<int> layers;
+    for (const auto& l : m_layers)
+        layers << int(l.layer);
+    m_selection->setLayers(layers, current);
+}
+
+// Which key/value head the selected query head reads (grouped-query attention), for the Selection dock.
+void MainWindow::updateHeadPairing()
+{
+    const auto q = m_browser->assigned(TensorRole::queries);
+    const auto k = m_browser->assigned(TensorRole::keys);
+    if (!q || !k || !m_selection->problem().isEmpty()) {
+        m_selection->setHeadPairing(-1, 0, 0);
+        return;
+    }
+    try {
+        const analysis::HeadPairing p =
+            analysis::pair_heads(q->ref().toStdString(), k->ref().toStdString(), m_selection->selection());
+        m_selection->setHeadPairing(p.kv_head ? int(*p.kv_head) : -1, int(p.kv_heads), int(p.heads));
+    } catch (const std::exception&) {
+        m_selection->setHeadPairing(-1, 0, 0);   // the computation reports why
+    }
 }
 
 void MainWindow::applyFileDefaults(const QString& queriesRef)
@@ -66,6 +128,7 @@ void MainWindow::applyFileDefaults(const QString& queriesRef)
 
 void MainWindow::onSelectionChanged()
 {
+    updateHeadPairing();
     m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid());
     updateTitle();
     scheduleCompute();
@@ -75,7 +138,33 @@ void MainWindow::scheduleCompute()
 {
     if (m_applyingSession)
         return;
+    markOutOfDate(tr("Out of date: recomputing for the changed inputs or options\u2026"));
     m_debounce.start();
+}
+
+void MainWindow::markOutOfDate(const QString& why)
+{
+    if (!m_result) {
+        for (ResultView* v : m_views)
+            if (v->freshness() != ResultView::Freshness::notComputed)
+                v->setNotice(ResultView::Freshness::notComputed, tr("Computing\u2026"));
+        return;
+    }
+    m_resultCurrent = false;
+    for (ResultView* v : m_views)
+        v->setNotice(ResultView::Freshness::outOfDate, why);
+    m_info->setText(tr("out of date: N = %1, d = %2").arg(m_result->n).arg(m_result->d));
+}
+
+void MainWindow::clearResult(const QString& why)
+{
+    m_result.reset();
+    m_resultCurrent = false;
+    for (ResultView* v : m_views) {
+        v->setResult(nullptr);
+        v->setNotice(ResultView::Freshness::notComputed, tr("Not computed: %1").arg(why));
+    }
+    m_info->clear();
 }
 
 bool MainWindow::isComputing() const
@@ -97,6 +186,7 @@ void MainWindow::cancelComputation()
 
 void MainWindow::finishWithError(const QString& error)
 {
+    clearResult(error);
     m_lastError = error;
     showMessage(error, true);
     statusBar()->showMessage(error, 10000);
@@ -111,6 +201,11 @@ void MainWindow::setUpComputation()
     GuiJobHandlers<ExploreResultPtr> h;
     h.ended = [this] { m_computeStatus.setVisible(false); };
     h.cancelled = [this] {
+        if (m_result)
+            markOutOfDate(tr("Out of date: the computation for the current inputs was cancelled. These views show the "
+                             "previous inputs; press F5 to compute the current ones."));
+        else
+            clearResult(tr("cancelled (press F5 to compute)"));
         statusBar()->showMessage(tr("Computation cancelled"), 5000);
         emit computationFinished(false, tr("cancelled"));
     };
@@ -148,6 +243,8 @@ bool MainWindow::buildRequest(analysis::ExploreRequest& request)
     const auto v = m_browser->assigned(TensorRole::values);
     if (!q || !k) {
         m_explore->cancel();
+        clearResult(m_browser->files().isEmpty() ? tr("no data open")
+                                                 : tr("queries and keys are not assigned (right-click a tensor in the Data dock)"));
         emit computationFinished(false, tr("queries and keys are not assigned"));
         return false;
     }
@@ -216,12 +313,14 @@ bool MainWindow::approveMemory(analysis::ExploreRequest& request)
 void MainWindow::showResult(ExploreResultPtr result)
 {
     m_result = std::move(result);
+    m_resultCurrent = true;
     m_lastError.clear();
     if (m_query >= m_result->n)
         m_query = -1;
     for (ResultView* v : m_views) {
         v->setResult(m_result);
         v->setQuery(m_query);
+        v->setNotice(ResultView::Freshness::current);
     }
     QStringList problems;
     for (const auto& o : m_result->outcomes)

@@ -48,8 +48,11 @@ void MainWindow::showExportDialog()
 {
     ResultView* view = currentView();
     const bool sweepView = view && (view == curvesView() || view == overviewView());
-    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !m_result)) {
-        showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
+    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !resultIsCurrent())) {
+        showMessage(m_result && !sweepView ? tr("Nothing to export: the views are out of date. Wait for the computation of the "
+                                                "current inputs (or press F5).")
+                                           : tr("Nothing to export yet: open data and wait for the computation."),
+                    false);
         return;
     }
     ExportDialog dialog(view->viewName(), view->preferredExportSize(), m_lastExportFolder, this);
@@ -61,7 +64,7 @@ void MainWindow::showExportDialog()
     if (dialog.allViews()) {
         QDir().mkpath(target);
         QList<ResultView*> views = exportableViews();
-        if (!m_result)   // only the sweep views have something to show
+        if (!resultIsCurrent())   // only the sweep views have something to show
             views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
         errors = exportAllViews(views, target, dialog.format(), dialog.options());
         m_lastExportFolder = target;
@@ -80,7 +83,7 @@ void MainWindow::showExportDialog()
 
 bool MainWindow::exportMetricsCsv(const QString& path, QString* error)
 {
-    if (!m_result) {
+    if (!resultIsCurrent()) {
         if (error)
             *error = tr("no result to export yet");
         return false;
@@ -90,7 +93,7 @@ bool MainWindow::exportMetricsCsv(const QString& path, QString* error)
 
 bool MainWindow::exportMatrices(const QString& folder, QString* error)
 {
-    if (!m_result) {
+    if (!resultIsCurrent()) {
         if (error)
             *error = tr("no result to export yet");
         return false;
@@ -120,7 +123,7 @@ bool MainWindow::exportMatrices(const QString& folder, QString* error)
 
 void MainWindow::chooseMetricsCsv()
 {
-    if (!m_result) {
+    if (!resultIsCurrent()) {
         showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
         return;
     }
@@ -138,7 +141,7 @@ void MainWindow::chooseMetricsCsv()
 
 void MainWindow::chooseMatricesFolder()
 {
-    if (!m_result) {
+    if (!resultIsCurrent()) {
         showMessage(tr("Nothing to export yet: open data and wait for the computation."), false);
         return;
     }

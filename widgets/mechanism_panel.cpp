@@ -33,6 +33,11 @@ namespace {
 MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
 {
     auto* outer = new QVBoxLayout(this);
+    m_fileNote = new QLabel(this);
+    m_fileNote->setWordWrap(true);
+    m_fileNote->setTextFormat(Qt::RichText);
+    m_fileNote->hide();
+    outer->addWidget(m_fileNote);
     outer->addWidget(buildCommonBox());
     outer->addWidget(buildFeatureMapBox());
     outer->addWidget(buildMhlaBox());
@@ -191,6 +196,7 @@ void MechanismPanel::emitChanged()
         return;
     updateEnabled();
     updateProblems();
+    updateFileNote();
     emit changed();
 }
 
@@ -298,6 +304,8 @@ attention::AttentionOptions MechanismPanel::options() const
 
 void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile)
 {
+    m_fromFile = fromFile;
+    m_fileOptions = resolved;
     m_restoring = true;
     m_causal->setChecked(resolved.causal);
     m_blockModeChosen = false;   // setContext() picks the block mode for the new data
@@ -320,6 +328,40 @@ void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolv
     m_restoring = false;
     updateEnabled();
     updateProblems();
+    updateFileNote();
+}
+
+void MechanismPanel::forgetFileDefaults()
+{
+    m_fromFile = nlohmann::ordered_json::object();
+    updateFileNote();
+}
+
+// Which options the file's attributes set, and which of them the user has overridden since.
+void MechanismPanel::updateFileNote()
+{
+    QStringList parts;
+    const attention::AttentionOptions now = options();
+    auto item = [&](const char* key, const QString& what, bool kept) {
+        if (!m_fromFile.contains(key))
+            return;
+        parts << (kept ? QStringLiteral("<b>%1</b>").arg(what.toHtmlEscaped())
+                       : tr("<s>%1</s> (overridden)").arg(what.toHtmlEscaped()));
+    };
+    if (m_fromFile.contains("causal"))
+        item("causal", tr("causal"), now.causal == m_fileOptions.causal);
+    if (m_fromFile.contains("grid")) {
+        const bool kept = now.blocks.kind == attention::BlockSpec::Kind::grid &&
+                          now.blocks.block_grid == m_fileOptions.blocks.block_grid;
+        item("grid", tr("grid blocks %1").arg(sizesText(m_fileOptions.blocks.block_grid)), kept);
+    }
+    if (m_fromFile.contains("mixing"))
+        item("mixing", tr("mixing %1").arg(QString::fromStdString(m_fromFile["mixing"].get<std::string>())),
+             now.mixing.preset == m_fileOptions.mixing.preset);
+    m_fileNote->setText(tr("From the file's attributes: %1").arg(parts.join(QStringLiteral(", "))));
+    m_fileNote->setToolTip(tr("The data file says how to analyse it (docs/cli.md, \"Defaults from the file's attributes\"); "
+                              "a change here overrides it for this file."));
+    m_fileNote->setVisible(!parts.isEmpty());
 }
 
 void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid)
@@ -341,6 +383,7 @@ void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& 
     }
     updateEnabled();
     updateProblems();
+    updateFileNote();
 }
 
 QStringList MechanismPanel::problems() const

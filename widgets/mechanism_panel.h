@@ -42,6 +42,8 @@ public:
     // the file does not set goes back to its default, so nothing of the previous file stays; the block mode
     // is picked again by setContext(). Emits nothing (the window recomputes).
     void applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile);
+    // No file's defaults apply (a session's options, or no data).
+    void forgetFileDefaults();
     // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty).
     void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid);
     // Why some options cannot work together (shown inline); empty when all is well.
@@ -66,12 +68,16 @@ private:
     void fillMixingDatasets();
     std::vector<Eigen::Index> effectiveGrid() const;
     void emitChanged();
+    void updateFileNote();
 
     qint64 m_tokens = -1;
     std::vector<Eigen::Index> m_selectionGrid;
     bool m_restoring = false;
     bool m_blockModeChosen = false;   // the user (or a session) chose the block mode
     std::vector<Eigen::Index> m_fileBlockGrid;   // the file's block_grid attribute (applyFileDefaults)
+    nlohmann::ordered_json m_fromFile = nlohmann::ordered_json::object();   // what the file's attributes set
+    attention::AttentionOptions m_fileOptions;   // the options they set it to
+    QLabel* m_fileNote = nullptr;                // "From the file's attributes: causal, ..."
 
     QCheckBox* m_scaleAuto = nullptr;
     QDoubleSpinBox* m_scale = nullptr;

@@ -4,12 +4,17 @@
 // A view shows an analysis::ExploreResult computed by the core in the background; it never computes
 // metrics itself. It can render itself for export at any size (publication style: axis titles, legend,
 // colour-bar label), and save / restore its own view state (zoom, colour scale, ...) for sessions.
+//
+// A view shows exactly the state its result was computed from, or says it does not: the window marks it
+// (setNotice) "out of date" while the inputs have moved on (the picture greyed under the notice) and "not
+// computed" when there is nothing to show for the current inputs (the view is then cleared).
 #include <QJsonObject>
 #include <QSize>
 #include <QString>
 #include <QWidget>
 #include <memory>
 
+class QLabel;
 class QPainter;
 
 namespace attnscope::analysis {
@@ -22,6 +27,13 @@ class ResultView : public QWidget {
     Q_OBJECT
 public:
     using QWidget::QWidget;
+
+    // What the view shows, as far as the window knows: `current` (its result answers the current inputs),
+    // `outOfDate` (an older result, greyed under `text`), `notComputed` (cleared, `text` says why).
+    enum class Freshness { current, outOfDate, notComputed };
+    void setNotice(Freshness freshness, const QString& text = {});
+    Freshness freshness() const { return m_freshness; }
+    QString noticeText() const;
 
     // Stable id used in sessions and by `attnscope figure --view NAME`: "maps", "query", "spectrum",
     // "entropy", "mixing", "metrics".
@@ -45,6 +57,10 @@ public:
 signals:
     void querySelected(int token);             // the user picked a query (click on a map row, ...)
     void statusMessage(const QString& text);   // hover read-outs and hints for the status bar
+
+private:
+    Freshness m_freshness = Freshness::current;
+    QLabel* m_notice = nullptr;                // over the whole view while not current
 };
 
 }  // namespace attnscope::widgets

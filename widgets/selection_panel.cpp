@@ -1,11 +1,13 @@
 // The selection panel: index axes, prefix tokens and token grid, and the guesses from the file; see selection_panel.h.
 #include "selection_panel.h"
 
+#include <QComboBox>
 #include <QFormLayout>
 #include <QJsonArray>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <cmath>
@@ -58,7 +60,17 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
     m_axesBox = new QWidget(this);
     m_axesForm = new QFormLayout(m_axesBox);
     m_axesForm->setContentsMargins(0, 0, 0, 0);
+    m_layer = new QComboBox(this);
+    m_layer->setToolTip(tr("The layer: per-layer datasets of this file (/layers/<i>/q, k, v). "
+                           "Ctrl+PgDn / Ctrl+PgUp (or Alt+Down / Alt+Up) step it."));
+    m_layerRow = new QWidget(this);
+    auto* layerForm = new QFormLayout(m_layerRow);
+    layerForm->setContentsMargins(0, 0, 0, 0);
+    layerForm->addRow(tr("<b>layer</b>"), m_layer);
+    m_layerRow->hide();
+    outer->addWidget(m_layerRow);
     outer->addWidget(m_axesBox);
+    connect(m_layer, &QComboBox::activated, this, [this](int index) { emit layerRequested(m_layer->itemData(index).toInt()); });
 
     auto* form2 = new QFormLayout;
     m_prefix = spinBox(this, 0, 1 << 30, 0, tr("Tokens dropped from the front (CLS, registers). Same as --prefix-tokens."));
@@ -106,7 +118,8 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
 
 void SelectionPanel::setTensor(const std::optional<TensorEntry>& queries)
 {
-    const bool newShape = !queries || !m_tensor || queries->shape != m_shape;
+    // Another shape, or another file: fresh guesses (nothing of the previous file's selection stays).
+    const bool newShape = !queries || !m_tensor || queries->shape != m_shape || queries->file != m_tensor->file;
     m_tensor = queries;
     m_shape = queries ? queries->shape : QVector<qint64>();
     m_layout->setPlaceholderText(queries ? tr("default: %1").arg(defaultLayout(int(m_shape.size())).isEmpty()
@@ -188,6 +201,12 @@ void SelectionPanel::guessGridAndPrefix()
     }
     qint64 prefix = d.prefix_tokens.value_or(0);
     std::vector<qint64> grid(d.grid.begin(), d.grid.end());
+    QStringList fromFile;
+    if (d.prefix_tokens)
+        fromFile << tr("prefix tokens %1").arg(*d.prefix_tokens);
+    if (!grid.empty())
+        fromFile << tr("grid %1").arg(sizesText(d.grid));
+    m_origin = fromFile.isEmpty() ? QString() : tr("From the file's attributes: %1.").arg(fromFile.join(QStringLiteral(", ")));
     if (!grid.empty()) {
         qint64 prod = 1;
         for (qint64 g : grid)
@@ -207,6 +226,13 @@ void SelectionPanel::guessGridAndPrefix()
             if (s2 * s2 == n - prefix && s2 > 1)
                 grid = {s2, s2};
         }
+        if (!grid.empty())
+            m_origin += (m_origin.isEmpty() ? QString() : QStringLiteral(" ")) +
+                        tr("Guessed from N = %1 (the file has no grid attribute): %2grid %3x%4.")
+                            .arg(n)
+                            .arg(prefix > 0 && !d.prefix_tokens ? tr("prefix tokens %1, ").arg(prefix) : QString())
+                            .arg(grid[0])
+                            .arg(grid[1]);
     }
     QStringList parts;
     for (qint64 g : grid)
@@ -280,9 +306,63 @@ QString SelectionPanel::problem() const
 QString SelectionPanel::summary() const
 {
     QStringList parts;
-    for (auto it = m_spins.begin(); it != m_spins.end(); ++it)
-        parts << QStringLiteral("%1=%2").arg(it.key()).arg(it.value()->value());
+    if (!m_layerRow->isHidden())
+        parts << QStringLiteral("layer %1").arg(m_layer->currentData().toInt());
+    for (auto it = m_spins.begin(); it != m_spins.end(); ++it) {
+        QString p = QStringLiteral("%1=%2").arg(it.key()).arg(it.value()->value());
+        if (it.key() == QLatin1Char('h') && m_kvHead >= 0 && m_kvHeads != m_heads)
+            p += tr(" (kv %1)").arg(m_kvHead);
+        parts << p;
+    }
     return parts.join(QStringLiteral(", "));
+}
+
+void SelectionPanel::setLayers(const QList<int>& layers, int current)
+{
+    const QSignalBlocker block(m_layer);
+    m_layer->clear();
+    for (int l : layers)
+        m_layer->addItem(tr("%1 of %2").arg(l).arg(layers.size()), l);
+    m_layer->setCurrentIndex(std::max(0, int(layers.indexOf(current))));
+    m_layerRow->setVisible(layers.size() >= 2);
+}
+
+int SelectionPanel::currentLayer() const
+{
+    return m_layer->count() > 0 ? m_layer->currentData().toInt() : -1;
+}
+
+bool SelectionPanel::stepLayer(int delta)
+{
+    if (m_spins.contains(QLatin1Char('l')))
+        return step(QLatin1Char('l'), delta);
+    if (m_layer->count() < 2)
+        return false;
+    const int i = std::clamp(m_layer->currentIndex() + delta, 0, m_layer->count() - 1);
+    if (i == m_layer->currentIndex())
+        return false;
+    emit layerRequested(m_layer->itemData(i).toInt());
+    return true;
+}
+
+void SelectionPanel::setHeadPairing(int kvHead, int kvHeads, int heads)
+{
+    m_kvHead = kvHead;
+    m_kvHeads = kvHeads;
+    m_heads = heads;
+    if (QSpinBox* h = m_spins.value(QLatin1Char('h'))) {
+        const qint64 count = h->maximum() + 1;
+        h->setSuffix(kvHead >= 0 && kvHeads != heads ? tr("  of %1  (kv %2 of %3)").arg(count).arg(kvHead).arg(kvHeads)
+                                                      : tr("  of %1").arg(count));
+        h->setToolTip(h->toolTip().section(QStringLiteral(" Grouped-query"), 0, 0) +
+                      (kvHead >= 0 && kvHeads != heads
+                           ? tr(" Grouped-query attention: %1 query heads share %2 key/value heads; this head reads "
+                                "key/value head %3 (docs/maths.md 1.7).")
+                                 .arg(heads)
+                                 .arg(kvHeads)
+                                 .arg(kvHead)
+                           : QString()));
+    }
 }
 
 QChar SelectionPanel::stepAxis() const
@@ -337,6 +417,8 @@ void SelectionPanel::updateInfo()
                                                      dims.join(QStringLiteral(", ")), layout());
     if (tokens() > 0)
         text += tr("; N = %1 tokens").arg(tokens());
+    if (!m_origin.isEmpty())
+        text += QStringLiteral("\n") + m_origin;
     m_info->setText(text);
 }
 

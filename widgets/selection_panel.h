@@ -17,6 +17,7 @@
 #include "data_browser.h"
 #include "io/selection.h"
 
+class QComboBox;
 class QLineEdit;
 class QSpinBox;
 class QLabel;
@@ -44,6 +45,17 @@ public:
     QChar stepAxis() const;
     // Adds delta to the index on `axis` (clamped). False when there is no such axis or it did not move.
     bool step(QChar axis, int delta);
+
+    // The layers of per-layer datasets of the queries' file (analysis::layer_tensors), the current one
+    // selected; fewer than two hide the layer row. Choosing a layer emits layerRequested (the window
+    // assigns that layer's tensors).
+    void setLayers(const QList<int>& layers, int current);
+    int currentLayer() const;                             // -1 without per-layer datasets
+    // Steps the layer: the layout's 'l' axis, else the per-layer datasets. False when it cannot move.
+    bool stepLayer(int delta);
+    // The key/value head the query head reads (docs/maths.md 1.7), shown next to the head: "5 of 8 (kv 2
+    // of 4)" when keys have fewer heads. kvHead < 0: none.
+    void setHeadPairing(int kvHead, int kvHeads, int heads);
     void setIndex(QChar axis, int value);
     int index(QChar axis) const;
 
@@ -52,6 +64,7 @@ public:
 
 signals:
     void changed();
+    void layerRequested(int layer);
 
 private:
     void rebuildAxes();
@@ -70,6 +83,10 @@ private:
     QLabel* m_info = nullptr;
     QLabel* m_problem = nullptr;
     bool m_restoring = false;
+    QString m_origin;                  // where the grid and prefix tokens came from (the file, or a guess)
+    QComboBox* m_layer = nullptr;
+    QWidget* m_layerRow = nullptr;
+    int m_kvHead = -1, m_kvHeads = 0, m_heads = 0;
 };
 
 }  // namespace attnscope::widgets

@@ -1,5 +1,7 @@
 #include "analysis/plan.h"
 
+#include <algorithm>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -40,6 +42,27 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
     return {it == sel.at.end() ? Eigen::Index{0} : it->second};
 }
 
+// "/layers/3/q" -> ("/layers/", "/q", 3): the last path component made of digits only.
+bool split_numeric_component(const std::string& name, std::string& before, std::string& after, Eigen::Index& value)
+{
+    std::size_t end = name.size();
+    while (end > 0) {
+        const std::size_t slash = name.rfind('/', end - 1);
+        const std::size_t begin = slash == std::string::npos ? 0 : slash + 1;
+        const std::string part = name.substr(begin, end - begin);
+        if (!part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+            before = name.substr(0, begin);
+            after = name.substr(end);
+            value = std::stol(part);
+            return true;
+        }
+        if (slash == std::string::npos || slash == 0)
+            return false;
+        end = slash;
+    }
+    return false;
+}
+
 }  // namespace
 
 std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,
@@ -74,6 +97,56 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
             }
     }
     return units;
+}
+
+std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::string& k_ref,
+                                        const std::optional<std::string>& v_ref)
+{
+    const io::TensorRef qref = io::parse_tensor_ref(q_ref), kref = io::parse_tensor_ref(k_ref);
+    if (kref.file != qref.file || (v_ref && io::parse_tensor_ref(*v_ref).file != qref.file))
+        return {};
+    const auto file = io::open_tensor_file(qref.file);
+    // The numeric component of each name, and the text around it, must agree between q, k (and v).
+    struct Split {
+        std::string before, after;
+        Eigen::Index value = 0;
+    };
+    auto split = [&](const std::string& ref_name, Split& out) {
+        return split_numeric_component(file->find(ref_name).name, out.before, out.after, out.value);
+    };
+    Split q, k, v;
+    if (!split(qref.name, q) || !split(kref.name, k) || k.before != q.before || k.value != q.value)
+        return {};
+    if (v_ref && (!split(io::parse_tensor_ref(*v_ref).name, v) || v.before != q.before || v.value != q.value))
+        return {};
+    auto has = [&](const std::string& name) {
+        for (const auto& t : file->tensors())
+            if (t.name == name)
+                return true;
+        return false;
+    };
+    std::map<Eigen::Index, LayerTensors> layers;
+    for (const auto& t : file->tensors()) {
+        Split s;
+        if (!split_numeric_component(t.name, s.before, s.after, s.value) || s.before != q.before || s.after != q.after)
+            continue;
+        const std::string kname = k.before + std::to_string(s.value) + k.after;
+        if (!has(kname))
+            continue;
+        LayerTensors l{s.value, qref.file + ":" + t.name, qref.file + ":" + kname, std::nullopt};
+        if (v_ref) {
+            const std::string vname = v.before + std::to_string(s.value) + v.after;
+            if (has(vname))
+                l.v_ref = qref.file + ":" + vname;
+        }
+        layers[s.value] = std::move(l);
+    }
+    if (layers.size() < 2)
+        return {};
+    std::vector<LayerTensors> out;
+    for (auto& [layer, l] : layers)
+        out.push_back(std::move(l));
+    return out;
 }
 
 }  // namespace attnscope::analysis

@@ -4,6 +4,7 @@
 // so a plan is checked completely before any tensor data is.
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <Eigen/Core>
@@ -28,5 +29,18 @@ struct Unit {
 // the input and the option (AxisChoice::what) at fault.
 std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,
                              const std::vector<std::optional<Eigen::Index>>& input_layers = {});
+
+// One layer of per-layer datasets: names that differ from the given ones only in one numeric path
+// component (/layers/3/q, /layers/3/k, /layers/3/v as tools/python/attnscope_dump.py writes them).
+struct LayerTensors {
+    Eigen::Index layer = 0;
+    std::string q_ref, k_ref;
+    std::optional<std::string> v_ref;      // when values were given and the layer has them
+};
+// Every layer of the file of `q_ref` that has queries and keys named like these (and values, when given),
+// in layer order; empty when the names carry no layer number or the file has fewer than two such layers.
+// Reads headers only.
+std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::string& k_ref,
+                                        const std::optional<std::string>& v_ref);
 
 }  // namespace attnscope::analysis

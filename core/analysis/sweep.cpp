@@ -363,31 +363,6 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
     return records;
 }
 
-namespace {
-
-// "/layers/3/q" -> ("/layers/", "/q", 3): the last path component made of digits only.
-bool split_numeric_component(const std::string& name, std::string& before, std::string& after, Index& value)
-{
-    std::size_t end = name.size();
-    while (end > 0) {
-        const std::size_t slash = name.rfind('/', end - 1);
-        const std::size_t begin = slash == std::string::npos ? 0 : slash + 1;
-        const std::string part = name.substr(begin, end - begin);
-        if (!part.empty() && part.size() < 10 && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-            before = name.substr(0, begin);
-            after = name.substr(end);
-            value = std::stol(part);
-            return true;
-        }
-        if (slash == std::string::npos || slash == 0)
-            return false;
-        end = slash;
-    }
-    return false;
-}
-
-}  // namespace
-
 SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOptions& options,
                         const MetricOptions& metrics)
 {
@@ -407,34 +382,13 @@ SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOp
         return spec;
     }
     // Per-layer datasets: the same name with another number in the same place, for queries and keys.
-    const io::TensorRef kref = io::parse_tensor_ref(source.k_ref);
-    std::string qb, qa, kb, ka;
-    Index qv = 0, kv = 0;
-    const std::string qname = file->find(ref.name).name;
-    if (kref.file != ref.file || !split_numeric_component(qname, qb, qa, qv))
-        return spec;
-    const std::string kname = file->find(kref.name).name;
-    if (!split_numeric_component(kname, kb, ka, kv) || kb != qb || kv != qv)
-        return spec;
-    std::map<Index, std::pair<std::string, std::string>> layers;
-    for (const auto& t : file->tensors()) {
-        std::string b, a;
-        Index v = 0;
-        if (!split_numeric_component(t.name, b, a, v) || b != qb || a != qa)
-            continue;
-        const std::string k = kb + std::to_string(v) + ka;
-        bool has_k = false;
-        for (const auto& u : file->tensors())
-            has_k = has_k || u.name == k;
-        if (has_k)
-            layers[v] = {t.name, k};
-    }
+    const std::vector<LayerTensors> layers = layer_tensors(source.q_ref, source.k_ref, std::nullopt);
     if (layers.size() < 2)
         return spec;
     spec.inputs.clear();
-    for (const auto& [layer, names] : layers) {
-        spec.inputs.push_back({ref.file + ":" + names.first, ref.file + ":" + names.second, std::nullopt, source.selection});
-        spec.input_layers.push_back(layer);
+    for (const LayerTensors& l : layers) {
+        spec.inputs.push_back({l.q_ref, l.k_ref, std::nullopt, source.selection});
+        spec.input_layers.push_back(l.layer);
     }
     return spec;
 }
