@@ -73,9 +73,16 @@ void MainWindow::onSelectionChanged()
 
 void MainWindow::scheduleCompute()
 {
-    if (m_applyingSession)
+    if (m_applyingSession || !m_autoCompute)
         return;
     m_debounce.start();
+}
+
+void MainWindow::setAutoCompute(bool on)
+{
+    m_autoCompute = on;
+    if (!on)
+        m_debounce.stop();
 }
 
 bool MainWindow::isComputing() const
