@@ -23,6 +23,15 @@ bool is_subcommand(const char* word)
     return std::any_of(std::begin(kSubcommands), std::end(kSubcommands), [&](const char* s) { return std::strcmp(s, word) == 0; });
 }
 
+// The desktop app's own flags (app/gui.cpp, docs/cli.md "Desktop app from the command line"), also as --flag=value.
+bool is_gui_flag(const std::string& arg)
+{
+    for (const char* flag : {"--session", "--screenshot", "--save-session", "--view"})
+        if (arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0)
+            return true;
+    return false;
+}
+
 }  // namespace
 
 bool wants_cli(int argc, char** argv)
@@ -32,9 +41,11 @@ bool wants_cli(int argc, char** argv)
     const std::string first = argv[1];
     if (is_subcommand(argv[1]))
         return true;
-    // Flags the GUI understands are routed there; every other flag is the command line's.
-    if (first == "--session" || first == "--screenshot")
-        return false;
+    // Without a subcommand, the desktop app's flags anywhere route there (`attnscope FILE --screenshot OUT.png`,
+    // and a missing FILE is then reported by the app); every other flag is the command line's.
+    for (int i = 1; i < argc; ++i)
+        if (is_gui_flag(argv[i]))
+            return false;
     if (!first.empty() && first[0] == '-')
         return true;
     // A word that is not a file is a mistyped subcommand: let the parser say so.

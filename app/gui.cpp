@@ -1,11 +1,20 @@
-// The desktop entry: a Qt application around attnscope::widgets::MainWindow.
+// The desktop entry: a Qt application around attnscope::widgets::MainWindow, and its scripted runs
+// (docs/cli.md "Desktop app from the command line", docs/gui.md "Sessions").
 //
-//   attnscope [FILE...]                                   opens the files (data or .attnscope sessions)
-//   attnscope --session S.attnscope [--screenshot OUT.png] opens a session; with --screenshot waits for
-//       every computation, writes a grab of the main window to OUT.png and exits (0; 2 with an `error:` line).
+//   attnscope [FILE...] [--view NAME]                     opens the files (data or .attnscope sessions)
+//   attnscope --session S.attnscope [FILE...] [--view NAME]
+//   attnscope (FILE... | --session S.attnscope) --screenshot OUT.png [--view NAME]
+//       waits for every computation, writes a grab of the main window to OUT.png and exits
+//   attnscope FILE... --save-session OUT.attnscope [--view NAME]
+//       writes the session the window shows on opening FILE... (their attributes applied by the window's
+//       own rule) without computing anything, and exits
+// The scripted runs need no display (they switch to Qt's offscreen platform), exit 0, or 2 with one
+// `error:` line and no output file.
 #include <QApplication>
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonObject>
 #include <QPixmap>
 #include <QSaveFile>
 #include <QStringList>
@@ -16,17 +25,34 @@
 #include <cstring>
 #include <string>
 
+#include "analysis/explore.h"
+#include "attention/options.h"
+#include "data_browser.h"
+#include "figure.h"
 #include "main_window.h"
+#include "session.h"
 
 namespace attnscope::app {
 
 namespace {
 
+// --screenshot waits this long for the computation (and a session's sweeps): N = 8192 takes minutes on a
+// busy 2-core machine (docs/gui.md "Large N"), as long as `attnscope figure --session` waits.
+constexpr int kScreenshotTimeoutMinutes = 60;
+
+enum class Mode { window, screenshot, saveSession };
+
 struct GuiArgs {
-    std::string session, screenshot;
+    std::string session, screenshot, saveSession, view;
     QStringList files;
     std::string error;
+    Mode mode() const
+    {
+        return !screenshot.empty() ? Mode::screenshot : !saveSession.empty() ? Mode::saveSession : Mode::window;
+    }
 };
+
+bool isSessionFile(const QString& path) { return path.endsWith(QLatin1String(".attnscope"), Qt::CaseInsensitive); }
 
 GuiArgs parse_args(int argc, char** argv)
 {
@@ -43,23 +69,57 @@ GuiArgs parse_args(int argc, char** argv)
             }
             return argv[++i];
         };
-        if (arg == "--session" || arg.rfind("--session=", 0) == 0)
+        auto is = [&](const char* name) { return arg == name || arg.rfind(std::string(name) + "=", 0) == 0; };
+        if (is("--session"))
             a.session = value("--session");
-        else if (arg == "--screenshot" || arg.rfind("--screenshot=", 0) == 0)
+        else if (is("--screenshot"))
             a.screenshot = value("--screenshot");
+        else if (is("--save-session"))
+            a.saveSession = value("--save-session");
+        else if (is("--view"))
+            a.view = value("--view");
         else if (!arg.empty() && arg[0] == '-')
-            a.error = "unknown option " + arg + " for the desktop app (--session S.attnscope [--screenshot OUT.png], or file names)";
+            a.error = "unknown option " + arg +
+                      " for the desktop app (FILE..., --session S.attnscope, --screenshot OUT.png, --save-session OUT.attnscope, "
+                      "--view NAME; headless subcommands: attnscope --help)";
         else
             a.files << QString::fromLocal8Bit(argv[i]);
         if (!a.error.empty())
-            break;
+            return a;
     }
-    if (a.error.empty() && !a.screenshot.empty() && a.session.empty())
-        a.error = "--screenshot needs --session S.attnscope";
+    if (!a.view.empty() && !is_explore_view(a.view))
+        a.error = "--view " + a.view + " is not one of " + figure_explore_view_names();
+    else if (!a.screenshot.empty() && !a.saveSession.empty())
+        a.error = "--screenshot and --save-session are separate runs: give one of them";
+    else if (!a.screenshot.empty() && a.session.empty() && a.files.isEmpty())
+        a.error = "--screenshot needs data files or --session S.attnscope";
+    else if (!a.saveSession.empty()) {
+        if (!a.session.empty())
+            a.error = "--save-session writes the session of data files; --session " + a.session + " is one already";
+        else if (a.files.isEmpty())
+            a.error = "--save-session needs data files: attnscope FILE... --save-session OUT.attnscope";
+        else if (!isSessionFile(QString::fromStdString(a.saveSession)))
+            a.error = "--save-session " + a.saveSession + ": name a .attnscope file (the app opens sessions by that extension)";
+        for (const QString& f : a.files)
+            if (a.error.empty() && isSessionFile(f))
+                a.error = "--save-session takes data files; " + f.toStdString() + " is a session already";
+    }
+    // A scripted run given one session among its files loads it as --session (the window would too).
+    if (a.error.empty() && a.mode() == Mode::screenshot && a.session.empty()) {
+        for (const QString& f : a.files)
+            if (isSessionFile(f)) {
+                if (!a.session.empty()) {
+                    a.error = "--screenshot grabs one session, not " + a.session + " and " + f.toStdString();
+                    break;
+                }
+                a.session = f.toStdString();
+            }
+        a.files.removeIf(isSessionFile);
+    }
     return a;
 }
 
-// Screenshot mode promises one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
+// Scripted runs promise one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
 // propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
 void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
 {
@@ -67,56 +127,118 @@ void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& mes
         std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
 }
 
-int fail(const std::string& message)
+int fail(const QString& message)
 {
-    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fprintf(stderr, "error: %s\n", message.toLocal8Bit().constData());
     return 2;
 }
 
-}  // namespace
-
-int run_gui(int argc, char** argv)
+// A session whose data file does not exist: which one and, when the session says how to make it (its
+// "data_note", e.g. docs/screenshot-n8192.attnscope's generated data), how. Empty when every file exists
+// or the session cannot be read (loading it then says why).
+QString missingSessionData(const QString& session)
 {
-    const GuiArgs args = parse_args(argc, argv);
-    if (!args.error.empty())
-        return fail(args.error);
-    const bool headless = !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM");
-    if (headless) {
-        if (args.screenshot.empty()) {
-            // Without a display Qt would abort with a cryptic xcb message; say what to do instead.
-            std::fprintf(stderr, "error: no display for the desktop app (DISPLAY is not set); run headless with a "
-                                 "subcommand: info, analyze, matrix, synth (attnscope --help)\n");
-            return 2;
-        }
-        ::setenv("QT_QPA_PLATFORM", "offscreen", 1);   // a screenshot needs no display
+    const auto doc = widgets::readSessionFile(session, nullptr);
+    if (!doc)
+        return {};
+    QStringList stored;
+    for (const auto& f : doc->value(QStringLiteral("files")).toArray())
+        stored << f.toString();
+    for (const auto& t : doc->value(QStringLiteral("tensors")).toObject())
+        stored << t.toObject().value(QStringLiteral("file")).toString();
+    for (const QString& s : stored) {
+        const QString path = widgets::sessionResolvedPath(session, s);
+        if (path.isEmpty() || QFileInfo::exists(path))
+            continue;
+        const QString note = doc->value(QStringLiteral("data_note")).toString();
+        return QStringLiteral("session %1: its data file %2 does not exist%3")
+            .arg(session, path, note.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(note));
     }
-    if (!args.screenshot.empty() && !std::getenv("ATTNSCOPE_QT_MESSAGES"))
-        qInstallMessageHandler(quiet_handler);
-    QApplication qapp(argc, argv);
-    QApplication::setApplicationName(QStringLiteral("AttnScope"));
-    QApplication::setOrganizationName(QStringLiteral("AttnScope"));
-    QApplication::setApplicationVersion(QStringLiteral(ATTNSCOPE_VERSION));
+    return {};
+}
 
-    widgets::MainWindow window;
-    if (args.screenshot.empty()) {
-        window.show();
-        if (!args.session.empty()) {
-            QString error;
-            if (!window.loadSession(QString::fromStdString(args.session), &error))
-                std::fprintf(stderr, "error: %s\n", error.toStdString().c_str());
+// Opens the data files (headers only) the way the window does; false and the first file's error.
+bool openDataFiles(widgets::MainWindow& window, const QStringList& files, QString* error)
+{
+    for (const QString& f : files) {
+        QString why;
+        if (!window.dataBrowser()->openFile(f, &why)) {
+            *error = QStringLiteral("cannot open %1: %2").arg(f, why);
+            return false;
         }
-        window.openFiles(args.files);
-        return QApplication::exec();
     }
+    window.openFiles(files);   // assigns queries, keys and values from the names, applies the file's attributes
+    if (!window.dataBrowser()->assigned(widgets::TensorRole::queries) || !window.dataBrowser()->assigned(widgets::TensorRole::keys)) {
+        *error = QStringLiteral("no queries and keys recognised from the tensor names in %1 (q/k, query/key, *_q, q_proj ..., "
+                                "docs/gui.md); assign them in the app and save a session")
+                     .arg(files.join(QStringLiteral(", ")));
+        return false;
+    }
+    return true;
+}
 
-    // Screenshot mode: no dialogs; wait for the last computation, grab, exit.
-    window.setInteractive(false);
+// The failure of a computation whose result is there: a mechanism the core could not compute, by name.
+QString mechanismErrors(const analysis::ExploreResult& result)
+{
+    QStringList problems;
+    for (const auto& o : result.outcomes)
+        if (!o.error.empty())
+            problems << QStringLiteral("%1: %2").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)),
+                                                     QString::fromStdString(o.error));
+    return problems.join(QStringLiteral("; "));
+}
+
+int runWindow(widgets::MainWindow& window, const GuiArgs& args)
+{
     window.show();
+    if (!args.session.empty()) {
+        const QString session = QString::fromStdString(args.session);
+        QString error = missingSessionData(session);
+        if (!window.loadSession(session, error.isEmpty() ? &error : nullptr))
+            std::fprintf(stderr, "error: %s\n", error.toLocal8Bit().constData());
+    }
+    window.openFiles(args.files);
+    if (!args.view.empty())
+        window.setCurrentView(QString::fromStdString(args.view));
+    return QApplication::exec();
+}
+
+// The session the window shows on opening the files, written without computing it.
+int runSaveSession(widgets::MainWindow& window, const GuiArgs& args)
+{
+    window.setAutoCompute(false);
     QString error;
-    if (!window.loadSession(QString::fromStdString(args.session), &error))
-        return fail(error.toStdString());
-    if (!args.files.isEmpty())
-        window.openFiles(args.files);
+    if (!openDataFiles(window, args.files, &error))
+        return fail(error);
+    if (!args.view.empty())
+        window.setCurrentView(QString::fromStdString(args.view));
+    const QString out = QString::fromStdString(args.saveSession);
+    if (!window.saveSession(out, &error))
+        return fail(error);
+    std::fprintf(stderr, "wrote %s\n", out.toLocal8Bit().constData());
+    return 0;
+}
+
+// Waits for the last computation (and a session's sweeps), grabs the window, exits.
+int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
+{
+    window.show();
+    const QString session = QString::fromStdString(args.session);
+    const QString what = session.isEmpty() ? args.files.join(QStringLiteral(", ")) : QStringLiteral("session %1").arg(session);
+    QString error;
+    if (!session.isEmpty()) {
+        if (const QString missing = missingSessionData(session); !missing.isEmpty())
+            return fail(missing);
+        if (!window.loadSession(session, &error))
+            return fail(error);
+        if (!args.files.isEmpty())
+            window.openFiles(args.files);
+    } else if (!openDataFiles(window, args.files, &error)) {
+        return fail(error);
+    }
+    if (!args.view.empty())
+        window.setCurrentView(QString::fromStdString(args.view));
+
     const QString out = QString::fromStdString(args.screenshot);
     int status = -1;
     auto finish = [&](int code, const QString& message) {
@@ -124,7 +246,7 @@ int run_gui(int argc, char** argv)
             return;
         status = code;
         if (code != 0)
-            std::fprintf(stderr, "error: %s\n", message.toStdString().c_str());
+            fail(message);
         QApplication::exit(code);
     };
     auto grab = [&] {
@@ -132,6 +254,10 @@ int run_gui(int argc, char** argv)
         QTimer::singleShot(300, &window, [&] {
             if (window.isComputing() || window.isSweeping())
                 return;   // a later computation or sweep will call back
+            if (const QString problems = mechanismErrors(*window.result()); !problems.isEmpty()) {
+                finish(2, QStringLiteral("%1: %2").arg(what, problems));
+                return;
+            }
             const QImage image = window.grab().toImage();
             QSaveFile file(out);
             if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())
@@ -143,7 +269,7 @@ int run_gui(int argc, char** argv)
     // A session's sweeps (curves, overview) rerun too: the grab waits for them.
     QObject::connect(&window, &widgets::MainWindow::sweepFinished, &window, [&](const QString&, bool ok, const QString& message) {
         if (!ok)
-            finish(2, QStringLiteral("session %1: %2").arg(QString::fromStdString(args.session), message));
+            finish(2, QStringLiteral("%1: %2").arg(what, message));
         else if (!window.isComputing() && !window.isSweeping() && window.result())
             grab();
     });
@@ -151,19 +277,53 @@ int run_gui(int argc, char** argv)
         if (window.isComputing())
             return;
         if (!ok)
-            finish(2, QStringLiteral("session %1: %2").arg(QString::fromStdString(args.session), message));
+            finish(2, QStringLiteral("%1: %2").arg(what, message));
         else
             grab();
     });
-    QTimer::singleShot(10 * 60 * 1000, &window, [&] { finish(2, QStringLiteral("timed out waiting for the computation")); });
+    QTimer::singleShot(kScreenshotTimeoutMinutes * 60 * 1000, &window, [&] {
+        finish(2, QStringLiteral("%1: timed out after %2 minutes waiting for the computation").arg(what).arg(kScreenshotTimeoutMinutes));
+    });
     if (!window.isComputing()) {
         if (window.result())
             grab();
         else
-            finish(2, window.lastError().isEmpty() ? QStringLiteral("nothing to compute in the session") : window.lastError());
+            finish(2, QStringLiteral("%1: %2").arg(what, window.lastError().isEmpty() ? QStringLiteral("nothing to compute") : window.lastError()));
     }
-    const int code = status >= 0 ? status : QApplication::exec();
-    return code;
+    return status >= 0 ? status : QApplication::exec();
+}
+
+}  // namespace
+
+int run_gui(int argc, char** argv)
+{
+    const GuiArgs args = parse_args(argc, argv);
+    if (!args.error.empty())
+        return fail(QString::fromStdString(args.error));
+    const Mode mode = args.mode();
+    const bool headless = !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM");
+    if (headless) {
+        if (mode == Mode::window) {
+            // Without a display Qt would abort with a cryptic xcb message; say what to do instead.
+            std::fprintf(stderr, "error: no display for the desktop app (DISPLAY is not set); run headless with a "
+                                 "subcommand: info, analyze, matrix, synth (attnscope --help), or with --screenshot or "
+                                 "--save-session\n");
+            return 2;
+        }
+        ::setenv("QT_QPA_PLATFORM", "offscreen", 1);   // a scripted run needs no display
+    }
+    if (mode != Mode::window && !std::getenv("ATTNSCOPE_QT_MESSAGES"))
+        qInstallMessageHandler(quiet_handler);
+    QApplication qapp(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("AttnScope"));
+    QApplication::setOrganizationName(QStringLiteral("AttnScope"));
+    QApplication::setApplicationVersion(QStringLiteral(ATTNSCOPE_VERSION));
+
+    widgets::MainWindow window;
+    if (mode == Mode::window)
+        return runWindow(window, args);
+    window.setInteractive(false);   // no dialogs
+    return mode == Mode::saveSession ? runSaveSession(window, args) : runScreenshot(window, args);
 }
 
 }  // namespace attnscope::app

@@ -71,6 +71,11 @@ public:
     // (a computation above the memory limit runs when it fits in physical memory).
     void setInteractive(bool interactive) { m_interactive = interactive; }
 
+    // False: a change of data, selection or options no longer schedules a computation (one already
+    // scheduled is dropped); computeNow() and loading a session still compute. `attnscope FILE...
+    // --save-session` records what opening the files shows without computing it (docs/cli.md).
+    void setAutoCompute(bool on);
+
     // Computation state.
     bool isComputing() const;                     // a change waits for the debounce or a job runs
     void computeNow();                            // starts the pending computation without the debounce
@@ -213,6 +218,7 @@ private:
     bool m_resultCurrent = false;                 // m_result answers the current inputs
     int m_query = -1;
     bool m_interactive = true;
+    bool m_autoCompute = true;
     bool m_applyingSession = false;
 
     DataBrowser* m_browser = nullptr;

@@ -136,7 +136,7 @@ void MainWindow::onSelectionChanged()
 
 void MainWindow::scheduleCompute()
 {
-    if (m_applyingSession)
+    if (m_applyingSession || !m_autoCompute)
         return;
     markOutOfDate(tr("Out of date: recomputing for the changed inputs or options\u2026"));
     m_debounce.start();
@@ -165,6 +165,13 @@ void MainWindow::clearResult(const QString& why)
         v->setNotice(ResultView::Freshness::notComputed, tr("Not computed: %1").arg(why));
     }
     m_info->clear();
+}
+
+void MainWindow::setAutoCompute(bool on)
+{
+    m_autoCompute = on;
+    if (!on)
+        m_debounce.stop();
 }
 
 bool MainWindow::isComputing() const
