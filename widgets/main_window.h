@@ -181,6 +181,10 @@ private:
     void updateSweepStatus();
     void resetSweeps();
     bool currentSource(analysis::TensorSource& source, QString* error) const;
+    void showSweepRuns(SweepSlot& s);                       // the slot's tab: created when needed, given its runs
+    void clearSweepError();                                 // hides a failed sweep's message
+    QJsonObject sweepsState() const;                        // finished runs for the session ("sweeps")
+    QString restoreSweeps(const QJsonObject& session);      // a session's runs (or a note); returns a message for the bar
 
     std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;
