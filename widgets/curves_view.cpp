@@ -688,6 +688,39 @@ private:
             g->setScatterStyle(QCPScatterStyle(markerOf(c.mechanism), color, c.mechanism == Mechanism::softmax ? Qt::white : color,
                                                c.mechanism == Mechanism::mhla ? 8 : 7));
             g->setName(curveName(c));
+            if (m_drawn.size() < 2)
+                g->addToLegend(legend);
+        }
+        if (m_drawn.size() > 1)
+            addRunLegend(legend);
+    }
+
+    // Several runs: the legend lists the mechanisms (colour and marker) and then the runs (line style), not
+    // every combination. Its entries are graphs without data.
+    void addRunLegend(QCPLegend* legend)
+    {
+        auto* x = m_rect->axis(QCPAxis::atBottom);
+        auto* y = m_rect->axis(QCPAxis::atLeft);
+        std::vector<Mechanism> mechanisms;
+        for (const Curve& c : m_curves)
+            if (std::find(mechanisms.begin(), mechanisms.end(), c.mechanism) == mechanisms.end())
+                mechanisms.push_back(c.mechanism);
+        for (Mechanism m : mechanisms) {
+            auto* g = m_plot->addGraph(x, y);
+            QPen pen = mechanismPen(m, 1.0);
+            pen.setWidthF(1.7);
+            g->setPen(pen);
+            const QColor color = mechanismColor(m);
+            g->setScatterStyle(QCPScatterStyle(markerOf(m), color, m == Mechanism::softmax ? Qt::white : color, 7));
+            g->setName(mechanismLabel(m));
+            g->setSelectable(QCP::stNone);
+            g->addToLegend(legend);
+        }
+        for (std::size_t i = 0; i < m_drawn.size(); ++i) {
+            auto* g = m_plot->addGraph(x, y);
+            g->setPen(QPen(QColor(60, 60, 60), 1.5, runStyle(static_cast<int>(i))));
+            g->setName(m_drawn[i]->name.isEmpty() ? tr("run %1").arg(i + 1) : m_drawn[i]->name);
+            g->setSelectable(QCP::stNone);
             g->addToLegend(legend);
         }
     }

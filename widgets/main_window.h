@@ -94,7 +94,7 @@ public:
     // Sweeps (Analysis menu): each runs in the background on its own JobRunner (progress and Cancel in
     // the status bar) and opens its tab when done: "curves" (Sweep..., on the current data or synthetic
     // data) and "overview" (Model Overview: every layer x head of the current Q/K). Sessions store the
-    // sweep parameters and the views' states; loading a session reruns the sweeps.
+    // finished sweeps with their records and the views' states; loading a session never runs a sweep.
     void runSweep(const SweepParams& params);
     void runOverview();
     bool isSweeping() const;

@@ -218,6 +218,7 @@ void SweepDialog::build(const SweepParams& initial)
     m_problem = problemLabel(this, QStringLiteral("#a00000"));
     m_problem->setObjectName(QStringLiteral("problem"));
     outer->addWidget(m_problem);
+    outer->addStretch(1);   // room left by a hint or problem that goes stays below the boxes
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     m_run = buttons->button(QDialogButtonBox::Ok);
@@ -290,7 +291,9 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     auto* valuesRow = new QHBoxLayout;
     valuesRow->addWidget(m_values, 1);
     valuesRow->addWidget(m_propose);
-    wf->addRow(tr("Va&lues"), valuesRow);
+    auto* valuesLabel = new QLabel(tr("Va&lues"), sweep);
+    valuesLabel->setBuddy(m_values);
+    wf->addRow(valuesLabel, valuesRow);
     m_hint = new QLabel(sweep);
     m_hint->setObjectName(QStringLiteral("hint"));
     m_hint->setWordWrap(true);
@@ -302,7 +305,9 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
     m_draws = spinBox(sweep, 1, 1000, initial.draws);
     m_seed = spinBox(sweep, 0, 1 << 30, static_cast<int>(initial.seed));
-    wf->addRow(tr("&Subsample"), labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
+    auto* subsampleLabel = new QLabel(tr("&Subsample"), sweep);
+    subsampleLabel->setBuddy(m_subsample);
+    wf->addRow(subsampleLabel, labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
     m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);
@@ -420,7 +425,7 @@ QString SweepDialog::validate()
                 else if (choice.tokens > 0)
                     hint = tr("M from 1 to %1 tokens; equal blocks: %2 ...").arg(choice.tokens).arg(list(choice.proposed));
             } else if (p.synthetic) {
-                hint = tr("Synthetic data: any N (each needs N\u00b2 doubles for softmax)");
+                hint = tr("Synthetic data: any N, e.g. %1").arg(list(choice.proposed));
             } else if (p.subsample == QLatin1String("crop")) {
                 hint = choice.valid.empty() ? QString()
                                             : tr("Centred crops of the %1 grid that hold whole blocks: N = %2").arg(grid, list(choice.valid));
