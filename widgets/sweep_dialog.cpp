@@ -195,7 +195,7 @@ QString sweepProblemText(const QString& coreMessage)
 }
 
 SweepDialog::SweepDialog(const SweepParams& initial, SweepDataContext data, QWidget* parent)
-    : QDialog(parent), m_data(std::move(data)), m_haveSource(m_data.haveData)
+    : QDialog(parent), m_data(std::move(data))
 {
     build(initial);
     fitToData(true);

@@ -101,7 +101,6 @@ private:
     analysis::SweepSpec specOf(const SweepParams& p, bool* checkable) const;
 
     SweepDataContext m_data;
-    bool m_haveSource = false;                 // a source to check against (else: checks that need no data)
     QRadioButton* m_current = nullptr;
     QRadioButton* m_synth = nullptr;
     QComboBox* m_kind = nullptr;
