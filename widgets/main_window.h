@@ -108,7 +108,7 @@ public:
     // Sweeps (Analysis menu): each runs in the background on its own JobRunner (progress and Cancel in
     // the status bar) and opens its tab when done: "curves" (Sweep..., on the current data or synthetic
     // data) and "overview" (Model Overview: every layer x head of the current Q/K). Sessions store the
-    // sweep parameters and the views' states; loading a session reruns the sweeps.
+    // finished sweeps with their records and the views' states; loading a session never runs a sweep.
     void runSweep(const SweepParams& params);
     void runOverview();
     bool isSweeping() const;
@@ -201,6 +201,10 @@ private:
     void updateSweepStatus();
     void resetSweeps();
     bool currentSource(analysis::TensorSource& source, QString* error) const;
+    void showSweepRuns(SweepSlot& s);                       // the slot's tab: created when needed, given its runs
+    void clearSweepError();                                 // hides a failed sweep's message
+    QJsonObject sweepsState() const;                        // finished runs for the session ("sweeps")
+    QString restoreSweeps(const QJsonObject& session);      // a session's runs (or a note); returns a message for the bar
 
     std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;

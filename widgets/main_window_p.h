@@ -9,6 +9,7 @@
 #include "analysis/explore.h"
 #include "analysis/job.h"
 #include "analysis/sweep.h"
+#include "curves.h"
 #include "gui_job.h"
 #include "main_window.h"
 
@@ -17,20 +18,20 @@ namespace attnscope::widgets {
 using ExploreResultPtr = std::shared_ptr<const analysis::ExploreResult>;
 using SweepResultPtr = std::shared_ptr<const analysis::SweepResult>;
 
-// One kind of sweep ("curves" or "overview"): its own job (queue depth one), its last result and the tab
-// that shows it (created when the first result arrives).
+// One kind of sweep ("curves" or "overview"): its own job (queue depth one), its finished runs and the tab
+// that shows them (created when the first run finishes, or by a session).
 struct MainWindow::SweepSlot {
     QString name;
     GuiJob<SweepResultPtr> job;
     double fraction = 0;
     QString stage;
-    SweepResultPtr result;
+    bool cancelling = false;                   // Cancel was asked for and the job has not ended yet
+    QList<CurveSet> runs;                      // finished runs, oldest first (the overview keeps its last only)
+    SweepResultPtr result;                     // the last finished run
     SweepView* view = nullptr;
-    std::optional<QJsonObject> pendingState;   // a session's view state, applied with the first result
-    bool requested = false;                    // run since the last reset (recorded in sessions)
-    bool activate = true;                      // show the tab when done (not for a session's reruns)
+    std::optional<QJsonObject> pendingState;   // a session's view state, applied when the tab is made
+    QString note;                              // what the tab says while it has no run (a session's old sweep)
 };
-
 // Reads the mixing matrix the mechanism panel names (FILE[:DATASET]; empty: none) into `options`. Called at
 // the start of a job, so that reading the file runs on the worker thread and reports progress.
 void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions& options, const analysis::JobContext& ctx);

@@ -1,7 +1,9 @@
 // MainWindow, sessions: choosing a session file, the session document of the window's state, and applying
-// one (files, Q/K/V, selection, options, views, sweeps). The file format is session.h's.
+// one (files, Q/K/V, selection, options, views, finished sweeps with their records). The file format is
+// session.h's.
 #include <QFileDialog>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QStatusBar>
 #include <QTabWidget>
 
@@ -79,12 +81,89 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
             views[slot->name] = *slot->pendingState;
     }
     s[QStringLiteral("views")] = views;
-    // Sweeps are stored as their parameters (the results are recomputed when the session is opened).
-    if (m_curvesSlot->requested)
-        s[QStringLiteral("sweep")] = m_sweepParams->toJson();
-    if (m_overviewSlot->requested)
-        s[QStringLiteral("overview")] = true;
+    // Finished sweeps with their records: a session shows them as they were and never starts a sweep.
+    // The dialog's last parameters only fill the dialog again.
+    const QJsonObject sweeps = sweepsState();
+    if (!sweeps.isEmpty())
+        s[QStringLiteral("sweeps")] = sweeps;
+    if (m_sweepParams->toJson() != SweepParams().toJson())
+        s[QStringLiteral("sweep_dialog")] = m_sweepParams->toJson();
     return s;
+}
+
+namespace {
+
+QJsonObject toQt(const nlohmann::ordered_json& j)
+{
+    return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
+}
+
+}  // namespace
+
+QJsonObject MainWindow::sweepsState() const
+{
+    QJsonObject out;
+    QJsonArray curves;
+    for (const CurveSet& run : m_curvesSlot->runs)
+        curves.append(QJsonObject{{QStringLiteral("name"), run.name}, {QStringLiteral("result"), toQt(analysis::sweep_result_json(*run.sweep))}});
+    if (!curves.isEmpty())
+        out[QStringLiteral("curves")] = curves;
+    if (m_overviewSlot->result)
+        out[QStringLiteral("overview")] = QJsonObject{{QStringLiteral("result"), toQt(analysis::sweep_result_json(*m_overviewSlot->result))}};
+    return out;
+}
+
+// The session's finished sweeps go back into their tabs as they were. Sessions of older versions kept a
+// sweep's parameters ("sweep", "overview": true) to rerun it when opened; such a sweep is not rerun (it may
+// never have finished): its tab says how to run it again.
+QString MainWindow::restoreSweeps(const QJsonObject& s)
+{
+    QStringList problems;
+    auto read = [&problems](const QJsonValue& v) -> SweepResultPtr {
+        try {
+            const QByteArray text = QJsonDocument(v.toObject().value(QStringLiteral("result")).toObject()).toJson(QJsonDocument::Compact);
+            return std::make_shared<const analysis::SweepResult>(analysis::sweep_result_from_json(nlohmann::json::parse(text.toStdString())));
+        } catch (const std::exception& e) {
+            problems << QString::fromStdString(e.what());
+            return nullptr;
+        }
+    };
+    const QJsonObject sweeps = s.value(QStringLiteral("sweeps")).toObject();
+    for (const QJsonValue& v : sweeps.value(QStringLiteral("curves")).toArray())
+        if (SweepResultPtr r = read(v)) {
+            const QString name = v.toObject().value(QStringLiteral("name")).toString();
+            m_curvesSlot->runs.append(CurveSet{r, name.isEmpty() ? curveSetName(*r) : name});
+            m_curvesSlot->result = r;
+        }
+    if (sweeps.contains(QStringLiteral("overview")))
+        if (SweepResultPtr r = read(sweeps.value(QStringLiteral("overview")))) {
+            m_overviewSlot->runs = {CurveSet{r, QString()}};
+            m_overviewSlot->result = r;
+        }
+    if (s.contains(QStringLiteral("sweep_dialog")))
+        *m_sweepParams = SweepParams::fromJson(s.value(QStringLiteral("sweep_dialog")).toObject());
+    QString message;
+    if (s.contains(QStringLiteral("sweep")) && m_curvesSlot->runs.isEmpty()) {
+        if (!s.contains(QStringLiteral("sweep_dialog")))
+            *m_sweepParams = SweepParams::fromJson(s.value(QStringLiteral("sweep")).toObject());
+        m_curvesSlot->note = tr("This session kept the settings of a sweep but not its curves (sessions of older versions).\n"
+                                "It was not rerun: run it again from Analysis > Sweep... (the dialog holds its settings).");
+        message = tr("The session's sweep was not rerun: run it again from Analysis > Sweep... (its settings are in the dialog).");
+    }
+    if (s.value(QStringLiteral("overview")).toBool() && m_overviewSlot->runs.isEmpty()) {
+        m_overviewSlot->note = tr("This session kept a model overview but not its values (sessions of older versions).\n"
+                                  "It was not rerun: run Analysis > Model Overview again.");
+        const QString more = tr("The model overview was not rerun: run Analysis > Model Overview again.");
+        message = message.isEmpty() ? more : message + QLatin1Char(' ') + more;
+    }
+    for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
+        if (!slot->runs.isEmpty() || !slot->note.isEmpty())
+            showSweepRuns(*slot);
+    if (!problems.isEmpty()) {
+        const QString more = tr("A stored sweep could not be read: %1").arg(problems.join(QStringLiteral("; ")));
+        message = message.isEmpty() ? more : message + QLatin1Char(' ') + more;
+    }
+    return message;
 }
 
 bool MainWindow::saveSession(const QString& path, QString* error)
@@ -161,24 +240,18 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
         if (views.contains(slot->name))
             slot->pendingState = views.value(slot->name).toObject();
-    const QString active = s.value(QStringLiteral("view")).toString(QStringLiteral("maps"));
-    setCurrentView(active);
-    m_pendingView = (active == m_curvesSlot->name || active == m_overviewSlot->name) ? active : QString();
+    const QString sweepMessage = restoreSweeps(s);
+    setCurrentView(s.value(QStringLiteral("view")).toString(QStringLiteral("maps")));
     m_query = s.value(QStringLiteral("query")).toInt(-1);
     m_applyingSession = false;
     hideMessage();
+    if (!sweepMessage.isEmpty()) {
+        showMessage(sweepMessage, false);
+        statusBar()->showMessage(sweepMessage, 10000);
+    }
     updateCentral();
     updateTitle();
     computeNow();
-    // A session's sweeps rerun in the background; only the session's active view is brought forward.
-    if (s.contains(QStringLiteral("sweep"))) {
-        runSweep(SweepParams::fromJson(s.value(QStringLiteral("sweep")).toObject()));
-        m_curvesSlot->activate = false;
-    }
-    if (s.value(QStringLiteral("overview")).toBool()) {
-        runOverview();
-        m_overviewSlot->activate = false;
-    }
     return true;
 }
 

@@ -1,10 +1,12 @@
 // MainWindow, sweeps: the two sweep slots, "curves" (Analysis > Sweep...) and "overview" (Analysis > Model
-// Overview). Each runs on its own GuiJob; its progress shares the status bar's sweep indicator, and the
-// first result creates the slot's tab.
+// Overview). Each runs on its own GuiJob; its progress shares the status bar's sweep indicator (with
+// "cancelling…" from Cancel until the job stops), and the first result creates the slot's tab. The curves
+// keep every finished run as a curve set of its own (an N sweep and an M sweep, several runs of each).
 #include <QLabel>
 #include <QProgressBar>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QToolButton>
 #include <algorithm>
 #include <stdexcept>
 
@@ -28,7 +30,10 @@ void MainWindow::setUpSweepSlot(SweepSlot& s)
     const QString view = s.name;
     const QString what = view == m_overviewSlot->name ? tr("Model overview") : tr("Sweep");
     GuiJobHandlers<SweepResultPtr> h;
-    h.ended = [this] { updateSweepStatus(); };
+    h.ended = [this, &s] {
+        s.cancelling = false;
+        updateSweepStatus();
+    };
     h.cancelled = [this, view, what] {
         statusBar()->showMessage(tr("%1 cancelled").arg(what), 5000);
         emit sweepFinished(view, false, tr("cancelled"));
@@ -40,11 +45,14 @@ void MainWindow::setUpSweepSlot(SweepSlot& s)
         emit sweepFinished(view, false, m_lastSweepError);
     };
     h.succeeded = [this, view, what](const SweepResultPtr& result) {
+        clearSweepError();
         finishSweep(view, result);
         statusBar()->showMessage(tr("%1 done: %2 analyses").arg(what).arg(qsizetype(result->records.size())), 5000);
         emit sweepFinished(view, true, QString());
     };
     h.progress = [this, &s](double fraction, const QString& stage) {
+        if (s.cancelling)
+            return;   // reports still queued from before Cancel
         s.fraction = fraction;
         s.stage = stage;
         updateSweepStatus();
@@ -70,19 +78,33 @@ bool MainWindow::isSweeping() const
     return m_curvesSlot->job.running() || m_overviewSlot->job.running();
 }
 
+// The job stops at its next check (between row tiles and SVD panels, well under a second); until it reports,
+// the status bar says "cancelling…".
 void MainWindow::cancelSweeps()
 {
-    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
+    bool any = false;
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()}) {
+        if (!s->job.running() || s->cancelling)
+            continue;
+        s->cancelling = true;
+        s->stage = tr("cancelling\u2026");
         s->job.cancel();
+        any = true;
+    }
+    if (any)
+        statusBar()->showMessage(tr("Cancelling\u2026"), 3000);
+    updateSweepStatus();
 }
 
 void MainWindow::resetSweeps()
 {
     for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()}) {
         s->job.forget();   // a late outcome of the cancelled job is dropped
+        s->cancelling = false;
+        s->runs.clear();
         s->result.reset();
         s->pendingState.reset();
-        s->requested = false;
+        s->note.clear();
         if (s->view) {
             m_tabs->removeTab(m_tabs->indexOf(s->view));
             s->view->deleteLater();
@@ -90,8 +112,15 @@ void MainWindow::resetSweeps()
         }
     }
     m_lastSweepError.clear();
-    m_pendingView.clear();
     updateSweepStatus();
+}
+
+// A failed sweep's banner goes when another sweep starts or one succeeds (an error of the computation stays).
+void MainWindow::clearSweepError()
+{
+    if (!m_lastSweepError.isEmpty() && messageText() == m_lastSweepError)
+        hideMessage();
+    m_lastSweepError.clear();
 }
 
 bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) const
@@ -115,8 +144,18 @@ bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) c
 
 void MainWindow::showSweepDialog()
 {
-    const bool haveData = m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
-    SweepDialog dialog(*m_sweepParams, haveData, this);
+    SweepDataContext data;
+    data.haveData = m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
+    if (data.haveData) {
+        analysis::TensorSource source;
+        QString why;
+        if (currentSource(source, &why))
+            data.source = source;
+        else
+            data.problem = why;
+    }
+    data.options = m_mechanism->options();
+    SweepDialog dialog(*m_sweepParams, std::move(data), this);
     if (dialog.exec() == QDialog::Accepted)
         runSweep(dialog.params());
 }
@@ -124,7 +163,6 @@ void MainWindow::showSweepDialog()
 void MainWindow::runSweep(const SweepParams& params)
 {
     *m_sweepParams = params;
-    m_curvesSlot->requested = true;
     analysis::SweepSpec spec;
     try {
         analysis::TensorSource source;
@@ -147,7 +185,6 @@ void MainWindow::runSweep(const SweepParams& params)
 
 void MainWindow::runOverview()
 {
-    m_overviewSlot->requested = true;
     analysis::TensorSource source;
     attention::AttentionOptions options;
     QString why;
@@ -181,51 +218,93 @@ void MainWindow::refuseSweep(const QString& view, const QString& error)
 void MainWindow::startSweep(const QString& view, std::function<SweepResultPtr(const analysis::JobContext&)> work)
 {
     SweepSlot& s = slot(view);
-    m_lastSweepError.clear();
-    s.activate = true;
+    clearSweepError();
+    s.cancelling = false;
     s.fraction = 0;
     s.stage = tr("starting");
     s.job.start(std::move(work));
     updateSweepStatus();
 }
 
+// A finished run: the overview shows its last, the curves add it to their runs (a run with the same name,
+// parameters and values replaces the older one: it draws the same curves).
 void MainWindow::finishSweep(const QString& view, SweepResultPtr result)
 {
     SweepSlot& s = slot(view);
-    s.result = std::move(result);
+    s.result = result;
+    if (&s == m_overviewSlot.get()) {
+        s.runs = {CurveSet{result, QString()}};
+    } else {
+        const QString base = curveSetName(*result);
+        const auto specText = [](const analysis::SweepResult& r) {
+            return analysis::sweep_result_json(analysis::SweepResult{r.spec, {}})["spec"].dump();
+        };
+        // The records without their timings.
+        const auto valuesText = [](const analysis::SweepResult& r) {
+            std::vector<analysis::SweepRecord> records = r.records;
+            for (analysis::SweepRecord& rec : records)
+                rec.seconds = 0;
+            return analysis::sweep_csv(records);
+        };
+        const std::string spec = specText(*result), values = valuesText(*result);
+        int same = -1, taken = 0;
+        for (int i = 0; i < s.runs.size(); ++i) {
+            const CurveSet& run = s.runs.at(i);
+            if (curveSetName(*run.sweep) != base)
+                continue;
+            ++taken;
+            if (specText(*run.sweep) == spec && valuesText(*run.sweep) == values)
+                same = i;
+        }
+        if (same >= 0) {
+            s.runs[same].sweep = result;
+        } else {
+            QString name = base;
+            for (int k = taken + 1; std::any_of(s.runs.begin(), s.runs.end(), [&](const CurveSet& r) { return r.name == name; }); ++k)
+                name = tr("%1 (%2)").arg(base).arg(k);
+            s.runs.append(CurveSet{result, name});
+        }
+    }
     const bool created = s.view == nullptr;
-    if (created) {
-        s.view = view == m_overviewSlot->name ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
-        m_tabs->addTab(s.view, view == m_overviewSlot->name ? tr("Overview") : tr("Curves"));
+    s.note.clear();
+    showSweepRuns(s);
+    if (created && &s == m_curvesSlot.get() && !s.pendingState)
+        s.view->setMetric(m_sweepParams->metric);
+    m_tabs->setCurrentWidget(s.view);
+    updateCentral();
+}
+
+void MainWindow::showSweepRuns(SweepSlot& s)
+{
+    if (!s.view) {
+        const bool overview = &s == m_overviewSlot.get();
+        s.view = overview ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
+        m_tabs->addTab(s.view, overview ? tr("Overview") : tr("Curves"));
         connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
     }
-    s.view->setSweep(s.result);
+    s.view->setNote(s.note);
+    s.view->setCurveSets(s.runs);
     if (s.pendingState) {
         s.view->restoreState(*s.pendingState);
         s.pendingState.reset();
-    } else if (view == m_curvesSlot->name && created) {
-        s.view->setMetric(m_sweepParams->metric);
     }
-    if (s.activate || m_pendingView == view)
-        m_tabs->setCurrentWidget(s.view);
-    if (m_pendingView == view)
-        m_pendingView.clear();
-    updateCentral();
 }
 
 void MainWindow::updateSweepStatus()
 {
     QStringList stages;
     double fraction = 1.0;
-    bool any = false;
+    bool any = false, cancelling = true;
     for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()})
         if (s->job.running()) {
             any = true;
+            cancelling = cancelling && s->cancelling;
             stages << tr("%1: %2").arg(s == m_overviewSlot.get() ? tr("overview") : tr("sweep"), s->stage);
             fraction = std::min(fraction, s->fraction);
         }
-    m_sweepStatus.stage->setText(stages.join(QStringLiteral(" · ")));
+    m_sweepStatus.stage->setText(stages.join(QStringLiteral(" \u00b7 ")));
     m_sweepStatus.progress->setValue(int(fraction * 1000));
+    m_sweepStatus.cancel->setEnabled(!cancelling);
     m_sweepStatus.setVisible(any);
 }
 

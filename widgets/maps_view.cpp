@@ -10,7 +10,9 @@
 #include <QPushButton>
 #include <QTimer>
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
@@ -83,6 +85,9 @@ public:
         if (m_haveRange) {
             s["x_range"] = rangeToJson(m_x0, m_x1);
             s["y_range"] = rangeToJson(m_y0, m_y1);
+        } else if (m_pendingRange) {
+            s["x_range"] = rangeToJson((*m_pendingRange)[0], (*m_pendingRange)[1]);
+            s["y_range"] = rangeToJson((*m_pendingRange)[2], (*m_pendingRange)[3]);
         }
         return s;
     }
@@ -101,12 +106,15 @@ public:
         }
         double x0, x1, y0, y1;
         const bool ranges = rangeFromJson(s["x_range"], x0, x1) && rangeFromJson(s["y_range"], y0, y1);
+        m_pendingRange.reset();
         rebuild();
         if (ranges && !m_maps.panels().empty()) {
             m_x0 = x0, m_x1 = x1, m_y0 = y0, m_y1 = y1;
             m_haveRange = true;
             applyRanges();
             refreshImages();
+        } else if (ranges) {
+            m_pendingRange = std::array<double, 4>{x0, x1, y0, y1};   // a session's zoom: for the result that follows
         }
     }
 
@@ -171,6 +179,11 @@ private:
     {
         m_maps.setResult(m_result);
         m_haveRange = false;
+        if (m_pendingRange && m_result) {   // restored before its result arrived (sessions)
+            m_x0 = (*m_pendingRange)[0], m_x1 = (*m_pendingRange)[1], m_y0 = (*m_pendingRange)[2], m_y1 = (*m_pendingRange)[3];
+            m_haveRange = true;
+            m_pendingRange.reset();
+        }
         if (m_query >= (m_result ? m_result->n : 0))
             m_query = -1;
         rebuild();
@@ -333,6 +346,7 @@ private:
     int m_query = -1;
     bool m_syncing = false, m_haveRange = false, m_exporting = false;
     double m_x0 = 0, m_x1 = 1, m_y0 = 0, m_y1 = 1;   // the shown region (all panels)
+    std::optional<std::array<double, 4>> m_pendingRange;   // x0, x1, y0, y1 restored while there was no result
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // OverviewView: the layers x heads grid of one model per mechanism (records of an overview sweep), coloured
 // by a metric on one shared scale, with the values written in the cells when they fit. Layer and head keep
-// the file's order (layer 0 at the top), so a row or column that collapses stands out where it is.
+// the file's order (layer 0 at the top), so a row or column that collapses stands out where it is. A click
+// on a cell emits cellActivated(layer, head).
 #include <QComboBox>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -40,7 +41,18 @@ public:
         tools->addStretch(1);
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
+        connect(m_plot, &QCustomPlot::mousePress, this, [this](QMouseEvent* e) { m_pressPos = e->pos(); });
+        connect(m_plot, &QCustomPlot::mouseRelease, this, [this](QMouseEvent* e) {
+            if ((e->pos() - m_pressPos).manhattanLength() <= 3 && e->button() == Qt::LeftButton)
+                click(e->pos());
+        });
         m_saved.addByText("colormap", m_cmapBox);
+        rebuild();
+    }
+
+    void setNote(const QString& note) override
+    {
+        m_note = note;
         rebuild();
     }
 
@@ -106,7 +118,8 @@ private:
         m_layers.clear();
         m_heads.clear();
         if (!m_sweep || m_sweep->records.empty()) {
-            showPlotMessage(m_plot, tr("No model overview yet.\nRun an overview of a file with several layers or heads to see every layer and head per mechanism."));
+            showPlotMessage(m_plot, !m_note.isEmpty() ? m_note
+                                                      : tr("No model overview yet.\nRun an overview of a file with several layers or heads to see every layer and head per mechanism."));
             return;
         }
         const QString key = metric();
@@ -290,7 +303,8 @@ private:
             }
     }
 
-    void hover(const QPoint& pos)
+    // The panel and cell (row = layer position, column = head position) under `pos`; null when none.
+    const Panel* cellAt(const QPoint& pos, std::size_t& row, std::size_t& col) const
     {
         for (const Panel& p : m_panels) {
             if (!p.rect || !p.rect->rect().contains(pos))
@@ -298,22 +312,44 @@ private:
             const auto c = std::lround(p.rect->axis(QCPAxis::atBottom)->pixelToCoord(pos.x()));
             const auto r = std::lround(p.rect->axis(QCPAxis::atLeft)->pixelToCoord(pos.y()));
             if (r < 0 || c < 0 || r >= static_cast<long>(m_layers.size()) || c >= static_cast<long>(m_heads.size()))
-                return;
-            const auto layer = m_layers[static_cast<std::size_t>(r)], head = m_heads[static_cast<std::size_t>(c)];
-            emit statusMessage(tr("%1   layer %2   head %3   %4 = %5")
-                                   .arg(mechanismLabel(p.mechanism))
-                                   .arg(layer < 0 ? QStringLiteral("\u2013") : QString::number(layer))
-                                   .arg(head < 0 ? QStringLiteral("\u2013") : QString::number(head))
-                                   .arg(sweepMetricLabel(metric()))
-                                   .arg(fmtNum(value(p, static_cast<std::size_t>(r), static_cast<std::size_t>(c)), 6)));
-            return;
+                return nullptr;
+            row = static_cast<std::size_t>(r);
+            col = static_cast<std::size_t>(c);
+            return &p;
         }
+        return nullptr;
+    }
+
+    void hover(const QPoint& pos)
+    {
+        std::size_t r = 0, c = 0;
+        const Panel* p = cellAt(pos, r, c);
+        if (!p)
+            return;
+        const auto layer = m_layers[r], head = m_heads[c];
+        emit statusMessage(tr("%1   layer %2   head %3   %4 = %5")
+                               .arg(mechanismLabel(p->mechanism))
+                               .arg(layer < 0 ? QStringLiteral("\u2013") : QString::number(layer))
+                               .arg(head < 0 ? QStringLiteral("\u2013") : QString::number(head))
+                               .arg(sweepMetricLabel(metric()))
+                               .arg(fmtNum(value(*p, r, c), 6)));
+    }
+
+    // A click on a cell names its layer and head (-1 where the records have no such axis).
+    void click(const QPoint& pos)
+    {
+        std::size_t r = 0, c = 0;
+        if (!cellAt(pos, r, c))
+            return;
+        emit cellActivated(static_cast<int>(m_layers[r]), static_cast<int>(m_heads[c]));
     }
 
     std::vector<Panel> m_panels;
     std::vector<Index> m_layers, m_heads;   // -1: the records have no such axis
     std::vector<QCPItemText*> m_labels;
     QString m_widestLabel;
+    QString m_note;   // shown instead of the usual hint while there is no sweep
+    QPoint m_pressPos;
     QComboBox* m_cmapBox;
 };
 

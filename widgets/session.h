@@ -1,7 +1,10 @@
 #pragma once
 // Session files (.attnscope): a readable, indented JSON document with everything needed to reopen an
-// analysis: files, Q/K/V references, selection, every mechanism option, active view, selected query and
-// each view's own state. The main window builds and applies the document; this file reads and writes it.
+// analysis: files, Q/K/V references, selection, every mechanism option, active view, selected query,
+// each view's own state (zoom included) and the finished sweeps with their records ("sweeps": the curves'
+// runs and the model overview, analysis::sweep_result_json each), so that reopening draws them without
+// recomputing. Opening a session never starts a sweep. The main window builds and applies the document;
+// this file reads and writes it.
 // Paths are stored relative to the session file's folder when they lie below it or beside it, so a
 // session travels with its data (docs/sessions/*.attnscope refer to ../../data/...).
 #include <QJsonObject>

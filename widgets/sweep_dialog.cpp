@@ -1,4 +1,5 @@
-// The sweep dialog, its parameters (JSON for sessions) and the core SweepSpec they make; see sweep_dialog.h.
+// The sweep dialog, its parameters (JSON for sessions), the core SweepSpec they make and the core's refusals
+// in the app's words; see sweep_dialog.h.
 #include "sweep_dialog.h"
 
 #include "analysis/synth.h"
@@ -14,6 +15,7 @@
 #include <QLineEdit>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QRegularExpression>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
@@ -146,7 +148,67 @@ analysis::SweepSpec sweepSpec(const SweepParams& p, const analysis::TensorSource
     return spec;
 }
 
-SweepDialog::SweepDialog(const SweepParams& initial, bool haveData, QWidget* parent) : QDialog(parent), m_haveData(haveData)
+QString sweepProblemText(const QString& coreMessage)
+{
+    struct Rule {
+        const char* pattern;
+        const char* replacement;
+    };
+    // Whole messages first, then pieces; anything left that looks like a flag loses its dashes.
+    static const Rule rules[] = {
+        {R"(a sweep needs either inputs \(--q/--k\) or --synth KIND)", "choose the current queries and keys or synthetic data"},
+        {R"(--vary takes n=LIST or m=LIST)", "vary N or M"},
+        {R"(--subsample crop needs grid data \(--grid [^)]*\))",
+         "centred crops need grid data: set the token grid (Selection dock) and grid blocks (Mechanisms dock)"},
+        {R"(--subsample crop needs --token-order raster)", "centred crops need the raster token order (Mechanisms dock)"},
+        {R"(--draws needs --subsample random)", "several draws need random subsets"},
+        {R"(--mechanism lists no mechanism)", "choose at least one mechanism"},
+        {R"(--d and --seeds must be at least 1)", "synthetic d and seeds must be at least 1"},
+        {R"(--vary m with --synth needs --n)", "synthetic data varied over M need a number of tokens N"},
+        {R"(--vary n with --synth needs a list of sizes, e\.g\. --vary n=)", "give a list of sizes N, e.g. "},
+        {R"(--vary m needs a list of block counts, e\.g\. --vary m=)", "give a list of block counts M, e.g. "},
+        {R"(--synth with grid blocks)", "synthetic data with grid blocks"},
+        {R"(; use --subsample crop)", "; choose the subsample \"crop\" (centred crops) for smaller N"},
+        {R"(^--subsample crop: )", ""},
+        {R"(--subsample crop)", "centred crops"},
+        {R"(--subsample random)", "random subsets"},
+        {R"(--vary n=(\d+))", "N = \\1"},
+        {R"(--vary m=(\d+))", "M = \\1"},
+        {R"(\b([NM])=(\d+))", "\\1 = \\2"},
+        {R"(the input has (\d+) tokens)", "the selection has \\1 tokens"},
+        {R"(--q )", "queries "},
+        {R"(--k )", "keys "},
+        {R"(--v )", "values "},
+        {R"(--max-memory)", "the memory limit"},
+        {R"(--at )", "index "},
+        {R"(--head )", "head "},
+        {R"(--([a-z][a-z0-9]*)-([a-z0-9-]+))", "\\1 \\2"},
+        {R"(--([a-z][a-z0-9]*))", "\\1"},
+    };
+    QString text = coreMessage;
+    for (const Rule& r : rules)
+        text.replace(QRegularExpression(QString::fromLatin1(r.pattern)), QString::fromLatin1(r.replacement));
+    text.replace(QLatin1String("--"), QString());
+    if (!text.isEmpty())
+        text[0] = text[0].toUpper();
+    return text;
+}
+
+SweepDialog::SweepDialog(const SweepParams& initial, SweepDataContext data, QWidget* parent)
+    : QDialog(parent), m_data(std::move(data))
+{
+    build(initial);
+    fitToData(true);
+}
+
+SweepDialog::SweepDialog(const SweepParams& initial, bool haveData, QWidget* parent) : QDialog(parent)
+{
+    m_data.haveData = haveData;
+    build(initial);
+    validate();
+}
+
+void SweepDialog::build(const SweepParams& initial)
 {
     setWindowTitle(tr("Sweep: rank and entropy against N or M"));
     auto* outer = new QVBoxLayout(this);
@@ -154,26 +216,43 @@ SweepDialog::SweepDialog(const SweepParams& initial, bool haveData, QWidget* par
     outer->addWidget(buildSweepBox(initial));
 
     m_problem = problemLabel(this, QStringLiteral("#a00000"));
+    m_problem->setObjectName(QStringLiteral("problem"));
     outer->addWidget(m_problem);
+    outer->addStretch(1);   // room left by a hint or problem that goes stays below the boxes
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
-    buttons->button(QDialogButtonBox::Ok)->setText(tr("Run"));
+    m_run = buttons->button(QDialogButtonBox::Ok);
+    m_run->setText(tr("Run"));
     connect(buttons, &QDialogButtonBox::accepted, this, &SweepDialog::checkAndAccept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     outer->addWidget(buttons);
 
-    if (!haveData) {
+    if (!m_data.haveData) {
         m_current->setEnabled(false);
         m_current->setToolTip(tr("Open data and assign queries and keys first"));
     }
-    (initial.synthetic || !haveData ? m_synth : m_current)->setChecked(true);
+    (initial.synthetic || !m_data.haveData ? m_synth : m_current)->setChecked(true);
+
+    m_check.setSingleShot(true);
+    m_check.setInterval(150);
+    connect(&m_check, &QTimer::timeout, this, [this] { validate(); });
+    auto later = [this] { m_check.start(); };
     for (QRadioButton* r : {m_current, m_synth})
-        connect(r, &QRadioButton::toggled, this, &SweepDialog::updateEnabled);
-    connect(m_vary, &QComboBox::currentIndexChanged, this, &SweepDialog::updateEnabled);
-    connect(m_subsample, &QComboBox::currentIndexChanged, this, &SweepDialog::updateEnabled);
+        connect(r, &QRadioButton::toggled, this, [this](bool on) {
+            if (on)
+                kindChanged();
+        });
+    connect(m_vary, &QComboBox::currentIndexChanged, this, &SweepDialog::kindChanged);
+    connect(m_subsample, &QComboBox::currentIndexChanged, this, &SweepDialog::kindChanged);
+    connect(m_values, &QLineEdit::textEdited, this, later);
+    for (QSpinBox* box : {m_d, m_seeds, m_n, m_blocks, m_draws, m_seed})
+        connect(box, &QSpinBox::valueChanged, this, later);
+    connect(m_kind, &QComboBox::currentIndexChanged, this, later);
+    connect(m_heads, &QComboBox::currentIndexChanged, this, later);
+    for (QCheckBox* box : m_mech)
+        connect(box, &QCheckBox::toggled, this, later);
     updateEnabled();
 }
-
 // The data: the window's queries and keys, or synthetic data of a kind, d, seeds, N (vary M), M (vary N).
 QGroupBox* SweepDialog::buildDataBox(const SweepParams& initial)
 {
@@ -203,16 +282,32 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_vary->setCurrentIndex(initial.vary == QLatin1Char('m') ? 1 : 0);
     wf->addRow(tr("&Vary"), m_vary);
     m_values = new QLineEdit(initial.values, sweep);
+    m_values->setObjectName(QStringLiteral("values"));
     m_values->setPlaceholderText(QStringLiteral("64,128,256,512"));
     m_values->setToolTip(tr("Comma list of N (tokens) or M (blocks; B for a B x B block grid on grid data)"));
-    wf->addRow(tr("Va&lues"), m_values);
+    m_propose = new QPushButton(tr("&Fit to data"), sweep);
+    m_propose->setToolTip(tr("Values that fit the data: the sizes listed below"));
+    connect(m_propose, &QPushButton::clicked, this, &SweepDialog::useProposal);
+    auto* valuesRow = new QHBoxLayout;
+    valuesRow->addWidget(m_values, 1);
+    valuesRow->addWidget(m_propose);
+    auto* valuesLabel = new QLabel(tr("Va&lues"), sweep);
+    valuesLabel->setBuddy(m_values);
+    wf->addRow(valuesLabel, valuesRow);
+    m_hint = new QLabel(sweep);
+    m_hint->setObjectName(QStringLiteral("hint"));
+    m_hint->setWordWrap(true);
+    m_hint->setStyleSheet(QStringLiteral("color: #555555;"));
+    wf->addRow(QString(), m_hint);
     m_subsample = new QComboBox(sweep);
     m_subsample->addItems(qNames(analysis::subsample_names()));
     m_subsample->setCurrentText(initial.subsample);
     m_subsample->setToolTip(tr("first: the first N tokens; random: draws of N tokens; crop: a centred sub-grid of grid data"));
     m_draws = spinBox(sweep, 1, 1000, initial.draws);
     m_seed = spinBox(sweep, 0, 1 << 30, static_cast<int>(initial.seed));
-    wf->addRow(tr("&Subsample"), labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
+    auto* subsampleLabel = new QLabel(tr("&Subsample"), sweep);
+    subsampleLabel->setBuddy(m_subsample);
+    wf->addRow(subsampleLabel, labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
     m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);
@@ -269,24 +364,140 @@ void SweepDialog::updateEnabled()
     m_values->setPlaceholderText(varyN ? QStringLiteral("64,128,256,512") : QStringLiteral("1,2,4,8,16"));
 }
 
-void SweepDialog::checkAndAccept()
+// What is swept, or on which data, changed: values that no longer fit are replaced by ones that do.
+void SweepDialog::kindChanged()
 {
-    // The checks that need no data (the core validates every point against the data when it runs).
+    updateEnabled();
+    fitToData(false);
+}
+
+SweepParams SweepDialog::effectiveParams() const
+{
     SweepParams p = params();
     if (!m_draws->isEnabled())
         p.draws = 1;
+    return p;
+}
+
+analysis::SweepSpec SweepDialog::specOf(const SweepParams& p, bool* checkable) const
+{
+    *checkable = true;
+    if (p.synthetic)
+        return sweepSpec(p, nullptr, m_data.options);
+    if (!m_data.haveData)
+        return sweepSpec(p, nullptr, m_data.options);   // throws: nothing assigned
+    if (!m_data.source) {
+        if (!m_data.problem.isEmpty())
+            throw std::invalid_argument(m_data.problem.toStdString());
+        // No data to check against (the dialog was not given them): what needs no data only.
+        *checkable = false;
+        const analysis::TensorSource unknown;
+        return sweepSpec(p, &unknown, m_data.options);
+    }
+    return sweepSpec(p, &*m_data.source, m_data.options);
+}
+
+QString SweepDialog::validate()
+{
+    m_check.stop();
+    const SweepParams p = effectiveParams();
+    // What fits the data, whatever the values typed.
+    m_proposed.clear();
+    QString hint;
+    try {
+        SweepParams probe = p;
+        probe.values = QStringLiteral("1");
+        bool checkable = false;
+        const analysis::SweepSpec spec = specOf(probe, &checkable);
+        if (checkable) {
+            const analysis::SweepValueChoice choice = analysis::sweep_value_choice(spec);
+            m_proposed = choice.proposed;
+            auto list = [](const std::vector<Eigen::Index>& v) {
+                QStringList parts;
+                for (Eigen::Index x : v)
+                    parts << QString::number(x);
+                return parts.join(QStringLiteral(", "));
+            };
+            const QString grid = sizesText(choice.grid, QStringLiteral("\u00d7"));
+            if (p.vary == QLatin1Char('m')) {
+                if (!choice.grid.empty())
+                    hint = tr("Block-grid sides B (B\u00d7B blocks) that divide the %1 grid: %2").arg(grid, list(choice.valid));
+                else if (choice.tokens > 0)
+                    hint = tr("M from 1 to %1 tokens; equal blocks: %2 ...").arg(choice.tokens).arg(list(choice.proposed));
+            } else if (p.synthetic) {
+                hint = tr("Synthetic data: any N, e.g. %1").arg(list(choice.proposed));
+            } else if (p.subsample == QLatin1String("crop")) {
+                hint = choice.valid.empty() ? QString()
+                                            : tr("Centred crops of the %1 grid that hold whole blocks: N = %2").arg(grid, list(choice.valid));
+            } else if (!choice.grid.empty()) {
+                hint = tr("With grid blocks only all %1 tokens fit: choose the subsample \"crop\" for smaller N").arg(choice.tokens);
+            } else if (choice.tokens > 0) {
+                hint = tr("N from 1 to %1 (the selection's tokens)").arg(choice.tokens);
+            }
+        }
+    } catch (const std::exception&) {
+        // The problem below says what is wrong.
+    }
+    m_hint->setText(hint);
+    m_hint->setVisible(!hint.isEmpty());
+    m_propose->setEnabled(!m_proposed.empty());
+
     QString problem;
     try {
-        const analysis::TensorSource dummy;
-        sweepSpec(p, &dummy, {});
+        bool checkable = false;
+        const analysis::SweepSpec spec = specOf(p, &checkable);
+        if (checkable)
+            analysis::plan_sweep(spec);   // headers only
     } catch (const std::exception& e) {
-        problem = QString::fromStdString(e.what());
+        problem = sweepProblemText(QString::fromStdString(e.what()));
     }
-    if (!problem.isEmpty()) {
-        m_problem->setText(problem);
-        m_problem->show();
+    m_problemText = problem;
+    m_problem->setText(problem);
+    m_problem->setVisible(!problem.isEmpty());
+    m_run->setEnabled(problem.isEmpty());
+    return problem;
+}
+
+bool SweepDialog::canRun() const { return m_run->isEnabled(); }
+
+QString SweepDialog::hint() const { return m_hint->isHidden() ? QString() : m_hint->text(); }
+
+// Values that do not fit are replaced by proposed ones; with `preferCrop` (the dialog opening on grid data
+// over N), first / random subsets that cannot be smaller than the grid become centred crops.
+void SweepDialog::fitToData(bool preferCrop)
+{
+    if (validate().isEmpty())
         return;
+    if (preferCrop && !m_synth->isChecked() && m_vary->currentIndex() == 0 && m_subsample->currentText() != QLatin1String("crop")) {
+        const QSignalBlocker blocker(m_subsample);
+        const QString before = m_subsample->currentText();
+        m_subsample->setCurrentText(QStringLiteral("crop"));
+        validate();
+        if (m_proposed.size() < 2) {   // crops do not help here
+            m_subsample->setCurrentText(before);
+            validate();
+        }
+        updateEnabled();
     }
+    if (!m_proposed.empty())
+        useProposal();
+}
+
+void SweepDialog::useProposal()
+{
+    QStringList parts;
+    for (Eigen::Index v : m_proposed)
+        parts << QString::number(v);
+    if (parts.isEmpty())
+        return;
+    m_values->setText(parts.join(QLatin1Char(',')));
+    validate();
+}
+
+void SweepDialog::checkAndAccept()
+{
+    if (!validate().isEmpty())
+        return;
     accept();
 }
 

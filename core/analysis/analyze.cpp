@@ -44,7 +44,7 @@ std::vector<std::optional<metrics::RowEntropies>> shared_kernel_entropy(const st
 
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<Mechanism>& mechanisms, const attention::AttentionOptions& options,
-                                     const MetricOptions& metric_options, std::uint64_t memory_limit)
+                                     const MetricOptions& metric_options, std::uint64_t memory_limit, const JobContext* ctx)
 {
     const Index n = Q.rows();
     const Index d = Q.cols();
@@ -69,16 +69,28 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     std::vector<PreparedMechanism> prepared;
     for (const Mechanism m : mechanisms)
         prepared.push_back(prepare_mechanism(m, Q, K, options, metric_options, memory_limit));
+    if (ctx)
+        ctx->check();
     const auto shared = shared_kernel_entropy(prepared, options, metric_options);
+
+    std::vector<MeasureRequest> requests(prepared.size());
+    double total = 0;
+    for (std::size_t i = 0; i < prepared.size(); ++i) {
+        requests[i].path = prepared[i].path;
+        requests[i].metrics = metric_options;
+        requests[i].shared_entropy = shared[i] ? &*shared[i] : nullptr;
+        total += measure_weight(requests[i], n);
+    }
+    std::optional<StageProgress> progress;
+    if (ctx)
+        progress.emplace(*ctx, total);
 
     std::vector<MechanismResult> results;
     for (std::size_t i = 0; i < prepared.size(); ++i) {
         PreparedMechanism& p = prepared[i];
-        MeasureRequest request;
-        request.path = p.path;
-        request.metrics = metric_options;
-        request.shared_entropy = shared[i] ? &*shared[i] : nullptr;
-        Measurement m = measure(*p.op, p.options, request);
+        if (ctx)
+            ctx->check();
+        Measurement m = measure(*p.op, p.options, requests[i], progress ? &*progress : nullptr);
         m.result.params = std::move(p.result.params);
         m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
         m.result.same_as_linear = p.result.same_as_linear;

@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "analysis/job.h"
 #include "analysis/measure.h"
 #include "attention/options.h"
 
@@ -16,10 +17,13 @@ namespace attnscope::analysis {
 // Q, K  N by d, one token per row. Throws std::invalid_argument for impossible options and InputError
 // when the dense work would exceed `memory_limit` bytes. Linear and MHLA share one pass over their raw
 // scores for the entropy when both stream it (non-causal).
+// With `ctx` (sweeps in the desktop app), measure()'s stages report progress through it and cancellation
+// (JobCancelled) is checked between mechanisms, between row tiles and between the SVD's panels; the
+// numbers are the same as without it (the same computations, only observed).
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<attention::Mechanism>& mechanisms,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
-                                     std::uint64_t memory_limit);
+                                     std::uint64_t memory_limit, const JobContext* ctx = nullptr);
 
 // One element of "results" in the analyze JSON.
 nlohmann::ordered_json result_json(const MechanismResult& result, const MetricOptions& metric_options);

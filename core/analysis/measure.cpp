@@ -12,6 +12,7 @@
 #include "attention/mixing.h"
 #include "metrics/bidiag_svd.h"
 #include "metrics/structured.h"
+#include "metrics/svd_two_stage.h"
 #include "metrics/topk.h"
 #include "util/error.h"
 #include "util/names.h"
@@ -378,6 +379,22 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
         throw std::logic_error("measure: a dense spectrum needs the dense matrix");
     } else if (request.keep_matrix) {
         s = metrics::singular_values_with_progress(Eigen::MatrixXd(*A), [&](double f) { at(progress, f); });
+    } else if (progress && n >= metrics::k_two_stage_min_size) {
+        // What singular_values() computes at this size (the two-stage reduction, default band), observed
+        // between its panels so that a job stops promptly; the values are the same.
+        const metrics::TwoStageProgress observe = [&](double f) {
+            if (progress->cancelled())
+                return false;
+            at(progress, f);
+            return true;
+        };
+        try {
+            s = metrics::singular_values_two_stage(consume ? std::move(*A) : Eigen::MatrixXd(*A), metrics::two_stage_default_band,
+                                                   observe);
+        } catch (const metrics::Cancelled&) {
+            progress->check();
+            throw;
+        }
     } else {
         s = consume ? metrics::singular_values(std::move(*A)) : metrics::singular_values(Eigen::MatrixXd(*A));
     }
@@ -394,6 +411,7 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
     MechanismResult& r = out.result;
     r.mechanism = op.mechanism();
     if (!(request.keep_matrix || request.path == SpectrumPath::dense)) {   // nothing N x N is ever formed
+        begin(progress, r.mechanism, "entropy", 1.0);
         out.finite = measure_streamed_entropy(r, op, options, request);
         if (out.finite)
             measure_spectrum(r, op, request, nullptr, false, progress);

@@ -124,7 +124,8 @@ double measure_weight(const MeasureRequest& request, Index n);
 // the matrix is kept, and then measured in row tiles; otherwise entropy streams (metrics/streaming.h) and
 // the spectrum follows its path. Warnings say what could not be computed and why, in the same words on
 // every path. With `progress`, stages are reported and cancellation (JobCancelled) is checked between tiles
-// and inside the interruptible SVD.
+// and inside the SVD: the interruptible one for a kept matrix, else between the panels of the two-stage
+// reduction (from N = metrics::k_two_stage_min_size; the values are those singular_values() gives).
 Measurement measure(const attention::AttentionOperator& op, const attention::AttentionOptions& options,
                     const MeasureRequest& request, StageProgress* progress = nullptr);
 

@@ -28,6 +28,8 @@ public:
     void at(double fraction) { report(fraction, false); }
     // Throws JobCancelled when the job was cancelled.
     void check() const { m_ctx.check(); }
+    // Whether the job was cancelled (for callbacks that must not throw, and answer "stop" instead).
+    bool cancelled() const { return m_ctx.token.cancelled(); }
 
 private:
     void report(double fraction, bool force)

@@ -96,9 +96,17 @@ MatrixXd take_rows(const MatrixXd& x, const std::vector<Index>& rows)
     return out;
 }
 
-// Analyses one Q, K pair under every mechanism, one timed analyze() each.
+// Where one point's analyses sit in the whole sweep's progress: [base, base + span), under `label`.
+struct PointProgress {
+    const JobContext& ctx;
+    double base = 0, span = 0;
+    std::string label;
+};
+
+// Analyses one Q, K pair under every mechanism, one timed analyze() each. Each analysis reports its stages
+// as its share of the point's span and is cancelled inside (analyze's JobContext), not only between points.
 void analyse_point(const SweepSpec& spec, const MatrixXd& q, const MatrixXd& k, const SweepPoint& p, const std::string& input,
-                   std::optional<Index> layer, std::optional<Index> head, std::uint64_t limit,
+                   std::optional<Index> layer, std::optional<Index> head, std::uint64_t limit, const PointProgress& where,
                    std::vector<SweepRecord>& out)
 {
     Index m = 0;
@@ -107,9 +115,17 @@ void analyse_point(const SweepSpec& spec, const MatrixXd& q, const MatrixXd& k, 
     } catch (const std::invalid_argument&) {
         m = 0;   // no valid MHLA layout for this N (only matters if MHLA is swept)
     }
-    for (const Mechanism mech : spec.mechanisms) {
+    const double count = static_cast<double>(spec.mechanisms.size());
+    for (std::size_t i = 0; i < spec.mechanisms.size(); ++i) {
+        const Mechanism mech = spec.mechanisms[i];
+        JobContext sub;
+        sub.token = where.ctx.token;
+        if (where.ctx.on_progress)
+            sub.on_progress = [&where, i, count](double f, const std::string& stage) {
+                where.ctx.on_progress(where.base + where.span * (static_cast<double>(i) + f) / count, where.label + ", " + stage);
+            };
         const auto start = std::chrono::steady_clock::now();
-        auto results = analyze(q, k, {mech}, p.options, spec.metrics, limit);
+        auto results = analyze(q, k, {mech}, p.options, spec.metrics, limit, &sub);
         SweepRecord r;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         r.mechanism = std::string(attention::to_string(mech));
@@ -125,6 +141,39 @@ void analyse_point(const SweepSpec& spec, const MatrixXd& q, const MatrixXd& k, 
         r.warnings = std::move(results.front().warnings);
         out.push_back(std::move(r));
     }
+}
+
+// "M=4": the block count, or the block grid's side(s).
+std::string m_label(const SweepPoint& p)
+{
+    const auto& b = p.options.blocks;
+    return "M=" + (b.kind == attention::BlockSpec::Kind::grid ? sizes_text(b.block_grid, "x") : std::to_string(b.blocks));
+}
+
+// "N=64", with M when M varies and the draw when there are several.
+std::string point_label(const SweepSpec& spec, const SweepPoint& p)
+{
+    std::string label = "N=" + std::to_string(p.n);
+    if (spec.vary == 'm')
+        label += " " + m_label(p);
+    if (spec.subsample == Subsample::random && spec.draws > 1)
+        label += " draw " + std::to_string(p.draw);
+    return label;
+}
+
+// "file.h5:/q h=2": the queries without their folder, and the unit's layer and head.
+std::string unit_label(const Unit& u)
+{
+    std::string ref = u.source.q_ref;
+    const std::size_t colon = ref.find(':');
+    const std::size_t slash = ref.rfind('/', colon == std::string::npos ? std::string::npos : colon);
+    if (slash != std::string::npos)
+        ref = ref.substr(slash + 1);
+    if (u.layer)
+        ref += " l=" + std::to_string(*u.layer);
+    if (u.head)
+        ref += " h=" + std::to_string(*u.head);
+    return ref;
 }
 
 // The points of one source with `available` tokens and `options` (its own, file defaults applied).
@@ -314,19 +363,131 @@ SweepPlan plan_sweep(const SweepSpec& spec)
     return plan;
 }
 
+namespace {
+
+// Up to five of `valid` (ascending): all of them when they are few, else a chain by factors of about two,
+// from the largest down (`from_top`) or from the smallest up.
+std::vector<Index> spread(const std::vector<Index>& valid, bool from_top)
+{
+    constexpr std::size_t k_max = 5;
+    if (valid.size() <= k_max)
+        return valid;
+    std::vector<Index> out;
+    if (from_top) {
+        out.push_back(valid.back());
+        for (auto it = valid.rbegin(); it != valid.rend() && out.size() < k_max; ++it)
+            if (2 * *it <= out.back())
+                out.push_back(*it);
+        std::reverse(out.begin(), out.end());
+    } else {
+        out.push_back(valid.front());
+        for (auto it = valid.begin(); it != valid.end() && out.size() < k_max; ++it)
+            if (*it >= 2 * out.back())
+                out.push_back(*it);
+    }
+    return out;
+}
+
+}  // namespace
+
+SweepValueChoice sweep_value_choice(const SweepSpec& spec)
+{
+    SweepValueChoice choice;
+    const bool grid_blocks = spec.options.blocks.kind == attention::BlockSpec::Kind::grid;
+    attention::AttentionOptions options = spec.options;
+    if (spec.synth) {
+        if (spec.vary == 'n') {
+            choice.proposed = grid_blocks ? std::vector<Index>{64, 256, 1024} : std::vector<Index>{64, 128, 256, 512};
+            return choice;
+        }
+        choice.tokens = spec.synth->n;
+    } else {
+        // A sweep of nothing but the first unit's full N: its tokens and options, file attributes applied.
+        SweepSpec probe = spec;
+        probe.vary = 'n';
+        probe.values.clear();
+        probe.subsample = Subsample::first;
+        probe.draws = 1;
+        const SweepPlan plan = plan_sweep(probe);
+        if (plan.jobs.empty() || plan.jobs.front().points.empty())
+            return choice;
+        choice.tokens = plan.jobs.front().points.front().n;
+        options = plan.jobs.front().points.front().options;
+    }
+    const Index n = choice.tokens;
+    if (n < 1)
+        return choice;
+    const bool grid = options.blocks.kind == attention::BlockSpec::Kind::grid;
+    if (grid)
+        choice.grid = options.blocks.grid;
+    if (spec.vary == 'm') {
+        if (grid) {
+            const Index side = *std::min_element(options.blocks.grid.begin(), options.blocks.grid.end());
+            for (Index b = 1; b <= side; ++b) {
+                try {
+                    attention::make_blocks(options_for_m(options, b).blocks, n);
+                    choice.valid.push_back(b);
+                } catch (const std::invalid_argument&) {
+                }
+            }
+            choice.proposed = spread(choice.valid, false);
+        } else {
+            std::vector<Index> divisors;
+            for (Index m = 1; m <= n / 2; ++m)
+                if (n % m == 0)
+                    divisors.push_back(m);
+            choice.proposed = spread(divisors.empty() ? std::vector<Index>{1} : divisors, false);
+        }
+        return choice;
+    }
+    if (spec.subsample == Subsample::crop) {
+        if (!grid)
+            return choice;   // crops need grid data: nothing to propose (plan_sweep says why)
+        const Index g0 = options.blocks.grid.front();
+        for (Index c0 = 1; c0 <= g0; ++c0) {
+            const double f = static_cast<double>(c0) / static_cast<double>(g0);
+            Index count = 1;
+            for (Index g : options.blocks.grid)
+                count *= static_cast<Index>(std::llround(static_cast<double>(g) * f));
+            try {
+                crop_options(options, crop_sizes(options.blocks.grid, count));
+                if (choice.valid.empty() || choice.valid.back() != count)
+                    choice.valid.push_back(count);
+            } catch (const std::invalid_argument&) {
+            }
+        }
+        choice.proposed = spread(choice.valid, true);
+        return choice;
+    }
+    if (grid) {
+        choice.valid = {n};   // a subset of a grid is not a grid
+        choice.proposed = {n};
+        return choice;
+    }
+    for (Index v = n; v >= 2 && choice.proposed.size() < 5; v /= 2)
+        choice.proposed.push_back(v);
+    std::reverse(choice.proposed.begin(), choice.proposed.end());
+    return choice;
+}
+
 std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
 {
     const SweepSpec& spec = plan.spec;
     const std::uint64_t limit = spec.memory_limit ? spec.memory_limit : default_memory_limit();
     std::vector<SweepRecord> records;
+    // Every point (of every draw) has the same share of the progress.
+    double points = 0;
+    for (const SweepJob& job : plan.jobs)
+        points += static_cast<double>(job.points.size());
     if (spec.synth) {
         const SynthSource& s = *spec.synth;
-        const double total = static_cast<double>(s.seeds * static_cast<Index>(plan.jobs.size()));
+        const double total = std::max(1.0, points * static_cast<double>(s.seeds));
         double done = 0;
         for (Index draw = 0; draw < s.seeds; ++draw)
             for (const SweepJob& job : plan.jobs) {
                 const Index n = job.synth_n;
-                ctx.progress(done++ / total, fmt::format("synth {} N={} seed {}", s.kind, n, spec.seed + draw));
+                const std::string what = fmt::format("synth {} N={} seed {}", s.kind, n, spec.seed + static_cast<std::uint64_t>(draw));
+                ctx.progress(done / total, what);
                 SynthOptions so;
                 so.n = n;
                 so.d = s.d;
@@ -338,25 +499,33 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
                 const MatrixXd k = Eigen::Map<const RowMajor>(data.k.data(), n, s.d);
                 for (SweepPoint p : job.points) {
                     p.draw = draw;
-                    analyse_point(spec, q, k, p, "synth:" + s.kind, std::nullopt, std::nullopt, limit, records);
+                    const std::string label = spec.vary == 'm' ? what + " " + m_label(p) : what;
+                    ctx.progress(done / total, label);
+                    analyse_point(spec, q, k, p, "synth:" + s.kind, std::nullopt, std::nullopt, limit,
+                                  PointProgress{ctx, done / total, 1.0 / total, label}, records);
+                    ++done;
                 }
             }
         ctx.progress(1.0, "done");
         return records;
     }
-    double total = 0, done = 0;
-    for (const SweepJob& job : plan.jobs)
-        total += static_cast<double>(job.points.size());
+    const double total = std::max(1.0, points);
+    double done = 0;
     for (const SweepJob& job : plan.jobs) {
         const Unit& u = *job.unit;
+        const std::string unit = unit_label(u);
+        ctx.progress(done / total, unit + " reading");
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
         for (const SweepPoint& p : job.points) {
-            ctx.progress(done++ / total, fmt::format("{} N={} draw {}", u.source.q_ref, p.n, p.draw));
+            const std::string label = unit + " " + point_label(spec, p);
+            ctx.progress(done / total, label);
+            const PointProgress where{ctx, done / total, 1.0 / total, label};
             if (p.tokens.empty())
-                analyse_point(spec, in.q.values, in.k.values, p, u.source.q_ref, u.layer, u.head, limit, records);
+                analyse_point(spec, in.q.values, in.k.values, p, u.source.q_ref, u.layer, u.head, limit, where, records);
             else
                 analyse_point(spec, take_rows(in.q.values, p.tokens), take_rows(in.k.values, p.tokens), p, u.source.q_ref,
-                              u.layer, u.head, limit, records);
+                              u.layer, u.head, limit, where, records);
+            ++done;
         }
     }
     ctx.progress(1.0, "done");

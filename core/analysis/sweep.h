@@ -116,11 +116,38 @@ std::vector<Eigen::Index> subset_tokens(Subsample how, Eigen::Index available, E
 // (analysis/plan.h) and every point. Throws std::invalid_argument / InputError for impossible specs.
 SweepPlan plan_sweep(const SweepSpec& spec);
 
+// What fits a sweep's data, for a front end that proposes values before running (the desktop app's sweep
+// dialog). From the first unit of `spec` (its own values ignored; headers only, like plan_sweep):
+//   vary n, crop:           every N whose centred crop of the grid holds whole blocks;
+//   vary n, first / random: any N up to the tokens available (grid blocks: only all of them);
+//   vary m:                 every block-grid side that divides the grid (grid blocks), else any M up to N.
+// `proposed`: all valid values when there are at most five, else five of them spread by factors of about
+// two: for N the largest included, for M from 1 and dividing N (equal blocks, as `official`
+// normalisation needs). Synthetic data have no tokens to fit: N = 64..512 (square N for grid blocks).
+// Throws like plan_sweep when the data themselves do not fit (no tokens, a selection out of range ...).
+struct SweepValueChoice {
+    Eigen::Index tokens = 0;                 // tokens of the first unit (synthetic: N for vary m, 0 for vary n)
+    std::vector<Eigen::Index> grid;          // the token grid of grid blocks (empty for 1-D blocks)
+    std::vector<Eigen::Index> valid;         // every valid value, ascending; empty: any of 1..tokens
+    std::vector<Eigen::Index> proposed;      // ascending
+};
+SweepValueChoice sweep_value_choice(const SweepSpec& spec);
+
 // Runs a plan (progress and cancellation through ctx): one record per point, mechanism and draw.
 std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx);
 
 // The names of the metrics a sweep records (the curves' and the overview's y axes), in CSV column order.
 const std::vector<std::string>& sweep_metric_names();
+
+// A finished sweep as data, for the desktop app's sessions: what the curves and the overview draw, so that a
+// reopened session shows them without recomputing. The spec's fields that describe its records (vary,
+// values, subsample, draws, seed, mechanisms, the synthetic source or the inputs' queries and keys, the
+// feature map, the mixing preset and the causal flag) and every record's fields except the singular values
+// and the per-row entropies, which no sweep view draws. Values that are not finite are written as null.
+nlohmann::ordered_json sweep_result_json(const SweepResult& result);
+// Reads sweep_result_json's document back (missing fields keep their defaults, null numbers are NaN).
+// Throws std::invalid_argument naming the field at fault for anything else.
+SweepResult sweep_result_from_json(const nlohmann::json& doc);
 
 // The long-format CSV (header + one line per record; empty fields for what does not apply).
 std::string sweep_csv(const std::vector<SweepRecord>& records);

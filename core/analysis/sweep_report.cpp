@@ -1,9 +1,12 @@
-// The sweep's outputs: the long-format CSV and the JSON summary per point (docs/cli.md "sweep").
+// The sweep's outputs: the long-format CSV and the JSON summary per point (docs/cli.md "sweep"), and a
+// finished sweep as a JSON document (the desktop app's sessions store it).
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -119,6 +122,196 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
     }
     doc["points"] = std::move(points);
     return doc;
+}
+
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+ojson number(double v)
+{
+    return std::isfinite(v) ? ojson(v) : ojson(nullptr);
+}
+
+// The field `key` of `j` as T; absent: `fallback`. A number that is null reads as NaN.
+template <class T>
+T field(const json& j, const char* key, T fallback)
+{
+    const auto it = j.find(key);
+    if (it == j.end())
+        return fallback;
+    try {
+        if constexpr (std::is_floating_point_v<T>) {
+            if (it->is_null())
+                return std::numeric_limits<T>::quiet_NaN();
+        }
+        return it->get<T>();
+    } catch (const json::exception&) {
+        throw std::invalid_argument(std::string("sweep result: \"") + key + "\" has the wrong type");
+    }
+}
+
+std::optional<Index> optional_index(const json& j, const char* key)
+{
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+        return std::nullopt;
+    return field<Index>(j, key, 0);
+}
+
+const json& object_at(const json& j, const char* key)
+{
+    static const json empty = json::object();
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null())
+        return empty;
+    if (!it->is_object())
+        throw std::invalid_argument(std::string("sweep result: \"") + key + "\" is not an object");
+    return *it;
+}
+
+ojson record_json(const SweepRecord& r)
+{
+    ojson j;
+    j["mechanism"] = r.mechanism;
+    j["n"] = r.n;
+    j["m"] = r.m;
+    j["d"] = r.d;
+    j["layer"] = r.layer ? ojson(*r.layer) : ojson(nullptr);
+    j["head"] = r.head ? ojson(*r.head) : ojson(nullptr);
+    j["draw"] = r.draw;
+    j["input"] = r.input;
+    if (r.spectrum)
+        j["spectrum"] = ojson{{"tol", number(r.spectrum->tol)},
+                              {"rank", r.spectrum->rank},
+                              {"relative_rank", number(r.spectrum->relative_rank)},
+                              {"effective_rank", number(r.spectrum->effective_rank)},
+                              {"stable_rank", number(r.spectrum->stable_rank)}};
+    else
+        j["spectrum"] = nullptr;
+    if (r.entropy)
+        j["entropy"] = ojson{{"mean", number(r.entropy->mean)},
+                             {"std", number(r.entropy->std)},
+                             {"min", number(r.entropy->min)},
+                             {"max", number(r.entropy->max)},
+                             {"normalized_mean", number(r.entropy->normalized_mean)}};
+    else
+        j["entropy"] = nullptr;
+    j["seconds"] = number(r.seconds);
+    j["warnings"] = r.warnings;
+    return j;
+}
+
+SweepRecord record_from_json(const json& j)
+{
+    if (!j.is_object())
+        throw std::invalid_argument("sweep result: a record is not an object");
+    SweepRecord r;
+    r.mechanism = field<std::string>(j, "mechanism", "");
+    r.n = field<Index>(j, "n", 0);
+    r.m = field<Index>(j, "m", 0);
+    r.d = field<Index>(j, "d", 0);
+    r.layer = optional_index(j, "layer");
+    r.head = optional_index(j, "head");
+    r.draw = field<Index>(j, "draw", 0);
+    r.input = field<std::string>(j, "input", "");
+    if (const json& s = object_at(j, "spectrum"); !s.empty()) {
+        metrics::SpectrumMetrics m;
+        m.tol = field<double>(s, "tol", 0.0);
+        m.rank = field<Index>(s, "rank", 0);
+        m.relative_rank = field<double>(s, "relative_rank", 0.0);
+        m.effective_rank = field<double>(s, "effective_rank", 0.0);
+        m.stable_rank = field<double>(s, "stable_rank", 0.0);
+        r.spectrum = std::move(m);
+    }
+    if (const json& e = object_at(j, "entropy"); !e.empty()) {
+        metrics::EntropyStats m;
+        m.mean = field<double>(e, "mean", 0.0);
+        m.std = field<double>(e, "std", 0.0);
+        m.min = field<double>(e, "min", 0.0);
+        m.max = field<double>(e, "max", 0.0);
+        m.normalized_mean = field<double>(e, "normalized_mean", 0.0);
+        r.entropy = std::move(m);
+    }
+    r.seconds = field<double>(j, "seconds", 0.0);
+    r.warnings = field<std::vector<std::string>>(j, "warnings", {});
+    return r;
+}
+
+}  // namespace
+
+nlohmann::ordered_json sweep_result_json(const SweepResult& result)
+{
+    const SweepSpec& spec = result.spec;
+    ojson s;
+    s["vary"] = std::string(1, spec.vary);
+    s["values"] = spec.values;
+    s["subsample"] = std::string(to_string(spec.subsample));
+    s["draws"] = spec.draws;
+    s["seed"] = spec.seed;
+    std::vector<std::string> mechanisms;
+    for (const attention::Mechanism m : spec.mechanisms)
+        mechanisms.emplace_back(attention::to_string(m));
+    s["mechanisms"] = mechanisms;
+    if (spec.synth)
+        s["synth"] = ojson{{"kind", spec.synth->kind}, {"d", spec.synth->d}, {"seeds", spec.synth->seeds}, {"n", spec.synth->n}};
+    ojson inputs = ojson::array();
+    for (const TensorSource& in : spec.inputs)
+        inputs.push_back(ojson{{"q", in.q_ref}, {"k", in.k_ref}});
+    s["inputs"] = std::move(inputs);
+    s["feature_map"] = std::string(attention::to_string(spec.options.feature_map.kind));
+    s["favor_features"] = spec.options.feature_map.favor_features;
+    s["mixing"] = spec.options.mixing.preset;
+    s["causal"] = spec.options.causal;
+    ojson records = ojson::array();
+    for (const SweepRecord& r : result.records)
+        records.push_back(record_json(r));
+    return ojson{{"spec", std::move(s)}, {"records", std::move(records)}};
+}
+
+SweepResult sweep_result_from_json(const nlohmann::json& doc)
+{
+    if (!doc.is_object())
+        throw std::invalid_argument("sweep result: not a JSON object");
+    SweepResult out;
+    SweepSpec& spec = out.spec;
+    const json& s = object_at(doc, "spec");
+    const std::string vary = field<std::string>(s, "vary", "n");
+    if (vary != "n" && vary != "m")
+        throw std::invalid_argument("sweep result: \"vary\" is neither n nor m");
+    spec.vary = vary.front();
+    spec.values = field<std::vector<Index>>(s, "values", {});
+    try {
+        spec.subsample = parse_subsample(field<std::string>(s, "subsample", "first"));
+        spec.mechanisms.clear();
+        for (const std::string& m : field<std::vector<std::string>>(s, "mechanisms", {"softmax", "linear", "mhla"}))
+            spec.mechanisms.push_back(attention::parse_mechanism(m));
+        spec.options.feature_map.kind = attention::parse_feature_map(field<std::string>(s, "feature_map", "relu"));
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("sweep result: ") + e.what());
+    }
+    spec.draws = field<Index>(s, "draws", 1);
+    spec.seed = field<std::uint64_t>(s, "seed", 0);
+    if (const json& synth = object_at(s, "synth"); !synth.empty())
+        spec.synth = SynthSource{field<std::string>(synth, "kind", "gaussian"), field<Index>(synth, "d", 64),
+                                 field<Index>(synth, "seeds", 1), field<Index>(synth, "n", 0)};
+    if (const auto it = s.find("inputs"); it != s.end() && it->is_array())
+        for (const json& in : *it) {
+            TensorSource src;
+            src.q_ref = field<std::string>(in, "q", "");
+            src.k_ref = field<std::string>(in, "k", "");
+            spec.inputs.push_back(std::move(src));
+        }
+    spec.options.feature_map.favor_features = field<Index>(s, "favor_features", spec.options.feature_map.favor_features);
+    spec.options.mixing.preset = field<std::string>(s, "mixing", "");
+    spec.options.causal = field<bool>(s, "causal", false);
+    const auto records = doc.find("records");
+    if (records == doc.end() || !records->is_array())
+        throw std::invalid_argument("sweep result: \"records\" is missing or not a list");
+    for (const json& r : *records)
+        out.records.push_back(record_from_json(r));
+    return out;
 }
 
 }  // namespace attnscope::analysis

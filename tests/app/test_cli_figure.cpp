@@ -194,17 +194,39 @@ TEST(CliFigure, FromSession)
     ASSERT_EQ(run_attnscope("figure --view maps" + grid + " --head 1 --dpi 96 --out " + plain).status, 0);
     EXPECT_NE(QImage(QString::fromStdString(plain)), QImage(QString::fromStdString(dir + "/maps.png")));
 
-    // A session with a sweep recomputes it: its curves render too.
+    // A session that stores a finished sweep's records renders its curves (nothing is recomputed).
+    const std::string stored = dir + "/stored.attnscope";
+    std::string records;
+    for (const char* mech : {"softmax", "linear"})
+        for (int n : {32, 64})
+            records += std::string(records.empty() ? "" : ",") + R"({"mechanism": ")" + mech + R"(", "n": )" + std::to_string(n) +
+                       R"(, "m": 4, "spectrum": {"rank": )" + std::to_string(mech[0] == 's' ? n : 8) +
+                       R"(, "relative_rank": 0.5, "effective_rank": 6.5, "stable_rank": 2.5},
+                           "entropy": {"mean": 2.5, "normalized_mean": 0.7}, "seconds": 0.01})";
+    write_file(stored, session_json(fixture().grid, "curves",
+                                    R"(, "sweeps": {"curves": [{"name": "N sweep", "result": {"spec": {"vary": "n", "values": [32, 64],
+                                         "mechanisms": ["softmax", "linear"], "synth": {"kind": "local1d", "d": 8, "seeds": 1, "n": 0}},
+                                         "records": [)" + records + "]}}]}"));
+    const std::string curves = dir + "/stored_curves.svg";
+    const CommandResult rs = run_attnscope("figure --session " + stored + " --view curves --out " + curves);
+    ASSERT_EQ(rs.status, 0) << rs.err;
+    expect_svg(curves);
+
+    // A session of an older version kept a sweep's parameters only. It is not rerun (it may never have
+    // finished): the figure says how to make the curves; the session's other views render.
     const std::string withSweep = dir + "/sweep.attnscope";
     write_file(withSweep, session_json(fixture().grid, "curves",
                                        R"(, "sweep": {"synthetic": true, "synth_kind": "local1d", "d": 8, "seeds": 2,
                                             "vary": "n", "values": "32,64", "metric": "entropy_mean"}, "overview": true)"));
-    for (const char* view : {"curves", "overview", "entropy"}) {
-        const std::string out = dir + "/sweep_" + std::string(view) + ".svg";
-        const CommandResult r = run_attnscope("figure --session " + withSweep + " --view " + view + " --out " + out);
-        ASSERT_EQ(r.status, 0) << view << ": " << r.err;
-        expect_svg(out);
-    }
+    const std::string out = dir + "/sweep_entropy.svg";
+    const CommandResult r = run_attnscope("figure --session " + withSweep + " --view entropy --out " + out);
+    ASSERT_EQ(r.status, 0) << r.err;
+    expect_svg(out);
+    const std::string refused = dir + "/refused";
+    fs::create_directories(refused);
+    expect_refused(run_attnscope("figure --session " + withSweep + " --view curves --out " + refused + "/c.svg"), "Analysis > Sweep", refused);
+    expect_refused(run_attnscope("figure --session " + withSweep + " --view overview --out " + refused + "/o.svg"), "Analysis > Model overview",
+                   refused);
 }
 
 TEST(CliFigure, ErrorsExitTwoAndLeaveNothing)

@@ -5,6 +5,7 @@
 // docs/views-curves-n.png, docs/views-curves-m.png and docs/views-overview.png.
 #include <QApplication>
 #include <QImage>
+#include <QJsonArray>
 #include <QPainter>
 #include <QSet>
 #include <QSignalSpy>
@@ -295,6 +296,82 @@ TEST(OverviewView, LayersByHeads)
 }
 
 TEST(OverviewView, ExportsAndState) { exercise(&widgets::createOverviewView, smallOverview(), "overview"); }
+
+TEST(OverviewView, ClickOnACellEmitsItsLayerAndHead)
+{
+    std::unique_ptr<SweepView> view(widgets::createOverviewView());
+    QCustomPlot* plot = test::showOnScreen(view.get(), {1100, 500}, [&] { view->setSweep(smallOverview()); });
+    QSignalSpy activated(view.get(), &SweepView::cellActivated);
+    // Cell (head 2, layer 1) of the MHLA panel, then (head 0, layer 0) of the softmax panel.
+    const struct {
+        int panel, layer, head;
+    } cells[] = {{2, 1, 2}, {0, 0, 0}};
+    for (const auto& c : cells) {
+        QCPAxisRect* rect = plot->axisRects().at(c.panel);
+        const QPoint p(static_cast<int>(rect->axis(QCPAxis::atBottom)->coordToPixel(c.head)),
+                       static_cast<int>(rect->axis(QCPAxis::atLeft)->coordToPixel(c.layer)));
+        QTest::mouseClick(plot, Qt::LeftButton, Qt::NoModifier, p);
+    }
+    ASSERT_EQ(activated.count(), 2);
+    EXPECT_EQ(activated.at(0).at(0).toInt(), 1);
+    EXPECT_EQ(activated.at(0).at(1).toInt(), 2);
+    EXPECT_EQ(activated.at(1).at(0).toInt(), 0);
+    EXPECT_EQ(activated.at(1).at(1).toInt(), 0);
+    // A drag is not a click; a click outside the cells emits nothing.
+    QCPAxisRect* rect = plot->axisRects().front();
+    const QPoint a(static_cast<int>(rect->axis(QCPAxis::atBottom)->coordToPixel(0)), static_cast<int>(rect->axis(QCPAxis::atLeft)->coordToPixel(0)));
+    QTest::mousePress(plot, Qt::LeftButton, Qt::NoModifier, a);
+    QTest::mouseRelease(plot, Qt::LeftButton, Qt::NoModifier, a + QPoint(30, 0));
+    QTest::mouseClick(plot, Qt::LeftButton, Qt::NoModifier, QPoint(3, 3));
+    EXPECT_EQ(activated.count(), 2);
+}
+
+TEST(CurvesView, RunsOfOneKindOverlaidTheOtherKindApart)
+{
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    const Sweep other = sweepN({32, 64}, 1);
+    view->setCurveSets({{smallN(), "N sweep \u00b7 a"}, {smallM(), "M sweep \u00b7 b"}, {other, "N sweep \u00b7 c"}});
+    QCustomPlot* plot = plotOf(view.get());
+    // The last run's kind (N): both N runs overlaid, each mechanism's line once per run, in distinct styles.
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atBottom)->label(), "sequence length N");
+    QCPGraph* a = graphNamed(plot, "softmax \u00b7 N sweep \u00b7 a");
+    QCPGraph* c = graphNamed(plot, "softmax \u00b7 N sweep \u00b7 c");
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(c, nullptr);
+    EXPECT_NE(a->pen().style(), c->pen().style());
+    EXPECT_EQ(a->dataCount(), 3);
+    EXPECT_EQ(c->dataCount(), 2);
+    EXPECT_EQ(graphNamed(plot, "softmax \u00b7 M sweep"), nullptr);
+    // The M run alone on its own axis.
+    view->restoreState(QJsonObject{{"kind", "m"}});
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atBottom)->label(), "blocks M");
+    EXPECT_NE(graphNamed(plot, "MHLA"), nullptr);
+    EXPECT_EQ(graphNamed(plot, "softmax \u00b7"), nullptr);
+    // Hidden runs stay hidden through the state; a run hidden alone leaves a message, not an old picture.
+    view->restoreState(QJsonObject{{"kind", "n"}, {"hidden_runs", QJsonArray{"N sweep \u00b7 a"}}});
+    EXPECT_EQ(graphNamed(plot, "softmax \u00b7"), nullptr);   // one run left: plain names
+    ASSERT_NE(graphNamed(plot, "softmax"), nullptr);
+    EXPECT_EQ(graphNamed(plot, "softmax")->dataCount(), 2);
+    view->restoreState(QJsonObject{{"kind", "n"}, {"hidden_runs", QJsonArray{"N sweep \u00b7 a", "N sweep \u00b7 c"}}});
+    EXPECT_EQ(plot->graphCount(), 0);
+    // A new run is shown even when a run of that name was hidden, and its kind is shown.
+    view->setCurveSets({{smallN(), "N sweep \u00b7 a"}, {smallM(), "M sweep \u00b7 b"}, {other, "N sweep \u00b7 c"}, {sweepM(64, {1, 2}), "M sweep \u00b7 d"}});
+    EXPECT_EQ(plot->axisRects().front()->axis(QCPAxis::atBottom)->label(), "blocks M");
+    EXPECT_NE(graphNamed(plot, "MHLA \u00b7 M sweep \u00b7 d"), nullptr);
+    EXPECT_NE(graphNamed(plot, "MHLA \u00b7 M sweep \u00b7 b"), nullptr);
+}
+
+TEST(CurvesView, NoteWhileEmpty)
+{
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    view->setNote("Run it again from Analysis > Sweep...");
+    QCustomPlot* plot = plotOf(view.get());
+    QString shown;
+    for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
+        if (auto* t = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i)))
+            shown += t->text();
+    EXPECT_TRUE(shown.contains("Analysis > Sweep")) << shown.toStdString();
+}
 
 namespace {
 void expectSquarePanels(QCustomPlot* plot, const char* where)

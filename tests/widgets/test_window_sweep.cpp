@@ -1,5 +1,5 @@
 // Sweeps in the main window: the sweep dialog's parameters -> a background run_sweep -> the Curves tab;
-// the model overview -> the Overview tab; cancel; export (figure and CSV); sessions rerun the sweeps.
+// the model overview -> the Overview tab; cancel; export (figure and CSV); sessions store finished sweeps.
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
@@ -156,15 +156,15 @@ TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
     EXPECT_EQ(overview->records.size(), 3u * 3u);   // heads x mechanisms
     EXPECT_EQ(w.sweepResult(QStringLiteral("curves"))->records.size(), 3u * 3u * 3u);   // N x heads x mechanisms
 
-    // Sessions store the sweep parameters and view states; a fresh window reruns them.
+    // Sessions store the finished sweeps and view states; a fresh window shows them.
     const QString dir = QString::fromStdString(test::fresh_work_dir("window_sweep_session"));
     const QString session = dir + "/s.attnscope";
     w.setCurrentView(QStringLiteral("curves"));
     QString error;
     ASSERT_TRUE(w.saveSession(session, &error)) << error.toStdString();
     const QJsonObject saved = w.sessionState(session);
-    EXPECT_TRUE(saved.contains(QStringLiteral("sweep")));
-    EXPECT_TRUE(saved.value(QStringLiteral("overview")).toBool());
+    EXPECT_EQ(saved.value(QStringLiteral("sweeps")).toObject().value(QStringLiteral("curves")).toArray().size(), 1);
+    EXPECT_TRUE(saved.value(QStringLiteral("sweeps")).toObject().contains(QStringLiteral("overview")));
     EXPECT_TRUE(saved.value(QStringLiteral("views")).toObject().contains(QStringLiteral("curves")));
 
     test::TestWindow again;

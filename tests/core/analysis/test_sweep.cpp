@@ -1,7 +1,13 @@
-// Sweep building blocks: token subsets (first, random, crop) and records equal to analyze().
+// Sweep building blocks: token subsets (first, random, crop), records equal to analyze(), the values that fit
+// the data, a result as JSON and back, progress and cancellation inside one point.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -130,4 +136,206 @@ TEST(Sweep, OverviewWalksPerLayerDatasets)
     EXPECT_EQ(analysis::overview_spec({dir + "/one.h5:/layers/0/q", dir + "/one.h5:/layers/0/k", std::nullopt, {}}, {}, {})
                   .inputs.size(),
               1u);
+}
+
+namespace {
+
+// A 16 x 16 grid of tokens (N = 256, d = 8), as data/vit_local2d.h5 holds them.
+std::string gridFile()
+{
+    static const std::string path = [] {
+        const std::string dir = test::fresh_work_dir("sweep_value_choice");
+        analysis::SynthOptions so;
+        so.n = 256;
+        so.d = 8;
+        so.kind = "local2d";
+        const auto data = analysis::synthesize(so, 1ULL << 30);
+        io::write_hdf5(dir + "/g.h5", {{"/q", {256, 8}, data.q}, {"/k", {256, 8}, data.k}});
+        return dir + "/g.h5";
+    }();
+    return path;
+}
+
+}  // namespace
+
+TEST(Sweep, ValueChoiceFitsTheData)
+{
+    analysis::SweepSpec spec;
+    spec.inputs.push_back({gridFile() + ":/q", gridFile() + ":/k", std::nullopt, {}});
+    spec.given = {true, true, true, true};
+    spec.options.blocks.kind = attention::BlockSpec::Kind::grid;
+    spec.options.blocks.grid = {16, 16};
+    spec.options.blocks.block_grid = {4, 4};   // blocks of 4 x 4 tokens
+    spec.vary = 'n';
+    spec.subsample = Subsample::crop;
+    spec.values = {64, 128, 256, 512};         // the values are not read
+    auto choice = analysis::sweep_value_choice(spec);
+    EXPECT_EQ(choice.tokens, 256);
+    EXPECT_EQ(choice.grid, (std::vector<Eigen::Index>{16, 16}));
+    // Crops of 4, 8, 12 and 16 tokens a side: the only ones holding whole 4 x 4 blocks.
+    EXPECT_EQ(choice.valid, (std::vector<Eigen::Index>{16, 64, 144, 256}));
+    EXPECT_EQ(choice.proposed, choice.valid);
+    spec.values = choice.proposed;
+    EXPECT_NO_THROW(analysis::plan_sweep(spec));
+    for (Eigen::Index n : {32, 100, 512}) {
+        spec.values = {n};
+        EXPECT_THROW(analysis::plan_sweep(spec), std::invalid_argument) << n;
+    }
+
+    // First tokens of a grid with grid blocks: only all of them.
+    spec.subsample = Subsample::first;
+    choice = analysis::sweep_value_choice(spec);
+    EXPECT_EQ(choice.proposed, (std::vector<Eigen::Index>{256}));
+
+    // Block-grid sides that divide the grid.
+    spec.vary = 'm';
+    choice = analysis::sweep_value_choice(spec);
+    EXPECT_EQ(choice.valid, (std::vector<Eigen::Index>{1, 2, 4, 8, 16}));
+    spec.values = choice.proposed;
+    EXPECT_NO_THROW(analysis::plan_sweep(spec));
+
+    // 1-D blocks: N up to the tokens (halving from all of them), M dividing N.
+    spec.options = {};
+    spec.vary = 'n';
+    choice = analysis::sweep_value_choice(spec);
+    EXPECT_TRUE(choice.valid.empty());
+    EXPECT_EQ(choice.proposed, (std::vector<Eigen::Index>{16, 32, 64, 128, 256}));
+    spec.values = choice.proposed;
+    EXPECT_NO_THROW(analysis::plan_sweep(spec));
+    spec.vary = 'm';
+    choice = analysis::sweep_value_choice(spec);
+    EXPECT_EQ(choice.proposed, (std::vector<Eigen::Index>{1, 2, 4, 8, 16}));
+    for (Eigen::Index m : choice.proposed)
+        EXPECT_EQ(256 % m, 0);
+
+    // Synthetic data: nothing to fit for N; M divides the synthetic N.
+    analysis::SweepSpec synth;
+    synth.synth = analysis::SynthSource{"local1d", 8, 1, 96};
+    synth.vary = 'm';
+    choice = analysis::sweep_value_choice(synth);
+    EXPECT_EQ(choice.tokens, 96);
+    EXPECT_EQ(choice.proposed, (std::vector<Eigen::Index>{1, 2, 4, 8, 16}));
+    synth.vary = 'n';
+    EXPECT_FALSE(analysis::sweep_value_choice(synth).proposed.empty());
+}
+
+TEST(Sweep, ResultJsonRoundTrip)
+{
+    analysis::SweepSpec spec;
+    spec.synth = analysis::SynthSource{"local1d", 6, 2, 0};
+    spec.vary = 'n';
+    spec.values = {16, 32};
+    spec.mechanisms = {attention::Mechanism::softmax, attention::Mechanism::mhla};
+    spec.options.feature_map.kind = attention::FeatureMapKind::elu1;
+    spec.options.mixing.preset = "exp";
+    analysis::SweepResult result{spec, analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{})};
+    ASSERT_EQ(result.records.size(), 2u * 2u * 2u);
+    result.records[1].entropy.reset();
+    result.records[2].spectrum->stable_rank = std::nan("");
+    result.records[3].head = 2;
+    result.records[3].warnings = {"a warning"};
+
+    // Through text, as a session file holds it.
+    const std::string text = analysis::sweep_result_json(result).dump(2);
+    const analysis::SweepResult back = analysis::sweep_result_from_json(nlohmann::json::parse(text));
+    EXPECT_EQ(back.spec.vary, 'n');
+    EXPECT_EQ(back.spec.values, spec.values);
+    EXPECT_EQ(back.spec.mechanisms, spec.mechanisms);
+    ASSERT_TRUE(back.spec.synth);
+    EXPECT_EQ(back.spec.synth->kind, "local1d");
+    EXPECT_EQ(back.spec.synth->d, 6);
+    EXPECT_EQ(back.spec.synth->seeds, 2);
+    EXPECT_EQ(back.spec.options.feature_map.kind, attention::FeatureMapKind::elu1);
+    EXPECT_EQ(back.spec.options.mixing.preset, "exp");
+    ASSERT_EQ(back.records.size(), result.records.size());
+    for (std::size_t i = 0; i < back.records.size(); ++i) {
+        const auto &a = result.records[i], &b = back.records[i];
+        EXPECT_EQ(a.mechanism, b.mechanism);
+        EXPECT_EQ(a.n, b.n);
+        EXPECT_EQ(a.m, b.m);
+        EXPECT_EQ(a.d, b.d);
+        EXPECT_EQ(a.layer, b.layer);
+        EXPECT_EQ(a.head, b.head);
+        EXPECT_EQ(a.draw, b.draw);
+        EXPECT_EQ(a.input, b.input);
+        EXPECT_EQ(a.seconds, b.seconds);
+        EXPECT_EQ(a.warnings, b.warnings);
+        ASSERT_EQ(a.spectrum.has_value(), b.spectrum.has_value());
+        if (a.spectrum) {
+            EXPECT_EQ(a.spectrum->rank, b.spectrum->rank);
+            EXPECT_EQ(a.spectrum->tol, b.spectrum->tol);
+            EXPECT_EQ(a.spectrum->relative_rank, b.spectrum->relative_rank);
+            EXPECT_EQ(a.spectrum->effective_rank, b.spectrum->effective_rank);
+            if (std::isnan(a.spectrum->stable_rank))
+                EXPECT_TRUE(std::isnan(b.spectrum->stable_rank));
+            else
+                EXPECT_EQ(a.spectrum->stable_rank, b.spectrum->stable_rank);
+            EXPECT_TRUE(b.spectrum->singular_values.empty());   // not stored
+        }
+        ASSERT_EQ(a.entropy.has_value(), b.entropy.has_value());
+        if (a.entropy) {
+            EXPECT_EQ(a.entropy->mean, b.entropy->mean);
+            EXPECT_EQ(a.entropy->normalized_mean, b.entropy->normalized_mean);
+            EXPECT_EQ(a.entropy->max, b.entropy->max);
+        }
+    }
+    // The summary the curves draw is the same.
+    EXPECT_EQ(analysis::sweep_summary(back.spec, back.records)["points"].dump(),
+              analysis::sweep_summary(result.spec, result.records)["points"].dump());
+    EXPECT_THROW(analysis::sweep_result_from_json(nlohmann::json::parse(R"({"spec": {"vary": "x"}, "records": []})")),
+                 std::invalid_argument);
+    EXPECT_THROW(analysis::sweep_result_from_json(nlohmann::json::parse(R"({"spec": {}})")), std::invalid_argument);
+    EXPECT_THROW(analysis::sweep_result_from_json(nlohmann::json::parse(R"({"records": [{"n": "many"}]})")), std::invalid_argument);
+}
+
+TEST(Sweep, ProgressInsideAPointAndPromptCancel)
+{
+    // Points of N = 1024 (synthetic): progress is reported inside each, and a cancel during the first one's
+    // softmax singular values (the two-stage SVD, observed between its panels) stops it there. Prints the
+    // latency; the bound is generous (the machine may be busy).
+    analysis::SweepSpec spec;
+    spec.synth = analysis::SynthSource{"local1d", 32, 1, 0};
+    spec.vary = 'n';
+    spec.values = {1024, 1024, 1024};
+    const auto plan = analysis::plan_sweep(spec);
+
+    analysis::JobContext ctx;
+    std::mutex mutex;
+    std::vector<std::pair<double, std::string>> reports;
+    std::atomic<bool> inside{false};
+    ctx.on_progress = [&](double f, const std::string& stage) {
+        std::lock_guard<std::mutex> lock(mutex);
+        reports.emplace_back(f, stage);
+        if (stage.find("softmax: singular values") != std::string::npos)
+            inside = true;
+    };
+    std::atomic<bool> cancelled{false};
+    std::chrono::steady_clock::time_point stopped;
+    std::thread worker([&] {
+        try {
+            analysis::run_sweep(plan, ctx);
+        } catch (const analysis::JobCancelled&) {
+            cancelled = true;
+        }
+        stopped = std::chrono::steady_clock::now();
+    });
+    while (!inside)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));   // into the reduction
+    const auto asked = std::chrono::steady_clock::now();
+    ctx.token.cancel();
+    worker.join();
+    const double latency = std::chrono::duration<double>(stopped - asked).count();
+    std::printf("sweep cancelled %.3f s after the request (during the first point's softmax SVD, N = 1024)\n", latency);
+    EXPECT_TRUE(cancelled);
+    EXPECT_LT(latency, 3.0);
+    std::lock_guard<std::mutex> lock(mutex);
+    // Stages inside the point, named by the point, with fractions inside its share (one third).
+    bool named = false;
+    for (const auto& [f, stage] : reports) {
+        EXPECT_GE(f, 0.0);
+        EXPECT_LT(f, 1.0 / 3.0 + 1e-12) << stage;
+        named = named || (stage.find("N=1024") != std::string::npos && stage.find(", softmax: ") != std::string::npos);
+    }
+    EXPECT_TRUE(named);
 }
