@@ -505,6 +505,20 @@ void MainWindow::switchLayer(int layer)
     }
 }
 
+void MainWindow::jumpTo(int layer, int head)
+{
+    if (layer >= 0) {
+        if (m_selection->layout().contains(QLatin1Char('l')))
+            m_selection->setIndex(QLatin1Char('l'), layer);
+        else if (m_selection->currentLayer() != layer)
+            switchLayer(layer);
+    }
+    if (head >= 0)
+        m_selection->setIndex(QLatin1Char('h'), head);
+    setCurrentView(QStringLiteral("maps"));
+    statusBar()->showMessage(layer >= 0 ? tr("Layer %1, head %2").arg(layer).arg(head) : tr("Head %1").arg(head), 4000);
+}
+
 bool MainWindow::stepIndex(int delta)
 {
     const QChar axis = m_selection->stepAxis();

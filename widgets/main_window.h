@@ -95,6 +95,8 @@ public:
     bool stepIndex(int delta);                    // steps the head axis (or the first index axis)
     bool stepLayer(int delta);                    // steps the layer ('l' axis, or per-layer datasets)
     void switchLayer(int layer);                  // assigns that layer's per-layer datasets
+    // Shows layer `layer` (-1: keep) and head `head` in the maps (a click on a model-overview cell).
+    void jumpTo(int layer, int head);
 
     // Exports (File menu); false and *error on failure.
     bool exportMetricsCsv(const QString& path, QString* error = nullptr);

@@ -281,6 +281,7 @@ void MainWindow::showSweepRuns(SweepSlot& s)
         s.view = overview ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
         m_tabs->addTab(s.view, overview ? tr("Overview") : tr("Curves"));
         connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
+        connect(s.view, &SweepView::cellActivated, this, &MainWindow::jumpTo);
     }
     s.view->setNote(s.note);
     s.view->setCurveSets(s.runs);

@@ -11,6 +11,7 @@
 
 #include "analysis/explore.h"
 #include "analysis/synth.h"
+#include "curves.h"
 #include "data_browser.h"
 #include "io/writers.h"
 #include "mechanism_panel.h"
@@ -226,4 +227,22 @@ TEST_F(WindowViewsState, GroupedQueryPairingIsShown)
     EXPECT_EQ(w.result()->input["kv_head"], 2);
     EXPECT_TRUE(w.selectionPanel()->summary().contains(QStringLiteral("h=5 (kv 2)"))) << w.selectionPanel()->summary().toStdString();
     EXPECT_TRUE(w.windowTitle().contains(QStringLiteral("kv 2"))) << w.windowTitle().toStdString();
+}
+
+TEST_F(WindowViewsState, OverviewCellJumpsToItsLayerAndHead)
+{
+    test::TestWindow w;
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("char_lm_licenses.h5"))}));
+    w.runOverview();
+    ASSERT_TRUE(test::waitSweeps(w));
+    ASSERT_TRUE(w.overviewView());
+    emit w.overviewView()->cellActivated(2, 3);   // what a click on the cell (layer 2, head 3) emits
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/2/q"));
+    EXPECT_EQ(w.selectionPanel()->index(QLatin1Char('h')), 3);
+    EXPECT_EQ(w.currentView()->viewName(), QStringLiteral("maps"));
+    ASSERT_TRUE(w.resultIsCurrent());
+    EXPECT_EQ(w.result()->input["at"]["h"], 3);
+    EXPECT_EQ(w.result()->input["q"].get<std::string>(), test::dataPath("char_lm_licenses.h5") + ":/layers/2/q");
+    expectViewsAgree(w, "after the jump");
 }
