@@ -176,20 +176,7 @@ int run_synth(const SynthArgs& a)
     o.seed = a.seed;
     if (!a.grid.empty())
         o.grid = analysis::parse_sizes(a.grid, "--grid");
-    AtomicOutput out(a.out);
-    analysis::SynthData data = analysis::synthesize(o, a.memory.resolve());
-    std::vector<io::DatasetOut> datasets;
-    for (auto [name, values] : {std::pair{"/q", &data.q}, std::pair{"/k", &data.k}, std::pair{"/v", &data.v}}) {
-        io::DatasetOut ds;
-        ds.name = name;
-        ds.shape = {a.heads, a.n, a.d};
-        ds.data = std::move(*values);
-        ds.as_float32 = true;
-        ds.compress = true;
-        datasets.push_back(std::move(ds));
-    }
-    out.write([&](const std::string& temp) { io::write_hdf5(temp, datasets, data.attributes); });
-    out.commit();
+    analysis::write_synthetic_file(a.out, o, a.memory.resolve());
     std::cerr << "wrote " << a.out << ": /q /k /v [" << a.heads << ", " << a.n << ", " << a.d << "] kind " << a.kind << "\n";
     return 0;
 }

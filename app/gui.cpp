@@ -133,9 +133,9 @@ int fail(const QString& message)
     return 2;
 }
 
-// A session whose data file does not exist: which one and, when the session says how to make it (its
-// "data_note", e.g. docs/screenshot-n8192.attnscope's generated data), how. Empty when every file exists
-// or the session cannot be read (loading it then says why).
+// A session whose data file does not exist and that cannot make it (widgets/session.h, "generate"): which
+// one and, when the session says how to make it (its "data_note"), how. Empty when every file exists or is
+// made on loading, or when the session cannot be read (loading it then says why).
 QString missingSessionData(const QString& session)
 {
     const auto doc = widgets::readSessionFile(session, nullptr);
@@ -146,9 +146,10 @@ QString missingSessionData(const QString& session)
         stored << f.toString();
     for (const auto& t : doc->value(QStringLiteral("tensors")).toObject())
         stored << t.toObject().value(QStringLiteral("file")).toString();
+    const QStringList generated = widgets::generatedSessionPaths(*doc, session);
     for (const QString& s : stored) {
         const QString path = widgets::sessionResolvedPath(session, s);
-        if (path.isEmpty() || QFileInfo::exists(path))
+        if (path.isEmpty() || QFileInfo::exists(path) || generated.contains(path))   // made on loading
             continue;
         const QString note = doc->value(QStringLiteral("data_note")).toString();
         return QStringLiteral("session %1: its data file %2 does not exist%3")

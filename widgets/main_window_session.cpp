@@ -207,6 +207,12 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     m_result.reset();
     for (ResultView* v : m_views)
         v->setResult(nullptr);
+    QStringList made;
+    QString generateError;
+    if (!generateSessionData(s, sessionFile, &made, &generateError))
+        return fail(generateError);
+    if (!made.isEmpty())
+        statusBar()->showMessage(tr("Made %1 (the session's data, synthesised on first use)").arg(made.join(QStringLiteral(", "))), 8000);
     for (const auto& f : s.value(QStringLiteral("files")).toArray()) {
         const QString path = sessionResolvedPath(sessionFile, f.toString());
         QString why;

@@ -4,8 +4,13 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QSaveFile>
+
+#include "analysis/measure.h"
+#include "analysis/synth.h"
+#include "util/error.h"
 
 namespace attnscope::widgets {
 
@@ -69,6 +74,46 @@ std::optional<QJsonObject> readSessionFile(const QString& path, QString* error)
     if (v.toInt() > kSessionVersion)
         return fail(QObject::tr("session version %1 is newer than this AttnScope understands (%2)").arg(v.toInt()).arg(kSessionVersion));
     return o;
+}
+
+QStringList generatedSessionPaths(const QJsonObject& session, const QString& sessionFile)
+{
+    QStringList out;
+    const QJsonObject recipes = session.value(QStringLiteral("generate")).toObject();
+    for (auto it = recipes.begin(); it != recipes.end(); ++it)
+        out << sessionResolvedPath(sessionFile, it.key());
+    return out;
+}
+
+bool generateSessionData(const QJsonObject& session, const QString& sessionFile, QStringList* made, QString* error)
+{
+    const QJsonObject recipes = session.value(QStringLiteral("generate")).toObject();
+    for (auto it = recipes.begin(); it != recipes.end(); ++it) {
+        const QString path = sessionResolvedPath(sessionFile, it.key());
+        if (QFileInfo::exists(path))
+            continue;
+        const QJsonObject r = it.value().toObject();
+        analysis::SynthOptions o;
+        o.kind = r.value(QStringLiteral("kind")).toString(QStringLiteral("gaussian")).toStdString();
+        o.n = r.value(QStringLiteral("n")).toInteger();
+        o.d = r.value(QStringLiteral("d")).toInteger();
+        o.heads = r.value(QStringLiteral("heads")).toInteger(1);
+        o.seed = std::uint64_t(r.value(QStringLiteral("seed")).toInteger(0));
+        for (const auto& g : r.value(QStringLiteral("grid")).toArray())
+            o.grid.push_back(g.toInteger());
+        try {
+            if (!QDir().mkpath(QFileInfo(path).absolutePath()))
+                throw InputError(path.toStdString() + ": cannot create its folder");
+            analysis::write_synthetic_file(path.toStdString(), o, analysis::default_memory_limit());
+        } catch (const std::exception& e) {
+            if (error)
+                *error = QObject::tr("cannot make %1 (the session's \"generate\" recipe): %2").arg(path, QString::fromStdString(e.what()));
+            return false;
+        }
+        if (made)
+            *made << path;
+    }
+    return true;
 }
 
 }  // namespace attnscope::widgets

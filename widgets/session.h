@@ -9,6 +9,7 @@
 // session travels with its data (docs/sessions/*.attnscope refer to ../../data/...).
 #include <QJsonObject>
 #include <QString>
+#include <QStringList>
 #include <optional>
 
 namespace attnscope::widgets {
@@ -19,6 +20,14 @@ inline constexpr int kSessionVersion = 1;
 QString sessionStoredPath(const QString& sessionFile, const QString& path);
 // A stored path resolved against the session file's folder.
 QString sessionResolvedPath(const QString& sessionFile, const QString& stored);
+
+// Data a session can make itself ("generate": stored path -> synthetic options {kind, n, d, heads, seed,
+// grid}, as `attnscope synth` takes them): a session on data the repository does not ship (too large)
+// opens from a clean checkout. Writes every such file that does not exist yet (its folder created) and
+// lists them in *made. False and *error when a recipe is malformed or the file cannot be written.
+bool generateSessionData(const QJsonObject& session, const QString& sessionFile, QStringList* made, QString* error);
+// The resolved paths a session can generate.
+QStringList generatedSessionPaths(const QJsonObject& session, const QString& sessionFile);
 
 // Writes the document (indented) atomically. Returns false and sets *error on failure.
 bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error);

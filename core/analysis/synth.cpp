@@ -1,5 +1,8 @@
 #include "analysis/synth.h"
 
+#include "io/writers.h"
+#include "util/atomic_file.h"
+
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -230,6 +233,24 @@ SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
     out.attributes["heads"] = o.heads;
     out.attributes["generator"] = std::string("attnscope synth ") + ATTNSCOPE_VERSION;
     return out;
+}
+
+void write_synthetic_file(const std::string& path, const SynthOptions& o, std::uint64_t max_bytes)
+{
+    AtomicOutput out(path);
+    SynthData data = synthesize(o, max_bytes);
+    std::vector<io::DatasetOut> datasets;
+    for (auto [name, values] : {std::pair{"/q", &data.q}, std::pair{"/k", &data.k}, std::pair{"/v", &data.v}}) {
+        io::DatasetOut ds;
+        ds.name = name;
+        ds.shape = {o.heads, o.n, o.d};
+        ds.data = std::move(*values);
+        ds.as_float32 = true;
+        ds.compress = true;
+        datasets.push_back(std::move(ds));
+    }
+    out.write([&](const std::string& temp) { io::write_hdf5(temp, datasets, data.attributes); });
+    out.commit();
 }
 
 }  // namespace attnscope::analysis

@@ -42,4 +42,9 @@ SynthData synthesize(const SynthOptions& options, std::uint64_t max_bytes);
 
 std::vector<std::string> synth_kinds();
 
+// synthesize() written to an HDF5 file, atomically: datasets /q, /k, /v [heads, N, d] as float32
+// (compressed) and the data's attributes on the root (docs/formats.md). Throws like synthesize() and
+// InputError when the file cannot be written.
+void write_synthetic_file(const std::string& path, const SynthOptions& options, std::uint64_t max_bytes);
+
 }  // namespace attnscope::analysis
