@@ -202,7 +202,7 @@ void SelectionPanel::guessGridAndPrefix()
     qint64 prefix = d.prefix_tokens.value_or(0);
     std::vector<qint64> grid(d.grid.begin(), d.grid.end());
     QStringList fromFile;
-    if (d.prefix_tokens)
+    if (d.prefix_tokens && *d.prefix_tokens > 0)
         fromFile << tr("prefix tokens %1").arg(*d.prefix_tokens);
     if (!grid.empty())
         fromFile << tr("grid %1").arg(sizesText(d.grid));
