@@ -129,7 +129,7 @@ void MainWindow::applyFileDefaults(const QString& queriesRef)
 void MainWindow::onSelectionChanged()
 {
     updateHeadPairing();
-    m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid());
+    m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid(), !m_selection->gridGuessed());
     updateTitle();
     scheduleCompute();
 }

@@ -364,7 +364,7 @@ void MechanismPanel::updateFileNote()
     m_fileNote->setVisible(!parts.isEmpty());
 }
 
-void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid)
+void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid, bool gridBlocks)
 {
     m_tokens = tokens;
     m_selectionGrid = tokenGrid;
@@ -372,7 +372,7 @@ void MechanismPanel::setContext(qint64 tokens, const std::vector<Eigen::Index>& 
     if (!m_blockModeChosen) {
         const bool was = m_restoring;
         m_restoring = true;
-        const bool grid = tokenGrid.size() >= 2 && tokenGrid.size() <= 3;
+        const bool grid = gridBlocks && tokenGrid.size() >= 2 && tokenGrid.size() <= 3;
         m_blockMode->setCurrentIndex(m_blockMode->findData(grid ? QStringLiteral("grid") : QStringLiteral("blocks")));
         if (grid) {
             // The file's block grid when it fits this grid, else the core's rule (docs/cli.md).

@@ -44,8 +44,10 @@ public:
     void applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile);
     // No file's defaults apply (a session's options, or no data).
     void forgetFileDefaults();
-    // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty).
-    void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid);
+    // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty). Until
+    // the user picks a block mode, a grid gives MHLA grid blocks unless `gridBlocks` is false (a grid
+    // guessed from N is for display only: the command line's 1-D blocks stay).
+    void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid, bool gridBlocks = true);
     // Why some options cannot work together (shown inline); empty when all is well.
     QStringList problems() const;
 

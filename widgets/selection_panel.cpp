@@ -105,6 +105,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
         emit changed();
     });
     connect(m_grid, &QLineEdit::editingFinished, this, [this] {
+        m_gridGuessed = false;   // typed: the user's grid
         updateInfo();
         emit changed();
     });
@@ -201,6 +202,7 @@ void SelectionPanel::guessGridAndPrefix()
     }
     qint64 prefix = d.prefix_tokens.value_or(0);
     std::vector<qint64> grid(d.grid.begin(), d.grid.end());
+    m_gridGuessed = false;
     QStringList fromFile;
     if (d.prefix_tokens && *d.prefix_tokens > 0)
         fromFile << tr("prefix tokens %1").arg(*d.prefix_tokens);
@@ -226,9 +228,11 @@ void SelectionPanel::guessGridAndPrefix()
             if (s2 * s2 == n - prefix && s2 > 1)
                 grid = {s2, s2};
         }
+        m_gridGuessed = !grid.empty();
         if (!grid.empty())
             m_origin += (m_origin.isEmpty() ? QString() : QStringLiteral(" ")) +
-                        tr("Guessed from N = %1 (the file has no grid attribute): %2grid %3x%4.")
+                        tr("Guessed from N = %1 (the file has no grid attribute; for display, MHLA keeps 1-D blocks): "
+                           "%2grid %3x%4.")
                             .arg(n)
                             .arg(prefix > 0 && !d.prefix_tokens ? tr("prefix tokens %1, ").arg(prefix) : QString())
                             .arg(grid[0])
@@ -441,6 +445,7 @@ QJsonObject SelectionPanel::saveState() const
 void SelectionPanel::restoreState(const QJsonObject& state)
 {
     m_restoring = true;
+    m_gridGuessed = false;   // a session's grid is the one it was saved with
     m_layout->setText(state.value(QStringLiteral("layout")).toString());
     const QJsonObject at = state.value(QStringLiteral("at")).toObject();
     for (auto it = at.begin(); it != at.end(); ++it)

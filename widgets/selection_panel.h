@@ -37,6 +37,9 @@ public:
     io::AxisSelection selection() const;
     QString layout() const;                              // resolved (default by rank when empty)
     std::vector<Eigen::Index> tokenGrid() const;         // empty: 1-D tokens or an unparsable grid
+    // True when the token grid was guessed from N (the file has no grid attribute): it is for display, and
+    // MHLA keeps the command line's 1-D blocks (docs/cli.md: only a file's grid, or the user's, sets grid blocks).
+    bool gridGuessed() const { return m_gridGuessed; }
     qint64 tokens() const;                               // N after prefix tokens (-1: unknown)
     QString problem() const;                             // why the selection does not fit ("" when it does)
     QString summary() const;                             // "h=2, b=0" for titles
@@ -87,6 +90,7 @@ private:
     QComboBox* m_layer = nullptr;
     QWidget* m_layerRow = nullptr;
     int m_kvHead = -1, m_kvHeads = 0, m_heads = 0;
+    bool m_gridGuessed = false;
 };
 
 }  // namespace attnscope::widgets

@@ -177,9 +177,11 @@ TEST_F(WindowTest, SelectionComputesUpdatesViewsAndHeadStepping)
         ASSERT_TRUE(o.matrix);
     }
     EXPECT_EQ(first->token_grid, (std::vector<Eigen::Index>{4, 4}));
-    // Grid data: MHLA defaults to grid blocks (4 per axis where they divide).
+    // A grid guessed from N (no grid attribute) is for display: MHLA keeps the command line's 1-D blocks,
+    // min(16, N) of them (a file's grid attribute gives grid blocks: test_window_file_defaults.cpp).
     ASSERT_TRUE(first->blocks);
-    EXPECT_EQ(first->blocks->block_grid, (std::vector<Eigen::Index>{4, 4}));
+    EXPECT_EQ(first->blocks->num_blocks, 16);
+    EXPECT_EQ(first->blocks->block_grid, (std::vector<Eigen::Index>{16}));
     EXPECT_EQ(w.views().size(), 6);
     EXPECT_EQ(w.currentView()->viewName(), QStringLiteral("maps"));
 
