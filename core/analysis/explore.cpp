@@ -175,6 +175,24 @@ void set_token_grid(ExploreResult& out, const ExploreRequest& request)
         out.token_grid.clear();
 }
 
+// What the file says about its input, for display: the analysed tokens' strings (the file lists every token,
+// prefix tokens included, or only the analysed ones) and its image.
+void describe_input(ExploreResult& out, const std::string& q_ref, const LoadedInputs& in)
+{
+    FileDefaults d;
+    try {
+        d = read_file_defaults(q_ref);
+    } catch (const std::exception&) {
+        return;   // the inputs were read: a file that cannot be read again has nothing to add
+    }
+    const auto all = static_cast<std::size_t>(in.q.tokens_in_file), n = static_cast<std::size_t>(out.n);
+    if (d.tokens.size() == all && all >= n)
+        out.tokens.assign(d.tokens.end() - static_cast<std::ptrdiff_t>(n), d.tokens.end());
+    else if (d.tokens.size() == n)
+        out.tokens = std::move(d.tokens);
+    out.image = std::move(d.image);
+}
+
 }  // namespace
 
 ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
@@ -233,6 +251,7 @@ ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
     }
     describe_mixing(out, request);
     set_token_grid(out, request);
+    describe_input(out, request.source.q_ref, in);
     ctx.progress(1.0, "done");
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;

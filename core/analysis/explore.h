@@ -13,6 +13,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
 #include "analysis/measure.h"
 #include "analysis/job.h"
@@ -67,6 +68,8 @@ struct ExploreResult {
     Eigen::Index mixing_rank = 0;
     std::vector<Eigen::Index> token_grid;               // from the request (or the grid blocks); empty for 1-D data
     attention::TokenOrder token_order = attention::TokenOrder::raster;
+    std::vector<std::string> tokens;                    // the analysed tokens' strings (the file's `tokens` or `text`); may be empty
+    std::optional<FileImage> image;                     // the input image the file carries (vision models); may be absent
     double seconds = 0;
 
     // Grid coordinates of token t (raster or blocked order, as the blocks define it); empty for 1-D data.

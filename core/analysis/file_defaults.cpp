@@ -1,5 +1,6 @@
 #include "analysis/file_defaults.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "analysis/inputs.h"
@@ -23,6 +24,41 @@ std::optional<std::vector<Index>> positive_ints(const nlohmann::json& v)
     if (out.size() != v.size())
         return std::nullopt;
     return out;
+}
+
+// One string per UTF-8 character (a malformed byte counts as one character).
+std::vector<std::string> utf8_characters(const std::string& text)
+{
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < text.size();) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+        len = std::min(len, text.size() - i);
+        out.push_back(text.substr(i, len));
+        i += len;
+    }
+    return out;
+}
+
+// A 2-D array of numbers (rows of equal length) as an image.
+std::optional<FileImage> image_of(const std::string& name, const nlohmann::json& v)
+{
+    if (!v.is_array() || v.empty() || !v[0].is_array() || v[0].empty())
+        return std::nullopt;
+    FileImage img;
+    img.name = name;
+    img.rows = static_cast<Index>(v.size());
+    img.cols = static_cast<Index>(v[0].size());
+    for (const auto& row : v) {
+        if (!row.is_array() || static_cast<Index>(row.size()) != img.cols)
+            return std::nullopt;
+        for (const auto& x : row) {
+            if (!x.is_number())
+                return std::nullopt;
+            img.values.push_back(x.get<double>());
+        }
+    }
+    return img;
 }
 
 // Fills what `d` lacks from one attribute object.
@@ -56,6 +92,15 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
         if (t.size() == attrs["tokens"].size())
             d.tokens = std::move(t);
     }
+    if (d.tokens.empty() && attrs.contains("text") && attrs["text"].is_string())
+        d.tokens = utf8_characters(attrs["text"].get<std::string>());
+    if (!d.image)
+        for (const auto& [key, value] : attrs.items())
+            if ((key == "image" || key.rfind("image_", 0) == 0))
+                if (auto img = image_of(key, value)) {
+                    d.image = std::move(img);
+                    break;
+                }
 }
 
 // The grid's block grid: the file's when it fits the grid, else the default rule.

@@ -11,7 +11,8 @@
 //   block_grid     ints         MHLA blocks per grid axis (default: 4 where they divide the axis, else 2, else 1)
 //   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
 //                               FILE[:DATASET] relative to the file's folder
-//   tokens         strings      the token strings, for display
+//   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
+//   image*         2-D numbers  the input image of a vision model (`image`, or a name starting with image_), for display
 // The grid (with its block grid) applies only when no block option was given and it holds exactly the
 // selected tokens.
 #include <cstdint>
@@ -29,13 +30,21 @@ namespace attnscope::analysis {
 
 using Index = Eigen::Index;
 
+// An input image a file carries (row-major rows x cols), e.g. the digit of data/vit_digits.h5.
+struct FileImage {
+    std::string name;
+    Index rows = 0, cols = 0;
+    std::vector<double> values;
+};
+
 struct FileDefaults {
     std::optional<std::int64_t> prefix_tokens;
     std::optional<bool> causal;
     std::vector<Index> grid;
     std::vector<Index> block_grid;
     std::optional<std::string> mixing;      // as written in the file
-    std::vector<std::string> tokens;
+    std::vector<std::string> tokens;        // `tokens`, or the characters of `text`
+    std::optional<FileImage> image;
 };
 
 // The attributes of the queries `q_ref` (FILE[:NAME]) names; reads headers only. Attributes of the wrong

@@ -7,6 +7,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/batch.h"
+#include "analysis/explore.h"
 #include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
 #include "analysis/sweep.h"
@@ -129,4 +130,28 @@ TEST(FileDefaults, BatchUnitsCarryTheirFilesDefaults)
     }
     plan.given.causal = true;   // causal = false in the job
     EXPECT_FALSE(analysis::plan_batch_units(plan)[0].options.causal);
+}
+
+// The file's tokens and image reach the app's result for display: `text` one token per character (prefix
+// tokens dropped), an image attribute as rows x cols.
+TEST(FileDefaults, TokensAndImageForDisplay)
+{
+    const std::string dir = test::fresh_work_dir("defaults_tokens");
+    nlohmann::json attrs = {{"prefix_tokens", 1}, {"text", "Ab\xc3\xa9" "cdefghijklmnop"}};   // 'é' is one character
+    attrs["image_8x8"] = {{0, 1, 2}, {3, 4, 5}};
+    const std::string file = write_attributed(dir, attrs);
+    const analysis::FileDefaults d = analysis::read_file_defaults(file + ":/q");
+    ASSERT_EQ(d.tokens.size(), 17u);
+    EXPECT_EQ(d.tokens[2], "\xc3\xa9");
+    ASSERT_TRUE(d.image);
+    EXPECT_EQ(d.image->rows, 2);
+    EXPECT_EQ(d.image->cols, 3);
+    EXPECT_EQ(d.image->values[4], 4.0);
+    analysis::ExploreRequest req;
+    req.source = {file + ":/q", file + ":/k", std::nullopt, {"", {}, 1, {}}};
+    const analysis::ExploreResult r = analysis::explore(req, analysis::JobContext{});
+    ASSERT_EQ(r.tokens.size(), 16u);   // the 16 analysed tokens after the prefix token
+    EXPECT_EQ(r.tokens[0], "b");
+    EXPECT_EQ(r.tokens[1], "\xc3\xa9");
+    ASSERT_TRUE(r.image);
 }
