@@ -17,7 +17,7 @@
 #include "export.h"
 #include "main_window.h"
 #include "sweep_dialog.h"
-#include "support/attnscope_binary.h"
+#include "support/test_support.h"
 #include "widget_test_support.h"
 
 using namespace attnscope;
@@ -25,20 +25,6 @@ using namespace attnscope::widgets;
 using test::waitSweeps;
 
 namespace {
-
-// A 3-head 1-D file (N = 96: no square grid guessed) written by attnscope synth.
-QString headsFile()
-{
-    static const QString path = [] {
-        const std::string dir = test::fresh_work_dir("window_sweep_fixtures");
-        const std::string file = dir + "/lm.h5";
-        const auto r = test::run_attnscope("synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
-        if (r.status != 0)
-            throw std::runtime_error(r.err);
-        return QString::fromStdString(file);
-    }();
-    return path;
-}
 
 SweepParams smallSynthetic()
 {
@@ -137,7 +123,7 @@ TEST_F(WindowSweep, SyntheticSweepOpensCurvesTab)
 TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
 {
     test::TestWindow w;
-    w.openFiles({headsFile()});
+    w.openFiles({test::threeHeadFile()});
     ASSERT_TRUE(waitSweeps(w));
     ASSERT_TRUE(w.result());
 
@@ -178,7 +164,7 @@ TEST_F(WindowSweep, OverviewAndCurrentDataSweepAndSession)
 
     // Loading another session without sweeps removes the tabs.
     test::TestWindow plain;
-    plain.openFiles({headsFile()});
+    plain.openFiles({test::threeHeadFile()});
     ASSERT_TRUE(waitSweeps(plain));
     ASSERT_TRUE(plain.saveSession(dir + "/plain.attnscope", &error));
     ASSERT_TRUE(again.loadSession(dir + "/plain.attnscope", &error));

@@ -27,7 +27,7 @@
 #include "mechanism_panel.h"
 #include "selection_panel.h"
 #include "session.h"
-#include "support/attnscope_binary.h"
+#include "support/test_support.h"
 #include "sweep_dialog.h"
 #include "widget_test_support.h"
 
@@ -37,20 +37,6 @@ using test::waitIdle;
 using test::waitSweeps;
 
 namespace {
-
-// A 3-head 1-D file (N = 96) written by attnscope synth.
-QString lmFile()
-{
-    static const QString path = [] {
-        const std::string dir = test::fresh_work_dir("window_sweep_runs_fixtures");
-        const std::string file = dir + "/lm.h5";
-        const auto r = test::run_attnscope("synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
-        if (r.status != 0)
-            throw std::runtime_error(r.err);
-        return QString::fromStdString(file);
-    }();
-    return path;
-}
 
 QString vitFile() { return QString::fromStdString(test::dataPath("vit_local2d.h5")); }
 
@@ -175,7 +161,7 @@ TEST_F(SweepRuns, DialogProposesCropsOfTheSixteenBySixteenSample)
 TEST_F(SweepRuns, DialogOnOneDimensionalDataProposesNUpToTheTokens)
 {
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     SweepDialog dialog(SweepParams(), windowData(w), &w);   // 512 > 96 tokens: replaced
     EXPECT_TRUE(dialog.canRun()) << dialog.problem().toStdString();
     EXPECT_EQ(dialog.params().subsample, QStringLiteral("first"));
@@ -211,7 +197,7 @@ TEST_F(SweepRuns, ProblemTextHasNoFlags)
 TEST_F(SweepRuns, NAndMSweepsStaySeparateCurveSets)
 {
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     SweepParams n;
     n.values = QStringLiteral("24,48,96");
     w.runSweep(n);
@@ -278,7 +264,7 @@ TEST_F(SweepRuns, NAndMSweepsStaySeparateCurveSets)
 TEST_F(SweepRuns, CompletedSweepReopensWithItsCurvesAndNoJob)
 {
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     SweepParams p;
     p.values = QStringLiteral("24,48,96");
     p.allHeads = true;
@@ -318,7 +304,7 @@ TEST_F(SweepRuns, CancelledOrFailedSweepIsNeitherStoredNorRerun)
     const QString dir = QString::fromStdString(test::fresh_work_dir("sweep_runs_not_stored"));
     QString error;
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     SweepParams big;
     big.synthetic = true;
     big.d = 16;
@@ -355,7 +341,7 @@ TEST_F(SweepRuns, OldSessionsKeepTheirSettingsButDoNotRerun)
 {
     // A session of an older version: the dialog's parameters under "sweep" and "overview": true, no results.
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     const QString dir = QString::fromStdString(test::fresh_work_dir("sweep_runs_old_session"));
     QString error;
     ASSERT_TRUE(w.saveSession(dir + "/new.attnscope", &error));
@@ -449,7 +435,7 @@ TEST_F(SweepRuns, CancelInsideAPointIsPromptAndSaysCancelling)
 TEST_F(SweepRuns, AFailedSweepsBannerGoesWithTheNextSweep)
 {
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     SweepParams bad;
     bad.vary = QLatin1Char('m');
     bad.values = QStringLiteral("4,500");
@@ -470,7 +456,7 @@ TEST_F(SweepRuns, AFailedSweepsBannerGoesWithTheNextSweep)
 TEST_F(SweepRuns, MapsZoomSurvivesSaveAndLoad)
 {
     test::TestWindow w;
-    ASSERT_TRUE(w.openAndWait({lmFile()}));
+    ASSERT_TRUE(w.openAndWait({test::threeHeadFile()}));
     ResultView* maps = nullptr;
     for (ResultView* v : w.views())
         if (v->viewName() == QLatin1String("maps"))

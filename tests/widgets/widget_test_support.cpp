@@ -9,8 +9,10 @@
 #include <QStandardPaths>
 #include <QThread>
 #include <QXmlStreamReader>
+#include <stdexcept>
 
 #include "export.h"
+#include "support/attnscope_binary.h"
 #include "support/test_support.h"
 
 namespace attnscope::test {
@@ -144,6 +146,19 @@ QString windowFixture(const char* name)
         return d;
     }();
     return QDir(QString::fromStdString(dir)).filePath(QString::fromLatin1(name));
+}
+
+QString threeHeadFile()
+{
+    static const QString path = [] {
+        const std::string dir = fresh_work_dir("window_sweep_fixtures");
+        const std::string file = dir + "/lm.h5";
+        const auto r = run_attnscope("synth --n 96 --d 8 --heads 3 --kind local1d --out " + file);
+        if (r.status != 0)
+            throw std::runtime_error(r.err);
+        return QString::fromStdString(file);
+    }();
+    return path;
 }
 
 bool waitUntil(const std::function<bool()>& done, int ms)

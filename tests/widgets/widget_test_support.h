@@ -1,7 +1,7 @@
 #pragma once
 // Helpers shared by the widget tests (all run offscreen, see qt_test_main.cpp): explore results of data
-// files, the plots inside a view, the export checks, and the main-window tests' settings, fixtures and
-// waiting for the window's background work.
+// files, the plots inside a view, the export checks, and the main-window tests' settings, fixtures (NumPy
+// files, a multi-head file written by attnscope synth) and waiting for the window's background work.
 #include <functional>
 #include <memory>
 #include <string>
@@ -68,6 +68,9 @@ public:
 
 // The window's files written by NumPy / h5py (make_window_fixtures.py), once per process.
 QString windowFixture(const char* name);
+// A 3-head 1-D file (N = 96: no square grid guessed) written by `attnscope synth`, once per process. Runs
+// the attnscope executable: a test that calls it depends on the attnscope target.
+QString threeHeadFile();
 
 // Spins the event loop until done() (true) or until `ms` have passed (false).
 bool waitUntil(const std::function<bool()>& done, int ms = 120000);

@@ -1,0 +1,338 @@
+// The runs of the Curves tab, their curves, the frame of those curves and the texts that name a run: see
+// curve_sets.h. The texts keep the translation contexts they have in the view (SweepView's tr(), and
+// "CurvesView" for the names of curve sets).
+#include "curve_sets.h"
+
+#include <QCoreApplication>
+#include <QFileInfo>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "analysis/sweep.h"
+#include "plot_style.h"
+
+namespace attnscope::widgets {
+namespace {
+
+using analysis::SweepResult;
+using attention::Mechanism;
+
+// "vit_local2d.h5" or "synthetic local1d, d = 16": the data of a sweep.
+QString dataText(const analysis::SweepSpec& spec)
+{
+    if (spec.synth)
+        return QCoreApplication::translate("CurvesView", "synthetic %1, d = %2").arg(QString::fromStdString(spec.synth->kind)).arg(spec.synth->d);
+    QStringList files;
+    for (const auto& in : spec.inputs) {
+        const QString f = QFileInfo(QString::fromStdString(in.q_ref).section(':', 0, 0)).fileName();
+        if (!files.contains(f))
+            files << f;
+    }
+    return files.size() > 2 ? QCoreApplication::translate("CurvesView", "%1 inputs").arg(files.size()) : files.join(", ");
+}
+
+// "h=2", "h=0\u20133" (first to last) or "" when the records have no such axis.
+QString axisText(const std::set<Eigen::Index>& values, const char* letter)
+{
+    if (values.empty())
+        return {};
+    const QString l = QString::fromLatin1(letter);
+    if (values.size() == 1)
+        return QStringLiteral("%1=%2").arg(l).arg(*values.begin());
+    return QStringLiteral("%1=%2\u2013%3").arg(l).arg(*values.begin()).arg(*values.rbegin());
+}
+
+bool allPowersOfTwo(const std::vector<double>& xs)
+{
+    for (double x : xs) {
+        if (!(x >= 1))
+            return false;
+        const double l = std::log2(x);
+        if (std::abs(l - std::round(l)) > 1e-9)
+            return false;
+    }
+    return !xs.empty();
+}
+
+// Points per mechanism of one run: mean and std from its sweep_summary (pooled over summary points that
+// share x), min..max and counts from the records.
+void addRunCurves(const CurveRun& run, int index, const QString& metric, bool byM, std::vector<Curve>& out)
+{
+    if (!run.summary.contains("points"))
+        return;
+    const SweepResult& sweep = *run.sweep;
+    const std::string key = metric.toStdString();
+    struct Acc {
+        double n = 0, sum = 0, sumsq = 0, min = std::numeric_limits<double>::infinity(),
+               max = -std::numeric_limits<double>::infinity();
+    };
+    std::vector<Mechanism> order;
+    std::map<std::pair<int, double>, Acc> acc;
+    auto mechIndex = [&order](Mechanism m) {
+        auto it = std::find(order.begin(), order.end(), m);
+        if (it == order.end()) {
+            order.push_back(m);
+            return static_cast<int>(order.size() - 1);
+        }
+        return static_cast<int>(it - order.begin());
+    };
+    for (Mechanism m : sweep.spec.mechanisms)
+        mechIndex(m);
+    // Summary points: count = records of the point; metrics' mean/std over those with a value.
+    std::map<std::tuple<std::string, long long, long long>, long> withValue;
+    for (const auto& r : sweep.records) {
+        Mechanism m;
+        const double v = sweepMetricValue(r, metric);
+        if (!mechanismFromName(r.mechanism, m) || !std::isfinite(v))
+            continue;
+        ++withValue[{r.mechanism, static_cast<long long>(r.n), static_cast<long long>(r.m)}];
+        Acc& a = acc[{mechIndex(m), static_cast<double>(byM ? r.m : r.n)}];
+        a.min = std::min(a.min, v);
+        a.max = std::max(a.max, v);
+    }
+    for (const auto& p : run.summary["points"]) {
+        Mechanism m;
+        if (!mechanismFromName(p["mechanism"].get<std::string>(), m) || !p.contains(key) || !p[key].is_object())
+            continue;
+        const long long n = p["n"].get<long long>(), mm = p["m"].get<long long>();
+        const auto it = withValue.find({p["mechanism"].get<std::string>(), n, mm});
+        if (it == withValue.end())
+            continue;
+        const double c = static_cast<double>(it->second);
+        const double mean = p[key]["mean"].get<double>(), sd = p[key]["std"].get<double>();
+        Acc& a = acc[{mechIndex(m), static_cast<double>(byM ? mm : n)}];
+        a.n += c;
+        a.sum += c * mean;
+        a.sumsq += c * (sd * sd + mean * mean);
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        Curve c;
+        c.mechanism = order[i];
+        c.run = index;
+        for (const auto& [k, a] : acc) {
+            if (k.first != static_cast<int>(i) || a.n <= 0)
+                continue;
+            CurvePoint p;
+            p.x = k.second;
+            p.mean = a.sum / a.n;
+            p.std = std::sqrt(std::max(0.0, a.sumsq / a.n - p.mean * p.mean));
+            p.min = a.min;
+            p.max = a.max;
+            p.count = static_cast<long>(a.n);
+            c.points.push_back(p);
+        }
+        if (!c.points.empty())
+            out.push_back(std::move(c));
+    }
+}
+
+}  // namespace
+
+char CurveRun::kind() const { return sweep->spec.vary == 'm' ? 'm' : 'n'; }
+
+char CurveRuns::set(const QList<CurveSet>& sets)
+{
+    std::map<const SweepResult*, nlohmann::ordered_json> known;
+    for (CurveRun& r : m_runs)
+        known[r.sweep.get()] = std::move(r.summary);
+    m_runs.clear();
+    char newKind = 0;
+    for (const CurveSet& set : sets) {
+        if (!set.sweep)
+            continue;
+        CurveRun r{set.sweep, set.name, {}};
+        const auto it = known.find(set.sweep.get());
+        if (it != known.end()) {
+            r.summary = std::move(it->second);
+        } else {
+            r.summary = analysis::sweep_summary(set.sweep->spec, set.sweep->records);
+            m_hidden.remove(set.name);
+            newKind = r.kind();
+        }
+        m_runs.push_back(std::move(r));
+    }
+    return newKind;
+}
+
+bool CurveRuns::hasKind(char kind) const
+{
+    return std::any_of(m_runs.begin(), m_runs.end(), [kind](const CurveRun& r) { return r.kind() == kind; });
+}
+
+void CurveRuns::setShown(const QString& name, bool shown)
+{
+    if (shown)
+        m_hidden.remove(name);
+    else
+        m_hidden.insert(name);
+}
+
+std::vector<const CurveRun*> CurveRuns::drawn(char kind) const
+{
+    std::vector<const CurveRun*> out;
+    for (const CurveRun& r : m_runs)
+        if (r.kind() == kind && shown(r))
+            out.push_back(&r);
+    return out;
+}
+
+QStringList CurveRuns::hiddenNames() const
+{
+    QStringList names = m_hidden.values();
+    names.sort();
+    return names;
+}
+
+void CurveRuns::setHiddenNames(const QStringList& names)
+{
+    m_hidden.clear();
+    for (const QString& name : names)
+        m_hidden.insert(name);
+}
+
+std::vector<Curve> curvesOf(const std::vector<const CurveRun*>& drawn, const QString& metric, bool byM)
+{
+    std::vector<Curve> out;
+    int index = 0;
+    for (const CurveRun* r : drawn)
+        addRunCurves(*r, index++, metric, byM, out);
+    return out;
+}
+
+CurveFrame curveFrame(const std::vector<Curve>& curves, const QString& metric, const QString& band, bool byM,
+                      const QString& xscale, const QString& yscale)
+{
+    CurveFrame f;
+    f.key = metric;
+    f.band = band;
+    f.byM = byM;
+    for (const Curve& c : curves)
+        for (const CurvePoint& p : c.points) {
+            f.xs.push_back(p.x);
+            f.pooled = std::max(f.pooled, static_cast<double>(p.count));
+        }
+    std::sort(f.xs.begin(), f.xs.end());
+    f.xs.erase(std::unique(f.xs.begin(), f.xs.end()), f.xs.end());
+    const double xmin = f.xs.front(), xmax = f.xs.back();
+    f.xscale = xscale;
+    if (f.xscale == "auto")
+        f.xscale = (xmin > 0 && xmax > 8 * xmin) ? (allPowersOfTwo(f.xs) ? "log2" : "log10") : "linear";
+    if (xmin <= 0 && f.xscale != "linear")
+        f.xscale = "linear";
+    f.logx = f.xscale != "linear";
+    if (f.logx) {
+        f.x0 = xmin / 1.3;
+        f.x1 = xmax * 1.3;
+    } else {
+        const double pad = xmax > xmin ? 0.05 * (xmax - xmin) : std::max(1.0, 0.1 * std::abs(xmin));
+        f.x0 = xmin - pad;
+        f.x1 = xmax + pad;
+    }
+    f.ylo = std::numeric_limits<double>::infinity();
+    f.yhi = -f.ylo;
+    f.yminPos = f.ylo;
+    for (const Curve& c : curves)
+        for (const CurvePoint& p : c.points) {
+            const auto [lo, hi] = bandOf(p, f.band);
+            f.ylo = std::min({f.ylo, lo, p.mean});
+            f.yhi = std::max({f.yhi, hi, p.mean});
+            for (double v : {lo, p.mean})
+                if (v > 0)
+                    f.yminPos = std::min(f.yminPos, v);
+        }
+    QString ys = yscale;
+    if (ys == "auto")
+        ys = (f.key == "seconds" && f.yminPos > 0 && f.yhi > 8 * f.yminPos) ? "log" : "linear";
+    if (!std::isfinite(f.yminPos))
+        ys = "linear";
+    f.logy = ys == "log";
+    return f;
+}
+
+std::pair<double, double> bandOf(const CurvePoint& p, const QString& band)
+{
+    if (band == "minmax")
+        return std::make_pair(p.min, p.max);
+    if (band == "std")
+        return std::make_pair(p.mean - p.std, p.mean + p.std);
+    return std::make_pair(p.mean, p.mean);
+}
+
+Qt::PenStyle runStyle(int run)
+{
+    static const Qt::PenStyle styles[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine, Qt::DashDotDotLine};
+    return styles[run % 5];
+}
+
+QString runLabel(const std::vector<const CurveRun*>& drawn, std::size_t i)
+{
+    const QString& name = drawn[i]->name;
+    return name.isEmpty() ? SweepView::tr("run %1").arg(i + 1) : name;
+}
+
+QString curveName(const Curve& c, const std::vector<const CurveRun*>& drawn)
+{
+    const QString mech = mechanismLabel(c.mechanism);
+    if (drawn.size() < 2)
+        return mech;
+    return mech + QStringLiteral(" \u00b7 ") + runLabel(drawn, static_cast<std::size_t>(c.run));
+}
+
+QString sourceText(const analysis::SweepSpec& spec)
+{
+    QString s = dataText(spec);
+    if (spec.synth) {
+        if (spec.vary == 'm')
+            s += SweepView::tr(", N = %1").arg(spec.synth->n);
+        if (spec.synth->seeds > 1)
+            s += SweepView::tr(", %1 seeds").arg(spec.synth->seeds);
+    }
+    const bool mhla = std::find(spec.mechanisms.begin(), spec.mechanisms.end(), Mechanism::mhla) != spec.mechanisms.end();
+    if (mhla && !spec.options.mixing.preset.empty())
+        s += SweepView::tr("; MHLA mixing: %1").arg(QString::fromStdString(spec.options.mixing.preset));
+    return s;
+}
+
+double featureDimension(const analysis::SweepSpec& spec, QString* what)
+{
+    if (!spec.synth)
+        return 0;
+    const auto& fm = spec.options.feature_map;
+    if (fm.kind == attention::FeatureMapKind::favor) {
+        *what = SweepView::tr("FAVOR+ features m = %1").arg(fm.favor_features);
+        return static_cast<double>(fm.favor_features);
+    }
+    *what = SweepView::tr("feature dimension d = %1").arg(spec.synth->d);
+    return static_cast<double>(spec.synth->d);
+}
+
+QString curveSetName(const analysis::SweepResult& sweep)
+{
+    const auto& spec = sweep.spec;
+    QString name = spec.vary == 'm' ? QCoreApplication::translate("CurvesView", "M sweep") : QCoreApplication::translate("CurvesView", "N sweep");
+    name += QStringLiteral(" \u00b7 ");
+    if (spec.synth) {
+        name += QCoreApplication::translate("CurvesView", "synthetic %1 d=%2").arg(QString::fromStdString(spec.synth->kind)).arg(spec.synth->d);
+        if (spec.vary == 'm')
+            name += QStringLiteral(" N=%1").arg(spec.synth->n);
+        return name;
+    }
+    name += dataText(spec);
+    std::set<Eigen::Index> layers, heads;
+    for (const auto& r : sweep.records) {
+        if (r.layer)
+            layers.insert(*r.layer);
+        if (r.head)
+            heads.insert(*r.head);
+    }
+    for (const QString& part : {axisText(layers, "l"), axisText(heads, "h")})
+        if (!part.isEmpty())
+            name += QLatin1Char(' ') + part;
+    return name;
+}
+
+}  // namespace attnscope::widgets
