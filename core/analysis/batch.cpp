@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "analysis/inputs.h"
+#include "io/tensor_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/parallel.h"
@@ -153,6 +154,7 @@ public:
         m_start = std::chrono::steady_clock::now();
         m_finished = m_report.skipped;
         m_limit = m_plan.memory_limit ? m_plan.memory_limit : default_memory_limit() / static_cast<unsigned>(m_opt.jobs);
+        io::set_read_limit_bytes(m_limit);   // every unit's inputs are checked against it before they are read
         if (m_opt.jobs > 1)
             openblas_set_num_threads(1);   // parallel units instead of parallel BLAS
         parallel_for(todo.size(), m_opt.jobs, [&](std::size_t i) {

@@ -1,5 +1,7 @@
 #include "analysis/inputs.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
@@ -117,9 +119,64 @@ HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const
     return p;
 }
 
+namespace {
+
+// The selected slice of one tensor: tokens after the prefix and features, from its header.
+std::pair<std::uint64_t, std::uint64_t> slice_size(const Opened& t, const io::AxisSelection& sel, const std::string& what)
+{
+    io::AxisSelection layout_only = sel;   // the indices are checked (and paired) when the slice is read
+    layout_only.at.clear();
+    const std::string layout = io::resolve_layout(*t.info, layout_only, what);
+    const auto n = t.info->shape[layout.find('n')], d = t.info->shape[layout.find('d')];
+    const std::int64_t tokens = std::max<std::int64_t>(0, n - sel.prefix_tokens);
+    return {static_cast<std::uint64_t>(tokens), static_cast<std::uint64_t>(d)};
+}
+
+std::string byte_text(std::uint64_t b)
+{
+    char buf[64];
+    if (b >= (1ULL << 30))
+        std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / static_cast<double>(1ULL << 30));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ULL << 20));
+    return buf;
+}
+
+}  // namespace
+
+std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+                                 const io::AxisSelection& selection)
+{
+    const Opened q = open_ref(q_ref);
+    const std::size_t q_rank = q.info->shape.size();
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices{slice_size(q, selection, "--q " + q_ref)};
+    const Opened k = open_ref(k_ref);
+    slices.push_back(slice_size(k, selection_for(selection, k.info->shape.size(), q_rank), "--k " + k_ref));
+    if (v_ref) {
+        const Opened v = open_ref(*v_ref);
+        slices.push_back(slice_size(v, selection_for(selection, v.info->shape.size(), q_rank), "--v " + *v_ref));
+    }
+    long double total = 0, largest = 0;
+    for (const auto& [n, d] : slices) {
+        const long double bytes = static_cast<long double>(n) * static_cast<long double>(d) * 8.0L;
+        total += bytes;
+        largest = std::max(largest, bytes);
+    }
+    const auto [n, d] = slices.front();
+    const long double light = static_cast<long double>(n) * (static_cast<long double>(d) * 8.0L + 4096.0L) * 8.0L;
+    const long double need = total + largest + light;
+    return need > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(need);
+}
+
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                          const io::AxisSelection& selection)
 {
+    const std::uint64_t need = input_budget_bytes(q_ref, k_ref, v_ref, selection);
+    if (need > io::read_limit_bytes())
+        throw InputError("--q " + q_ref + ", --k " + k_ref + ": the run needs about " + byte_text(need) +
+                         " (the selected queries, keys" + (v_ref ? std::string(" and values") : std::string()) +
+                         " as float64 and the analysis' working space), above the memory limit of " +
+                         byte_text(io::read_limit_bytes()) + " (--max-memory); nothing was read");
     LoadedInputs in;
     const Opened q = open_ref(q_ref);
     const std::size_t q_rank = q.info->shape.size();

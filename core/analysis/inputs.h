@@ -42,7 +42,15 @@ struct LoadedInputs {
     nlohmann::ordered_json input_json;   // the "input" object of the analyze JSON (kv_head when grouped or chosen)
 };
 
-// Reads the selected N x d slices, keys and values at the key/value head pair_heads() gives. Throws
+// Bytes a run over these inputs needs at its peak, from their headers alone: every selected slice as
+// float64, the largest once more (it is copied while read), and the streamed analysis' tiles and factors
+// (N x (d + 4096) doubles). Compressed files are measured by what they decompress to.
+std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+                                 const io::AxisSelection& selection);
+
+// Reads the selected N x d slices, keys and values at the key/value head pair_heads() gives. First checks
+// input_budget_bytes() against the memory limit (io::read_limit_bytes(), --max-memory) from the headers, so
+// that no input is decompressed or widened when the whole run cannot fit. Throws
 // InputError when Q and K disagree in N or d, when V has a different N, or when any file or selection is
 // bad (see io::load_selected).
 LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,

@@ -107,3 +107,9 @@ TEST(CliCommands, FileAttributesAreDefaults)
     const auto off = nlohmann::json::parse(run_attnscope("analyze --q " + file + ":/q --k " + file + ":/k --no-causal --json -").out);
     EXPECT_EQ(off["results"][0]["params"]["causal"], false);
 }
+
+// Compressed inputs never push a run over --max-memory (tests/app/check_memory_budget.py).
+TEST(CliCommands, CompressedInputsStayWithinTheMemoryLimit)
+{
+    attnscope::test::expect_script_passes("app/check_memory_budget.py", "cli_memory_budget");
+}
