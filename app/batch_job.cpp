@@ -187,7 +187,9 @@ MechanismArgs read_attention(const toml::table& root, const JobReader& r, const 
         (*causal ? mech.causal : mech.no_causal) = true;
     mech.feature_map = r.str(*t, "feature_map").value_or("relu");
     mech.favor_features = r.integer(*t, "favor_features").value_or(256);
-    mech.seed = static_cast<std::uint64_t>(r.integer(*t, "seed").value_or(0));
+    mech.seed = r.integer(*t, "seed").value_or(0);
+    if (mech.seed < 0)
+        r.fail(t->get("seed"), "[attention] 'seed' must be non-negative");
     mech.blocks = r.integer(*t, "blocks");
     mech.chunk = r.integer(*t, "chunk");
     if ((mech.blocks ? 1 : 0) + (mech.chunk ? 1 : 0) + (t->get("grid") ? 1 : 0) > 1)
@@ -246,7 +248,10 @@ void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPla
         sw.spec.values = analysis::parse_sizes(vary.substr(2), "vary");
         sw.spec.subsample = analysis::parse_subsample(r.str(t, "subsample").value_or("first"));
         sw.spec.draws = r.integer(t, "draws").value_or(1);
-        sw.spec.seed = static_cast<std::uint64_t>(r.integer(t, "subsample_seed").value_or(0));
+        const std::int64_t subsample_seed = r.integer(t, "subsample_seed").value_or(0);
+        if (subsample_seed < 0)
+            r.fail(t.get("subsample_seed"), "[[sweep]] 'subsample_seed' must be non-negative");
+        sw.spec.seed = static_cast<std::uint64_t>(subsample_seed);
         sw.spec.heads = analysis::AxisChoice::parse(r.list(t, "heads").value_or(""), "heads");
         sw.spec.layers = analysis::AxisChoice::parse(r.list(t, "layers").value_or(""), "layers");
         sw.spec.mechanisms = plan.mechanisms;

@@ -3,6 +3,9 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <iostream>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -32,7 +35,62 @@ bool is_gui_flag(const std::string& arg)
     return false;
 }
 
+// CLI11's messages in the words of the rest of the command line (docs/cli.md): the option at fault and
+// what it takes, never the parser's phrasing.
+std::string parse_error_text(const CLI::ParseError& e)
+{
+    std::string m = e.what();
+    auto starts = [&](const std::string& prefix) { return m.rfind(prefix, 0) == 0; };
+    auto after = [&](const std::string& prefix) { return m.substr(prefix.size()); };
+    for (const char* p : {"The following arguments were not expected: ", "The following argument was not expected: "})
+        if (starts(p))
+            return "unexpected argument(s) " + after(p) + " (the subcommand's --help lists its options)";
+    if (starts("Could not convert: ")) {
+        const std::string rest = after("Could not convert: ");
+        const auto eq = rest.find(" = ");
+        if (eq != std::string::npos)
+            return rest.substr(0, eq) + ": '" + rest.substr(eq + 3) + "' is not a value it takes";
+    }
+    if (const auto at = m.find(": At Most "); at != std::string::npos)
+        return m.substr(0, at) + ": given more values than it takes";
+    if (const auto at = m.find(": At least "); at != std::string::npos)
+        return m.substr(0, at) + ": needs a value";
+    if (starts("A subcommand is required") || starts("Requires at least 1 subcommands"))
+        return std::string("give a subcommand: ") + subcommand_list() + " (attnscope --help), or file names for the desktop app";
+    if (const auto at = m.find(" excludes "); at != std::string::npos)
+        return m.substr(0, at) + " and " + m.substr(at + 10) + " cannot be given together";
+    if (const auto at = m.find(": Value "); at != std::string::npos) {
+        const std::string rest = m.substr(at + 8);
+        const auto range = rest.find(" not in range ");
+        if (range != std::string::npos)
+            return m.substr(0, at) + ": " + rest.substr(0, range) + " is outside " + rest.substr(range + 14);
+    }
+    return m;
+}
+
+// A subcommand that succeeded but whose standard output could not be written (a full device, a closed
+// stream) has not done its job: exit 2 instead of reporting success with the output lost.
+int check_standard_output()
+{
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    if (std::cout.good() && flushed && !std::ferror(stdout))
+        return 0;
+    const int err = errno ? errno : EIO;
+    print_error(std::string("standard output: cannot write (") + std::strerror(err) + "): the output is incomplete");
+    return 2;
+}
+
 }  // namespace
+
+std::string subcommand_list()
+{
+    std::string s;
+    for (const char* c : kSubcommands)
+        s += (s.empty() ? "" : ", ") + std::string(c);
+    return s;
+}
 
 bool wants_cli(int argc, char** argv)
 {
@@ -56,8 +114,7 @@ bool wants_cli(int argc, char** argv)
 int run_cli(int argc, char** argv)
 {
     if (argc >= 2 && argv[1][0] != '-' && !is_subcommand(argv[1])) {
-        print_error(std::string("'") + argv[1] +
-                    "' is neither a subcommand (info, analyze, matrix, synth, sweep, batch, merge, figure) nor an existing file");
+        print_error(std::string("'") + argv[1] + "' is neither a subcommand (" + subcommand_list() + ") nor an existing file");
         return 2;
     }
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
@@ -65,6 +122,10 @@ int run_cli(int argc, char** argv)
                  "attnscope"};
     app.set_version_flag("--version", std::string("attnscope ") + ATTNSCOPE_VERSION);
     app.require_subcommand(1);
+    app.option_defaults()->always_capture_default();
+    app.footer("Desktop app: attnscope [FILE...]; attnscope --session S.attnscope; attnscope FILE... --screenshot OUT.png "
+               "[--view NAME]; attnscope FILE... --save-session OUT.attnscope (docs/cli.md, \"Desktop app from the "
+               "command line\").");
     std::vector<Command> commands = {add_info_command(app),  add_analyze_command(app), add_matrix_command(app),
                                      add_synth_command(app), add_sweep_command(app)};
 #ifdef ATTNSCOPE_WITH_GUI
@@ -78,12 +139,14 @@ int run_cli(int argc, char** argv)
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0)
             return app.exit(e);
-        print_error(e.what());
+        print_error(parse_error_text(e));
         return 2;
     }
     for (const Command& c : commands)
-        if (c.cmd->parsed())
-            return guarded(c.run);
+        if (c.cmd->parsed()) {
+            const int status = guarded(c.run);
+            return status == 0 ? check_standard_output() : status;
+        }
     return 2;
 }
 

@@ -1,7 +1,12 @@
 #pragma once
 // The headless command line (docs/cli.md): info, analyze, matrix, synth, sweep, figure, batch, merge.
 
+#include <string>
+
 namespace attnscope::app {
+
+// "info, analyze, matrix, ...": every subcommand, for messages.
+std::string subcommand_list();
 
 // True when argv names a subcommand or a command-line-only flag (then run_cli handles it).
 bool wants_cli(int argc, char** argv);

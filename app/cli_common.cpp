@@ -1,6 +1,8 @@
 #include "cli_common.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 
 #include "util/atomic_file.h"
@@ -19,8 +21,10 @@ void print_error(const std::string& message)
 void write_text_output(const std::string& path, const std::string& text)
 {
     if (path == "-") {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
+        errno = 0;
+        if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+            throw InputError(std::string("standard output: cannot write (") + std::strerror(errno ? errno : EIO) +
+                             "): the output is incomplete");
         return;
     }
     write_file_atomically(path, text);

@@ -110,7 +110,9 @@ attention::AttentionOptions MechanismArgs::resolve() const
     if (favor_features < 1 || favor_features > 1'000'000)
         throw std::invalid_argument("--favor-features must lie in 1..1000000 (got " + std::to_string(favor_features) + ")");
     o.feature_map.favor_features = favor_features;
-    o.feature_map.seed = seed;
+    if (seed < 0)
+        throw std::invalid_argument("--seed " + std::to_string(seed) + " must be non-negative");
+    o.feature_map.seed = static_cast<std::uint64_t>(seed);
 
     using Kind = attention::BlockSpec::Kind;
     if (blocks) {

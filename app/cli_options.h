@@ -34,7 +34,7 @@ struct MechanismArgs {
     bool no_causal = false;   // overrides a file's `causal` attribute
     std::string feature_map = "relu";
     std::int64_t favor_features = 256;
-    std::uint64_t seed = 0;
+    std::int64_t seed = 0;
     std::optional<std::int64_t> blocks;
     std::optional<std::int64_t> chunk;
     std::string grid;

@@ -208,13 +208,16 @@ Command add_merge_command(CLI::App& app)
     struct MergeArgs {
         std::vector<std::string> dirs;
         std::string out;
+        bool partial = false;
     };
     auto a = std::make_shared<MergeArgs>();
     auto* cmd = app.add_subcommand("merge", "Combine the output folders of batch shards");
     cmd->add_option("DIR", a->dirs, "Shard output folders")->required();
     cmd->add_option("--out", a->out, "Merged output folder")->required();
+    cmd->add_flag("--partial", a->partial,
+                  "Merge an incomplete set of shards (its outputs are named results.partial.jsonl, summary.partial.csv)");
     return {cmd, [a] {
-                analysis::merge_batches(a->dirs, a->out);
+                analysis::merge_batches(a->dirs, a->out, a->partial);
                 std::cerr << "merged " << a->dirs.size() << " folders into " << a->out << "\n";
                 return 0;
             }};

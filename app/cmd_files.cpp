@@ -129,6 +129,8 @@ int run_matrix(const MatrixArgs& a)
         analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, setup.options, nothing, memory_limit);
     const ojson& params = p.result.params;
     const Eigen::MatrixXd A = p.op->dense();
+    if (!A.allFinite())
+        throw InputError(analysis::non_finite_reason(*p.op));
 
     if (npy) {
         out.write([&](const std::string& temp) { io::write_npy(temp, A); });
@@ -158,7 +160,7 @@ struct SynthArgs {
     std::int64_t n = 0, d = 0, heads = 1;
     std::string kind = "gaussian";
     std::string grid;
-    std::uint64_t seed = 0;
+    std::int64_t seed = 0;
     std::string out;
     MemoryArgs memory;
 };
@@ -173,7 +175,9 @@ int run_synth(const SynthArgs& a)
     o.d = a.d;
     o.heads = a.heads;
     o.kind = a.kind;
-    o.seed = a.seed;
+    if (a.seed < 0)
+        throw std::invalid_argument("--seed " + std::to_string(a.seed) + " must be non-negative");
+    o.seed = static_cast<std::uint64_t>(a.seed);
     if (!a.grid.empty())
         o.grid = analysis::parse_sizes(a.grid, "--grid");
     analysis::write_synthetic_file(a.out, o, a.memory.resolve());

@@ -1,5 +1,6 @@
 // The subcommands that draw curves and figures (docs/cli.md): `sweep` (rank and entropy against N or M,
 // CSV + JSON, optionally the curves figure) and `figure` (any view of the desktop app, headless).
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -32,8 +33,31 @@ struct SweepArgs {
     std::optional<std::string> metric;
 };
 
+// Every output names its own file (two options on one path would keep one and lose the other).
+void check_distinct_outputs(const SweepArgs& a)
+{
+    std::vector<std::pair<std::string, std::string>> outs{{"--csv", a.csv_out}};
+    if (a.json_out)
+        outs.emplace_back("--json", *a.json_out);
+    if (a.plot_out)
+        outs.emplace_back("--plot", *a.plot_out);
+    for (std::size_t i = 0; i < outs.size(); ++i)
+        for (std::size_t j = i + 1; j < outs.size(); ++j) {
+            const bool both_stdout = outs[i].second == "-" && outs[j].second == "-";
+            std::error_code e1, e2;
+            const bool same = outs[i].second != "-" && outs[j].second != "-" &&
+                              std::filesystem::weakly_canonical(outs[i].second, e1) ==
+                                  std::filesystem::weakly_canonical(outs[j].second, e2);
+            if (both_stdout || same)
+                throw std::invalid_argument(outs[i].first + " and " + outs[j].first + " both write to " +
+                                            (both_stdout ? std::string("standard output") : outs[i].second) +
+                                            ": give each its own file");
+        }
+}
+
 int run_sweep(const SweepArgs& a)
 {
+    check_distinct_outputs(a);
     const analysis::SweepPlan plan = analysis::plan_sweep(a.sweep.resolve());
     const analysis::SweepSpec& spec = plan.spec;
 

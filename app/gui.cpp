@@ -29,6 +29,7 @@
 #include "attention/options.h"
 #include "data_browser.h"
 #include "figure.h"
+#include "cli.h"
 #include "main_window.h"
 #include "session.h"
 
@@ -306,9 +307,10 @@ int run_gui(int argc, char** argv)
     if (headless) {
         if (mode == Mode::window) {
             // Without a display Qt would abort with a cryptic xcb message; say what to do instead.
-            std::fprintf(stderr, "error: no display for the desktop app (DISPLAY is not set); run headless with a "
-                                 "subcommand: info, analyze, matrix, synth (attnscope --help), or with --screenshot or "
-                                 "--save-session\n");
+            const std::string text = "error: no display for the desktop app (DISPLAY is not set); run headless with a "
+                                     "subcommand: " + subcommand_list() + " (attnscope --help), or with --screenshot or "
+                                     "--save-session\n";
+            std::fputs(text.c_str(), stderr);
             return 2;
         }
         ::setenv("QT_QPA_PLATFORM", "offscreen", 1);   // a scripted run needs no display

@@ -17,7 +17,7 @@ int main(int argc, char** argv)
     return attnscope::app::run_gui(argc, argv);
 #else
     std::fprintf(stderr, "error: this attnscope was built without the desktop app (ATTNSCOPE_BUILD_GUI=OFF); "
-                         "use a subcommand: info, analyze, matrix, synth (attnscope --help)\n");
+                         "use a subcommand: %s (attnscope --help)\n", attnscope::app::subcommand_list().c_str());
     return 2;
 #endif
 }

@@ -56,7 +56,9 @@ analysis::SweepSpec SweepOptions::resolve() const
         spec.values = analysis::parse_sizes(vary.substr(2), "--vary");
     spec.subsample = analysis::parse_subsample(subsample);
     spec.draws = draws;   // checked with every other sweep setting by analysis::plan_sweep
-    spec.seed = subsample_seed;
+    if (subsample_seed < 0)
+        throw std::invalid_argument("--subsample-seed " + std::to_string(subsample_seed) + " must be non-negative");
+    spec.seed = static_cast<std::uint64_t>(subsample_seed);
     spec.heads = analysis::AxisChoice::parse(heads, "--heads");
     spec.layers = analysis::AxisChoice::parse(layers, "--layers");
     spec.mechanisms = analysis::parse_mechanisms(mechanisms);

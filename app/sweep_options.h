@@ -22,7 +22,7 @@ struct SweepOptions {
     std::string vary;
     std::string subsample = "first";
     std::int64_t draws = 1;
-    std::uint64_t subsample_seed = 0;
+    std::int64_t subsample_seed = 0;
     std::string heads, layers;
     std::string mechanisms = "softmax,linear,mhla";
     SelectionArgs selection;

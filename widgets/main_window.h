@@ -213,6 +213,7 @@ private:
     QTimer m_debounce;
     std::shared_ptr<const analysis::ExploreResult> m_result;
     QString m_lastError;
+    QString m_attributeProblem;   // the queries' file has an attribute that cannot be used (applyFileDefaults)
     QString m_sessionPath;
     QString m_lastExportFolder;
     QString m_defaultsRef;                        // the queries whose file defaults the panels hold

@@ -46,6 +46,8 @@ void MainWindow::onAssignmentChanged()
     if (file != m_defaultsFile && !m_defaultsFile.isEmpty() && m_userChangedOptions)
         m_fileOptions[m_defaultsFile] = m_mechanism->saveState();
     m_selection->setTensor(q);
+    if (file != m_defaultsFile)
+        m_attributeProblem.clear();
     if (m_applyingSession) {
         m_mechanism->forgetFileDefaults();   // a session brings its own options
     } else if (q && ref != m_defaultsRef) {
@@ -116,12 +118,27 @@ void MainWindow::applyFileDefaults(const QString& queriesRef)
 {
     analysis::AnalysisSetup setup;
     setup.selection = m_selection->selection();
-    nlohmann::ordered_json fromFile;
+    const std::string ref = queriesRef.toStdString();
+    analysis::FileDefaults defaults;
     try {
-        fromFile = analysis::resolve_file_defaults(queriesRef.toStdString(), setup);
+        defaults = analysis::read_file_defaults(ref);
     } catch (const std::exception&) {
         // A file or selection that cannot be read reports its error when computed.
         return;
+    }
+    nlohmann::ordered_json fromFile;
+    m_attributeProblem.clear();
+    try {
+        fromFile = analysis::apply_file_defaults(defaults, ref, setup);
+    } catch (const std::exception& e) {
+        // An attribute that cannot be used (docs/cli.md "Axis selection"): said, not ignored; the options
+        // start from the program's defaults and the docks override the attribute.
+        m_attributeProblem = tr("The file's attributes were not applied: %1 (or set it in the docks)").arg(QString::fromStdString(e.what()));
+        showMessage(m_attributeProblem, true);
+        statusBar()->showMessage(m_attributeProblem, 10000);
+        setup = analysis::AnalysisSetup{};
+        setup.selection = m_selection->selection();
+        fromFile = nlohmann::ordered_json::object();
     }
     m_mechanism->applyFileDefaults(setup.options, fromFile);
 }
@@ -330,6 +347,8 @@ void MainWindow::showResult(ExploreResultPtr result)
         v->setNotice(ResultView::Freshness::current);
     }
     QStringList problems;
+    if (!m_attributeProblem.isEmpty())
+        problems << m_attributeProblem;
     for (const auto& o : m_result->outcomes)
         if (!o.error.empty())
             problems << QStringLiteral("%1: %2").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)),

@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "analysis/inputs.h"
+#include "attention/operator.h"
 #include "io/tensor_file.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -127,6 +128,41 @@ std::vector<SweepPlan> plan_sweeps(const BatchPlan& plan)
         }
     }
     return plans;
+}
+
+// Every unit of the whole job is checked from the headers before anything is created: its inputs and
+// head pairing, its memory budget, and every mechanism's options on its N and d. The job is refused whole,
+// naming the first unit that cannot run, so a batch never writes part of an impossible job.
+void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std::uint64_t limit)
+{
+    std::vector<std::string> problems;
+    for (const BatchUnit& u : units) {
+        try {
+            const TensorSource& s = u.source;
+            (void)pair_heads(s.q_ref, s.k_ref, s.selection);
+            const std::uint64_t need = input_budget_bytes(s.q_ref, s.k_ref, std::nullopt, s.selection);
+            if (need > limit)
+                throw InputError("needs about " + human_bytes(need) + ", above the memory limit of " + human_bytes(limit) +
+                                 " per unit (max_memory, divided by --jobs)");
+            const io::TensorRef ref = io::parse_tensor_ref(s.q_ref);
+            const auto file = io::open_tensor_file(ref.file);
+            const io::TensorInfo& info = file->find(ref.name);
+            const std::string layout = io::resolve_layout(info, s.selection, "--q " + s.q_ref);
+            const Index n = selected_tokens(s), d = info.shape[layout.find('d')];
+            for (const Mechanism m : plan.mechanisms) {
+                (void)mechanism_params(m, options_for(m, u.options), n, d);
+                if (m == Mechanism::mhla)
+                    if (const std::string p = attention::mhla_options_problem(u.options, n); !p.empty())
+                        throw std::invalid_argument("mhla: " + p);
+            }
+        } catch (const std::exception& e) {
+            problems.push_back(u.key + ": " + e.what());
+        }
+    }
+    if (problems.empty())
+        return;
+    throw InputError("the job cannot run as written (nothing was created): " + problems.front() +
+                     (problems.size() > 1 ? " (and " + std::to_string(problems.size() - 1) + " more units)" : std::string()));
 }
 
 void make_output_folder(const std::string& dir)
@@ -377,11 +413,19 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     const std::string settings = settings_hash(plan);
     const std::vector<BatchUnit> all_units = plan_batch_units(plan);
     const std::vector<SweepPlan> sweep_plans = plan_sweeps(plan);
+    check_units(plan, all_units,
+                plan.memory_limit ? plan.memory_limit : default_memory_limit() / static_cast<unsigned>(opt.jobs));
     make_output_folder(opt.out_dir);
     std::vector<const BatchUnit*> units;
+    ShardInfo shard{settings, opt.shard_index, opt.shard_count, all_units.size(), {}, {}};
     for (const BatchUnit& u : all_units)
-        if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index)
+        if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index) {
             units.push_back(&u);
+            shard.units.push_back(u.index);
+        }
+    for (const Mechanism m : plan.mechanisms)
+        shard.mechanisms.emplace_back(attention::to_string(m));
+    write_shard_info(opt.out_dir, shard);
 
     ResultStore store(opt.out_dir, settings);
     const auto recorded = [&](const BatchUnit& u) {

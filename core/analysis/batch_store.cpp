@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fcntl.h>
@@ -130,14 +131,17 @@ std::vector<json> ordered(const std::map<std::string, json>& records)
     return list;
 }
 
-void write_final(const std::string& dir, const std::map<std::string, json>& records)
+// results.jsonl and summary.csv (results.partial.jsonl and summary.partial.csv for a partial merge, so that
+// nothing reading the usual names takes an incomplete set for a complete one).
+void write_final(const std::string& dir, const std::map<std::string, json>& records, bool partial = false)
 {
     const auto list = ordered(records);
     std::string lines;
     for (const json& r : list)
         lines += r.dump() + "\n";
-    write_file_atomically((fs::path(dir) / "results.jsonl").string(), lines);
-    write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
+    const std::string tag = partial ? ".partial" : "";
+    write_file_atomically((fs::path(dir) / ("results" + tag + ".jsonl")).string(), lines);
+    write_file_atomically((fs::path(dir) / ("summary" + tag + ".csv")).string(), summary_csv(list));
 }
 
 // Appends one line to the open results file and makes it durable before returning. On failure the file
@@ -231,27 +235,124 @@ void write_failures(const std::string& dir, std::vector<std::string>& failures)
     }
 }
 
-void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir)
+void write_shard_info(const std::string& dir, const ShardInfo& info)
+{
+    const std::string path = (fs::path(dir) / "shard.json").string();
+    if (fs::exists(path)) {
+        const ShardInfo old = read_shard_info(dir);
+        if (old.settings != info.settings || old.shard != info.shard || old.shards != info.shards ||
+            old.units_total != info.units_total)
+            throw InputError(dir + ": holds shard " + std::to_string(old.shard) + "/" + std::to_string(old.shards) +
+                             " of a job with " + (old.settings != info.settings ? "other settings" : "another plan") +
+                             "; use another --out folder");
+        return;
+    }
+    json j;
+    j["attnscope_version"] = ATTNSCOPE_VERSION;
+    j["settings"] = info.settings;
+    j["shard"] = info.shard;
+    j["shards"] = info.shards;
+    j["units_total"] = info.units_total;
+    j["units"] = info.units;
+    j["mechanisms"] = info.mechanisms;
+    write_file_atomically(path, j.dump(2) + "\n");
+}
+
+ShardInfo read_shard_info(const std::string& dir)
+{
+    const std::string path = (fs::path(dir) / "shard.json").string();
+    std::ifstream in(path);
+    if (!in)
+        throw InputError(dir + ": no shard.json (not the output folder of a batch shard; a folder made by an older "
+                               "attnscope gets one when its shard is run again)");
+    try {
+        const json j = json::parse(in);
+        ShardInfo s;
+        s.settings = j.at("settings").get<std::string>();
+        s.shard = j.at("shard").get<int>();
+        s.shards = j.at("shards").get<int>();
+        s.units_total = j.at("units_total").get<std::size_t>();
+        s.units = j.at("units").get<std::vector<std::size_t>>();
+        s.mechanisms = j.at("mechanisms").get<std::vector<std::string>>();
+        return s;
+    } catch (const json::exception& e) {
+        throw InputError(path + ": not a valid shard description (" + std::string(e.what()) + ")");
+    }
+}
+
+namespace {
+
+// Checks that the shards are one job's (settings, shard count, plan) and finds what the set lacks: shards
+// not given, and units of given shards without all their records. Throws InputError for an inconsistent set.
+json shard_set_report(const std::vector<std::string>& dirs, const std::vector<ShardInfo>& infos,
+                      const std::map<std::string, json>& merged)
+{
+    const ShardInfo& first = infos.front();
+    std::set<int> seen;
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+        const ShardInfo& s = infos[i];
+        if (s.settings != first.settings)
+            throw InputError(dirs[i] + ": results come from a job with other settings than " + dirs.front());
+        if (s.shards != first.shards || s.units_total != first.units_total)
+            throw InputError(dirs[i] + ": shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
+                             " does not belong to the same sharding as " + dirs.front() + " (shard " +
+                             std::to_string(first.shard) + "/" + std::to_string(first.shards) + ")");
+        if (!seen.insert(s.shard).second)
+            throw InputError(dirs[i] + ": shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
+                             " is given twice");
+    }
+    json missing_shards = json::array(), missing_units = json::array();
+    for (int i = 0; i < first.shards; ++i)
+        if (!seen.count(i))
+            missing_shards.push_back(i);
+    std::set<std::size_t> recorded;
+    std::map<std::size_t, std::size_t> per_unit;
+    for (const auto& [key, rec] : merged)
+        ++per_unit[rec["unit"].get<std::size_t>()];
+    for (const ShardInfo& s : infos)
+        for (const std::size_t u : s.units)
+            if (per_unit[u] < s.mechanisms.size())
+                missing_units.push_back(u);
+    json report;
+    report["complete"] = missing_shards.empty() && missing_units.empty();
+    report["shards"] = first.shards;
+    report["units_total"] = first.units_total;
+    report["missing_shards"] = missing_shards;
+    report["missing_units"] = missing_units;
+    return report;
+}
+
+}  // namespace
+
+void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial)
 {
     if (dirs.empty())
         throw std::invalid_argument("merge: name the shard folders");
     std::map<std::string, json> merged;
-    std::string settings;
+    std::vector<ShardInfo> infos;
     for (const std::string& dir : dirs) {
+        infos.push_back(read_shard_info(dir));
         const std::string path = (fs::path(dir) / "results.jsonl").string();
         if (!fs::exists(path))
             throw InputError(dir + ": no results.jsonl (not a batch output folder)");
         for (auto& [key, rec] : read_records(path, "", false)) {
-            const std::string s = rec.value("settings", std::string());
-            if (settings.empty())
-                settings = s;
-            else if (s != settings)
-                throw InputError(dir + ": results come from a job with other settings than " + dirs.front());
             const auto it = merged.find(key);
             if (it != merged.end() && it->second["unit"] != rec["unit"])
                 throw InputError(dir + ": record " + key + " disagrees with another shard");
             merged[key] = std::move(rec);
         }
+    }
+    json report = shard_set_report(dirs, infos, merged);
+    if (!report["complete"].get<bool>() && !partial) {
+        std::string what;
+        if (!report["missing_shards"].empty())
+            what += "shards " + report["missing_shards"].dump() + " of " + std::to_string(infos.front().shards) +
+                    " are not given";
+        if (!report["missing_units"].empty())
+            what += std::string(what.empty() ? "" : "; ") + std::to_string(report["missing_units"].size()) +
+                    " units of the given shards are not recorded (their shards did not finish: run them again)";
+        throw InputError("merge: incomplete shard set: " + what + "; give --partial to merge what there is (its outputs "
+                         "are then named results.partial.jsonl and summary.partial.csv)");
     }
     std::error_code ec;
     fs::create_directories(out_dir, ec);
@@ -267,7 +368,10 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
                 if (e.is_regular_file())
                     fs::copy_file(e.path(), fs::path(out_dir) / sub / e.path().filename(), fs::copy_options::overwrite_existing);
         }
-    write_final(out_dir, merged);
+    const bool complete = report["complete"].get<bool>();
+    write_final(out_dir, merged, !complete);
+    report["shard_folders"] = dirs;
+    write_file_atomically((fs::path(out_dir) / "merge.json").string(), report.dump(2) + "\n");
 }
 
 }  // namespace attnscope::analysis

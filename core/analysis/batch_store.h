@@ -51,9 +51,24 @@ private:
 // `failures` (a stale list never stays).
 void write_failures(const std::string& dir, std::vector<std::string>& failures);
 
+// What a shard folder holds (DIR/shard.json, written before its first record): which job (settings hash),
+// which shard of how many, and its units, so that a merge can tell a complete set from a partial one.
+struct ShardInfo {
+    std::string settings;
+    int shard = 0, shards = 1;
+    std::size_t units_total = 0;            // units of the whole job
+    std::vector<std::size_t> units;         // this shard's units
+    std::vector<std::string> mechanisms;    // records per unit
+};
+// Writes DIR/shard.json, or checks that the one there describes the same shard (InputError otherwise).
+void write_shard_info(const std::string& dir, const ShardInfo& info);
+ShardInfo read_shard_info(const std::string& dir);
+
 // Combines the outputs of shards into out_dir: results.jsonl (deduplicated, in plan order), summary.csv,
-// sweeps, figures. Throws InputError naming a folder without results or records that disagree.
-void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir);
+// sweeps, figures, and merge.json saying whether the set is complete. The shards must be one job's (same
+// settings and shard count, each shard once); a set that lacks shards or records is refused unless
+// `partial`, and then written as results.partial.jsonl and summary.partial.csv. Throws InputError.
+void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial = false);
 
 // Hex SHA-256 of a file (OpenSSL EVP).
 std::string file_sha256(const std::string& path);

@@ -6,6 +6,7 @@
 #include "analysis/inputs.h"
 #include "attention/mixing.h"
 #include "io/tensor_file.h"
+#include "util/error.h"
 
 namespace attnscope::analysis {
 
@@ -61,29 +62,46 @@ std::optional<FileImage> image_of(const std::string& name, const nlohmann::json&
     return img;
 }
 
-// Fills what `d` lacks from one attribute object.
+// Fills what `d` lacks from one attribute object; values that cannot be used go to d.invalid.
 void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
 {
     if (!attrs.is_object())
         return;
-    if (!d.prefix_tokens && attrs.contains("prefix_tokens") && attrs["prefix_tokens"].is_number_integer() &&
-        attrs["prefix_tokens"].get<std::int64_t>() >= 0)
-        d.prefix_tokens = attrs["prefix_tokens"].get<std::int64_t>();
-    if (d.grid.empty() && attrs.contains("grid"))
+    auto seen = [&](const char* key) { return attrs.contains(key) && !d.invalid.count(key); };
+    if (!d.prefix_tokens && seen("prefix_tokens")) {
+        const auto& v = attrs["prefix_tokens"];
+        if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
+            d.prefix_tokens = v.get<std::int64_t>();
+        else
+            d.invalid["prefix_tokens"] = "= " + v.dump() + " is not a non-negative integer";
+    }
+    if (d.grid.empty() && seen("grid")) {
         if (auto g = positive_ints(attrs["grid"]); g && (g->size() == 2 || g->size() == 3))
             d.grid = std::move(*g);
-    if (d.block_grid.empty() && attrs.contains("block_grid"))
+        else
+            d.invalid["grid"] = "= " + attrs["grid"].dump() + " is not 2 or 3 positive integers";
+    }
+    if (d.block_grid.empty() && seen("block_grid")) {
         if (auto g = positive_ints(attrs["block_grid"]); g && (g->size() == 2 || g->size() == 3))
             d.block_grid = std::move(*g);
-    if (!d.causal && attrs.contains("causal")) {
+        else
+            d.invalid["block_grid"] = "= " + attrs["block_grid"].dump() + " is not 2 or 3 positive integers";
+    }
+    if (!d.causal && seen("causal")) {
         const auto& c = attrs["causal"];
         if (c.is_boolean())
             d.causal = c.get<bool>();
-        else if (c.is_number_integer())
+        else if (c.is_number_integer() && (c.get<long long>() == 0 || c.get<long long>() == 1))
             d.causal = c.get<long long>() != 0;
+        else
+            d.invalid["causal"] = "= " + c.dump() + " is not true or false";
     }
-    if (!d.mixing && attrs.contains("mixing") && attrs["mixing"].is_string() && !attrs["mixing"].get<std::string>().empty())
-        d.mixing = attrs["mixing"].get<std::string>();
+    if (!d.mixing && seen("mixing")) {
+        if (attrs["mixing"].is_string() && !attrs["mixing"].get<std::string>().empty())
+            d.mixing = attrs["mixing"].get<std::string>();
+        else
+            d.invalid["mixing"] = "= " + attrs["mixing"].dump() + " is not a preset name or a dataset";
+    }
     if (d.tokens.empty() && attrs.contains("tokens") && attrs["tokens"].is_array()) {
         std::vector<std::string> t;
         for (const auto& x : attrs["tokens"])
@@ -103,17 +121,27 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
                 }
 }
 
-// The grid's block grid: the file's when it fits the grid, else the default rule.
-std::vector<Index> block_grid_for(const FileDefaults& d)
+// The grid's block grid: the file's (which must cut every axis into equal parts), else the default rule.
+std::vector<Index> block_grid_for(const FileDefaults& d, const std::string& file)
 {
-    if (d.block_grid.size() == d.grid.size()) {
-        bool fits = true;
-        for (std::size_t a = 0; a < d.grid.size(); ++a)
-            fits = fits && d.grid[a] % d.block_grid[a] == 0;
-        if (fits)
-            return d.block_grid;
-    }
-    return default_block_grid(d.grid);
+    if (d.block_grid.empty())
+        return default_block_grid(d.grid);
+    bool fits = d.block_grid.size() == d.grid.size();
+    for (std::size_t a = 0; fits && a < d.grid.size(); ++a)
+        fits = d.grid[a] % d.block_grid[a] == 0;
+    if (!fits)
+        throw InputError(file + ": the file's attribute block_grid = " + nlohmann::json(d.block_grid).dump() +
+                         " does not cut its grid " + nlohmann::json(d.grid).dump() +
+                         " into equal parts; give --blocks, --chunk or --grid with --block-grid to override it");
+    return d.block_grid;
+}
+
+// An attribute that would be applied but cannot be used: the error names it and the option that overrides it.
+void refuse_invalid(const FileDefaults& d, const char* key, const std::string& file, const char* option)
+{
+    if (const auto it = d.invalid.find(key); it != d.invalid.end())
+        throw InputError(file + ": the file's attribute " + key + " " + it->second + "; give " + option +
+                         " to override it");
 }
 
 // A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder
@@ -154,37 +182,55 @@ FileDefaults read_file_defaults(const std::string& q_ref)
 nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::string& q_ref, AnalysisSetup& setup)
 {
     nlohmann::ordered_json used = nlohmann::ordered_json::object();
-    if (!setup.given.prefix_tokens && d.prefix_tokens && *d.prefix_tokens > 0) {
-        setup.selection.prefix_tokens = *d.prefix_tokens;
-        used["prefix_tokens"] = *d.prefix_tokens;
+    const std::string file = io::parse_tensor_ref(q_ref).file;
+    if (!setup.given.prefix_tokens) {
+        refuse_invalid(d, "prefix_tokens", file, "--prefix-tokens");
+        if (d.prefix_tokens && *d.prefix_tokens > 0) {
+            setup.selection.prefix_tokens = *d.prefix_tokens;
+            used["prefix_tokens"] = *d.prefix_tokens;
+        }
     }
-    if (!setup.given.causal && d.causal && *d.causal) {
-        setup.options.causal = true;
-        used["causal"] = true;
+    if (!setup.given.causal) {
+        refuse_invalid(d, "causal", file, "--causal or --no-causal");
+        if (d.causal && *d.causal) {
+            setup.options.causal = true;
+            used["causal"] = true;
+        }
+    }
+    if (!setup.given.blocks) {
+        refuse_invalid(d, "grid", file, "--blocks, --chunk or --grid");
+        refuse_invalid(d, "block_grid", file, "--blocks, --chunk or --grid with --block-grid");
     }
     if (!setup.given.blocks && !d.grid.empty()) {
         Index cells = 1;
         for (const Index g : d.grid)
             cells *= g;
-        if (selected_tokens(TensorSource{q_ref, q_ref, std::nullopt, setup.selection}) == cells) {
+        const Index selected = selected_tokens(TensorSource{q_ref, q_ref, std::nullopt, setup.selection});
+        if (selected == cells) {
             attention::BlockSpec& b = setup.options.blocks;
             b.kind = attention::BlockSpec::Kind::grid;
             b.grid = d.grid;
-            b.block_grid = block_grid_for(d);
+            b.block_grid = block_grid_for(d, file);
             used["grid"] = b.grid;
             used["block_grid"] = b.block_grid;
+        } else {
+            used["not_applied"]["grid"] = "the grid " + nlohmann::json(d.grid).dump() + " holds " + std::to_string(cells) +
+                                          " tokens, the selection has " + std::to_string(selected);
         }
     }
-    if (!setup.given.mixing && d.mixing) {
-        attention::MixingSpec& m = setup.options.mixing;
-        if (attention::is_mixing_preset(*d.mixing)) {
-            m.preset = *d.mixing;
-            m.matrix.reset();
-        } else {
-            m.preset = mixing_reference(*d.mixing, io::parse_tensor_ref(q_ref).file);
-            m.matrix = load_matrix(m.preset, "the file's mixing attribute");
+    if (!setup.given.mixing) {
+        refuse_invalid(d, "mixing", file, "--mixing");
+        if (d.mixing) {
+            attention::MixingSpec& m = setup.options.mixing;
+            if (attention::is_mixing_preset(*d.mixing)) {
+                m.preset = *d.mixing;
+                m.matrix.reset();
+            } else {
+                m.preset = mixing_reference(*d.mixing, file);
+                m.matrix = load_matrix(m.preset, "the file's mixing attribute");
+            }
+            used["mixing"] = *d.mixing;
         }
-        used["mixing"] = *d.mixing;
     }
     return used;
 }

@@ -16,6 +16,7 @@
 // The grid (with its block grid) applies only when no block option was given and it holds exactly the
 // selected tokens.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct FileDefaults {
     std::optional<std::string> mixing;      // as written in the file
     std::vector<std::string> tokens;        // `tokens`, or the characters of `text`
     std::optional<FileImage> image;
+    // Attributes present with a value that cannot be used (a negative prefix_tokens, a grid of 4 sizes ...):
+    // name -> why. Applying one is an error naming it (an explicit option instead avoids it).
+    std::map<std::string, std::string> invalid;
 };
 
 // The attributes of the queries `q_ref` (FILE[:NAME]) names; reads headers only. Attributes of the wrong
@@ -73,8 +77,10 @@ std::vector<Index> default_block_grid(const std::vector<Index>& grid);
 
 // Fills what `setup.given` leaves open from the `defaults` of the queries `q_ref` (whose header gives the
 // selected token count when a grid is to be checked). A learned mixing matrix named by the file is loaded
-// (InputError when it cannot be). Returns what was taken from the file: the keys prefix_tokens, causal,
-// grid, block_grid, mixing (the analyze JSON's input.defaults_from_file).
+// (InputError when it cannot be). An attribute that would apply but cannot be used (FileDefaults::invalid)
+// is an InputError naming the attribute, its file and the option that overrides it. Returns what was taken
+// from the file: the keys prefix_tokens, causal, grid, block_grid, mixing (the analyze JSON's
+// input.defaults_from_file), and under "not_applied" a grid that does not hold the selected tokens.
 nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const std::string& q_ref, AnalysisSetup& setup);
 
 // read_file_defaults() and apply_file_defaults() for the queries `q_ref`.

@@ -202,9 +202,6 @@ constexpr Index k_rows_per_tile = 256;
 // operator is one GEMM: ~1 s at N = 8192).
 constexpr Index k_tiled_build_from = 2048;
 
-const char* const k_non_finite = "the attention matrix has non-finite entries (a row normaliser is zero); "
-                                  "no metric is reported";
-
 // Runs body(t0, count) over row tiles until it returns false.
 template <class Body>
 void for_each_tile(Index n, Body&& body)
@@ -260,8 +257,9 @@ void entropy_warnings(MechanismResult& r, bool negative, const attention::Attent
 
 // Checks the formed matrix in row tiles (finite, non-negative) and takes every row's entropy from them.
 // Returns false when an entry is not finite (then nothing is measured).
-bool measure_formed_entropy(MechanismResult& r, const Eigen::MatrixXd& A, const std::vector<Index>& allowed,
-                            const attention::AttentionOptions& options, const MetricOptions& mo, StageProgress* progress)
+bool measure_formed_entropy(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd& A,
+                            const std::vector<Index>& allowed, const attention::AttentionOptions& options,
+                            const MetricOptions& mo, StageProgress* progress)
 {
     const Index n = A.rows();
     bool finite = true, negative = false;
@@ -282,7 +280,7 @@ bool measure_formed_entropy(MechanismResult& r, const Eigen::MatrixXd& A, const 
         return true;
     });
     if (!finite) {
-        r.warnings.push_back(k_non_finite);
+        r.warnings.push_back(non_finite_reason(op));
         return false;
     }
     if (mo.entropy) {
@@ -304,7 +302,7 @@ bool measure_streamed_entropy(MechanismResult& r, const attention::AttentionOper
     metrics::RowEntropies h = request.shared_entropy ? *request.shared_entropy : metrics::streamed_row_entropies(op);
     metrics::StreamedEntropy streamed = metrics::entropy_statistics(std::move(h), op.allowed_keys());
     if (streamed.status == metrics::EntropyStatus::non_finite) {
-        r.warnings.push_back(k_non_finite);
+        r.warnings.push_back(non_finite_reason(op));
         return false;
     }
     if (streamed.stats) {
@@ -404,12 +402,36 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
 
 }  // namespace
 
+std::string non_finite_reason(const attention::AttentionOperator& op)
+{
+    const std::string name = op.mechanism() == Mechanism::mhla ? "MHLA" : std::string(attention::to_string(op.mechanism()));
+    std::string why;
+    if (const attention::KernelFactors* f = op.kernel_pieces(); f && f->unnormalisable_row) {
+        char sum[64];
+        std::snprintf(sum, sizeof sum, "%g", f->unnormalisable_sum);
+        why = "the kernel scores phi(q) . phi(k) of query t=" + std::to_string(*f->unnormalisable_row) +
+              " over the keys it sees sum to " + sum + ", so its row cannot be normalised (features that cancel, "
+              "such as identity on signed data, a mixing row of zeros, or scores that overflow)";
+    } else if (op.mechanism() == Mechanism::softmax) {
+        why = "its scaled scores scale * q . k are not finite (they overflow double precision: rescale the inputs "
+              "or give a smaller --scale)";
+    } else {
+        why = "its kernel scores phi(q) . phi(k) overflow double precision";
+    }
+    return name + " attention is not defined here: " + why + "; no metric is reported for it";
+}
+
 Measurement measure(const attention::AttentionOperator& op, const attention::AttentionOptions& options,
                     const MeasureRequest& request, StageProgress* progress)
 {
     Measurement out;
     MechanismResult& r = out.result;
     r.mechanism = op.mechanism();
+    if (const attention::KernelFactors* f = op.kernel_pieces(); f && f->unnormalisable_row) {
+        r.warnings.push_back(non_finite_reason(op));   // nothing is defined to measure
+        out.finite = false;
+        return out;
+    }
     if (!(request.keep_matrix || request.path == SpectrumPath::dense)) {   // nothing N x N is ever formed
         begin(progress, r.mechanism, "entropy", 1.0);
         out.finite = measure_streamed_entropy(r, op, options, request);
@@ -421,7 +443,7 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
     begin(progress, r.mechanism, "attention matrix", 1.0);
     std::shared_ptr<Eigen::MatrixXd> A = form_matrix(op, request.keep_matrix, progress);
     begin(progress, r.mechanism, "entropy", 1.0);
-    out.finite = measure_formed_entropy(r, *A, allowed, options, request.metrics, progress);
+    out.finite = measure_formed_entropy(r, op, *A, allowed, options, request.metrics, progress);
     if (request.keep_matrix)
         out.matrix = A;
     if (out.finite)

@@ -120,6 +120,10 @@ struct Measurement {
 double spectrum_weight(SpectrumPath path, Index n);
 double measure_weight(const MeasureRequest& request, Index n);
 
+// Why the matrix of `op` has entries that are not finite (a row that cannot be normalised, scores that
+// overflow), in words naming the mechanism: the warning of a mechanism reported null.
+std::string non_finite_reason(const attention::AttentionOperator& op);
+
 // Measures `op` (computed with `options`) as `request` asks: the matrix is formed when the path is dense or
 // the matrix is kept, and then measured in row tiles; otherwise entropy streams (metrics/streaming.h) and
 // the spectrum follows its path. Warnings say what could not be computed and why, in the same words on

@@ -315,10 +315,11 @@ public:
         m_f.row_normalised = options.normalize == Normalize::row;
         if (m_f.row_normalised) {
             const VectorXd z = scatter(m_fwd.apply(MatrixXd::Ones(m_n, 1), m_causal)).col(0);
-            for (Index t = 0; t < m_n; ++t)
-                if (!(z(t) != 0.0) || !std::isfinite(z(t)))
-                    throw std::invalid_argument("normalize=row: the scores of query t=" + std::to_string(t) +
-                                                " sum to " + std::to_string(z(t)) + ", cannot normalise");
+            for (Index t = 0; t < m_n && !m_f.unnormalisable_row; ++t)
+                if (!(z(t) != 0.0) || !std::isfinite(z(t))) {
+                    m_f.unnormalisable_row = t;
+                    m_f.unnormalisable_sum = z(t);
+                }
             m_f.row_scale = z.cwiseInverse();
         } else if (options.normalize == Normalize::official) {
             // den(t) = 1e-6 + sum_b Mc[i,b] phi(q_{b,p}) . z_b for t at position p of block i;

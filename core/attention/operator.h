@@ -7,6 +7,7 @@
 //    linear / MHLA: through the kernel factors, O(N r) per column, causal by prefix sums),
 //  - expose its low-rank factors when it has them (non-causal linear and MHLA, section 3).
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ struct KernelFactors {
     std::vector<Index> block;         // N block indices
     bool causal = false;              // (kernel_pieces() of a causal operator) the mask above applies
     bool row_normalised = false;      // normalize=row: each row of A is its raw row divided by the row's sum
+    // normalize=row with a row whose sum is 0 or not finite (identity features cancelling, a mixing row of
+    // zeros, overflow): the first such row and its sum. The matrix is then not defined (row_scale holds
+    // inf or NaN there); measurements report the mechanism null with this reason.
+    std::optional<Index> unnormalisable_row;
+    double unnormalisable_sum = 0;
     // Tokens sorted by (block, token): block b holds order[offsets[b]] .. order[offsets[b+1] - 1]. In these
     // "sorted coordinates" the causal rule is a lower triangle (operator.cpp, SortedKernel).
     std::vector<Index> order;         // N

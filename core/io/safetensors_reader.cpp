@@ -3,6 +3,9 @@
 // then the data buffer (offsets are relative to it). Always little-endian, C order.
 // https://github.com/huggingface/safetensors#format
 #include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -72,9 +75,18 @@ private:
         nlohmann::json header;
         try {
             // Bounded nesting: the metadata is later printed recursively.
-            header = nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+            // Every object's keys, to refuse a key given twice (a JSON parser keeps the last one silently).
+            std::vector<std::set<std::string>> keys;
+            header = nlohmann::json::parse(text, [&keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
                 if (depth > kMaxJsonDepth)
                     throw InputError("JSON nested deeper than 64 levels");
+                using E = nlohmann::json::parse_event_t;
+                if (event == E::object_start)
+                    keys.emplace_back();
+                else if (event == E::object_end && !keys.empty())
+                    keys.pop_back();
+                else if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+                    throw InputError("the key \"" + parsed.get<std::string>() + "\" appears twice");
                 return true;
             });
         } catch (const nlohmann::json::exception& e) {   // parse_error, and out_of_range for a number such as 1e999

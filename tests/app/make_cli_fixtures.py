@@ -38,6 +38,7 @@ open(os.path.join(out, "model.pt"), "wb").write(b"\x80\x02}q\x00.")
 open(os.path.join(out, "empty.h5"), "wb").write(b"")
 open(os.path.join(out, "garbage.h5"), "wb").write(os.urandom(4096))
 np.save(os.path.join(out, "mix_3x4.npy"), np.ones((3, 4)))
+np.save(os.path.join(out, "mix_zero_4.npy"), np.zeros((4, 4)))
 m = np.ones((4, 4))
 m[1, 2] = -0.5
 np.save(os.path.join(out, "mix_neg.npy"), m)

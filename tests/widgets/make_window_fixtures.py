@@ -7,6 +7,8 @@ usage: make_window_fixtures.py OUT_DIR
   named.npz   members query_states, key_states, other
   q.npy, k.npy float64 [16, 8]
   bad.h5      not an HDF5 file
+  bad_attrs.h5 /q, /k float64 [16, 8] with prefix_tokens = -3 and causal = 1 on the root (the first cannot be
+              used: the window must say so, not ignore it)
 """
 import sys, os
 import numpy as np
@@ -30,3 +32,8 @@ np.save(os.path.join(out, "q.npy"), rng.standard_normal((16, 8)))
 np.save(os.path.join(out, "k.npy"), rng.standard_normal((16, 8)))
 with open(os.path.join(out, "bad.h5"), "wb") as f:
     f.write(b"this is not an HDF5 file" * 10)
+with h5py.File(os.path.join(out, "bad_attrs.h5"), "w") as f:
+    f["q"] = rng.standard_normal((16, 8))
+    f["k"] = rng.standard_normal((16, 8))
+    f.attrs["prefix_tokens"] = -3
+    f.attrs["causal"] = 1

@@ -70,3 +70,21 @@ TEST_F(WindowFileDefaults, NextFileStartsFromItsOwnAttributes)
     EXPECT_EQ(result->blocks->block_grid, (std::vector<Eigen::Index>{4, 4}));   // the file's 8x8 grid, blocks 4x4
     expectCommandLineParams(w);
 }
+
+// An attribute that cannot be used is said in the window (naming it), and stays said after the computation;
+// the options start from the program's defaults (the file's causal attribute is not half-applied).
+TEST_F(WindowFileDefaults, UnusableAttributeIsReportedNotIgnored)
+{
+    test::TestWindow w;
+    ASSERT_TRUE(w.openAndWait({test::windowFixture("bad_attrs.h5")}));
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("prefix_tokens"))) << w.messageText().toStdString();
+    EXPECT_TRUE(w.messageText().contains(QStringLiteral("bad_attrs.h5"))) << w.messageText().toStdString();
+    EXPECT_FALSE(w.mechanismPanel()->options().causal);
+    EXPECT_EQ(w.selectionPanel()->selection().prefix_tokens, 0);
+    ASSERT_TRUE(w.result());
+    EXPECT_EQ(w.result()->n, 16);
+    // Another file clears it.
+    w.dataBrowser()->closeAll();
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("char_lm_licenses.h5"))}));
+    EXPECT_FALSE(w.messageText().contains(QStringLiteral("prefix_tokens"))) << w.messageText().toStdString();
+}

@@ -13,6 +13,7 @@
 #include "analysis/sweep.h"
 #include "io/writers.h"
 #include "support/test_support.h"
+#include "util/error.h"
 
 using namespace attnscope;
 
@@ -52,7 +53,9 @@ TEST(FileDefaults, AttributesFillWhatIsNotGiven)
     // Explicit choices win: no prefix tokens (17 tokens do not fill the grid: 1-D blocks stay), blocks given.
     analysis::AnalysisSetup mine;
     mine.given.prefix_tokens = true;
-    EXPECT_TRUE(analysis::resolve_file_defaults(file + ":/q", mine).empty());
+    const auto taken = analysis::resolve_file_defaults(file + ":/q", mine);
+    EXPECT_EQ(taken.size(), 1u) << taken.dump();   // nothing taken; the grid that does not fit is said
+    EXPECT_EQ(taken["not_applied"]["grid"], "the grid [4,4] holds 16 tokens, the selection has 17");
     EXPECT_EQ(mine.selection.prefix_tokens, 0);
     EXPECT_EQ(mine.options.blocks.kind, attention::BlockSpec::Kind::count);
 }
@@ -69,12 +72,19 @@ TEST(FileDefaults, BlockGridAndMixingAttributes)
     EXPECT_EQ(setup.options.blocks.block_grid, (std::vector<Eigen::Index>{2, 4}));
     EXPECT_EQ(setup.options.mixing.preset, "identity");
     EXPECT_EQ(used["mixing"], "identity");
-    // A block grid that does not divide the grid falls back to the default rule.
+    // A block grid that does not divide the grid is refused by name (unless a block option overrides it).
     attrs["block_grid"] = {3, 4};
     const std::string odd = write_attributed(test::fresh_work_dir("defaults_block_grid_odd"), attrs);
     analysis::AnalysisSetup other;
-    analysis::resolve_file_defaults(odd + ":/q", other);
-    EXPECT_EQ(other.options.blocks.block_grid, (std::vector<Eigen::Index>{4, 4}));
+    try {
+        analysis::resolve_file_defaults(odd + ":/q", other);
+        ADD_FAILURE() << "an unusable block_grid attribute was applied";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("attribute block_grid"), std::string::npos) << e.what();
+    }
+    analysis::AnalysisSetup chosen;
+    chosen.given.blocks = true;
+    EXPECT_NO_THROW(analysis::resolve_file_defaults(odd + ":/q", chosen));
 }
 
 TEST(FileDefaults, SweepAppliesEachInputsAttributes)
