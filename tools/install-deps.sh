@@ -13,6 +13,7 @@ PACKAGES=(
   xvfb xauth
   python3 python3-numpy python3-h5py
   python3-torch python3-sklearn
+  slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
 )
 
 missing=()
