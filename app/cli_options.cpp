@@ -149,7 +149,7 @@ attention::AttentionOptions MechanismArgs::resolve() const
     if (!mixing.empty()) {
         o.mixing.preset = mixing;
         if (!attention::is_mixing_preset(mixing))
-            o.mixing.matrix = analysis::load_matrix(mixing);
+            analysis::load_mixing(o.mixing, mixing);
     }
     o.normalize = attention::parse_normalize(normalize);
     return o;

@@ -115,7 +115,8 @@ int run_analyze(const AnalyzeArgs& a)
         AtomicOutput probe(*a.json_out);   // fail on an unwritable destination before the work
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
-    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, setup.options, metric_options, memory_limit);
+    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::with_head_mixing(setup.options, in.heads),
+                                           metric_options, memory_limit);
 
     ojson doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;

@@ -126,7 +126,8 @@ int run_matrix(const MatrixArgs& a)
     analysis::MetricOptions nothing;
     nothing.spectrum = nothing.entropy = false;
     const analysis::PreparedMechanism p =
-        analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, setup.options, nothing, memory_limit);
+        analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, analysis::with_head_mixing(setup.options, in.heads),
+                                    nothing, memory_limit);
     const ojson& params = p.result.params;
     const Eigen::MatrixXd A = p.op->dense();
     if (!A.allFinite())

@@ -32,7 +32,7 @@ void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions&
     if (mixingRef.empty())
         return;
     ctx.progress(0.0, "reading the mixing matrix");
-    options.mixing.matrix = analysis::load_matrix(mixingRef);
+    analysis::load_mixing(options.mixing, mixingRef);
 }
 
 // ------------------------------------------------------------------------------------ state changes

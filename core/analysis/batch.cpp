@@ -85,6 +85,8 @@ std::string settings_hash(const BatchPlan& plan)
     j["mixing"] = {o.mixing.preset, o.mixing.sigma, o.mixing.threshold};
     if (o.mixing.matrix)
         j["mixing_matrix"] = std::vector<double>(o.mixing.matrix->data(), o.mixing.matrix->data() + o.mixing.matrix->size());
+    for (const Eigen::MatrixXd& m : o.mixing.head_matrices)
+        j["mixing_head_matrices"].push_back(std::vector<double>(m.data(), m.data() + m.size()));
     j["normalize"] = std::string(attention::to_string(o.normalize));
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),
                     plan.metrics.rank_rtol ? *plan.metrics.rank_rtol : -1.0,
@@ -139,7 +141,7 @@ void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std
     for (const BatchUnit& u : units) {
         try {
             const TensorSource& s = u.source;
-            (void)pair_heads(s.q_ref, s.k_ref, s.selection);
+            const attention::AttentionOptions options = with_head_mixing(u.options, pair_heads(s.q_ref, s.k_ref, s.selection));
             const std::uint64_t need = input_budget_bytes(s.q_ref, s.k_ref, std::nullopt, s.selection);
             if (need > limit)
                 throw InputError("needs about " + human_bytes(need) + ", above the memory limit of " + human_bytes(limit) +
@@ -150,9 +152,9 @@ void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std
             const std::string layout = io::resolve_layout(info, s.selection, "--q " + s.q_ref);
             const Index n = selected_tokens(s), d = info.shape[layout.find('d')];
             for (const Mechanism m : plan.mechanisms) {
-                (void)mechanism_params(m, options_for(m, u.options), n, d);
+                (void)mechanism_params(m, options_for(m, options), n, d);
                 if (m == Mechanism::mhla)
-                    if (const std::string p = attention::mhla_options_problem(u.options, n); !p.empty())
+                    if (const std::string p = attention::mhla_options_problem(options, n); !p.empty())
                         throw std::invalid_argument("mhla: " + p);
             }
         } catch (const std::exception& e) {
@@ -242,12 +244,13 @@ private:
     {
         const std::string sha = sha256(u.file);
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
+        const attention::AttentionOptions options = with_head_mixing(u.options, in.heads);
         for (std::size_t mi = 0; mi < m_plan.mechanisms.size(); ++mi) {
             const Mechanism m = m_plan.mechanisms[mi];
             if (m_store.has(mechanism_key(u, m)))
                 continue;
             const auto t0 = std::chrono::steady_clock::now();
-            auto results = analyze(in.q.values, in.k.values, {m}, u.options, m_plan.metrics, m_limit);
+            auto results = analyze(in.q.values, in.k.values, {m}, options, m_plan.metrics, m_limit);
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             json rec;
             rec["key"] = mechanism_key(u, m);

@@ -195,14 +195,16 @@ void describe_input(ExploreResult& out, const std::string& q_ref, const LoadedIn
 
 }  // namespace
 
-ExploreResult explore(const ExploreRequest& request, const JobContext& ctx)
+ExploreResult explore(const ExploreRequest& asked, const JobContext& ctx)
 {
+    ExploreRequest request = asked;   // with the analysed head's matrix of a per-head mixing file, once read
     const auto start = std::chrono::steady_clock::now();
     const std::size_t mechanisms = request.mechanisms.size();
     ctx.progress(0.0, "reading queries and keys");
     const std::uint64_t limit = request.memory_limit ? request.memory_limit : default_memory_limit();
     const LoadedInputs in = load_inputs(request.source.q_ref, request.source.k_ref, request.source.v_ref,
                                         request.source.selection);
+    request.options = with_head_mixing(request.options, in.heads);
     ExploreResult out;
     out.input = in.input_json;
     out.n = in.q.values.rows();

@@ -226,8 +226,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                 m.preset = *d.mixing;
                 m.matrix.reset();
             } else {
-                m.preset = mixing_reference(*d.mixing, file);
-                m.matrix = load_matrix(m.preset, "the file's mixing attribute");
+                load_mixing(m, mixing_reference(*d.mixing, file), "the file's mixing attribute");
             }
             used["mixing"] = *d.mixing;
         }

@@ -231,6 +231,55 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
     return in;
 }
 
+void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const std::string& what)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
+    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorInfo& t = file->find(ref.name);
+    spec.preset = ref_text;
+    spec.matrix.reset();
+    spec.head_matrices.clear();
+    spec.head.reset();
+    if (t.shape.size() == 2) {
+        spec.matrix = load_matrix(ref_text, what);
+        return;
+    }
+    if (t.shape.size() != 3)
+        throw InputError(what + " " + ref_text + ": expected an M x M matrix or one per head (H x M x M), found rank " +
+                         std::to_string(t.shape.size()));
+    const std::int64_t h = t.shape[0], rows = t.shape[1], cols = t.shape[2];
+    if (h < 1 || h > 4096 || rows > 4096 || cols > 4096 || h * rows * cols > (std::int64_t(1) << 26))
+        throw InputError(what + " " + ref_text + ": " + std::to_string(h) + " x " + std::to_string(rows) + " x " +
+                         std::to_string(cols) + " is too large (at most 4096 heads of 4096 x 4096, 2^26 entries)");
+    const std::vector<double> values = file->read_all(t);
+    for (std::int64_t i = 0; i < h; ++i) {
+        Eigen::MatrixXd m(rows, cols);
+        for (Eigen::Index r = 0; r < rows; ++r)
+            for (Eigen::Index c = 0; c < cols; ++c)
+                m(r, c) = values[static_cast<std::size_t>((i * rows + r) * cols + c)];
+        if (!m.allFinite())
+            throw InputError(what + " " + ref_text + ": head " + std::to_string(i) + "'s matrix has non-finite entries");
+        spec.head_matrices.push_back(std::move(m));
+    }
+}
+
+attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& options, const HeadPairing& heads)
+{
+    attention::AttentionOptions o = options;
+    const auto& stack = options.mixing.head_matrices;
+    if (stack.empty())
+        return o;
+    const std::string what = "the mixing matrices " + options.mixing.preset + " (one per head, " +
+                             std::to_string(stack.size()) + " heads)";
+    if (!heads.q_head)
+        throw InputError(what + ": the queries have no head axis to choose one by");
+    if (static_cast<std::size_t>(heads.heads) != stack.size())
+        throw InputError(what + " do not match the queries' " + std::to_string(heads.heads) + " heads");
+    o.mixing.matrix = stack[static_cast<std::size_t>(*heads.q_head)];
+    o.mixing.head = *heads.q_head;
+    return o;
+}
+
 Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what)
 {
     const io::TensorRef ref = io::parse_tensor_ref(ref_text);

@@ -9,6 +9,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "attention/options.h"
 #include "io/selection.h"
 
 namespace attnscope::analysis {
@@ -59,5 +60,15 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
 // Reads a 2-D matrix (e.g. a learned mixing matrix) from `FILE[:DATASET]`. Throws InputError naming `what`
 // and the reference when it is not 2-D, not finite, or too large (more than 4096 x 4096).
 Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what = "--mixing");
+
+// Reads a learned mixing matrix into `spec` (docs/maths.md 1.6): FILE[:DATASET] holding one M x M matrix
+// (spec.matrix) or one per query head, H x M x M (spec.head_matrices, of which with_head_mixing() takes the
+// analysed head's). spec.preset names the reference. Throws InputError naming `what` like load_matrix().
+void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const std::string& what = "--mixing");
+
+// `options` for the query head `heads` selects: with a per-head mixing file, that head's matrix as
+// mixing.matrix and the head in mixing.head; unchanged otherwise. Throws InputError when the file's head
+// count differs from the queries' or the queries have no head axis.
+attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& options, const HeadPairing& heads);
 
 }  // namespace attnscope::analysis

@@ -87,6 +87,8 @@ json mechanism_params(Mechanism mechanism, const attention::AttentionOptions& op
     const std::string mixing = options.mixing.matrix ? options.mixing.preset
                                                      : attention::resolved_mixing_name(options.mixing, options.causal);
     p["mixing"] = mixing;
+    if (options.mixing.matrix && options.mixing.head)
+        p["mixing_head"] = *options.mixing.head;   // a per-head mixing file: the analysed head's matrix
     if (!options.mixing.matrix && (mixing == "exp" || mixing == "causal-local"))
         p["mixing_sigma"] = options.mixing.sigma;
     if (!options.mixing.matrix && mixing == "local")

@@ -516,7 +516,8 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
         const std::string unit = unit_label(u);
         ctx.progress(done / total, unit + " reading");
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
-        for (const SweepPoint& p : job.points) {
+        for (SweepPoint p : job.points) {
+            p.options = with_head_mixing(p.options, in.heads);
             const std::string label = unit + " " + point_label(spec, p);
             ctx.progress(done / total, label);
             const PointProgress where{ctx, done / total, 1.0 / total, label};

@@ -54,6 +54,10 @@ struct MixingSpec {
     double sigma = 3.0;                      // exp
     double threshold = 1.5;                  // local
     std::optional<Eigen::MatrixXd> matrix;   // a matrix loaded from FILE[:DATASET] (preset then names the source)
+    // A per-head file, H x M x M (docs/maths.md 1.6): one matrix per query head; the analysis of query head h
+    // uses head_matrices[h] as `matrix` and records h in `head` (analysis::with_head_mixing).
+    std::vector<Eigen::MatrixXd> head_matrices;
+    std::optional<Eigen::Index> head;
 };
 
 struct AttentionOptions {

@@ -108,6 +108,12 @@ TEST(CliCommands, FileAttributesAreDefaults)
     EXPECT_EQ(off["results"][0]["params"]["causal"], false);
 }
 
+// Learned mixing matrices per head, from --mixing or the layer's attribute (tests/app/check_head_mixing.py).
+TEST(CliCommands, PerHeadMixingMatricesMatchTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_head_mixing.py", "cli_head_mixing");
+}
+
 // Compressed inputs never push a run over --max-memory (tests/app/check_memory_budget.py).
 TEST(CliCommands, CompressedInputsStayWithinTheMemoryLimit)
 {
