@@ -148,7 +148,9 @@ void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group,
 {
     const auto& o = outcome(p.outcome);
     const double N = static_cast<double>(n());
-    p.title = new QCPTextElement(m_plot, panelTitle(p), plotFont(kTitlePt, true));
+    p.titleText = panelTitle(p);
+    p.title = new QCPTextElement(m_plot, p.titleText, plotFont(kTitlePt, true));
+    p.title->setMinimumSize(1, 0);   // a title never widens its column (fitTitles breaks it instead)
     layout->addElement(0, 2 * index, p.title);
     p.rect = addAxisRect(m_plot, layout, 1, 2 * index);
     p.rect->setMarginGroup(QCP::msLeft | QCP::msTop | QCP::msBottom | QCP::msRight, group);
@@ -442,11 +444,35 @@ bool MapPanels::updateTickers()
     return changed;
 }
 
+// Titles wider than their panel's column in two lines: the mechanism, then its numbers. True when a
+// title changed.
+bool MapPanels::fitTitles()
+{
+    bool changed = false;
+    for (const Panel& p : m_panels) {
+        const QFontMetrics fm(p.title->font());
+        QString text = p.titleText;
+        if (fm.horizontalAdvance(text) + 8 > p.rect->outerRect().width()) {
+            const int cut = text.indexOf(QStringLiteral("  ("));
+            if (cut > 0)
+                text = text.left(cut) + QStringLiteral("\n") + text.mid(cut + 2);
+        }
+        if (text != p.title->text()) {
+            p.title->setText(text);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
 void MapPanels::layOut(const QSize& size, const std::function<void(const QSize&)>& layoutAt)
 {
     if (!m_grid)
         return;
-    m_grid->layOut(size, layoutAt, [this] { return updateTickers(); });
+    m_grid->layOut(size, layoutAt, [this] {
+        const bool ticks = updateTickers();
+        return fitTitles() || ticks;
+    });
 }
 
 const MapPanels::Panel* MapPanels::panelAt(const QPoint& pos, Index& t, Index& j) const

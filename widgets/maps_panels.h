@@ -52,6 +52,7 @@ public:
         QCPColorScale* scale = nullptr;   // its own or the shared one; null when failed
         QCPItemStraightLine* queryLine = nullptr;
         QCPTextElement* title = nullptr;
+        QString titleText;   // in one line; shown in two where the panel is narrower
         BlockBoundaries* blocks = nullptr;
         CausalMask mask, minusMask;
         ColourRange range;   // of its scale
@@ -111,6 +112,7 @@ private:
     QString scaleLabel(const Panel* p, const ColourRange& range) const;
     void updateLabels();
     bool updateTickers();
+    bool fitTitles();
 
     QCustomPlot* m_plot;
     std::shared_ptr<const analysis::ExploreResult> m_result;

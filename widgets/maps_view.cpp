@@ -266,6 +266,8 @@ private:
             storeRange(m_maps.panels().front().rect);
         applyScale(false);
         m_maps.setQuery(m_query);
+        if (isVisible())
+            adjustLayout(m_plot->viewport().size());   // the panels' size on screen, for the images' cell count
         refreshImages();
     }
 

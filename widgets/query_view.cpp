@@ -131,6 +131,7 @@ private:
             return;
         }
         clearPlot(m_plot);
+        m_heatmaps.clear();
         const GridTokens g = gridTokens(*m_result);
         bool isDefault = false;
         const Index t = shownQuery(g, isDefault);
@@ -240,6 +241,7 @@ private:
             title->setTextColor(mechanismColor(o.result.mechanism).darker(130));
             grid->addElement(0, col, title);
             auto* rect = addAxisRect(m_plot, grid, 1, col);
+            m_heatmaps.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
             rectCols.push_back(col);
@@ -356,6 +358,7 @@ private:
                                                plotFont(kTickPt));
             grid->addElement(2, cols[k], caption);
             auto* rect = addAxisRect(m_plot, grid, 3, cols[k]);
+            m_heatmaps.push_back({rect, static_cast<double>(img.cols), static_cast<double>(img.rows)});
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             setHeatmapAxes(rect, static_cast<double>(img.cols), static_cast<double>(img.rows), tr("image column"), tr("image row"));
             auto* base = addHeatmap(rect, static_cast<int>(img.cols), static_cast<int>(img.rows));
@@ -391,6 +394,34 @@ private:
         marker->setData(QVector<double>{at.x()}, QVector<double>{at.y()});
     }
 
+    // Square cells: each heatmap's inner rect gets the aspect of its cells (cols x rows), the rest of its
+    // cell in the layout goes to its margins (sides, and below: the title stays above it), so that its
+    // axes stay at the image's edges.
+    void adjustLayout(const QSize& size) override
+    {
+        if (m_heatmaps.empty())
+            return;
+        for (const Heatmap& h : m_heatmaps)
+            h.rect->setMinimumMargins(QMargins());
+        layoutAt(size);
+        for (const Heatmap& h : m_heatmaps) {
+            const QRect r = h.rect->rect();
+            if (r.width() < 8 || r.height() < 8)
+                continue;
+            const double px = std::min(r.width() / h.cols, r.height() / h.rows);   // pixels per cell
+            const int extraX = r.width() - static_cast<int>(std::lround(px * h.cols));
+            const int extraY = r.height() - static_cast<int>(std::lround(px * h.rows));
+            const QMargins m = h.rect->margins();
+            h.rect->setMinimumMargins(QMargins(m.left() + extraX / 2, m.top(), m.right() + extraX - extraX / 2, m.bottom() + extraY));
+        }
+        layoutAt(size);
+    }
+
+    struct Heatmap {
+        QCPAxisRect* rect;
+        double cols, rows;
+    };
+    std::vector<Heatmap> m_heatmaps;   // the grid and image panels of the last rebuild
     QSpinBox* m_spin;
     QCheckBox *m_logBox, *m_sharedBox;
     int m_query = -1;

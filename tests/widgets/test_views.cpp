@@ -132,9 +132,14 @@ TEST(Views, FailedAndSignedMechanisms)
     std::unique_ptr<ResultView> maps(widgets::createMapsView());
     maps->setResult(signedResult);
     maps->restoreState(QJsonObject{{"log", true}});
-    const auto scales = colourScales(plotOf(maps.get()));
-    ASSERT_EQ(scales.size(), 3);   // one per panel by default
-    for (QCPColorScale* s : scales) {
+    const auto signedMaps = colourMaps(plotOf(maps.get()));
+    ASSERT_EQ(signedMaps.size(), 3);   // one scale per panel by default: softmax keeps its log scale
+    for (int i = 0; i < 3; ++i) {
+        const QCPColorScale* s = signedMaps[i]->colorScale();
+        if (signedResult->outcomes[static_cast<std::size_t>(i)].matrix->minCoeff() >= 0) {
+            EXPECT_EQ(s->dataScaleType(), QCPAxis::stLogarithmic);
+            continue;
+        }
         EXPECT_EQ(s->dataScaleType(), QCPAxis::stLinear);
         EXPECT_LT(s->dataRange().lower, 0);
         EXPECT_DOUBLE_EQ(s->dataRange().lower, -s->dataRange().upper);
