@@ -31,7 +31,9 @@ void PanelGrid::arrange(int rows, int cols)
     if (m_shared)
         m_grid->take(m_shared);
     m_grid->simplify();
-    const int span = m_shared ? 1 : 2;   // grid columns per panel
+    // Grid columns per panel: two when any panel has its own scale (a difference beside matrices that share one).
+    const bool ownScales = std::any_of(m_cells.begin(), m_cells.end(), [](const Cell& c) { return c.scale != nullptr; });
+    const int span = m_shared && !ownScales ? 1 : 2;
     m_grid->expandTo(2 * rows, span * cols + (m_shared ? 1 : 0));
     for (std::size_t i = 0; i < m_cells.size(); ++i) {
         const int r = static_cast<int>(i) / cols, c = static_cast<int>(i) % cols;

@@ -52,8 +52,8 @@ QString MapPanels::token(Index t) const
     return (*m_tokens)[static_cast<std::size_t>(t)];
 }
 
-// The outcome of `mechanism` when its matrix exists, else -1 (no difference mode).
-int MapPanels::referenceOutcome(int mechanism) const
+// The outcome of `mechanism` when its matrix exists, else -1.
+int MapPanels::outcomeOf(int mechanism) const
 {
     if (mechanism < 0 || !m_result)
         return -1;
@@ -63,15 +63,47 @@ int MapPanels::referenceOutcome(int mechanism) const
     return -1;
 }
 
-std::vector<Mechanism> MapPanels::panelMechanisms(int reference) const
+QString MapPanels::name(const Panel& p) const
 {
-    std::vector<Mechanism> out;
+    const QString a = mechanismLabel(outcome(p.outcome).result.mechanism);
+    return p.minus < 0 ? a : a + QStringLiteral(" \u2212 ") + mechanismLabel(outcome(p.minus).result.mechanism);
+}
+
+// The panels of `layout`: every outcome but the reference (minus it in difference mode), the extra
+// difference, then `only` when it names one of them.
+std::vector<MapPanels::Panel> MapPanels::choosePanels(const Layout& layout) const
+{
+    std::vector<Panel> out;
+    const int ref = outcomeOf(layout.reference);
+    for (std::size_t i = 0; i < m_result->outcomes.size(); ++i) {
+        if (static_cast<int>(i) == ref)
+            continue;
+        Panel p;
+        p.outcome = static_cast<int>(i);
+        p.minus = ref;
+        out.push_back(std::move(p));
+    }
+    const int a = outcomeOf(layout.extra.first), b = outcomeOf(layout.extra.second);
+    if (ref < 0 && a >= 0 && b >= 0 && a != b) {
+        Panel p;
+        p.outcome = a;
+        p.minus = b;
+        out.push_back(std::move(p));
+    }
+    for (const Panel& p : out)
+        if (!layout.only.isEmpty() && name(p) == layout.only)
+            return {p};
+    return out;
+}
+
+QStringList MapPanels::panelNames(Layout layout) const
+{
+    QStringList out;
     if (!m_result)
         return out;
-    const int ref = referenceOutcome(reference);
-    for (std::size_t i = 0; i < m_result->outcomes.size(); ++i)
-        if (static_cast<int>(i) != ref)
-            out.push_back(m_result->outcomes[i].result.mechanism);
+    layout.only.clear();
+    for (const Panel& p : choosePanels(layout))
+        out << name(p);
     return out;
 }
 
@@ -94,43 +126,36 @@ bool MapPanels::build(const Layout& layout)
     }
     clearPlot(m_plot);
     dropGroup();
-
-    const int ref = referenceOutcome(layout.reference);
-    for (int pass = 0; pass < 2 && m_panels.empty(); ++pass)   // `only` names no panel: all of them
-        for (std::size_t i = 0; i < m_result->outcomes.size(); ++i) {
-            const auto& o = m_result->outcomes[i];
-            if (static_cast<int>(i) == ref || (pass == 0 && layout.only >= 0 && o.result.mechanism != Mechanism(layout.only)))
-                continue;
-            Panel p;
-            p.outcome = static_cast<int>(i);
-            p.minus = ref;
-            p.mask = CausalMask::of(*m_result, o);
-            if (ref >= 0)
-                p.minusMask = CausalMask::of(*m_result, outcome(ref));
-            m_anyMask = m_anyMask || p.mask.active();
-            m_panels.push_back(std::move(p));
-        }
+    m_panels = choosePanels(layout);
     if (m_panels.empty()) {
         showPlotMessage(m_plot, tr("Nothing to compare: only one mechanism was computed."));
         return false;
+    }
+    for (Panel& p : m_panels) {
+        p.mask = CausalMask::of(*m_result, outcome(p.outcome));
+        if (p.minus >= 0)
+            p.minusMask = CausalMask::of(*m_result, outcome(p.minus));
+        m_anyMask = m_anyMask || p.mask.active();
     }
 
     auto* grid = new QCPLayoutGrid;   // panels; the footnote goes below it in the plot layout
     m_plot->plotLayout()->addElement(0, 0, grid);
     m_group = new QCPMarginGroup(m_plot);
     m_perPanel = layout.perPanelScale;
+    const bool mixed = !difference() && m_panels.back().minus >= 0;   // matrices and a difference panel
     std::vector<PanelGrid::Cell> cells;
     for (std::size_t i = 0; i < m_panels.size(); ++i) {
         Panel& p = m_panels[i];
-        addPanel(p, grid, m_group, static_cast<int>(i), m_perPanel, layout.blockBoundaries);
-        cells.push_back({p.title, p.rect, m_perPanel ? p.scale : nullptr});
+        const bool own = m_perPanel || (mixed && p.minus >= 0);
+        addPanel(p, grid, m_group, static_cast<int>(i), own, layout.blockBoundaries);
+        cells.push_back({p.title, p.rect, own ? p.scale : nullptr});
     }
     if (!m_perPanel) {
         m_sharedScale = addColorScale(m_plot, QString(), 14, m_group);
         grid->addElement(1, 2 * static_cast<int>(m_panels.size()), m_sharedScale);
         m_sharedScale->axis()->setLabelPadding(6);
         for (Panel& p : m_panels)
-            if (p.map) {
+            if (p.map && !p.scale) {
                 p.map->setColorScale(m_sharedScale);
                 p.scale = m_sharedScale;
             }
@@ -240,6 +265,8 @@ std::vector<Index> MapPanels::blockCuts() const
 
 const PanelValues& MapPanels::valuesOf(const Panel& p, analysis::Reduce how)
 {
+    if (p.minus >= 0)
+        how = analysis::Reduce::mean;
     const auto key = std::make_tuple(p.outcome, p.minus, static_cast<int>(how));
     auto it = m_values.find(key);
     if (it == m_values.end())
@@ -254,18 +281,16 @@ bool MapPanels::applyScale(const Look& look)
     m_look = look;
     if (m_panels.empty())
         return false;
-    std::vector<const PanelValues*> all;
+    std::vector<const PanelValues*> all;   // of the panels on the shared scale
     for (const Panel& p : m_panels)
-        if (p.map)
+        if (p.map && p.scale && p.scale == m_sharedScale)
             all.push_back(&valuesOf(p, look.how));
-    if (all.empty())
-        return false;
-    const ColourRange shared = colourRange(all, look.clipPercentile, look.log);
+    const ColourRange shared = all.empty() ? ColourRange{} : colourRange(all, look.clipPercentile, look.log);
     std::vector<QCPColorScale*> done;
     for (Panel& p : m_panels) {
         if (!p.map || !p.scale)
             continue;
-        p.range = m_perPanel ? colourRange({&valuesOf(p, look.how)}, look.clipPercentile, look.log) : shared;
+        p.range = p.scale == m_sharedScale ? shared : colourRange({&valuesOf(p, look.how)}, look.clipPercentile, look.log);
         if (std::find(done.begin(), done.end(), p.scale) != done.end())
             continue;
         done.push_back(p.scale);
@@ -295,20 +320,23 @@ bool MapPanels::applyScale(const Look& look)
 QString MapPanels::scaleLabel(const Panel* p, const ColourRange& range) const
 {
     const bool reduced = m_reducedFactor > 1.0;
-    const QString how = m_look.how == analysis::Reduce::mean ? tr("mean") : tr("max");
+    const bool mean = m_look.how == analysis::Reduce::mean || (p && p->minus >= 0);
+    const QString how = mean ? tr("mean") : tr("max");
+    const bool own = !p || p->scale != m_sharedScale;   // a short label on a panel's own bar
     QString label;
     if (p && p->minus >= 0)
-        label = m_perPanel ? tr("difference") : tr("difference of attention weights (red: panel's mechanism larger)");
+        label = own ? tr("difference (red: %1 larger)").arg(mechanismLabel(outcome(p->outcome).result.mechanism))
+                    : tr("difference of attention weights (red: panel's mechanism larger)");
     else if (range.diverging)
-        label = (m_perPanel ? tr("A[t,j] (signed") : tr("attention score A[t,j] (signed")) +
+        label = (own ? tr("A[t,j] (signed") : tr("attention score A[t,j] (signed")) +
                 (m_look.log ? tr(": log scale unavailable)") : QStringLiteral(")"));
     else
-        label = (m_perPanel ? tr("A[t,j]") : tr("attention weight A[t,j]")) + (range.log ? tr(" (log)") : QString());
+        label = (own ? tr("A[t,j]") : tr("attention weight A[t,j]")) + (range.log ? tr(" (log)") : QString());
     if (reduced) {
         // Cells of uneven size (reduce_region's partition) when the factor is not whole: "up to".
         const double whole = std::ceil(m_reducedFactor - 1e-9);
         const QString size = whole - m_reducedFactor > 1e-6 ? tr("up to %1").arg(whole) : fmtNum(m_reducedFactor, 4);
-        label += (m_perPanel ? tr("\n%1 of %2\u00d7%3 per cell") : tr("\n%1 of %2\u00d7%3 entries per cell"))
+        label += (own ? tr("\n%1 of %2\u00d7%3 per cell") : tr("\n%1 of %2\u00d7%3 entries per cell"))
                      .arg(how, size, QString::number(whole));
     }
     return label;
@@ -317,30 +345,64 @@ QString MapPanels::scaleLabel(const Panel* p, const ColourRange& range) const
 // The colour scales' labels and the footnote: what the colours, the grey and the block boundaries mean.
 void MapPanels::updateLabels()
 {
-    bool diverging = false;
+    bool signedMatrix = false, matrix = false, difference = false;
     for (const Panel& p : m_panels)
         if (p.map && p.scale) {
             p.scale->axis()->setLabel(scaleLabel(&p, p.range));
-            diverging = diverging || p.range.diverging;
+            (p.minus >= 0 ? difference : matrix) = true;
+            signedMatrix = signedMatrix || (p.minus < 0 && p.range.diverging);
         }
     if (!m_footnote)
         return;
+    const bool clipped = m_look.clipPercentile < 100;
+    const QString pct = fmtNum(m_look.clipPercentile, 4);
     QString range = m_perPanel ? tr("Colours: each panel its own range") : tr("Colours: one range for all panels");
-    if (m_look.clipPercentile < 100)
-        range += tr(", up to the %1th percentile of %2 (larger values in the top colour)")
-                     .arg(fmtNum(m_look.clipPercentile, 4), diverging ? tr("|values|") : tr("the entries"));
-    else
-        range += diverging ? tr(", up to the largest |value|") : tr(", up to the largest entry");
-    QStringList second;
+    if (matrix) {
+        if (signedMatrix)
+            range += clipped ? tr(", symmetric around 0 up to the %1th percentile of |entries|").arg(pct) : tr(", symmetric around 0 up to the largest |entry|");
+        else
+            range += clipped ? tr(", up to the %1th percentile of the entries").arg(pct) : tr(", up to the largest entry");
+        if (difference)
+            range += tr("; differences");
+    }
+    if (difference)
+        range += clipped ? tr(", symmetric around 0 up to the %1th percentile of |differences|").arg(pct)
+                         : tr(", symmetric around 0 up to the largest |difference|");
+    if (clipped)
+        range += tr(" (values beyond it: the end colour)");
+    m_footnoteLines = QStringList{range + QStringLiteral(".")};
     if (m_anyMask)
-        second << tr("Grey: keys a causal query does not see");
+        m_footnoteLines << tr("Grey: keys a causal query does not see.");
     if (m_blockLines) {
         QString b = tr("MHLA block boundaries: white lines, or ticks above and right of the map where lines would be under 6 px apart");
         if (m_result->blocks && m_result->blocks->block_grid.size() > 1 && m_result->token_order == attention::TokenOrder::raster)
             b += tr(" (raster grids: block rows only)");
-        second << b;
+        m_footnoteLines << b + QStringLiteral(".");
     }
-    m_footnote->setText(second.isEmpty() ? range : range + QStringLiteral("\n") + second.join(QStringLiteral(".  ")));
+    wrapFootnote(m_plot->viewport().width());
+}
+
+// The footnote's sentences in lines no wider than `width` pixels.
+void MapPanels::wrapFootnote(int width)
+{
+    if (!m_footnote)
+        return;
+    const QFontMetrics fm(m_footnote->font());
+    QStringList lines;
+    QString line;
+    for (const QString& sentence : m_footnoteLines)
+        for (const QString& word : sentence.split(' ', Qt::SkipEmptyParts)) {
+            const QString longer = line.isEmpty() ? word : line + ' ' + word;
+            if (!line.isEmpty() && fm.horizontalAdvance(longer) > width - 16) {
+                lines << line;
+                line = word;
+            } else {
+                line = longer;
+            }
+        }
+    if (!line.isEmpty())
+        lines << line;
+    m_footnote->setText(lines.join('\n'));
 }
 
 bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how)
@@ -376,13 +438,14 @@ bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how
         const analysis::MechanismOutcome* minus = p.minus >= 0 ? &outcome(p.minus) : nullptr;
         // Both sides of a difference from the same kind of source, so that their cells coincide.
         const bool pyramids = o.pyramid && (!minus || minus->pyramid);
-        analysis::ReducedImage img = analysis::reduce_region(*o.matrix, r0, r1, c0, c1, capRows, capCols, how,
+        const analysis::Reduce cellHow = minus ? analysis::Reduce::mean : how;
+        analysis::ReducedImage img = analysis::reduce_region(*o.matrix, r0, r1, c0, c1, capRows, capCols, cellHow,
                                                              pyramids ? o.pyramid.get() : nullptr);
         if (img.values.empty())
             continue;
         std::vector<char> masked = p.mask.maskedCells(img, N);
         if (minus) {
-            const analysis::ReducedImage other = analysis::reduce_region(*minus->matrix, r0, r1, c0, c1, capRows, capCols, how,
+            const analysis::ReducedImage other = analysis::reduce_region(*minus->matrix, r0, r1, c0, c1, capRows, capCols, cellHow,
                                                                          pyramids ? minus->pyramid.get() : nullptr);
             for (std::size_t i = 0; i < img.values.size() && i < other.values.size(); ++i)
                 img.values[i] -= other.values[i];
@@ -469,6 +532,7 @@ void MapPanels::layOut(const QSize& size, const std::function<void(const QSize&)
 {
     if (!m_grid)
         return;
+    wrapFootnote(size.width());
     m_grid->layOut(size, layoutAt, [this] {
         const bool ticks = updateTickers();
         return fitTitles() || ticks;

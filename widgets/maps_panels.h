@@ -10,6 +10,7 @@
 // large N, so that a repaint reads about as many values as it draws). Private to widgets/.
 #include <QCoreApplication>
 #include <QString>
+#include <QStringList>
 #include <functional>
 #include <map>
 #include <memory>
@@ -57,11 +58,14 @@ public:
         CausalMask mask, minusMask;
         ColourRange range;   // of its scale
     };
-    // How the panels are built: which matrices (reference: difference mode's mechanism, else -1), one
-    // panel only (`only`: its mechanism, else -1), a scale per panel or one shared, block boundaries.
+    // How the panels are built: the matrices, or in difference mode each other matrix minus `reference`'s
+    // (a mechanism, else -1); with the matrices, one difference panel `extra` (first minus second
+    // mechanism; -1: none); one panel only (`only`: its name(), empty: all); a colour scale per panel or
+    // one shared by the matrices (a difference panel among matrices keeps its own); block boundaries.
     struct Layout {
         int reference = -1;
-        int only = -1;
+        std::pair<int, int> extra = {-1, -1};
+        QString only;
         bool perPanelScale = true;
         bool blockBoundaries = true;
     };
@@ -82,13 +86,16 @@ public:
     bool build(const Layout& layout);
     const std::vector<Panel>& panels() const { return m_panels; }
     bool difference() const { return !m_panels.empty() && m_panels.front().minus >= 0; }
-    // The mechanisms panels can show (difference mode: not the reference) in the result's order.
-    std::vector<attention::Mechanism> panelMechanisms(int reference) const;
+    // A panel's name: its mechanism, or "MHLA − softmax" for a difference.
+    QString name(const Panel& p) const;
+    // The names of the panels `layout` shows when `only` is empty, in order.
+    QStringList panelNames(Layout layout) const;
 
     // Colour scales for the shown data (diverging and symmetric for differences and signed scores). False
     // when there is no scale.
     bool applyScale(const Look& look);
-    // Fills the colour maps with the region visible in the first panel, at most capRows x capCols cells.
+    // Fills the colour maps with the region visible in the first panel, at most capRows x capCols cells
+    // (difference panels always the mean of their cells: the mean of a difference is exact).
     bool refreshImages(Eigen::Index capRows, Eigen::Index capCols, analysis::Reduce how);
     // The query's row marked in every panel (-1: none).
     void setQuery(int query);
@@ -103,7 +110,8 @@ public:
 
 private:
     const analysis::MechanismOutcome& outcome(int i) const { return m_result->outcomes[static_cast<std::size_t>(i)]; }
-    int referenceOutcome(int mechanism) const;
+    int outcomeOf(int mechanism) const;
+    std::vector<Panel> choosePanels(const Layout& layout) const;
     void addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group, int index, bool ownScale, bool blockLines);
     void addFootnote();
     QString panelTitle(const Panel& p) const;
@@ -111,6 +119,7 @@ private:
     const PanelValues& valuesOf(const Panel& p, analysis::Reduce how);
     QString scaleLabel(const Panel* p, const ColourRange& range) const;
     void updateLabels();
+    void wrapFootnote(int width);
     bool updateTickers();
     bool fitTitles();
 
@@ -122,6 +131,7 @@ private:
     std::optional<PanelGrid> m_grid;
     QCPColorScale* m_sharedScale = nullptr;
     QCPTextElement* m_footnote = nullptr;
+    QStringList m_footnoteLines;   // unwrapped
     QCPMarginGroup* m_group = nullptr;
     Look m_look;
     bool m_perPanel = true, m_anyMask = false, m_blockLines = false;

@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <cmath>
 #include <optional>
 #include <qcustomplot.h>
@@ -86,8 +87,10 @@ public:
     QJsonObject saveState() const override
     {
         QJsonObject s = m_saved.save();
-        const int ref = m_diffBox->currentData().toInt();
-        s["difference"] = ref < 0 ? QStringLiteral("off") : mechanismLabel(Mechanism(ref));
+        const QString show = m_diffBox->currentData().toString();
+        s["difference"] = show.startsWith("d:") ? mechanismLabel(Mechanism(show.mid(2).toInt())) : QStringLiteral("off");
+        s["difference_panel"] = show.startsWith("x:") ? extraName(show) : QStringLiteral("none");
+        s["panels"] = m_only.isEmpty() ? QStringLiteral("all") : m_only;
         if (m_haveRange) {
             s["x_range"] = rangeToJson(m_x0, m_x1);
             s["y_range"] = rangeToJson(m_y0, m_y1);
@@ -102,14 +105,20 @@ public:
     {
         m_saved.restore(s);
         const QSignalBlocker blocker(m_diffBox);
-        if (s.contains("difference")) {
-            const QString d = s["difference"].toString();
-            int idx = 0;
-            for (int i = 1; i < m_diffBox->count(); ++i)
-                if (mechanismLabel(Mechanism(m_diffBox->itemData(i).toInt())) == d)
-                    idx = i;
-            m_diffBox->setCurrentIndex(idx);
-        }
+        const QString d = s["difference"].toString(), extra = s["difference_panel"].toString();
+        auto pick = [this](const std::function<bool(const QString&)>& matches) {
+            for (int i = 0; i < m_diffBox->count(); ++i)
+                if (matches(m_diffBox->itemData(i).toString()))
+                    m_diffBox->setCurrentIndex(i);
+        };
+        if (!d.isEmpty() && d != "off")
+            pick([&](const QString& code) { return code.startsWith("d:") && mechanismLabel(Mechanism(code.mid(2).toInt())) == d; });
+        else if (!extra.isEmpty() && extra != "none")
+            pick([&](const QString& code) { return code.startsWith("x:") && extraName(code) == extra; });
+        else if (d == "off" || extra == "none")
+            pick([](const QString& code) { return code.isEmpty(); });
+        if (s.contains("panels"))
+            m_only = s["panels"].toString() == "all" ? QString() : s["panels"].toString();
         double x0, x1, y0, y1;
         const bool ranges = rangeFromJson(s["x_range"], x0, x1) && rangeFromJson(s["y_range"], y0, y1);
         m_pendingRange.reset();
@@ -172,6 +181,9 @@ private:
         m_logBox = new QCheckBox(tr("Log"), this);
         m_logBox->setToolTip(tr("Logarithmic colour scale (attention weights only, not differences or signed scores)"));
         tools->addWidget(m_logBox);
+        tools->addSpacing(8);
+        auto* reset = new QPushButton(tr("Reset zoom"), this);
+        tools->addWidget(reset);
         tools->addStretch(1);
 
         auto* row = new QHBoxLayout;   // a second row: the view stays narrow enough for small windows
@@ -179,17 +191,20 @@ private:
         if (auto* v = qobject_cast<QVBoxLayout*>(layout()))
             v->insertLayout(1, row);
         row->addWidget(new QLabel(tr("Show"), this));
-        m_diffBox = comboBox(this, {{tr("matrices"), -1},
-                                    {tr("difference to softmax"), int(Mechanism::softmax)},
-                                    {tr("difference to linear"), int(Mechanism::linear)},
-                                    {tr("difference to MHLA"), int(Mechanism::mhla)}});
+        const auto code = [](Mechanism a, Mechanism b) { return QStringLiteral("x:%1:%2").arg(int(a)).arg(int(b)); };
+        m_diffBox = comboBox(this, {{tr("matrices"), QString()},
+                                    {tr("matrices + MHLA \u2212 softmax"), code(Mechanism::mhla, Mechanism::softmax)},
+                                    {tr("matrices + MHLA \u2212 linear"), code(Mechanism::mhla, Mechanism::linear)},
+                                    {tr("difference to softmax"), QStringLiteral("d:%1").arg(int(Mechanism::softmax))},
+                                    {tr("difference to linear"), QStringLiteral("d:%1").arg(int(Mechanism::linear))},
+                                    {tr("difference to MHLA"), QStringLiteral("d:%1").arg(int(Mechanism::mhla))}},
+                             tr("The matrices; the matrices and one difference panel; or each matrix minus one of them"));
         row->addWidget(m_diffBox);
         row->addSpacing(8);
         row->addWidget(new QLabel(tr("Panels"), this));
-        m_onlyBox = comboBox(this, {{tr("all"), -1}, {mechanismLabel(Mechanism::softmax), int(Mechanism::softmax)},
-                                    {mechanismLabel(Mechanism::linear), int(Mechanism::linear)},
-                                    {mechanismLabel(Mechanism::mhla), int(Mechanism::mhla)}},
+        m_onlyBox = comboBox(this, {{tr("all"), QVariant()}},
                              tr("One panel enlarged, or all. Double-click a panel to enlarge it, and again to see all."));
+        m_onlyBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
         row->addWidget(m_onlyBox);
         row->addSpacing(8);
         m_blocksBox = new QCheckBox(tr("Block boundaries"), this);
@@ -197,21 +212,23 @@ private:
         m_blocksBox->setToolTip(tr("MHLA's block boundaries: lines, or ticks beside the map where lines would cover it"));
         row->addWidget(m_blocksBox);
         row->addSpacing(8);
-        row->addWidget(new QLabel(tr("Zoomed out, each pixel shows the"), this));
+        row->addWidget(new QLabel(tr("Zoomed out"), this));
         m_reduceBox = comboBox(this, {{tr("max"), QVariant()}, {tr("mean"), QVariant()}},
-                               tr("Large matrices are drawn reduced when zoomed out: each image cell shows the\n"
-                                  "maximum (peaks stay visible) or mean of the entries it covers.\n"
-                                  "Difference mode always uses the mean (the mean of a difference is exact)."));
+                               tr("Zoomed out, each pixel shows the maximum (peaks stay visible) or the mean of the\n"
+                                  "entries it covers. Difference panels always show the mean (the mean of a\n"
+                                  "difference is exact)."));
         row->addWidget(m_reduceBox);
-        auto* reset = new QPushButton(tr("Reset zoom"), this);
-        row->addWidget(reset);
         row->addStretch(1);
 
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { applyScale(); });
         connect(m_clipBox, &QComboBox::currentIndexChanged, this, [this](int) { applyScale(); });
         connect(m_logBox, &QCheckBox::toggled, this, [this](bool) { applyScale(); });
-        for (QComboBox* box : {m_scaleBox, m_diffBox, m_onlyBox})
+        for (QComboBox* box : {m_scaleBox, m_diffBox})
             connect(box, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+        connect(m_onlyBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+            m_only = i <= 0 ? QString() : m_onlyBox->itemText(i);
+            rebuild();
+        });
         connect(m_blocksBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_reduceBox, &QComboBox::currentIndexChanged, this, [this](int) {
             applyScale(false);
@@ -223,7 +240,6 @@ private:
         m_saved.addByText("reduce", m_reduceBox);
         m_saved.addByText("scale", m_scaleBox);
         m_saved.addByText("clip", m_clipBox);
-        m_saved.addByText("panels", m_onlyBox);
         m_saved.add("block_boundaries", m_blocksBox);
     }
 
@@ -245,13 +261,15 @@ private:
 
     void rebuild() override
     {
-        const int reference = m_diffBox->currentData().toInt();
-        m_logBox->setEnabled(reference < 0);
+        const QString show = m_diffBox->currentData().toString();
         MapPanels::Layout layout;
-        layout.reference = reference;
-        layout.only = m_onlyBox->currentData().toInt();
-        layout.perPanelScale = m_scaleBox->currentIndex() == 0 ? reference < 0 : m_scaleBox->currentIndex() == 1;
+        layout.reference = show.startsWith("d:") ? show.mid(2).toInt() : -1;
+        if (show.startsWith("x:"))
+            layout.extra = {show.section(':', 1, 1).toInt(), show.section(':', 2, 2).toInt()};
+        m_logBox->setEnabled(layout.reference < 0);
+        layout.perPanelScale = m_scaleBox->currentIndex() == 0 ? layout.reference < 0 : m_scaleBox->currentIndex() == 1;
         layout.blockBoundaries = m_blocksBox->isChecked();
+        layout.only = showOnly(layout);
         if (!m_maps.build(layout))
             return;
         for (const auto& p : m_maps.panels()) {
@@ -422,15 +440,36 @@ private:
         const MapPanels::Panel* p = m_maps.panelAt(pos, t, j);
         if (!p)
             return;
-        int target = -1;
-        if (m_onlyBox->currentData().toInt() < 0 && m_maps.panels().size() > 1)
-            target = int(m_result->outcomes[static_cast<std::size_t>(p->outcome)].result.mechanism);
-        m_onlyBox->setCurrentIndex(std::max(0, m_onlyBox->findData(target)));   // rebuilds
+        m_only = m_only.isEmpty() && m_maps.panels().size() > 1 ? m_maps.name(*p) : QString();
+        rebuild();
+    }
+
+    // "MHLA − softmax" for the code of an extra difference panel ("x:a:b").
+    static QString extraName(const QString& code)
+    {
+        return mechanismLabel(Mechanism(code.section(':', 1, 1).toInt())) + QStringLiteral(" \u2212 ") +
+               mechanismLabel(Mechanism(code.section(':', 2, 2).toInt()));
+    }
+
+    // The Panels box lists the panels `layout` shows; the one to enlarge when it is among them (a name
+    // of another result's panels is forgotten; kept while there is no result, as a session restores it).
+    QString showOnly(const MapPanels::Layout& layout)
+    {
+        const QStringList names = m_maps.panelNames(layout);
+        if (m_result && !names.isEmpty() && !names.contains(m_only))
+            m_only.clear();
+        const QSignalBlocker blocker(m_onlyBox);
+        m_onlyBox->clear();
+        m_onlyBox->addItem(tr("all"));
+        m_onlyBox->addItems(names);
+        m_onlyBox->setCurrentIndex(std::max(0, m_onlyBox->findText(m_only)));
+        return m_only;
     }
 
     MapPanels m_maps;
     QComboBox *m_cmapBox, *m_scaleBox, *m_clipBox, *m_diffBox, *m_onlyBox, *m_reduceBox;
     QCheckBox *m_logBox, *m_blocksBox;
+    QString m_only;   // the panel shown alone (MapPanels::name), empty: all
     QTimer m_refresh;
     QPoint m_pressPos;
     int m_query = -1;

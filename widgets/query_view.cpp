@@ -57,9 +57,10 @@ public:
 
     QSize preferredExportSize() const override
     {
+        const bool image = m_result && m_result->image;   // a second row of panels
         if (m_result && gridTokens(*m_result).valid())
-            return {std::max<int>(600, 40 + 400 * static_cast<int>(m_result->outcomes.size())), 460};
-        return {1000, 560};
+            return {std::max<int>(600, 40 + 400 * static_cast<int>(m_result->outcomes.size())), image ? 820 : 460};
+        return {1000, m_result && !m_result->tokens.empty() ? 860 : 560};   // room for the token strip
     }
 
     void setQuery(int token) override

@@ -8,7 +8,9 @@
 #include <QJsonArray>
 #include <QSignalSpy>
 #include <QTest>
+#include <QFontMetrics>
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <qcustomplot.h>
 
@@ -204,8 +206,9 @@ TEST(MapsReadable, MhlaCausalMaskFollowsTheBlockRule)
         Index seen = 0;
         for (Index j = 0; j < res->n; ++j) {
             EXPECT_EQ(mask.allowed(t, j), allowedByMaths(*res, Mechanism::mhla, t, j)) << t << ", " << j;
-            if (!mask.allowed(t, j))
+            if (!mask.allowed(t, j)) {
                 EXPECT_EQ((*mhla->matrix)(t, j), 0.0);
+            }
             seen += mask.allowed(t, j);
             laterKeySeen = laterKeySeen || (j > t && mask.allowed(t, j));
         }
@@ -259,6 +262,84 @@ TEST(MapsReadable, EachPanelHasItsOwnRange)
     EXPECT_DOUBLE_EQ(colourScales(plot)[0]->dataRange().lower, -colourScales(plot)[0]->dataRange().upper);
 }
 
+// The matrices with one difference panel (MHLA − softmax): four square panels, the difference on its own
+// symmetric scale (its 99th percentile of |MHLA − softmax| over the entries either mechanism allows),
+// enlarged by a double-click and stored in the view state; the footnote broken to the plot's width.
+TEST(MapsReadable, MatricesWithOneDifferencePanel)
+{
+    const auto& r = *charLmDefault();
+    const QString name = QString::fromUtf8("MHLA \u2212 softmax");
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    QCustomPlot* plot = showMaps(view.get(), {760, 700}, charLmDefault(), QJsonObject{{"difference_panel", name}});
+    expectFills(plot, 4, "matrices and a difference");
+    ASSERT_EQ(colourScales(plot).size(), 4);   // "auto": each matrix its own range, the difference its own
+    EXPECT_EQ(view->saveState()["difference_panel"].toString(), name);
+    EXPECT_EQ(view->saveState()["difference"].toString(), "off");
+
+    const auto* softmax = r.find(Mechanism::softmax);
+    const auto* mhla = r.find(Mechanism::mhla);
+    std::vector<double> diff;
+    for (Index t = 0; t < r.n; ++t)
+        for (Index j = 0; j < r.n; ++j)
+            if (allowedByMaths(r, Mechanism::softmax, t, j) || allowedByMaths(r, Mechanism::mhla, t, j))
+                diff.push_back(std::abs((*mhla->matrix)(t, j) - (*softmax->matrix)(t, j)));
+    const auto k = static_cast<std::size_t>(std::floor(0.99 * static_cast<double>(diff.size() - 1)));
+    std::nth_element(diff.begin(), diff.begin() + static_cast<std::ptrdiff_t>(k), diff.end());
+    const QCPRange range = colourMaps(plot).at(3)->colorScale()->dataRange();
+    EXPECT_NEAR(range.upper, diff[k], 1e-6 * diff[k]);
+    EXPECT_DOUBLE_EQ(range.lower, -range.upper);
+    EXPECT_GT(colourMaps(plot).at(0)->colorScale()->dataRange().lower, -1e-12);   // matrices from 0
+
+    // The footnote fits the plot's width, in lines.
+    QCPTextElement* footnote = nullptr;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(false))
+        if (auto* t = qobject_cast<QCPTextElement*>(e))
+            footnote = t;
+    ASSERT_TRUE(footnote);
+    const QStringList lines = footnote->text().split('\n');
+    EXPECT_GE(lines.size(), 3);
+    const QFontMetrics fm(footnote->font());
+    for (const QString& line : lines)
+        EXPECT_LE(fm.horizontalAdvance(line), plot->width()) << line.toStdString();
+
+    // Shared: one scale for the matrices, the difference keeps its own.
+    view->restoreState(QJsonObject{{"scale", "shared"}});
+    plot->replot();
+    const auto maps = colourMaps(plot);
+    ASSERT_EQ(maps.size(), 4);
+    EXPECT_EQ(colourScales(plot).size(), 2);
+    EXPECT_EQ(maps[0]->colorScale(), maps[1]->colorScale());
+    EXPECT_EQ(maps[0]->colorScale(), maps[2]->colorScale());
+    EXPECT_NE(maps[3]->colorScale(), maps[0]->colorScale());
+    for (const QSize size : {QSize(760, 700), QSize(1600, 480)}) {   // two by two, and four in a row
+        view->resize(size);
+        QTest::qWait(30);
+        plot->replot();
+        expectFills(plot, 4, "shared scale and a difference");
+        ASSERT_EQ(colourScales(plot).size(), 2);
+        if (size.width() > 1000) {
+            for (QCPAxisRect* rect : plot->axisRects())
+                EXPECT_EQ(rect->top(), plot->axisRect(0)->top()) << "four in a row";
+        }
+        for (QCPColorScale* s : colourScales(plot)) {   // every scale on screen beside the panels, none over one
+            EXPECT_GT(s->outerRect().width(), 0);
+            EXPECT_TRUE(plot->rect().adjusted(-2, -2, 2, 2).contains(s->outerRect())) << size.width() << ": " << s->outerRect().x() << "," << s->outerRect().y() << " " << s->outerRect().width() << "x" << s->outerRect().height() << " in " << plot->width() << "x" << plot->height();
+            for (QCPAxisRect* rect : plot->axisRects())
+                EXPECT_FALSE(s->outerRect().intersects(rect->rect()));
+        }
+    }
+    view->resize(760, 700);
+    QTest::qWait(30);
+
+    // A double-click on the difference shows it alone.
+    plot->replot();
+    QTest::mouseDClick(plot, Qt::LeftButton, Qt::NoModifier, cellCentre(plot->axisRect(3), 300, 100));
+    plot->replot();
+    ASSERT_EQ(plot->axisRects().size(), 1);
+    EXPECT_EQ(view->saveState()["panels"].toString(), name);
+    expectFills(plot, 1, "the difference enlarged");
+}
+
 TEST(MapsReadable, BlockBoundariesThinToTicksAndToggle)
 {
     const Result res = charLm(64);   // 8 tokens per block
@@ -299,8 +380,9 @@ TEST(MapsReadable, TokensOnAxesAndInTheReadOut)
     ASSERT_FALSE(x->tickVector().isEmpty());
     for (int i = 0; i < x->tickVector().size(); ++i) {
         const auto t = static_cast<Index>(x->tickVector()[i]);
-        if (t >= 0 && t < r.n)
+        if (t >= 0 && t < r.n) {
             EXPECT_EQ(x->tickVectorLabels()[i], QString::number(t) + "\n" + widgets::displayToken(r.tokens[static_cast<std::size_t>(t)]));
+        }
     }
     // Zoomed in to 20 tokens: one tick per token, labelled with the token alone.
     view->restoreState(QJsonObject{{"x_range", QJsonArray{99.5, 119.5}}, {"y_range", QJsonArray{99.5, 119.5}}});
