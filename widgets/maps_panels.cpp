@@ -132,9 +132,9 @@ bool MapPanels::build(const Layout& layout)
         return false;
     }
     for (Panel& p : m_panels) {
-        p.mask = CausalMask::of(*m_result, outcome(p.outcome));
+        p.mask = analysis::CausalMask::of(*m_result, outcome(p.outcome));
         if (p.minus >= 0)
-            p.minusMask = CausalMask::of(*m_result, outcome(p.minus));
+            p.minusMask = analysis::CausalMask::of(*m_result, outcome(p.minus));
         m_anyMask = m_anyMask || p.mask.active();
     }
 
@@ -263,14 +263,14 @@ std::vector<Index> MapPanels::blockCuts() const
     return cuts;
 }
 
-const PanelValues& MapPanels::valuesOf(const Panel& p, analysis::Reduce how)
+const analysis::MapValues& MapPanels::valuesOf(const Panel& p, analysis::Reduce how)
 {
     if (p.minus >= 0)
         how = analysis::Reduce::mean;
     const auto key = std::make_tuple(p.outcome, p.minus, static_cast<int>(how));
     auto it = m_values.find(key);
     if (it == m_values.end())
-        it = m_values.emplace(key, panelValues(outcome(p.outcome), p.mask, p.minus >= 0 ? &outcome(p.minus) : nullptr,
+        it = m_values.emplace(key, analysis::map_values(outcome(p.outcome), p.mask, p.minus >= 0 ? &outcome(p.minus) : nullptr,
                                                p.minus >= 0 ? &p.minusMask : nullptr, n(), how))
                  .first;
     return it->second;
@@ -281,16 +281,16 @@ bool MapPanels::applyScale(const Look& look)
     m_look = look;
     if (m_panels.empty())
         return false;
-    std::vector<const PanelValues*> all;   // of the panels on the shared scale
+    std::vector<const analysis::MapValues*> all;   // of the panels on the shared scale
     for (const Panel& p : m_panels)
         if (p.map && p.scale && p.scale == m_sharedScale)
             all.push_back(&valuesOf(p, look.how));
-    const ColourRange shared = all.empty() ? ColourRange{} : colourRange(all, look.clipPercentile, look.log);
+    const analysis::ColourRange shared = all.empty() ? analysis::ColourRange{} : analysis::colour_range(all, look.clipPercentile, look.log);
     std::vector<QCPColorScale*> done;
     for (Panel& p : m_panels) {
         if (!p.map || !p.scale)
             continue;
-        p.range = p.scale == m_sharedScale ? shared : colourRange({&valuesOf(p, look.how)}, look.clipPercentile, look.log);
+        p.range = p.scale == m_sharedScale ? shared : analysis::colour_range({&valuesOf(p, look.how)}, look.clipPercentile, look.log);
         if (std::find(done.begin(), done.end(), p.scale) != done.end())
             continue;
         done.push_back(p.scale);
@@ -317,7 +317,7 @@ bool MapPanels::applyScale(const Look& look)
     return true;
 }
 
-QString MapPanels::scaleLabel(const Panel* p, const ColourRange& range) const
+QString MapPanels::scaleLabel(const Panel* p, const analysis::ColourRange& range) const
 {
     const bool reduced = m_reducedFactor > 1.0;
     const bool mean = m_look.how == analysis::Reduce::mean || (p && p->minus >= 0);
@@ -443,13 +443,13 @@ bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how
                                                              pyramids ? o.pyramid.get() : nullptr);
         if (img.values.empty())
             continue;
-        std::vector<char> masked = p.mask.maskedCells(img, N);
+        std::vector<char> masked = p.mask.masked_cells(img, N);
         if (minus) {
             const analysis::ReducedImage other = analysis::reduce_region(*minus->matrix, r0, r1, c0, c1, capRows, capCols, cellHow,
                                                                          pyramids ? minus->pyramid.get() : nullptr);
             for (std::size_t i = 0; i < img.values.size() && i < other.values.size(); ++i)
                 img.values[i] -= other.values[i];
-            const std::vector<char> maskedOther = p.minusMask.maskedCells(other, N);
+            const std::vector<char> maskedOther = p.minusMask.masked_cells(other, N);
             for (std::size_t i = 0; i < masked.size(); ++i)
                 masked[i] = masked[i] && i < maskedOther.size() && maskedOther[i];
         }

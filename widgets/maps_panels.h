@@ -2,7 +2,7 @@
 // MapPanels: the drawing half of the attention-maps view (maps_view.cpp holds its controls, linked zoom,
 // hover read-out and saved state). In one QCustomPlot: one square panel per mechanism (an axis rect with a
 // colour map), arranged by PanelGrid (maps_layout.h) to fill the plot, or one enlarged panel; each panel
-// with its own colour scale or one shared scale (maps_scales.h: ranges clipped at a percentile, log or
+// with its own colour scale or one shared scale (analysis/map_scale.h: ranges clipped at a percentile, log or
 // linear, causal masks), the selected query's line, MHLA's block boundaries and token labels on the axes
 // (maps_marks.h); in difference mode one panel per other mechanism minus the reference. The colour maps
 // show the region visible in the panels with at most a given number of cells per axis: beyond that each
@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "analysis/explore.h"
+#include "analysis/map_scale.h"
 #include "maps_layout.h"
-#include "maps_scales.h"
 #include "plot_style.h"
 
 class QCustomPlot;
@@ -55,8 +55,8 @@ public:
         QCPTextElement* title = nullptr;
         QString titleText;   // in one line; shown in two where the panel is narrower
         BlockBoundaries* blocks = nullptr;
-        CausalMask mask, minusMask;
-        ColourRange range;   // of its scale
+        analysis::CausalMask mask, minusMask;
+        analysis::ColourRange range;   // of its scale
     };
     // How the panels are built: the matrices, or in difference mode each other matrix minus `reference`'s
     // (a mechanism, else -1); with the matrices, one difference panel `extra` (first minus second
@@ -116,8 +116,8 @@ private:
     void addFootnote();
     QString panelTitle(const Panel& p) const;
     std::vector<Eigen::Index> blockCuts() const;
-    const PanelValues& valuesOf(const Panel& p, analysis::Reduce how);
-    QString scaleLabel(const Panel* p, const ColourRange& range) const;
+    const analysis::MapValues& valuesOf(const Panel& p, analysis::Reduce how);
+    QString scaleLabel(const Panel* p, const analysis::ColourRange& range) const;
     void updateLabels();
     void wrapFootnote(int width);
     bool updateTickers();
@@ -126,7 +126,7 @@ private:
     QCustomPlot* m_plot;
     std::shared_ptr<const analysis::ExploreResult> m_result;
     std::shared_ptr<const std::vector<QString>> m_tokens;   // display strings of the result's tokens
-    std::map<std::tuple<int, int, int>, PanelValues> m_values;   // per (outcome, minus, reduction)
+    std::map<std::tuple<int, int, int>, analysis::MapValues> m_values;   // per (outcome, minus, reduction)
     std::vector<Panel> m_panels;
     std::optional<PanelGrid> m_grid;
     QCPColorScale* m_sharedScale = nullptr;

@@ -14,7 +14,7 @@
 
 #include "analysis/explore.h"
 #include "maps_marks.h"
-#include "maps_scales.h"
+#include "analysis/map_scale.h"
 #include "plot_util.h"
 #include "token_strip.h"
 #include "view_base.h"
@@ -320,7 +320,7 @@ private:
                 rows.push_back(std::move(row));
                 continue;
             }
-            const CausalMask mask = CausalMask::of(*m_result, o);
+            const analysis::CausalMask mask = analysis::CausalMask::of(*m_result, o);
             row.weights.resize(static_cast<std::size_t>(N));
             for (Index j = 0; j < N; ++j)
                 row.weights[static_cast<std::size_t>(j)] = (*o.matrix)(t, j);

@@ -19,7 +19,7 @@
 #include "analysis/explore.h"
 #include "maps_marks.h"
 #include "maps_panels.h"
-#include "maps_scales.h"
+#include "analysis/map_scale.h"
 #include "token_strip.h"
 #include "views.h"
 #include "widget_test_support.h"
@@ -199,7 +199,7 @@ TEST(MapsReadable, MhlaCausalMaskFollowsTheBlockRule)
     });
     const auto* mhla = res->find(Mechanism::mhla);
     ASSERT_TRUE(mhla && mhla->matrix) << (mhla ? mhla->error : "no MHLA");
-    const widgets::CausalMask mask = widgets::CausalMask::of(*res, *mhla);
+    const analysis::CausalMask mask = analysis::CausalMask::of(*res, *mhla);
     ASSERT_TRUE(mask.active());
     bool laterKeySeen = false;
     for (Index t = 0; t < res->n; ++t) {
@@ -215,7 +215,7 @@ TEST(MapsReadable, MhlaCausalMaskFollowsTheBlockRule)
         EXPECT_EQ(seen, mhla->allowed_keys[static_cast<std::size_t>(t)]);
     }
     EXPECT_TRUE(laterKeySeen);
-    EXPECT_FALSE(widgets::CausalMask::of(*res, *res->find(Mechanism::softmax)).allowed(5, 16));
+    EXPECT_FALSE(analysis::CausalMask::of(*res, *res->find(Mechanism::softmax)).allowed(5, 16));
 }
 
 TEST(MapsReadable, EachPanelHasItsOwnRange)

@@ -1,16 +1,14 @@
-// Colour ranges and causal masks of the attention maps; see maps_scales.h.
-#include "maps_scales.h"
+// Colour ranges and causal masks of the attention maps; see map_scale.h.
+#include "analysis/map_scale.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace attnscope::widgets {
+namespace attnscope::analysis {
 
-using analysis::MechanismOutcome;
-using analysis::ReducedImage;
 using Eigen::Index;
 
-CausalMask CausalMask::of(const analysis::ExploreResult& result, const MechanismOutcome& outcome)
+CausalMask CausalMask::of(const ExploreResult& result, const MechanismOutcome& outcome)
 {
     const Index n = result.n;
     const auto& allowed = outcome.allowed_keys;
@@ -33,7 +31,7 @@ CausalMask CausalMask::of(const analysis::ExploreResult& result, const Mechanism
     return m;
 }
 
-std::vector<Index> cellEdges(Index first, Index end, Index cells, Index factor, Index n)
+std::vector<Index> cell_edges(Index first, Index end, Index cells, Index factor, Index n)
 {
     const Index f = std::max<Index>(factor, 1);
     const Index u0 = first / f, u1 = (end + f - 1) / f, h = u1 - u0;
@@ -43,12 +41,12 @@ std::vector<Index> cellEdges(Index first, Index end, Index cells, Index factor, 
     return edges;
 }
 
-std::vector<char> CausalMask::maskedCells(const ReducedImage& img, Index n) const
+std::vector<char> CausalMask::masked_cells(const ReducedImage& img, Index n) const
 {
     if (m_key.empty() || img.rows < 1 || img.cols < 1)
         return {};
-    const std::vector<Index> re = cellEdges(img.r0, img.r1, img.rows, img.factor, n);
-    const std::vector<Index> ce = cellEdges(img.c0, img.c1, img.cols, img.factor, n);
+    const std::vector<Index> re = cell_edges(img.r0, img.r1, img.rows, img.factor, n);
+    const std::vector<Index> ce = cell_edges(img.c0, img.c1, img.cols, img.factor, n);
     // A cell is masked when its smallest key comes after the largest query key of its rows.
     std::vector<std::int64_t> rowMax(static_cast<std::size_t>(img.rows), std::numeric_limits<std::int64_t>::min());
     std::vector<std::int64_t> colMin(static_cast<std::size_t>(img.cols), std::numeric_limits<std::int64_t>::max());
@@ -65,9 +63,9 @@ std::vector<char> CausalMask::maskedCells(const ReducedImage& img, Index n) cons
     return out;
 }
 
-double PanelValues::top(double percentile) const
+double MapValues::top(double percentile) const
 {
-    const double largest = signedValues ? std::max(std::abs(min), std::abs(max)) : max;
+    const double largest = signed_values ? std::max(std::abs(min), std::abs(max)) : max;
     if (percentile >= 100 || values.empty())
         return largest;
     std::vector<float> v = values;
@@ -76,26 +74,26 @@ double PanelValues::top(double percentile) const
     return static_cast<double>(v[k]);
 }
 
-PanelValues panelValues(const MechanismOutcome& a, const CausalMask& maskA, const MechanismOutcome* b, const CausalMask* maskB,
-                        Index n, analysis::Reduce how)
+MapValues map_values(const MechanismOutcome& a, const CausalMask& mask_a, const MechanismOutcome* b, const CausalMask* mask_b,
+                     Index n, Reduce how)
 {
-    PanelValues out;
+    MapValues out;
     if (!a.matrix || (b && !b->matrix))
         return out;
     const bool pyramids = a.pyramid && (!b || b->pyramid);   // both sides of a difference on the same cells
-    ReducedImage img = analysis::reduce_region(*a.matrix, 0, n, 0, n, kRangeCells, kRangeCells, how, pyramids ? a.pyramid.get() : nullptr);
-    std::vector<char> masked = maskA.maskedCells(img, n);
+    ReducedImage img = reduce_region(*a.matrix, 0, n, 0, n, kRangeCells, kRangeCells, how, pyramids ? a.pyramid.get() : nullptr);
+    std::vector<char> masked = mask_a.masked_cells(img, n);
     if (b) {
         const ReducedImage other =
-            analysis::reduce_region(*b->matrix, 0, n, 0, n, kRangeCells, kRangeCells, how, pyramids ? b->pyramid.get() : nullptr);
+            reduce_region(*b->matrix, 0, n, 0, n, kRangeCells, kRangeCells, how, pyramids ? b->pyramid.get() : nullptr);
         for (std::size_t i = 0; i < img.values.size() && i < other.values.size(); ++i)
             img.values[i] -= other.values[i];
-        const std::vector<char> maskedB = maskB ? maskB->maskedCells(other, n) : std::vector<char>{};
-        if (masked.empty() || maskedB.empty())
+        const std::vector<char> masked_b = mask_b ? mask_b->masked_cells(other, n) : std::vector<char>{};
+        if (masked.empty() || masked_b.empty())
             masked.clear();   // masked only where both are
         else
             for (std::size_t i = 0; i < masked.size(); ++i)
-                masked[i] = masked[i] && maskedB[i];
+                masked[i] = masked[i] && masked_b[i];
     }
     out.min = std::numeric_limits<double>::infinity();
     out.max = -out.min;
@@ -106,28 +104,28 @@ PanelValues panelValues(const MechanismOutcome& a, const CausalMask& maskA, cons
         out.min = std::min(out.min, v);
         out.max = std::max(out.max, v);
         if (v > 0)
-            out.minPositive = std::min(out.minPositive, v);
+            out.min_positive = std::min(out.min_positive, v);
     }
     if (!std::isfinite(out.min)) {
         out.min = out.max = 0;
         return out;
     }
-    out.signedValues = b || out.min < 0;
+    out.signed_values = b || out.min < 0;
     out.values.reserve(img.values.size());
     for (std::size_t i = 0; i < img.values.size(); ++i)
         if (masked.empty() || !masked[i])
-            out.values.push_back(static_cast<float>(out.signedValues ? std::abs(img.values[i]) : img.values[i]));
+            out.values.push_back(static_cast<float>(out.signed_values ? std::abs(img.values[i]) : img.values[i]));
     return out;
 }
 
-ColourRange colourRange(const std::vector<const PanelValues*>& values, double percentile, bool logRequested)
+ColourRange colour_range(const std::vector<const MapValues*>& values, double percentile, bool log_requested)
 {
     ColourRange r;
-    double top = 0, minPositive = std::numeric_limits<double>::infinity();
-    for (const PanelValues* v : values) {
-        r.diverging = r.diverging || v->signedValues;
+    double top = 0, min_positive = std::numeric_limits<double>::infinity();
+    for (const MapValues* v : values) {
+        r.diverging = r.diverging || v->signed_values;
         top = std::max(top, v->top(percentile));
-        minPositive = std::min(minPositive, v->minPositive);
+        min_positive = std::min(min_positive, v->min_positive);
     }
     if (r.diverging) {
         const double m = top > 0 ? top : 1e-12;
@@ -136,13 +134,13 @@ ColourRange colourRange(const std::vector<const PanelValues*>& values, double pe
     }
     r.hi = top > 0 ? top : 1;
     r.lo = 0;
-    if (logRequested) {
+    if (log_requested) {
         r.log = true;
-        r.lo = std::max(std::isfinite(minPositive) ? minPositive : r.hi * 1e-5, r.hi * 1e-5);
+        r.lo = std::max(std::isfinite(min_positive) ? min_positive : r.hi * 1e-5, r.hi * 1e-5);
         if (r.lo >= r.hi)
             r.lo = r.hi * 1e-5;
     }
     return r;
 }
 
-}  // namespace attnscope::widgets
+}  // namespace attnscope::analysis
