@@ -347,7 +347,7 @@ private:
         const Index frame = qc.size() == 3 ? qc[0] : 0;
         const auto [lo, hi] = std::minmax_element(img.values.begin(), img.values.end());
         QCPColorGradient grey;
-        grey.setColorStops({{0.0, QColor(255, 255, 255)}, {1.0, QColor(40, 40, 40)}});
+        grey.setColorStops({{0.0, QColor(255, 255, 255)}, {1.0, QColor(110, 110, 110)}});   // light: the attention stays visible over the ink
         QCPColorGradient heat;
         heat.setColorStops({{0.0, QColor(255, 60, 0, 0)}, {1.0, QColor(255, 60, 0, 215)}});
         heat.setNanHandling(QCPColorGradient::nhTransparent);
