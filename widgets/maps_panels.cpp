@@ -356,7 +356,9 @@ void MapPanels::updateLabels()
         return;
     const bool clipped = m_look.clipPercentile < 100;
     const QString pct = fmtNum(m_look.clipPercentile, 4);
-    QString range = m_perPanel ? tr("Colours: each panel its own range") : tr("Colours: one range for all panels");
+    QString range = m_perPanel ? tr("Colours: each panel its own range")
+                    : matrix && difference ? tr("Colours: one range for the matrices")   // the difference keeps its own
+                                           : tr("Colours: one range for all panels");
     if (matrix) {
         if (signedMatrix)
             range += clipped ? tr(", symmetric around 0 up to the %1th percentile of |entries|").arg(pct) : tr(", symmetric around 0 up to the largest |entry|");

@@ -291,10 +291,14 @@ TEST(MapsReadable, MatricesWithOneDifferencePanel)
     EXPECT_GT(colourMaps(plot).at(0)->colorScale()->dataRange().lower, -1e-12);   // matrices from 0
 
     // The footnote fits the plot's width, in lines.
-    QCPTextElement* footnote = nullptr;
-    for (QCPLayoutElement* e : plot->plotLayout()->elements(false))
-        if (auto* t = qobject_cast<QCPTextElement*>(e))
-            footnote = t;
+    auto footnoteOf = [plot] {
+        QCPTextElement* footnote = nullptr;
+        for (QCPLayoutElement* e : plot->plotLayout()->elements(false))
+            if (auto* t = qobject_cast<QCPTextElement*>(e))
+                footnote = t;
+        return footnote;
+    };
+    QCPTextElement* footnote = footnoteOf();
     ASSERT_TRUE(footnote);
     const QStringList lines = footnote->text().split('\n');
     EXPECT_GE(lines.size(), 3);
@@ -311,6 +315,8 @@ TEST(MapsReadable, MatricesWithOneDifferencePanel)
     EXPECT_EQ(maps[0]->colorScale(), maps[1]->colorScale());
     EXPECT_EQ(maps[0]->colorScale(), maps[2]->colorScale());
     EXPECT_NE(maps[3]->colorScale(), maps[0]->colorScale());
+    ASSERT_TRUE(footnoteOf());
+    EXPECT_TRUE(footnoteOf()->text().startsWith("Colours: one range for the matrices")) << footnoteOf()->text().toStdString();
     for (const QSize size : {QSize(760, 700), QSize(1600, 480)}) {   // two by two, and four in a row
         view->resize(size);
         QTest::qWait(30);
