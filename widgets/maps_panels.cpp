@@ -7,6 +7,7 @@
 #include <limits>
 #include <qcustomplot.h>
 
+#include "maps_marks.h"
 #include "plot_util.h"
 
 namespace attnscope::widgets {
@@ -34,36 +35,27 @@ QString wrapText(const QString& text, int width)
 
 }  // namespace
 
-MapPanels::MatrixStats MapPanels::statsOf(const analysis::MechanismOutcome& o)
-{
-    MatrixStats s;
-    if (o.pyramid) {   // computed by the core with the reduced images
-        s.max = o.pyramid->max;
-        s.min = o.pyramid->min;
-        s.min_positive = o.pyramid->min_positive;
-        return s;
-    }
-    const Eigen::MatrixXd& A = *o.matrix;
-    s.max = A.maxCoeff();
-    s.min = A.minCoeff();
-    s.min_positive = (A.array() > 0.0).select(A.array(), std::numeric_limits<double>::infinity()).minCoeff();
-    return s;
-}
+QColor maskColour() { return QColor(208, 208, 208); }
 
 void MapPanels::setResult(std::shared_ptr<const analysis::ExploreResult> result)
 {
     m_result = std::move(result);
-    m_stats.clear();
-    m_diffAbsMax.clear();
-    if (m_result)
-        for (const auto& o : m_result->outcomes)
-            m_stats.push_back(o.matrix ? statsOf(o) : MatrixStats{});
+    m_values.clear();
+    m_tokens = m_result && !m_result->tokens.empty() ? std::make_shared<const std::vector<QString>>(displayTokens(*m_result))
+                                                     : nullptr;
 }
 
-// The outcome of `mechanism` when its matrix exists, else -1 (no difference mode).
-int MapPanels::referenceOutcome(int mechanism) const
+QString MapPanels::token(Index t) const
 {
-    if (mechanism < 0)
+    if (!m_tokens || t < 0 || t >= static_cast<Index>(m_tokens->size()))
+        return {};
+    return (*m_tokens)[static_cast<std::size_t>(t)];
+}
+
+// The outcome of `mechanism` when its matrix exists, else -1.
+int MapPanels::outcomeOf(int mechanism) const
+{
+    if (mechanism < 0 || !m_result)
         return -1;
     for (std::size_t i = 0; i < m_result->outcomes.size(); ++i)
         if (m_result->outcomes[i].result.mechanism == Mechanism(mechanism))
@@ -71,77 +63,131 @@ int MapPanels::referenceOutcome(int mechanism) const
     return -1;
 }
 
-bool MapPanels::build(int reference)
+QString MapPanels::name(const Panel& p) const
 {
-    m_panels.clear();
-    m_scale = nullptr;
-    m_blockLines = 0;
-    if (!m_result) {
-        showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the attention maps."));
-        return false;
-    }
-    if (m_result->outcomes.empty()) {
-        showPlotMessage(m_plot, tr("No mechanism was computed."));
-        return false;
-    }
-    m_plot->clearItems();
-    m_plot->clearPlottables();
-    m_plot->plotLayout()->clear();
-    m_plot->legend = nullptr;
+    const QString a = mechanismLabel(outcome(p.outcome).result.mechanism);
+    return p.minus < 0 ? a : a + QStringLiteral(" \u2212 ") + mechanismLabel(outcome(p.minus).result.mechanism);
+}
 
-    const int ref = referenceOutcome(reference);
+// The panels of `layout`: every outcome but the reference (minus it in difference mode), the extra
+// difference, then `only` when it names one of them.
+std::vector<MapPanels::Panel> MapPanels::choosePanels(const Layout& layout) const
+{
+    std::vector<Panel> out;
+    const int ref = outcomeOf(layout.reference);
     for (std::size_t i = 0; i < m_result->outcomes.size(); ++i) {
-        if (ref >= 0 && static_cast<int>(i) == ref)
+        if (static_cast<int>(i) == ref)
             continue;
         Panel p;
         p.outcome = static_cast<int>(i);
         p.minus = ref;
-        m_panels.push_back(p);
+        out.push_back(std::move(p));
     }
+    const int a = outcomeOf(layout.extra.first), b = outcomeOf(layout.extra.second);
+    if (ref < 0 && a >= 0 && b >= 0 && a != b) {
+        Panel p;
+        p.outcome = a;
+        p.minus = b;
+        out.push_back(std::move(p));
+    }
+    for (const Panel& p : out)
+        if (!layout.only.isEmpty() && name(p) == layout.only)
+            return {p};
+    return out;
+}
+
+QStringList MapPanels::panelNames(Layout layout) const
+{
+    QStringList out;
+    if (!m_result)
+        return out;
+    layout.only.clear();
+    for (const Panel& p : choosePanels(layout))
+        out << name(p);
+    return out;
+}
+
+bool MapPanels::build(const Layout& layout)
+{
+    m_panels.clear();
+    m_grid.reset();
+    m_sharedScale = nullptr;
+    m_footnote = nullptr;
+    m_anyMask = m_blockLines = false;
+    auto dropGroup = [this] {
+        delete m_group;   // after the elements that used it
+        m_group = nullptr;
+    };
+    if (!m_result || m_result->outcomes.empty()) {
+        showPlotMessage(m_plot, !m_result ? tr("No result yet.\nOpen activation files and assign Q and K to see the attention maps.")
+                                          : tr("No mechanism was computed."));
+        dropGroup();
+        return false;
+    }
+    clearPlot(m_plot);
+    dropGroup();
+    m_panels = choosePanels(layout);
     if (m_panels.empty()) {
         showPlotMessage(m_plot, tr("Nothing to compare: only one mechanism was computed."));
         return false;
     }
+    for (Panel& p : m_panels) {
+        p.mask = analysis::CausalMask::of(*m_result, outcome(p.outcome));
+        if (p.minus >= 0)
+            p.minusMask = analysis::CausalMask::of(*m_result, outcome(p.minus));
+        m_anyMask = m_anyMask || p.mask.active();
+    }
 
-    auto* layout = new QCPLayoutGrid;   // panels; a footnote row goes below it in the plot layout
-    m_plot->plotLayout()->addElement(0, 0, layout);
-    auto* group = new QCPMarginGroup(m_plot);
-    int col = 0;
-    for (Panel& p : m_panels)
-        addPanel(p, layout, group, col++);
-    addScale(layout, group, col);
-    layout->setRowStretchFactor(0, 0.01);
-    layout->setColumnStretchFactor(col, 0.01);
-    if (m_blockLines > 0)
-        addFootnote();
-    layout->setColumnSpacing(6);
-    layout->setRowSpacing(2);
+    auto* grid = new QCPLayoutGrid;   // panels; the footnote goes below it in the plot layout
+    m_plot->plotLayout()->addElement(0, 0, grid);
+    m_group = new QCPMarginGroup(m_plot);
+    m_perPanel = layout.perPanelScale;
+    const bool mixed = !difference() && m_panels.back().minus >= 0;   // matrices and a difference panel
+    std::vector<PanelGrid::Cell> cells;
+    for (std::size_t i = 0; i < m_panels.size(); ++i) {
+        Panel& p = m_panels[i];
+        const bool own = m_perPanel || (mixed && p.minus >= 0);
+        addPanel(p, grid, m_group, static_cast<int>(i), own, layout.blockBoundaries);
+        cells.push_back({p.title, p.rect, own ? p.scale : nullptr});
+    }
+    if (!m_perPanel) {
+        m_sharedScale = addColorScale(m_plot, QString(), 14, m_group);
+        grid->addElement(1, 2 * static_cast<int>(m_panels.size()), m_sharedScale);
+        m_sharedScale->axis()->setLabelPadding(6);
+        for (Panel& p : m_panels)
+            if (p.map && !p.scale) {
+                p.map->setColorScale(m_sharedScale);
+                p.scale = m_sharedScale;
+            }
+    }
+    grid->setColumnSpacing(6);
+    grid->setRowSpacing(2);
+    m_grid.emplace(m_plot, grid, std::move(cells), m_sharedScale);
+    addFootnote();
     return true;
 }
 
-// Title above, and an axis rect over all N x N entries (drag and zoom on both axes) holding the colour
-// map, or the reason the mechanism failed.
-void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group, int col)
+// Title above, and an axis rect over all N x N entries (drag and zoom on both axes, token labels) holding
+// the colour map, or the reason the mechanism failed; its own colour scale right of it when `ownScale`.
+void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group, int index, bool ownScale, bool blockLines)
 {
     const auto& o = outcome(p.outcome);
     const double N = static_cast<double>(n());
-    auto* title = new QCPTextElement(m_plot, panelTitle(p), plotFont(kTitlePt, true));
-    layout->addElement(0, col, title);
-    auto* rect = addAxisRect(m_plot, layout, 1, col);
-    rect->setMarginGroup(QCP::msLeft | QCP::msTop | QCP::msBottom | QCP::msRight, group);
-    rect->setRangeDrag(Qt::Horizontal | Qt::Vertical);
-    rect->setRangeZoom(Qt::Horizontal | Qt::Vertical);
-    setHeatmapAxes(rect, N, N, tr("key j"), col == 0 ? tr("query t") : QString());
-    auto* x = rect->axis(QCPAxis::atBottom);
-    auto* y = rect->axis(QCPAxis::atLeft);
-    x->ticker()->setTickCount(5);
-    y->ticker()->setTickCount(5);
-    if (col > 0)
-        y->setTickLabels(false);
-    p.rect = rect;
-    p.title = title;
+    p.titleText = panelTitle(p);
+    p.title = new QCPTextElement(m_plot, p.titleText, plotFont(kTitlePt, true));
+    p.title->setMinimumSize(1, 0);   // a title never widens its column (fitTitles breaks it instead)
+    layout->addElement(0, 2 * index, p.title);
+    p.rect = addAxisRect(m_plot, layout, 1, 2 * index);
+    p.rect->setMarginGroup(QCP::msLeft | QCP::msTop | QCP::msBottom | QCP::msRight, group);
+    p.rect->setRangeDrag(Qt::Horizontal | Qt::Vertical);
+    p.rect->setRangeZoom(Qt::Horizontal | Qt::Vertical);
+    setHeatmapAxes(p.rect, N, N, tr("key j"), tr("query t"));
+    auto* x = p.rect->axis(QCPAxis::atBottom);
+    auto* y = p.rect->axis(QCPAxis::atLeft);
+    x->setTicker(QSharedPointer<TokenTicker>::create(m_tokens, true));
+    y->setTicker(QSharedPointer<TokenTicker>::create(m_tokens, false));
     if (!o.matrix) {
-        addPanelMessage(m_plot, rect,
+        addPanelMessage(m_plot, p.rect,
                         wrapText(tr("%1 could not be computed:").arg(mechanismLabel(o.result.mechanism)) + " " +
                                      QString::fromStdString(o.error.empty() ? "no matrix" : o.error),
                                  42));
@@ -150,35 +196,33 @@ void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group,
     p.map = new QCPColorMap(x, y);
     p.map->setInterpolate(false);
     p.map->setTightBoundary(false);
+    if (ownScale) {
+        p.scale = addColorScale(m_plot, QString(), 10, group);
+        layout->addElement(1, 2 * index + 1, p.scale);
+        p.scale->axis()->setLabelPadding(4);
+        p.scale->axis()->ticker()->setTickCount(4);
+        p.map->setColorScale(p.scale);
+    }
+    if (o.result.mechanism == Mechanism::mhla && blockLines) {
+        std::vector<Index> cuts = blockCuts();
+        if (!cuts.empty()) {
+            p.blocks = new BlockBoundaries(m_plot, p.rect, std::move(cuts));
+            m_blockLines = true;
+        }
+    }
     p.queryLine = new QCPItemStraightLine(m_plot);
-    p.queryLine->setClipAxisRect(rect);
+    p.queryLine->setClipAxisRect(p.rect);
     for (auto* pos : {p.queryLine->point1, p.queryLine->point2})
         pos->setAxes(x, y);
     p.queryLine->setPen(QPen(QColor(255, 60, 60), 1.4, Qt::DashLine));
-    if (o.result.mechanism == Mechanism::mhla)
-        addBlockLines(p);
 }
 
-void MapPanels::addScale(QCPLayoutGrid* layout, QCPMarginGroup* group, int col)
-{
-    m_scale = addColorScale(m_plot, QString(), 14, group);
-    layout->addElement(1, col, m_scale);
-    m_scale->axis()->setLabelPadding(6);
-    for (Panel& p : m_panels)
-        if (p.map)
-            p.map->setColorScale(m_scale);
-}
-
-// Below the panels: what the white lines are. In raster order the blocks of one block row interleave along
-// each grid row, so only the boundaries between block rows are contiguous in token index.
+// Below the panels: what the colours, the grey and the block boundaries mean (updateLabels fills it).
 void MapPanels::addFootnote()
 {
-    QString foot = tr("White lines: MHLA block boundaries");
-    if (m_result->blocks && m_result->blocks->block_grid.size() > 1 && m_result->token_order == attention::TokenOrder::raster)
-        foot = tr("White lines: MHLA block boundaries (raster grids: block rows only)");
-    auto* note = new QCPTextElement(m_plot, foot, plotFont(kTickPt));
-    note->setTextColor(QColor(80, 80, 80));
-    m_plot->plotLayout()->addElement(1, 0, note);
+    m_footnote = new QCPTextElement(m_plot, QString(), plotFont(kTickPt));
+    m_footnote->setTextColor(QColor(80, 80, 80));
+    m_plot->plotLayout()->addElement(1, 0, m_footnote);
     m_plot->plotLayout()->setRowStretchFactor(1, 0.01);
 }
 
@@ -199,133 +243,168 @@ QString MapPanels::panelTitle(const Panel& p) const
     return t;
 }
 
-// Lines between groups of whole blocks that are contiguous in token order: every block boundary for
-// 1-D blocks and blocked grid order; for a grid in raster order the blocks interleave along a row of
-// the grid, so only the boundaries between block rows are contiguous token ranges and drawn.
-void MapPanels::addBlockLines(Panel& p)
+// Boundaries between groups of whole blocks that are contiguous in token order: every block boundary for
+// 1-D blocks and blocked grid order; for a grid in raster order the blocks interleave along a row of the
+// grid, so only the boundaries between block rows are contiguous token ranges.
+std::vector<Index> MapPanels::blockCuts() const
 {
+    std::vector<Index> cuts;
     if (!m_result->blocks)
-        return;
-    const auto& L = *m_result->blocks;
+        return cuts;
     const Index N = n();
-    std::vector<int> open(static_cast<std::size_t>(N + 1), 0);   // blocks spanning the cut before token k
-    for (const auto& toks : L.tokens)
+    std::vector<char> open(static_cast<std::size_t>(N + 1), 0);   // blocks spanning the cut before token k
+    for (const auto& toks : m_result->blocks->tokens)
         if (!toks.empty())
             for (Index k = toks.front() + 1; k <= toks.back(); ++k)
                 open[static_cast<std::size_t>(k)] = 1;
-    std::vector<Index> cuts;
     for (Index k = 1; k < N; ++k)
         if (!open[static_cast<std::size_t>(k)])
             cuts.push_back(k);
-    if (cuts.empty() || cuts.size() > 256)
-        return;
-    auto* x = p.rect->axis(QCPAxis::atBottom);
-    auto* y = p.rect->axis(QCPAxis::atLeft);
-    const QPen pen(QColor(255, 255, 255, 170), 0.8);
-    for (Index k : cuts) {
-        for (int dir = 0; dir < 2; ++dir) {
-            auto* line = new QCPItemLine(m_plot);
-            line->setClipAxisRect(p.rect);
-            line->start->setAxes(x, y);
-            line->end->setAxes(x, y);
-            line->setPen(pen);
-            const double c = static_cast<double>(k) - 0.5;
-            if (dir == 0) {
-                line->start->setCoords(c, -0.5);
-                line->end->setCoords(c, static_cast<double>(N) - 0.5);
-            } else {
-                line->start->setCoords(-0.5, c);
-                line->end->setCoords(static_cast<double>(N) - 0.5, c);
-            }
-        }
-    }
-    m_blockLines = static_cast<int>(cuts.size());
+    return cuts;
 }
 
-bool MapPanels::applyScale(ColorMap cmap, bool logRequested, analysis::Reduce how)
+const analysis::MapValues& MapPanels::valuesOf(const Panel& p, analysis::Reduce how)
 {
-    if (!m_scale || m_panels.empty())
+    if (p.minus >= 0)
+        how = analysis::Reduce::mean;
+    const auto key = std::make_tuple(p.outcome, p.minus, static_cast<int>(how));
+    auto it = m_values.find(key);
+    if (it == m_values.end())
+        it = m_values.emplace(key, analysis::map_values(outcome(p.outcome), p.mask, p.minus >= 0 ? &outcome(p.minus) : nullptr,
+                                               p.minus >= 0 ? &p.minusMask : nullptr, n(), how))
+                 .first;
+    return it->second;
+}
+
+bool MapPanels::applyScale(const Look& look)
+{
+    m_look = look;
+    if (m_panels.empty())
         return false;
-    double lo = 0, hi = 0, minPos = std::numeric_limits<double>::infinity();
-    bool negative = false;
-    QString label;
-    bool log = false;
-    if (difference()) {
-        double m = 0;
-        for (const Panel& p : m_panels)
-            m = std::max(m, diffAbsMax(p));
-        if (m <= 0)
-            m = 1e-12;
-        lo = -m, hi = m;
-        cmap = ColorMap::diverging;
-        label = tr("difference of attention weights (red: panel's mechanism larger)");
-    } else {
-        for (const Panel& p : m_panels) {
-            if (!outcome(p.outcome).matrix)
-                continue;
-            const MatrixStats& s = m_stats[static_cast<std::size_t>(p.outcome)];
-            hi = std::max(hi, s.max);
-            lo = std::min(lo, s.min);
-            minPos = std::min(minPos, s.min_positive);
-            negative = negative || s.min < 0;
+    std::vector<const analysis::MapValues*> all;   // of the panels on the shared scale
+    for (const Panel& p : m_panels)
+        if (p.map && p.scale && p.scale == m_sharedScale)
+            all.push_back(&valuesOf(p, look.how));
+    const analysis::ColourRange shared = all.empty() ? analysis::ColourRange{} : analysis::colour_range(all, look.clipPercentile, look.log);
+    std::vector<QCPColorScale*> done;
+    for (Panel& p : m_panels) {
+        if (!p.map || !p.scale)
+            continue;
+        p.range = p.scale == m_sharedScale ? shared : analysis::colour_range({&valuesOf(p, look.how)}, look.clipPercentile, look.log);
+        if (std::find(done.begin(), done.end(), p.scale) != done.end())
+            continue;
+        done.push_back(p.scale);
+        QCPColorScale* s = p.scale;
+        s->setDataScaleType(p.range.log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+        if (p.range.log) {
+            setLogScale(s->axis());
+            setPowerLabels(s->axis());
+        } else {
+            s->axis()->setTicker(QSharedPointer<QCPAxisTicker>::create());
+            s->axis()->ticker()->setTickCount(m_perPanel ? 4 : 5);
+            s->axis()->setNumberFormat("gb");
+            s->axis()->setNumberPrecision(3);
         }
-        if (hi <= lo)
-            hi = lo + 1;
-        label = tr("attention weight A[t,j]");
-        if (negative) {
-            // Identity feature maps give signed scores: a diverging symmetric scale around 0.
-            const double m = std::max(std::abs(lo), std::abs(hi));
-            lo = -m, hi = m;
-            cmap = ColorMap::diverging;
-            label = tr("attention score A[t,j] (signed");
-            label += logRequested ? tr(": log scale unavailable)") : QStringLiteral(")");
-        } else if (logRequested) {
-            log = true;
-            lo = std::max(std::isfinite(minPos) ? minPos : hi * 1e-5, hi * 1e-5);
-            label = tr("attention weight A[t,j] (log)");
-        }
+        QCPColorGradient gradient = colorGradient(p.range.diverging ? ColorMap::diverging : look.cmap);
+        gradient.setNanHandling(QCPColorGradient::nhNanColor);
+        gradient.setNanColor(maskColour());
+        s->setGradient(gradient);
+        s->setDataRange(QCPRange(p.range.lo, p.range.hi));
     }
-    m_scaleLabel = label;
-    m_scale->setDataScaleType(log ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
-    if (log) {
-        setLogScale(m_scale->axis());
-        setPowerLabels(m_scale->axis());
-    } else {
-        m_scale->axis()->setTicker(QSharedPointer<QCPAxisTicker>::create());
-        m_scale->axis()->setNumberFormat("gb");
-        m_scale->axis()->setNumberPrecision(3);
-    }
-    m_scale->setGradient(colorGradient(cmap));
-    m_scale->setDataRange(QCPRange(lo, hi));
-    updateScaleLabel(how);
+    updateLabels();
+    if (m_grid)
+        m_grid->invalidate();   // the scales' labels changed the columns' widths
     return true;
 }
 
-double MapPanels::diffAbsMax(const Panel& p)
+QString MapPanels::scaleLabel(const Panel* p, const analysis::ColourRange& range) const
 {
-    if (p.minus < 0)
-        return 0;
-    const auto key = std::make_pair(p.outcome, p.minus);
-    auto it = m_diffAbsMax.find(key);
-    if (it != m_diffAbsMax.end())
-        return it->second;
-    const auto& A = outcome(p.outcome).matrix;
-    const auto& B = outcome(p.minus).matrix;
-    const double m = (A && B) ? (A->array() - B->array()).abs().maxCoeff() : 0.0;
-    m_diffAbsMax[key] = m;
-    return m;
+    const bool reduced = m_reducedFactor > 1.0;
+    const bool mean = m_look.how == analysis::Reduce::mean || (p && p->minus >= 0);
+    const QString how = mean ? tr("mean") : tr("max");
+    const bool own = !p || p->scale != m_sharedScale;   // a short label on a panel's own bar
+    QString label;
+    if (p && p->minus >= 0)
+        label = own ? tr("difference (red: %1 larger)").arg(mechanismLabel(outcome(p->outcome).result.mechanism))
+                    : tr("difference of attention weights (red: panel's mechanism larger)");
+    else if (range.diverging)
+        label = (own ? tr("A[t,j] (signed") : tr("attention score A[t,j] (signed")) +
+                (m_look.log ? tr(": log scale unavailable)") : QStringLiteral(")"));
+    else
+        label = (own ? tr("A[t,j]") : tr("attention weight A[t,j]")) + (range.log ? tr(" (log)") : QString());
+    if (reduced) {
+        // Cells of uneven size (reduce_region's partition) when the factor is not whole: "up to".
+        const double whole = std::ceil(m_reducedFactor - 1e-9);
+        const QString size = whole - m_reducedFactor > 1e-6 ? tr("up to %1").arg(whole) : fmtNum(m_reducedFactor, 4);
+        label += (own ? tr("\n%1 of %2\u00d7%3 per cell") : tr("\n%1 of %2\u00d7%3 entries per cell"))
+                     .arg(how, size, QString::number(whole));
+    }
+    return label;
 }
 
-void MapPanels::updateScaleLabel(analysis::Reduce how)
+// The colour scales' labels and the footnote: what the colours, the grey and the block boundaries mean.
+void MapPanels::updateLabels()
 {
-    if (!m_scale)
+    bool signedMatrix = false, matrix = false, difference = false;
+    for (const Panel& p : m_panels)
+        if (p.map && p.scale) {
+            p.scale->axis()->setLabel(scaleLabel(&p, p.range));
+            (p.minus >= 0 ? difference : matrix) = true;
+            signedMatrix = signedMatrix || (p.minus < 0 && p.range.diverging);
+        }
+    if (!m_footnote)
         return;
-    QString label = m_scaleLabel;
-    if (m_reducedFactor > 1.0)
-        label += tr("\n%1 of %2\u00d7%2 entries per cell")
-                     .arg(how == analysis::Reduce::mean ? tr("mean") : tr("max"))
-                     .arg(fmtNum(m_reducedFactor, 2));
-    m_scale->axis()->setLabel(label);
+    const bool clipped = m_look.clipPercentile < 100;
+    const QString pct = fmtNum(m_look.clipPercentile, 4);
+    QString range = m_perPanel ? tr("Colours: each panel its own range")
+                    : matrix && difference ? tr("Colours: one range for the matrices")   // the difference keeps its own
+                                           : tr("Colours: one range for all panels");
+    if (matrix) {
+        if (signedMatrix)
+            range += clipped ? tr(", symmetric around 0 up to the %1th percentile of |entries|").arg(pct) : tr(", symmetric around 0 up to the largest |entry|");
+        else
+            range += clipped ? tr(", up to the %1th percentile of the entries").arg(pct) : tr(", up to the largest entry");
+        if (difference)
+            range += tr("; differences");
+    }
+    if (difference)
+        range += clipped ? tr(", symmetric around 0 up to the %1th percentile of |differences|").arg(pct)
+                         : tr(", symmetric around 0 up to the largest |difference|");
+    if (clipped)
+        range += tr(" (values beyond it: the end colour)");
+    m_footnoteLines = QStringList{range + QStringLiteral(".")};
+    if (m_anyMask)
+        m_footnoteLines << tr("Grey: keys a causal query does not see.");
+    if (m_blockLines) {
+        QString b = tr("MHLA block boundaries: white lines, or ticks above and right of the map where lines would be under 6 px apart");
+        if (m_result->blocks && m_result->blocks->block_grid.size() > 1 && m_result->token_order == attention::TokenOrder::raster)
+            b += tr(" (raster grids: block rows only)");
+        m_footnoteLines << b + QStringLiteral(".");
+    }
+    wrapFootnote(m_plot->viewport().width());
+}
+
+// The footnote's sentences in lines no wider than `width` pixels.
+void MapPanels::wrapFootnote(int width)
+{
+    if (!m_footnote)
+        return;
+    const QFontMetrics fm(m_footnote->font());
+    QStringList lines;
+    QString line;
+    for (const QString& sentence : m_footnoteLines)
+        for (const QString& word : sentence.split(' ', Qt::SkipEmptyParts)) {
+            const QString longer = line.isEmpty() ? word : line + ' ' + word;
+            if (!line.isEmpty() && fm.horizontalAdvance(longer) > width - 16) {
+                lines << line;
+                line = word;
+            } else {
+                line = longer;
+            }
+        }
+    if (!line.isEmpty())
+        lines << line;
+    m_footnote->setText(lines.join('\n'));
 }
 
 bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how)
@@ -361,15 +440,20 @@ bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how
         const analysis::MechanismOutcome* minus = p.minus >= 0 ? &outcome(p.minus) : nullptr;
         // Both sides of a difference from the same kind of source, so that their cells coincide.
         const bool pyramids = o.pyramid && (!minus || minus->pyramid);
-        analysis::ReducedImage img = analysis::reduce_region(*o.matrix, r0, r1, c0, c1, capRows, capCols, how,
+        const analysis::Reduce cellHow = minus ? analysis::Reduce::mean : how;
+        analysis::ReducedImage img = analysis::reduce_region(*o.matrix, r0, r1, c0, c1, capRows, capCols, cellHow,
                                                              pyramids ? o.pyramid.get() : nullptr);
         if (img.values.empty())
             continue;
+        std::vector<char> masked = p.mask.masked_cells(img, N);
         if (minus) {
-            const analysis::ReducedImage other = analysis::reduce_region(*minus->matrix, r0, r1, c0, c1, capRows, capCols, how,
+            const analysis::ReducedImage other = analysis::reduce_region(*minus->matrix, r0, r1, c0, c1, capRows, capCols, cellHow,
                                                                          pyramids ? minus->pyramid.get() : nullptr);
             for (std::size_t i = 0; i < img.values.size() && i < other.values.size(); ++i)
                 img.values[i] -= other.values[i];
+            const std::vector<char> maskedOther = p.minusMask.masked_cells(other, N);
+            for (std::size_t i = 0; i < masked.size(); ++i)
+                masked[i] = masked[i] && i < maskedOther.size() && maskedOther[i];
         }
         const double h = static_cast<double>(img.r1 - img.r0), w = static_cast<double>(img.c1 - img.c0);
         m_reducedFactor = std::max({m_reducedFactor, h / static_cast<double>(img.rows), w / static_cast<double>(img.cols)});
@@ -379,11 +463,14 @@ bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how
         data->setSize(static_cast<int>(img.cols), static_cast<int>(img.rows));
         data->setRange(QCPRange(img.c0 - 0.5 + colStep / 2, img.c1 - 0.5 - colStep / 2),
                        QCPRange(img.r0 - 0.5 + rowStep / 2, img.r1 - 0.5 - rowStep / 2));
+        const double nan = std::numeric_limits<double>::quiet_NaN();
         for (Index i = 0; i < img.rows; ++i)
-            for (Index j = 0; j < img.cols; ++j)
-                data->setCell(static_cast<int>(j), static_cast<int>(i), img.values[static_cast<std::size_t>(i * img.cols + j)]);
+            for (Index j = 0; j < img.cols; ++j) {
+                const auto at = static_cast<std::size_t>(i * img.cols + j);
+                data->setCell(static_cast<int>(j), static_cast<int>(i), !masked.empty() && masked[at] ? nan : img.values[at]);
+            }
     }
-    updateScaleLabel(how);
+    updateLabels();
     return true;
 }
 
@@ -398,54 +485,60 @@ void MapPanels::setQuery(int query)
     }
 }
 
-// The outer layout's margins take what is left over, so that the panels' inner rects are side x side and
-// centred. Width excess is taken out by horizontal margins (k panels shrink), height excess by vertical
-// ones; later passes only correct the residual (tick labels change with the layout).
-void MapPanels::makeSquare(const QSize& size, const std::function<void(const QSize&)>& layoutAt)
+// One tick per token on an axis where every visible token's label fits its cell, else thinned ticks
+// labelled with index and token. True when a ticker changed (the layout must be redone).
+bool MapPanels::updateTickers()
 {
-    auto* top = m_plot->plotLayout();
-    top->setAutoMargins(QCP::msNone);
-    top->setMargins(QMargins(0, 0, 0, 0));
-    if (m_panels.empty() || !m_panels.front().rect)
+    bool changed = false;
+    for (const Panel& p : m_panels) {
+        for (QCPAxis* axis : {p.rect->axis(QCPAxis::atBottom), p.rect->axis(QCPAxis::atLeft)}) {
+            auto ticker = qSharedPointerDynamicCast<TokenTicker>(axis->ticker());
+            if (!ticker || !ticker->hasTokens())
+                continue;
+            const QCPRange r = axis->range();
+            const double pixels = axis->orientation() == Qt::Horizontal ? p.rect->width() : p.rect->height();
+            const double perToken = r.size() > 0 ? pixels / r.size() : 0;
+            const bool every = ticker->fits(axis->tickLabelFont(), perToken, static_cast<Index>(std::ceil(r.lower)),
+                                            static_cast<Index>(std::floor(r.upper)));
+            if (every != ticker->every()) {
+                ticker->setEvery(every);
+                changed = true;
+            }
+        }
+    }
+    return changed;
+}
+
+// Titles wider than their panel's column in two lines: the mechanism, then its numbers. True when a
+// title changed.
+bool MapPanels::fitTitles()
+{
+    bool changed = false;
+    for (const Panel& p : m_panels) {
+        const QFontMetrics fm(p.title->font());
+        QString text = p.titleText;
+        if (fm.horizontalAdvance(text) + 8 > p.rect->outerRect().width()) {
+            const int cut = text.indexOf(QStringLiteral("  ("));
+            if (cut > 0)
+                text = text.left(cut) + QStringLiteral("\n") + text.mid(cut + 2);
+        }
+        if (text != p.title->text()) {
+            p.title->setText(text);
+            changed = true;
+        }
+    }
+    return changed;
+}
+
+void MapPanels::layOut(const QSize& size, const std::function<void(const QSize&)>& layoutAt)
+{
+    if (!m_grid)
         return;
-    const int k = static_cast<int>(m_panels.size());
-    int extraX = 0, extraY = 0;
-    layoutAt(size);
-    auto diff = [this] {
-        const QRect r = m_panels.front().rect->rect();
-        return r.width() < 8 || r.height() < 8 ? 0 : r.width() - r.height();
-    };
-    const bool wide = diff() > 0;
-    auto settle = [&](int passes) {
-        for (int pass = 0; pass < passes; ++pass) {
-            const int d = diff();
-            if (d == 0)
-                break;
-            if (wide)
-                extraX = std::clamp(extraX + k * d, 0, std::max(0, size.width() - 60));
-            else
-                extraY = std::clamp(extraY - d, 0, std::max(0, size.height() - 60));
-            top->setMargins(QMargins(extraX / 2, extraY / 2, extraX - extraX / 2, extraY - extraY / 2));
-            layoutAt(size);
-        }
-    };
-    settle(4);
-    // Titles centred over the image rather than the column (which includes the tick labels): a left
-    // margin of (left - right) margin, when every title still fits its column (else titles could widen
-    // the columns and break the squares).
-    const QMargins m = m_panels.front().rect->margins();
-    const int shift = std::max(0, m.left() - m.right());
-    bool fit = true;
-    for (const Panel& p : m_panels)
-        if (p.title)
-            fit = fit && QFontMetrics(p.title->font()).horizontalAdvance(p.title->text()) + shift + 8 <= p.rect->outerRect().width();
-    for (Panel& p : m_panels)
-        if (p.title) {
-            p.title->setAutoMargins(QCP::msNone);
-            p.title->setMargins(QMargins(fit ? shift : 0, 0, 0, 0));
-        }
-    layoutAt(size);
-    settle(2);
+    wrapFootnote(size.width());
+    m_grid->layOut(size, layoutAt, [this] {
+        const bool ticks = updateTickers();
+        return fitTitles() || ticks;
+    });
 }
 
 const MapPanels::Panel* MapPanels::panelAt(const QPoint& pos, Index& t, Index& j) const

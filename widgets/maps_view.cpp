@@ -1,6 +1,7 @@
 // MapsView: the attention matrices side by side (drawn by MapPanels, maps_panels.h) with the view's
-// controls (colour map, log scale, difference mode, reduction), linked zoom and pan of all panels, the
-// hover read-out, query selection by click, and the saved state.
+// controls (colour map, colour ranges per panel or shared, percentile clipping, log scale, difference mode,
+// one enlarged panel, block boundaries, reduction), linked zoom and pan of all panels, the hover read-out
+// (with the tokens' strings), query selection by click, enlarging by double-click, and the saved state.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -9,8 +10,10 @@
 #include <QMouseEvent>
 #include <QPushButton>
 #include <QTimer>
+#include <QVBoxLayout>
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <cmath>
 #include <optional>
 #include <qcustomplot.h>
@@ -28,10 +31,10 @@ using analysis::ExploreResult;
 using attention::Mechanism;
 using Eigen::Index;
 
-// Cells of the drawn image per axis: at most one per device pixel of a panel on screen (at least kMinCells),
-// kMaxCells for exports and hidden views.
+// Cells of the drawn image per axis: at most one per device pixel of a panel on screen, so that no entry's
+// cell is dropped when the image is drawn; kMaxCells for exports and hidden views.
 constexpr Index kMaxCells = 1024;
-constexpr Index kMinCells = 256;
+constexpr Index kMinCells = 2;
 
 class MapsView : public PlotView {
 public:
@@ -49,13 +52,17 @@ public:
             if ((e->pos() - m_pressPos).manhattanLength() <= 3 && e->button() == Qt::LeftButton)
                 click(e->pos());
         });
+        connect(m_plot, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent* e) {
+            if (e->button() == Qt::LeftButton)
+                toggleEnlarged(e->pos());
+        });
         rebuild();
     }
 
     QSize preferredExportSize() const override
     {
         const int k = std::max<int>(1, static_cast<int>(m_maps.panels().size()));
-        return {std::max(600, 60 + 430 * k + 110), 540};
+        return {std::max(600, 60 + 500 * k), 560};
     }
 
     void setQuery(int token) override
@@ -80,8 +87,10 @@ public:
     QJsonObject saveState() const override
     {
         QJsonObject s = m_saved.save();
-        const int ref = m_diffBox->currentData().toInt();
-        s["difference"] = ref < 0 ? QStringLiteral("off") : mechanismLabel(Mechanism(ref));
+        const QString show = m_diffBox->currentData().toString();
+        s["difference"] = show.startsWith("d:") ? mechanismLabel(Mechanism(show.mid(2).toInt())) : QStringLiteral("off");
+        s["difference_panel"] = show.startsWith("x:") ? extraName(show) : QStringLiteral("none");
+        s["panels"] = m_only.isEmpty() ? QStringLiteral("all") : m_only;
         if (m_haveRange) {
             s["x_range"] = rangeToJson(m_x0, m_x1);
             s["y_range"] = rangeToJson(m_y0, m_y1);
@@ -96,14 +105,20 @@ public:
     {
         m_saved.restore(s);
         const QSignalBlocker blocker(m_diffBox);
-        if (s.contains("difference")) {
-            const QString d = s["difference"].toString();
-            int idx = 0;
-            for (int i = 1; i < m_diffBox->count(); ++i)
-                if (mechanismLabel(Mechanism(m_diffBox->itemData(i).toInt())) == d)
-                    idx = i;
-            m_diffBox->setCurrentIndex(idx);
-        }
+        const QString d = s["difference"].toString(), extra = s["difference_panel"].toString();
+        auto pick = [this](const std::function<bool(const QString&)>& matches) {
+            for (int i = 0; i < m_diffBox->count(); ++i)
+                if (matches(m_diffBox->itemData(i).toString()))
+                    m_diffBox->setCurrentIndex(i);
+        };
+        if (!d.isEmpty() && d != "off")
+            pick([&](const QString& code) { return code.startsWith("d:") && mechanismLabel(Mechanism(code.mid(2).toInt())) == d; });
+        else if (!extra.isEmpty() && extra != "none")
+            pick([&](const QString& code) { return code.startsWith("x:") && extraName(code) == extra; });
+        else if (d == "off" || extra == "none")
+            pick([](const QString& code) { return code.isEmpty(); });
+        if (s.contains("panels"))
+            m_only = s["panels"].toString() == "all" ? QString() : s["panels"].toString();
         double x0, x1, y0, y1;
         const bool ranges = rangeFromJson(s["x_range"], x0, x1) && rangeFromJson(s["y_range"], y0, y1);
         m_pendingRange.reset();
@@ -133,7 +148,10 @@ protected:
 
     void adjustLayout(const QSize& size) override
     {
-        m_maps.makeSquare(size, [this](const QSize& s) { layoutAt(s); });
+        m_maps.layOut(size, [this](const QSize& s) { layoutAt(s); });
+        // Panels of another size on screen: images of their new pixel count (after this replot).
+        if (!m_exporting && isVisible() && (cellCap(true) != m_cap[0] || cellCap(false) != m_cap[1]))
+            m_refresh.start();
     }
 
 private:
@@ -143,34 +161,86 @@ private:
         tools->addWidget(new QLabel(tr("Colour map"), this));
         m_cmapBox = colorMapBox(this);
         tools->addWidget(m_cmapBox);
-        m_logBox = new QCheckBox(tr("Log colour scale"), this);
+        tools->addSpacing(8);
+        tools->addWidget(new QLabel(tr("Range"), this));
+        m_scaleBox = comboBox(this, {{tr("auto"), QVariant()}, {tr("per panel"), QVariant()}, {tr("shared"), QVariant()}},
+                              tr("Colour range of the panels. auto: each panel its own range for attention matrices\n"
+                                 "(their peaks differ by orders of magnitude), one shared range for differences\n"
+                                 "(the same units, symmetric around 0)."));
+        tools->addWidget(m_scaleBox);
+        tools->addSpacing(8);
+        tools->addWidget(new QLabel(tr("Top colour at"), this));
+        m_clipBox = comboBox(this, {{tr("largest entry"), 100.0}, {tr("99.9th percentile"), 99.9}, {tr("99th percentile"), 99.0},
+                                    {tr("95th percentile"), 95.0}},
+                             tr("The top of each colour range: the largest entry, or a percentile of the panel's entries\n"
+                                "(cells of the zoomed-out matrix beyond 1024 tokens) so that a few peaks, such as the\n"
+                                "first row of a causal map, do not turn the rest into one dark field. Larger values\n"
+                                "get the top colour."));
+        m_clipBox->setCurrentIndex(2);
+        tools->addWidget(m_clipBox);
+        m_logBox = new QCheckBox(tr("Log"), this);
+        m_logBox->setToolTip(tr("Logarithmic colour scale (attention weights only, not differences or signed scores)"));
         tools->addWidget(m_logBox);
-        tools->addSpacing(12);
-        tools->addWidget(new QLabel(tr("Show"), this));
-        m_diffBox = comboBox(this, {{tr("matrices"), -1},
-                                    {tr("difference to softmax"), int(Mechanism::softmax)},
-                                    {tr("difference to linear"), int(Mechanism::linear)},
-                                    {tr("difference to MHLA"), int(Mechanism::mhla)}});
-        tools->addWidget(m_diffBox);
-        tools->addSpacing(12);
-        tools->addWidget(new QLabel(tr("Zoomed out, each pixel shows the"), this));
-        m_reduceBox = comboBox(this, {{tr("max"), QVariant()}, {tr("mean"), QVariant()}},
-                               tr("Large matrices are drawn reduced when zoomed out: each image cell shows the\n"
-                                  "maximum (peaks stay visible) or mean of the entries it covers.\n"
-                                  "Difference mode always uses the mean (the mean of a difference is exact)."));
-        tools->addWidget(m_reduceBox);
+        tools->addSpacing(8);
         auto* reset = new QPushButton(tr("Reset zoom"), this);
         tools->addWidget(reset);
         tools->addStretch(1);
 
+        auto* row = new QHBoxLayout;   // a second row: the view stays narrow enough for small windows
+        row->setContentsMargins(4, 0, 4, 0);
+        if (auto* v = qobject_cast<QVBoxLayout*>(layout()))
+            v->insertLayout(1, row);
+        row->addWidget(new QLabel(tr("Show"), this));
+        const auto code = [](Mechanism a, Mechanism b) { return QStringLiteral("x:%1:%2").arg(int(a)).arg(int(b)); };
+        m_diffBox = comboBox(this, {{tr("matrices"), QString()},
+                                    {tr("matrices + MHLA \u2212 softmax"), code(Mechanism::mhla, Mechanism::softmax)},
+                                    {tr("matrices + MHLA \u2212 linear"), code(Mechanism::mhla, Mechanism::linear)},
+                                    {tr("difference to softmax"), QStringLiteral("d:%1").arg(int(Mechanism::softmax))},
+                                    {tr("difference to linear"), QStringLiteral("d:%1").arg(int(Mechanism::linear))},
+                                    {tr("difference to MHLA"), QStringLiteral("d:%1").arg(int(Mechanism::mhla))}},
+                             tr("The matrices; the matrices and one difference panel; or each matrix minus one of them"));
+        row->addWidget(m_diffBox);
+        row->addSpacing(8);
+        row->addWidget(new QLabel(tr("Panels"), this));
+        m_onlyBox = comboBox(this, {{tr("all"), QVariant()}},
+                             tr("One panel enlarged, or all. Double-click a panel to enlarge it, and again to see all."));
+        m_onlyBox->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+        row->addWidget(m_onlyBox);
+        row->addSpacing(8);
+        m_blocksBox = new QCheckBox(tr("Block boundaries"), this);
+        m_blocksBox->setChecked(true);
+        m_blocksBox->setToolTip(tr("MHLA's block boundaries: lines, or ticks beside the map where lines would cover it"));
+        row->addWidget(m_blocksBox);
+        row->addSpacing(8);
+        row->addWidget(new QLabel(tr("Zoomed out"), this));
+        m_reduceBox = comboBox(this, {{tr("max"), QVariant()}, {tr("mean"), QVariant()}},
+                               tr("Zoomed out, each pixel shows the maximum (peaks stay visible) or the mean of the\n"
+                                  "entries it covers. Difference panels always show the mean (the mean of a\n"
+                                  "difference is exact)."));
+        row->addWidget(m_reduceBox);
+        row->addStretch(1);
+
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { applyScale(); });
+        connect(m_clipBox, &QComboBox::currentIndexChanged, this, [this](int) { applyScale(); });
         connect(m_logBox, &QCheckBox::toggled, this, [this](bool) { applyScale(); });
-        connect(m_diffBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
-        connect(m_reduceBox, &QComboBox::currentIndexChanged, this, [this](int) { refreshImages(); });
+        for (QComboBox* box : {m_scaleBox, m_diffBox})
+            connect(box, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
+        connect(m_onlyBox, &QComboBox::currentIndexChanged, this, [this](int i) {
+            m_only = i <= 0 ? QString() : m_onlyBox->itemText(i);
+            rebuild();
+        });
+        connect(m_blocksBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        connect(m_reduceBox, &QComboBox::currentIndexChanged, this, [this](int) {
+            applyScale(false);
+            refreshImages();
+        });
         connect(reset, &QPushButton::clicked, this, [this] { resetZoom(); });
         m_saved.addByText("colormap", m_cmapBox);
         m_saved.add("log", m_logBox);
         m_saved.addByText("reduce", m_reduceBox);
+        m_saved.addByText("scale", m_scaleBox);
+        m_saved.addByText("clip", m_clipBox);
+        m_saved.add("block_boundaries", m_blocksBox);
     }
 
     Index n() const { return m_result ? m_result->n : 0; }
@@ -191,8 +261,16 @@ private:
 
     void rebuild() override
     {
-        m_logBox->setEnabled(m_diffBox->currentData().toInt() < 0);
-        if (!m_maps.build(m_diffBox->currentData().toInt()))
+        const QString show = m_diffBox->currentData().toString();
+        MapPanels::Layout layout;
+        layout.reference = show.startsWith("d:") ? show.mid(2).toInt() : -1;
+        if (show.startsWith("x:"))
+            layout.extra = {show.section(':', 1, 1).toInt(), show.section(':', 2, 2).toInt()};
+        m_logBox->setEnabled(layout.reference < 0);
+        layout.perPanelScale = m_scaleBox->currentIndex() == 0 ? layout.reference < 0 : m_scaleBox->currentIndex() == 1;
+        layout.blockBoundaries = m_blocksBox->isChecked();
+        layout.only = showOnly(layout);
+        if (!m_maps.build(layout))
             return;
         for (const auto& p : m_maps.panels()) {
             auto* x = p.rect->axis(QCPAxis::atBottom);
@@ -206,6 +284,8 @@ private:
             storeRange(m_maps.panels().front().rect);
         applyScale(false);
         m_maps.setQuery(m_query);
+        if (isVisible())
+            adjustLayout(m_plot->viewport().size());   // the panels' size on screen, for the images' cell count
         refreshImages();
     }
 
@@ -217,7 +297,12 @@ private:
 
     void applyScale(bool replot = true)
     {
-        if (m_maps.applyScale(colorMapFromName(m_cmapBox->currentText()), m_logBox->isChecked(), reduction()) && replot)
+        MapPanels::Look look;
+        look.cmap = colorMapFromName(m_cmapBox->currentText());
+        look.log = m_logBox->isChecked();
+        look.clipPercentile = m_clipBox->currentData().toDouble();
+        look.how = reduction();
+        if (m_maps.applyScale(look) && replot)
             m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
@@ -234,7 +319,8 @@ private:
 
     void refreshImages()
     {
-        if (m_maps.refreshImages(cellCap(true), cellCap(false), reduction()))
+        m_cap = {cellCap(true), cellCap(false)};
+        if (m_maps.refreshImages(m_cap[0], m_cap[1], reduction()))
             m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
@@ -284,15 +370,20 @@ private:
         refreshImages();
     }
 
-    QString coords(Index t) const
+    // " 'e'" (the token's string, when the file has them) and " (r, c)" (grid coordinates) of token t.
+    QString describe(Index t) const
     {
+        QString out;
+        const QString token = m_maps.token(t);
+        if (!token.isEmpty())
+            out += QStringLiteral(" \u2018") + token + QStringLiteral("\u2019");
         const auto c = m_result->grid_coords(t);
         if (c.empty())
-            return {};
+            return out;
         QStringList parts;
         for (Index v : c)
             parts << QString::number(v);
-        return QStringLiteral(" (") + parts.join(", ") + QStringLiteral(")");
+        return out + QStringLiteral(" (") + parts.join(", ") + QStringLiteral(")");
     }
 
     void hover(const QPoint& pos)
@@ -310,18 +401,22 @@ private:
         }
         double v = (*o.matrix)(t, j);
         QString what = mechanismLabel(o.result.mechanism);
+        bool allowed = p->mask.allowed(t, j);
         if (p->minus >= 0) {
             const auto& B = m_result->outcomes[static_cast<std::size_t>(p->minus)];
             v -= (*B.matrix)(t, j);
             what += QStringLiteral(" \u2212 ") + mechanismLabel(B.result.mechanism);
+            allowed = allowed || p->minusMask.allowed(t, j);
         }
         QString msg = tr("%1   query t = %2%3   key j = %4%5   A = %6")
                           .arg(what)
                           .arg(t)
-                          .arg(coords(t))
+                          .arg(describe(t))
                           .arg(j)
-                          .arg(coords(j))
+                          .arg(describe(j))
                           .arg(QString::number(v, 'g', 6));
+        if (!allowed)
+            msg += tr(" (not allowed: causal)");
         if (m_result->blocks && o.result.mechanism == Mechanism::mhla)
             msg += tr("   blocks %1 \u2192 %2")
                        .arg(m_result->blocks->block_of_token[static_cast<std::size_t>(t)])
@@ -338,14 +433,49 @@ private:
         emit querySelected(static_cast<int>(t));
     }
 
+    // A double-click on a panel shows it alone; on the one panel shown, all of them again.
+    void toggleEnlarged(const QPoint& pos)
+    {
+        Index t, j;
+        const MapPanels::Panel* p = m_maps.panelAt(pos, t, j);
+        if (!p)
+            return;
+        m_only = m_only.isEmpty() && m_maps.panels().size() > 1 ? m_maps.name(*p) : QString();
+        rebuild();
+    }
+
+    // "MHLA − softmax" for the code of an extra difference panel ("x:a:b").
+    static QString extraName(const QString& code)
+    {
+        return mechanismLabel(Mechanism(code.section(':', 1, 1).toInt())) + QStringLiteral(" \u2212 ") +
+               mechanismLabel(Mechanism(code.section(':', 2, 2).toInt()));
+    }
+
+    // The Panels box lists the panels `layout` shows; the one to enlarge when it is among them (a name
+    // of another result's panels is forgotten; kept while there is no result, as a session restores it).
+    QString showOnly(const MapPanels::Layout& layout)
+    {
+        const QStringList names = m_maps.panelNames(layout);
+        if (m_result && !names.isEmpty() && !names.contains(m_only))
+            m_only.clear();
+        const QSignalBlocker blocker(m_onlyBox);
+        m_onlyBox->clear();
+        m_onlyBox->addItem(tr("all"));
+        m_onlyBox->addItems(names);
+        m_onlyBox->setCurrentIndex(std::max(0, m_onlyBox->findText(m_only)));
+        return m_only;
+    }
+
     MapPanels m_maps;
-    QComboBox *m_cmapBox, *m_diffBox, *m_reduceBox;
-    QCheckBox* m_logBox;
+    QComboBox *m_cmapBox, *m_scaleBox, *m_clipBox, *m_diffBox, *m_onlyBox, *m_reduceBox;
+    QCheckBox *m_logBox, *m_blocksBox;
+    QString m_only;   // the panel shown alone (MapPanels::name), empty: all
     QTimer m_refresh;
     QPoint m_pressPos;
     int m_query = -1;
     bool m_syncing = false, m_haveRange = false, m_exporting = false;
     double m_x0 = 0, m_x1 = 1, m_y0 = 0, m_y1 = 1;   // the shown region (all panels)
+    std::array<Index, 2> m_cap = {0, 0};   // cells per axis (rows, columns) of the last images
     std::optional<std::array<double, 4>> m_pendingRange;   // x0, x1, y0, y1 restored while there was no result
 };
 

@@ -1,6 +1,8 @@
 // QueryView: the selected query's attention distribution A[t, :] under each mechanism: a line per
-// mechanism over keys j (1-D data), or one heatmap per mechanism over the token grid with the query
-// marked (grid data; 3-D grids show the query's frame), as in the MHLA paper's figure 3.
+// mechanism over keys j (1-D data) with, when the file names its tokens, the tokens shaded by each
+// mechanism's weights below it (token_strip.h); or one heatmap per mechanism over the token grid with the
+// query marked (grid data; 3-D grids show the query's frame), as in the MHLA paper's figure 3, and below
+// each the file's input image with that attention over it when the file carries one.
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -11,7 +13,10 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
+#include "maps_marks.h"
+#include "analysis/map_scale.h"
 #include "plot_util.h"
+#include "token_strip.h"
 #include "view_base.h"
 #include "views.h"
 #include "widget_util.h"
@@ -52,9 +57,10 @@ public:
 
     QSize preferredExportSize() const override
     {
+        const bool image = m_result && m_result->image;   // a second row of panels
         if (m_result && gridTokens(*m_result).valid())
-            return {std::max<int>(600, 40 + 400 * static_cast<int>(m_result->outcomes.size())), 460};
-        return {1000, 560};
+            return {std::max<int>(600, 40 + 400 * static_cast<int>(m_result->outcomes.size())), image ? 820 : 460};
+        return {1000, m_result && !m_result->tokens.empty() ? 860 : 560};   // room for the token strip
     }
 
     void setQuery(int token) override
@@ -126,6 +132,7 @@ private:
             return;
         }
         clearPlot(m_plot);
+        m_heatmaps.clear();
         const GridTokens g = gridTokens(*m_result);
         bool isDefault = false;
         const Index t = shownQuery(g, isDefault);
@@ -135,10 +142,13 @@ private:
             title += tr("   (default query; click a map row to choose)");
         auto* titleElement = new QCPTextElement(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, titleElement);
-        if (g.valid())
+        if (g.valid()) {
             buildGrid(g, t);
-        else
+        } else {
             buildLine(t);
+            if (!m_result->tokens.empty())
+                addTokenStrip(t);
+        }
         m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
@@ -150,6 +160,8 @@ private:
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("key j"));
         y->setLabel(tr("attention weight A[t, j]"));
+        if (!m_result->tokens.empty())   // "index\ntoken" at the ticks
+            x->setTicker(QSharedPointer<TokenTicker>::create(std::make_shared<const std::vector<QString>>(displayTokens(*m_result)), true));
         const bool log = m_logBox->isChecked();
         auto* legend = addLegend(rect, Qt::AlignTop | Qt::AlignRight);
         const Index N = m_result->n;
@@ -222,14 +234,19 @@ private:
         auto* group = new QCPMarginGroup(m_plot);
         double sharedMax = 0;
         std::vector<QCPColorMap*> maps;
+        std::vector<int> rectCols;   // per outcome
+        std::vector<double> tops;    // per outcome: the top of its colour scale (per panel)
         int col = 0;
         for (const auto& o : m_result->outcomes) {
             auto* title = new QCPTextElement(m_plot, mechanismLabel(o.result.mechanism), plotFont(kLabelPt, true));
             title->setTextColor(mechanismColor(o.result.mechanism).darker(130));
             grid->addElement(0, col, title);
             auto* rect = addAxisRect(m_plot, grid, 1, col);
+            m_heatmaps.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
+            rectCols.push_back(col);
+            tops.push_back(0);
             ++col;
             if (!o.matrix) {
                 addFailure(rect, tr("failed:\n%1").arg(QString::fromStdString(o.error)));
@@ -239,6 +256,7 @@ private:
             QCPColorMap* map = addRowMap(rect, g, frame, *o.matrix, t, hi);
             maps.push_back(map);
             sharedMax = std::max(sharedMax, hi);
+            tops.back() = hi;
             if (!shared) {
                 auto* scale = addColorScale(m_plot, QString(), 10, group);
                 grid->addElement(1, col, scale);
@@ -261,6 +279,10 @@ private:
             sharedScale->setDataRange(QCPRange(0, sharedMax > 0 ? sharedMax : 1));
             grid->setColumnStretchFactor(col, 0.01);
         }
+        if (shared)
+            std::fill(tops.begin(), tops.end(), sharedMax);
+        if (m_result->image)
+            addImageRow(grid, g, t, rectCols, tops);
         grid->setRowStretchFactor(0, 0.01);
         grid->setColumnSpacing(4);
         if (qc.size() == 3) {
@@ -284,15 +306,123 @@ private:
         return map;
     }
 
+    // Below the 1-D plot: the tokens shaded by each mechanism's weights of query t.
+    void addTokenStrip(Index t)
+    {
+        const Index N = m_result->n;
+        std::vector<TokenStrip::Row> rows;
+        for (const auto& o : m_result->outcomes) {
+            TokenStrip::Row row;
+            row.label = mechanismLabel(o.result.mechanism);
+            row.colour = mechanismColor(o.result.mechanism);
+            if (!o.matrix) {
+                row.note = tr("could not be computed");
+                rows.push_back(std::move(row));
+                continue;
+            }
+            const analysis::CausalMask mask = analysis::CausalMask::of(*m_result, o);
+            row.weights.resize(static_cast<std::size_t>(N));
+            for (Index j = 0; j < N; ++j)
+                row.weights[static_cast<std::size_t>(j)] = (*o.matrix)(t, j);
+            if (mask.active()) {
+                row.allowed.resize(static_cast<std::size_t>(N));
+                for (Index j = 0; j < N; ++j)
+                    row.allowed[static_cast<std::size_t>(j)] = mask.allowed(t, j);
+            }
+            rows.push_back(std::move(row));
+        }
+        auto* strip = new TokenStrip(m_plot, displayTokens(*m_result, 16), t, std::move(rows));
+        m_plot->plotLayout()->addElement(2, 0, strip);
+        m_plot->plotLayout()->setRowStretchFactor(2, 0.01);
+    }
+
+    // Below each mechanism's grid map (grid columns `cols`): the file's input image in grey with the
+    // query's attention over it, transparent at 0 and strongest at the map's top colour `tops`.
+    void addImageRow(QCPLayoutGrid* grid, const GridTokens& g, Index t, const std::vector<int>& cols, const std::vector<double>& tops)
+    {
+        const analysis::FileImage& img = *m_result->image;
+        if (img.rows < 1 || img.cols < 1 || static_cast<Index>(img.values.size()) != img.rows * img.cols)
+            return;
+        const auto qc = m_result->grid_coords(t);
+        const Index frame = qc.size() == 3 ? qc[0] : 0;
+        const auto [lo, hi] = std::minmax_element(img.values.begin(), img.values.end());
+        QCPColorGradient grey;
+        grey.setColorStops({{0.0, QColor(255, 255, 255)}, {1.0, QColor(110, 110, 110)}});   // light: the attention stays visible over the ink
+        QCPColorGradient heat;
+        heat.setColorStops({{0.0, QColor(255, 60, 0, 0)}, {1.0, QColor(255, 60, 0, 215)}});
+        heat.setNanHandling(QCPColorGradient::nhTransparent);
+        auto* group = new QCPMarginGroup(m_plot);
+        const double sx = static_cast<double>(img.cols) / static_cast<double>(g.w), sy = static_cast<double>(img.rows) / static_cast<double>(g.h);
+        for (std::size_t k = 0; k < m_result->outcomes.size() && k < cols.size(); ++k) {
+            const auto& o = m_result->outcomes[k];
+            auto* caption = new QCPTextElement(m_plot, tr("%1 over %2").arg(mechanismLabel(o.result.mechanism), QString::fromStdString(img.name)),
+                                               plotFont(kTickPt));
+            grid->addElement(2, cols[k], caption);
+            auto* rect = addAxisRect(m_plot, grid, 3, cols[k]);
+            m_heatmaps.push_back({rect, static_cast<double>(img.cols), static_cast<double>(img.rows)});
+            rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            setHeatmapAxes(rect, static_cast<double>(img.cols), static_cast<double>(img.rows), tr("image column"), tr("image row"));
+            auto* base = addHeatmap(rect, static_cast<int>(img.cols), static_cast<int>(img.rows));
+            for (Index r = 0; r < img.rows; ++r)
+                for (Index c = 0; c < img.cols; ++c)
+                    base->data()->setCell(static_cast<int>(c), static_cast<int>(r), img.values[static_cast<std::size_t>(r * img.cols + c)]);
+            base->setGradient(grey);
+            base->setDataRange(QCPRange(*lo, *hi > *lo ? *hi : *lo + 1));
+            if (!o.matrix)
+                continue;
+            double top = 0;
+            QCPColorMap* over = addRowMap(rect, g, frame, *o.matrix, t, top);
+            // Token (c, r) covers image columns [c sx, (c + 1) sx) and rows [r sy, (r + 1) sy).
+            over->data()->setRange(QCPRange(sx / 2 - 0.5, (static_cast<double>(g.w) - 0.5) * sx - 0.5),
+                                   QCPRange(sy / 2 - 0.5, (static_cast<double>(g.h) - 0.5) * sy - 0.5));
+            over->setGradient(heat);
+            over->setDataRange(QCPRange(0, tops[k] > 0 ? tops[k] : 1));
+            addQueryMarker(rect, QPointF((static_cast<double>(qc[qc.size() - 1]) + 0.5) * sx - 0.5, (static_cast<double>(qc[qc.size() - 2]) + 0.5) * sy - 0.5));
+        }
+        grid->setRowStretchFactor(2, 0.01);
+    }
+
     // A red crossed circle on the query's own cell.
     void addQueryMarker(QCPAxisRect* rect, const std::vector<Index>& qc)
+    {
+        addQueryMarker(rect, QPointF(static_cast<double>(qc[qc.size() - 1]), static_cast<double>(qc[qc.size() - 2])));
+    }
+    void addQueryMarker(QCPAxisRect* rect, const QPointF& at)
     {
         auto* marker = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
         marker->setLineStyle(QCPGraph::lsNone);
         marker->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCrossCircle, QPen(QColor(255, 40, 40), 1.8), Qt::NoBrush, 13));
-        marker->setData(QVector<double>{static_cast<double>(qc[qc.size() - 1])}, QVector<double>{static_cast<double>(qc[qc.size() - 2])});
+        marker->setData(QVector<double>{at.x()}, QVector<double>{at.y()});
     }
 
+    // Square cells: each heatmap's inner rect gets the aspect of its cells (cols x rows), the rest of its
+    // cell in the layout goes to its margins (sides, and below: the title stays above it), so that its
+    // axes stay at the image's edges.
+    void adjustLayout(const QSize& size) override
+    {
+        if (m_heatmaps.empty())
+            return;
+        for (const Heatmap& h : m_heatmaps)
+            h.rect->setMinimumMargins(QMargins());
+        layoutAt(size);
+        for (const Heatmap& h : m_heatmaps) {
+            const QRect r = h.rect->rect();
+            if (r.width() < 8 || r.height() < 8)
+                continue;
+            const double px = std::min(r.width() / h.cols, r.height() / h.rows);   // pixels per cell
+            const int extraX = r.width() - static_cast<int>(std::lround(px * h.cols));
+            const int extraY = r.height() - static_cast<int>(std::lround(px * h.rows));
+            const QMargins m = h.rect->margins();
+            h.rect->setMinimumMargins(QMargins(m.left() + extraX / 2, m.top(), m.right() + extraX - extraX / 2, m.bottom() + extraY));
+        }
+        layoutAt(size);
+    }
+
+    struct Heatmap {
+        QCPAxisRect* rect;
+        double cols, rows;
+    };
+    std::vector<Heatmap> m_heatmaps;   // the grid and image panels of the last rebuild
     QSpinBox* m_spin;
     QCheckBox *m_logBox, *m_sharedBox;
     int m_query = -1;

@@ -132,12 +132,19 @@ TEST(Views, FailedAndSignedMechanisms)
     std::unique_ptr<ResultView> maps(widgets::createMapsView());
     maps->setResult(signedResult);
     maps->restoreState(QJsonObject{{"log", true}});
-    const auto scales = colourScales(plotOf(maps.get()));
-    ASSERT_EQ(scales.size(), 1);
-    EXPECT_EQ(scales[0]->dataScaleType(), QCPAxis::stLinear);
-    EXPECT_LT(scales[0]->dataRange().lower, 0);
-    EXPECT_DOUBLE_EQ(scales[0]->dataRange().lower, -scales[0]->dataRange().upper);
-    EXPECT_TRUE(scales[0]->axis()->label().contains("log scale unavailable"));
+    const auto signedMaps = colourMaps(plotOf(maps.get()));
+    ASSERT_EQ(signedMaps.size(), 3);   // one scale per panel by default: softmax keeps its log scale
+    for (int i = 0; i < 3; ++i) {
+        const QCPColorScale* s = signedMaps[i]->colorScale();
+        if (signedResult->outcomes[static_cast<std::size_t>(i)].matrix->minCoeff() >= 0) {
+            EXPECT_EQ(s->dataScaleType(), QCPAxis::stLogarithmic);
+            continue;
+        }
+        EXPECT_EQ(s->dataScaleType(), QCPAxis::stLinear);
+        EXPECT_LT(s->dataRange().lower, 0);
+        EXPECT_DOUBLE_EQ(s->dataRange().lower, -s->dataRange().upper);
+        EXPECT_TRUE(s->axis()->label().contains("log scale unavailable"));
+    }
 }
 
 TEST(MapsView, ClickSelectsQuery)
@@ -186,9 +193,11 @@ TEST(MapsView, DifferenceAndLogModes)
 
     view->restoreState(QJsonObject{{"difference", "off"}, {"log", true}, {"colormap", "magma"}});
     scales = colourScales(plot);
-    ASSERT_EQ(scales.size(), 1);
-    EXPECT_EQ(scales[0]->dataScaleType(), QCPAxis::stLogarithmic);
-    EXPECT_GT(scales[0]->dataRange().lower, 0);
+    ASSERT_EQ(scales.size(), 3);   // one per panel by default
+    for (QCPColorScale* s : scales) {
+        EXPECT_EQ(s->dataScaleType(), QCPAxis::stLogarithmic);
+        EXPECT_GT(s->dataRange().lower, 0);
+    }
     EXPECT_EQ(view->saveState()["colormap"].toString(), "magma");
     checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_log")), "log");
 }
