@@ -1,0 +1,77 @@
+"""The reference layers (tools/python/attnscope_layers.py): for each, the matrix AttnScope computes from
+the layer's recorded queries, keys and learned Mc (`attnscope matrix`) equals the layer's own attention
+matrix to 1e-6 (float64: far closer in practice), causal and non-causal, 1-D blocks, chunks and grids (raster
+and blocked), one Mc per head (H x M x M, named by the layer's `mixing` attribute: no option needed) and
+one shared. The layers' linear-cost forward equals their dense matrix times v.
+usage: check_reference_layers.py ATTNSCOPE WORKDIR"""
+import os
+import sys
+
+import h5py
+import numpy as np
+
+import cli_checks
+
+try:
+    import torch
+except ImportError as e:  # the GoogleTest wrapper skips before running us; this is for direct runs
+    print(f"SKIP: torch is not importable ({e}); apt-get install python3-torch")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+from attnscope_layers import MHLA, LinearAttention  # noqa: E402
+
+binary, work = sys.argv[1], sys.argv[2]
+problems = []
+run = cli_checks.runner(binary, problems)
+torch.manual_seed(3)
+torch.set_default_dtype(torch.float64)
+N, C, H = 64, 32, 4
+
+cases = [
+    ("linear", LinearAttention(C, H), ["--mechanism", "linear"]),
+    ("linear causal elu1", LinearAttention(C, H, feature_map="elu1", causal=True),
+     ["--mechanism", "linear", "--causal", "--feature-map", "elu1"]),
+    ("mhla blocks", MHLA(C, H, N, blocks=4), ["--mechanism", "mhla", "--blocks", "4"]),
+    ("mhla uneven blocks, shared Mc", MHLA(C, H, N, blocks=5, mixing="exp", per_head=False),
+     ["--mechanism", "mhla", "--blocks", "5"]),
+    ("mhla grid raster", MHLA(C, H, N, grid=(8, 8), block_grid=(2, 4)),
+     ["--mechanism", "mhla", "--grid", "8,8", "--block-grid", "2,4"]),
+    ("mhla grid blocked", MHLA(C, H, N, grid=(8, 8), block_grid=(2, 2), token_order="blocked"),
+     ["--mechanism", "mhla", "--grid", "8,8", "--block-grid", "2,2", "--token-order", "blocked"]),
+    ("mhla causal chunks", MHLA(C, H, N, chunk=16, causal=True, mixing="causal-local"),
+     ["--mechanism", "mhla", "--causal", "--chunk", "16"]),
+    ("mhla causal uneven chunks elu1", MHLA(C, H, N, chunk=24, causal=True, mixing="causal", feature_map="elu1"),
+     ["--mechanism", "mhla", "--causal", "--chunk", "24", "--feature-map", "elu1"]),
+]
+x = torch.randn(1, N, C)
+for label, layer, opts in cases:
+    if isinstance(layer, MHLA):
+        with torch.no_grad():   # a "learned" Mc: the preset moved, some entries pushed below 0 (relu: zero)
+            layer.weight.add_(0.4 * torch.randn_like(layer.weight))
+    with torch.no_grad():
+        y = layer(x)
+        A = layer.attention(x)
+        q, k, v = layer.last_qkv
+        dense = layer._out(A @ v)
+    if not float((y - dense).abs().max()) <= 1e-10:
+        problems.append(f"{label}: forward differs from the dense matrix times v by {float((y - dense).abs().max()):.3g}")
+    path = os.path.join(work, label.replace(" ", "_").replace(",", "") + ".h5")
+    with h5py.File(path, "w") as f:
+        dq = f.create_dataset("layers/0/q", data=q[0].numpy())
+        f["layers/0/k"] = k[0].numpy()
+        if isinstance(layer, MHLA):
+            f["layers/0/mixing"] = layer.mixing_matrix().detach().numpy()
+            dq.attrs["mixing"] = "/layers/0/mixing"
+    for h in range(H):
+        out = os.path.join(work, "m.npy")
+        if run(["matrix", "--q", path + ":/layers/0/q", "--k", path + ":/layers/0/k", "--head", str(h)] + opts +
+               ["--out", out]) is None:
+            break
+        err = float(np.abs(np.load(out) - A[0, h].numpy()).max())
+        if not err <= 1e-6:
+            problems.append(f"{label}, head {h}: max |attnscope - layer| = {err:.3g}")
+        elif err > 1e-12:
+            problems.append(f"{label}, head {h}: {err:.3g} is more than float64 rounding")
+
+cli_checks.report(problems)

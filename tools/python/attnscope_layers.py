@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""attnscope_layers: reference PyTorch layers for linear attention and MHLA exactly as AttnScope defines
+them (docs/maths.md 1.2-1.6), for training models with each mechanism and recording them.
+
+Both layers take ``x`` of shape ``[B, N, C]`` and return ``[B, N, C]`` (a qkv projection, the mechanism,
+an output projection), at linear cost in N:
+
+* ``LinearAttention(dim, heads, feature_map="relu"|"elu1", causal=False)``: docs/maths.md 1.3.
+* ``MHLA(dim, heads, blocks=M | chunk=C | grid=(G1, G2[, G3]) + block_grid=..., token_order="raster",
+  mixing="cos" (any preset of docs/maths.md 1.6, or an M x M / H x M x M array), per_head=True,
+  causal=False, feature_map="relu")``: docs/maths.md 1.4 with row normalisation; Mc is learned,
+  initialised from the preset, kept non-negative (``Mc = relu(W)``) and, causally, lower triangular.
+  Causal MHLA needs blocks contiguous in token order (``blocks`` or ``chunk``).
+
+``layer.attention(x)`` returns the dense attention matrix ``[B, H, N, N]`` (the definition, O(N^2), for
+tests); ``layer.mixing_matrix()`` the learned Mc (``[H, M, M]``, or ``[M, M]`` when shared).
+``layer.last_qkv`` holds the last forward's ``(q, k, v)``, ``[B, H, N, d]``, raw (before the feature
+map: AttnScope applies it), so that ``AttnScopeRecorder.add(layer, record_reference_layer)`` records them
+with the learned Mc::
+
+    with AttnScopeRecorder(model, mha=False) as rec:
+        for layer in model.attention_layers:
+            rec.add(layer, record_reference_layer)
+        model(x)
+    rec.save("acts.h5", causal=True)      # /layers/<i>/mixing holds each MHLA layer's Mc
+
+The matrix AttnScope computes from the recorded q, k and Mc (``attnscope matrix --mechanism mhla`` with
+the layer's block options, ``--feature-map`` as the layer's) equals ``layer.attention(x)`` to float
+precision (tests/app/check_reference_layers.py).
+"""
+import math
+from typing import Optional, Sequence, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+EPS = 1e-6   # docs/maths.md 1.2: relu features are max(x, 0) + 1e-6
+
+
+def feature_map(x: torch.Tensor, name: str) -> torch.Tensor:
+    if name == "relu":
+        return F.relu(x) + EPS
+    if name == "elu1":
+        return F.elu(x) + 1.0
+    raise ValueError(f"feature map {name!r}: relu or elu1")
+
+
+def block_layout(n: int, blocks: Optional[int] = None, chunk: Optional[int] = None,
+                 grid: Optional[Sequence[int]] = None, block_grid: Optional[Sequence[int]] = None,
+                 token_order: str = "raster"):
+    """(blk [N] int64, centres [M, ndim]): docs/maths.md 1.5."""
+    if grid is not None:
+        grid, block_grid = tuple(int(g) for g in grid), tuple(int(b) for b in block_grid)
+        if int(np.prod(grid)) != n or any(g % b for g, b in zip(grid, block_grid)):
+            raise ValueError(f"grid {grid} with block grid {block_grid} does not fit N = {n}")
+        m = int(np.prod(block_grid))
+        if token_order == "raster":
+            coords = np.stack(np.unravel_index(np.arange(n), grid), axis=1) // (np.array(grid) // np.array(block_grid))
+            blk = np.ravel_multi_index(tuple(coords.T), block_grid)
+        elif token_order == "blocked":
+            blk = np.arange(n) // (n // m)
+        else:
+            raise ValueError("token_order: raster or blocked")
+        centres = np.stack(np.unravel_index(np.arange(m), block_grid), axis=1).astype(np.float64) + 0.5
+        return np.asarray(blk, dtype=np.int64), centres
+    if chunk is not None:
+        m = -(-n // chunk)
+        parts = [np.arange(n)[i * chunk:(i + 1) * chunk] for i in range(m)]
+    else:
+        m = int(blocks)
+        if not 1 <= m <= n:
+            raise ValueError(f"blocks M = {m} for N = {n}")
+        parts = np.array_split(np.arange(n), m)
+    blk = np.empty(n, dtype=np.int64)
+    for b, part in enumerate(parts):
+        blk[part] = b
+    return blk, (np.arange(m, dtype=np.float64) + 0.5)[:, None]
+
+
+def mixing_preset(name: str, centres: np.ndarray, sigma: float = 3.0, threshold: float = 1.5) -> np.ndarray:
+    """Mc of docs/maths.md 1.6 for the block centres."""
+    m = centres.shape[0]
+    if m == 1:
+        return np.ones((1, 1))
+    d = np.sqrt(((centres[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2))
+    dmax = d.max()
+    colnorm = lambda w: w / w.sum(axis=0, keepdims=True)  # noqa: E731
+    i, j = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
+    if name == "cos":
+        return colnorm(np.cos(d / dmax * math.pi / 4))
+    if name == "linear":
+        return colnorm(1 - d / dmax)
+    if name == "exp":
+        return colnorm(np.exp(-d / sigma))
+    if name == "gaussian":
+        return np.exp(-d ** 2 / (2 * (dmax / 3) ** 2))
+    if name == "local":
+        return colnorm((d <= threshold).astype(np.float64))
+    if name == "uniform":
+        return np.ones((m, m))
+    if name == "identity":
+        return np.eye(m)
+    if name == "causal-local":
+        w = np.where(j <= i, np.exp(-(i - j) / sigma), 0.0)
+        return w / w.sum(axis=1, keepdims=True)
+    if name == "causal":
+        return np.where(j <= i, 1.0 / (i + 1), 0.0)
+    raise ValueError(f"mixing preset {name!r}")
+
+
+class _Attention(nn.Module):
+    """qkv and output projections shared by both layers; heads split as [B, H, N, d]."""
+
+    def __init__(self, dim: int, heads: int, feature_map: str, causal: bool):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not a multiple of heads {heads}")
+        self.heads, self.head_dim, self.feature_map, self.causal = heads, dim // heads, feature_map, causal
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.last_qkv = None
+
+    def _qkv(self, x: torch.Tensor):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        self.last_qkv = (q.detach(), k.detach(), v.detach())
+        return q, k, v
+
+    def _out(self, y: torch.Tensor) -> torch.Tensor:   # [B, H, N, d] -> [B, N, C]
+        b, h, n, d = y.shape
+        return self.proj(y.transpose(1, 2).reshape(b, n, h * d))
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        """The dense attention matrix [B, H, N, N] by the definition (docs/maths.md 1.3-1.4)."""
+        q, k, _ = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        p = (fq @ fk.transpose(-1, -2)) * self._weights(x.shape[1], x.dtype)
+        return p / p.sum(dim=-1, keepdim=True)
+
+
+class LinearAttention(_Attention):
+    """Linear attention, docs/maths.md 1.3 (row-normalised kernel attention)."""
+
+    def __init__(self, dim: int, heads: int, feature_map: str = "relu", causal: bool = False):
+        super().__init__(dim, heads, feature_map, causal)
+
+    def _weights(self, n: int, dtype) -> torch.Tensor:
+        return torch.tril(torch.ones(n, n, dtype=dtype)) if self.causal else torch.ones(n, n, dtype=dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        if self.causal:
+            # Prefix sums of k v^T would take N d^2 memory; chunks of 64 keep it linear and exact.
+            return self._out(_causal_chunked(fq, fk, v, 64))
+        kv = fk.transpose(-1, -2) @ v                                   # [B, H, d, dv]
+        num = fq @ kv
+        den = fq @ fk.sum(dim=2).unsqueeze(-1)                          # [B, H, N, 1]
+        return self._out(num / den)
+
+
+def _causal_chunked(fq, fk, v, chunk):
+    """sum_{j <= t} (fq_t . fk_j) v_j / sum_{j <= t} fq_t . fk_j, chunk by chunk."""
+    b, h, n, d = fq.shape
+    state = fq.new_zeros(b, h, d, v.shape[-1])
+    zsum = fq.new_zeros(b, h, d)
+    out = []
+    for s in range(0, n, chunk):
+        e = min(n, s + chunk)
+        qc, kc, vc = fq[:, :, s:e], fk[:, :, s:e], v[:, :, s:e]
+        p = torch.tril(qc @ kc.transpose(-1, -2))
+        num = p @ vc + qc @ state
+        den = p.sum(-1, keepdim=True) + (qc * zsum.unsqueeze(2)).sum(-1, keepdim=True)
+        out.append(num / den)
+        state = state + kc.transpose(-1, -2) @ vc
+        zsum = zsum + kc.sum(2)
+    return torch.cat(out, dim=2)
+
+
+class MHLA(_Attention):
+    """Token-level multi-head linear attention, docs/maths.md 1.4-1.6, with a learned mixing matrix."""
+
+    def __init__(self, dim: int, heads: int, n: int, blocks: Optional[int] = None, chunk: Optional[int] = None,
+                 grid: Optional[Sequence[int]] = None, block_grid: Optional[Sequence[int]] = None,
+                 token_order: str = "raster", mixing: Union[str, np.ndarray] = "cos", per_head: bool = True,
+                 causal: bool = False, feature_map: str = "relu"):
+        super().__init__(dim, heads, feature_map, causal)
+        blk, centres = block_layout(n, blocks, chunk, grid, block_grid, token_order)
+        if causal and np.any(np.diff(blk) < 0):
+            raise ValueError("causal MHLA needs blocks contiguous in token order (blocks or chunk)")
+        self.n, self.m = n, centres.shape[0]
+        self.block_options = dict(blocks=blocks, chunk=chunk, grid=grid, block_grid=block_grid, token_order=token_order)
+        self.register_buffer("blk", torch.as_tensor(blk))
+        init = mixing_preset(mixing, centres) if isinstance(mixing, str) else np.asarray(mixing, dtype=np.float64)
+        if init.shape[-2:] != (self.m, self.m) or np.any(init < 0):
+            raise ValueError(f"mixing matrix of shape {init.shape}: expected non-negative {self.m} x {self.m}")
+        if per_head and init.ndim == 2:
+            init = np.broadcast_to(init, (heads, self.m, self.m)).copy()
+        self.weight = nn.Parameter(torch.as_tensor(init, dtype=torch.float32))
+
+    def mixing_matrix(self) -> torch.Tensor:
+        """Mc: [H, M, M] (per head) or [M, M], non-negative, lower triangular when causal."""
+        mc = F.relu(self.weight)
+        return torch.tril(mc) if self.causal else mc
+
+    def _mixing_heads(self, dtype) -> torch.Tensor:   # [H, M, M]
+        mc = self.mixing_matrix().to(dtype)
+        return mc if mc.dim() == 3 else mc.unsqueeze(0).expand(self.heads, -1, -1)
+
+    def _weights(self, n: int, dtype) -> torch.Tensor:   # [H, N, N]: Mc[blk(t), blk(j)], 0 where not allowed
+        w = self._mixing_heads(dtype)[:, self.blk][:, :, self.blk]
+        if self.causal:
+            t = torch.arange(n)
+            bt, bj = self.blk[:, None], self.blk[None, :]
+            w = w * ((bj < bt) | ((bj == bt) & (t[None, :] <= t[:, None]))).to(dtype)
+        return w
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] != self.n:
+            raise ValueError(f"MHLA was built for N = {self.n} tokens, got {x.shape[1]}")
+        q, k, v = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        mc = self._mixing_heads(fq.dtype)                                          # [H, M, M]
+        onehot = F.one_hot(self.blk, self.m).to(fq.dtype)                          # [N, M]
+        s = torch.einsum("nm,bhnd,bhne->bhmde", onehot, fk, v)                     # per-block k v^T
+        z = torch.einsum("nm,bhnd->bhmd", onehot, fk)                              # per-block sum of phi(k)
+        if not self.causal:
+            ms = torch.einsum("hic,bhcde->bhide", mc, s)[:, :, self.blk]            # [B, H, N, d, dv]
+            mz = torch.einsum("hic,bhcd->bhid", mc, z)[:, :, self.blk]              # [B, H, N, d]
+            num = torch.einsum("bhnd,bhnde->bhne", fq, ms)
+            den = (fq * mz).sum(-1, keepdim=True)
+            return self._out(num / den)
+        # Causal: earlier blocks through their mixed summaries, the own block token by token.
+        strict = torch.tril(mc, diagonal=-1)
+        ms = torch.einsum("hic,bhcde->bhide", strict, s)[:, :, self.blk]
+        mz = torch.einsum("hic,bhcd->bhid", strict, z)[:, :, self.blk]
+        num = torch.einsum("bhnd,bhnde->bhne", fq, ms)
+        den = (fq * mz).sum(-1, keepdim=True)
+        own = torch.diagonal(mc, dim1=-2, dim2=-1)[:, self.blk]                    # [H, N]: Mc[blk(t), blk(t)]
+        # Within-block scores: O(N * block size) memory by masking per block.
+        outs_num, outs_den = [], []
+        for b in range(self.m):
+            idx = (self.blk == b).nonzero().flatten()
+            s0, s1 = int(idx[0]), int(idx[-1]) + 1
+            pb = torch.tril(fq[:, :, s0:s1] @ fk[:, :, s0:s1].transpose(-1, -2)) * own[:, s0:s1].unsqueeze(-1)
+            outs_num.append(pb @ v[:, :, s0:s1])
+            outs_den.append(pb.sum(-1, keepdim=True))
+        num = num + torch.cat(outs_num, dim=2)
+        den = den + torch.cat(outs_den, dim=2)
+        return self._out(num / den)
+
+
+def record_reference_layer(module, args, kwargs, output):
+    """For ``AttnScopeRecorder.add``: the layer's raw (q, k, v) of its last forward, and its Mc."""
+    q, k, v = module.last_qkv
+    if isinstance(module, MHLA):
+        return {"q": q, "k": k, "v": v, "mixing": module.mixing_matrix().detach()}
+    return q, k, v
