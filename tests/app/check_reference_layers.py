@@ -2,7 +2,8 @@
 the layer's recorded queries, keys and learned Mc (`attnscope matrix`) equals the layer's own attention
 matrix to 1e-6 (float64: far closer in practice), causal and non-causal, 1-D blocks, chunks and grids (raster
 and blocked), one Mc per head (H x M x M, named by the layer's `mixing` attribute: no option needed) and
-one shared. The layers' linear-cost forward equals their dense matrix times v.
+one shared. The layers' linear-cost forward equals their dense matrix times v. Recorded through the bridge
+(tools/python/attnscope_dump.py, record_reference_layer), which writes /layers/<i>/mixing.
 usage: check_reference_layers.py ATTNSCOPE WORKDIR"""
 import os
 import sys
@@ -19,7 +20,8 @@ except ImportError as e:  # the GoogleTest wrapper skips before running us; this
     sys.exit(77)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
-from attnscope_layers import MHLA, LinearAttention  # noqa: E402
+from attnscope_dump import AttnScopeRecorder  # noqa: E402
+from attnscope_layers import MHLA, LinearAttention, SoftmaxAttention, record_reference_layer  # noqa: E402
 
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
@@ -29,6 +31,8 @@ torch.set_default_dtype(torch.float64)
 N, C, H = 64, 32, 4
 
 cases = [
+    ("softmax", SoftmaxAttention(C, H), ["--mechanism", "softmax"]),
+    ("softmax causal", SoftmaxAttention(C, H, causal=True), ["--mechanism", "softmax", "--causal"]),
     ("linear", LinearAttention(C, H), ["--mechanism", "linear"]),
     ("linear causal elu1", LinearAttention(C, H, feature_map="elu1", causal=True),
      ["--mechanism", "linear", "--causal", "--feature-map", "elu1"]),
@@ -47,22 +51,24 @@ cases = [
 x = torch.randn(1, N, C)
 for label, layer, opts in cases:
     if isinstance(layer, MHLA):
-        with torch.no_grad():   # a "learned" Mc: the preset moved, some entries pushed below 0 (relu: zero)
-            layer.weight.add_(0.4 * torch.randn_like(layer.weight))
+        with torch.no_grad():   # a "learned" Mc: the preset's entries scaled at random, one pushed below 0
+            layer.weight.mul_(torch.empty_like(layer.weight).uniform_(0.2, 1.8))
+            layer.weight[..., -1, 0] = -0.1   # relu: a zero weight of the last query block on the first
+            layer.weight[..., -1, -1] += 0.2  # the last row keeps a positive weight (causal: its own block)
+    path = os.path.join(work, label.replace(" ", "_").replace(",", "") + ".h5")
     with torch.no_grad():
-        y = layer(x)
         A = layer.attention(x)
-        q, k, v = layer.last_qkv
-        dense = layer._out(A @ v)
+        dense = layer._out(A @ layer.last_qkv[2])
+        rec = AttnScopeRecorder(layer, mha=False).add(layer, record_reference_layer)
+        with rec:   # through the bridge: q, k, v and the learned Mc
+            y = layer(x)
+    rec.save(path, dtype="float64")
     if not float((y - dense).abs().max()) <= 1e-10:
         problems.append(f"{label}: forward differs from the dense matrix times v by {float((y - dense).abs().max()):.3g}")
-    path = os.path.join(work, label.replace(" ", "_").replace(",", "") + ".h5")
-    with h5py.File(path, "w") as f:
-        dq = f.create_dataset("layers/0/q", data=q[0].numpy())
-        f["layers/0/k"] = k[0].numpy()
-        if isinstance(layer, MHLA):
-            f["layers/0/mixing"] = layer.mixing_matrix().detach().numpy()
-            dq.attrs["mixing"] = "/layers/0/mixing"
+    with h5py.File(path, "r") as f:   # what the bridge wrote for the learned Mc
+        has = "layers/0/mixing" in f and f["layers/0/q"].attrs.get("mixing") == "/layers/0/mixing"
+    if has != isinstance(layer, MHLA):
+        problems.append(f"{label}: the file {'lacks' if isinstance(layer, MHLA) else 'has'} a named /layers/0/mixing")
     for h in range(H):
         out = os.path.join(work, "m.npy")
         if run(["matrix", "--q", path + ":/layers/0/q", "--k", path + ":/layers/0/k", "--head", str(h)] + opts +

@@ -36,7 +36,10 @@ What is captured
   PyTorch's fused fast paths (``nn.TransformerEncoderLayer`` in eval mode) bypass the attention
   module; the recorder switches them off while it is active.
 * Any other module: ``rec.add(module, fn)`` with ``fn(module, args, kwargs, output)`` returning
-  ``(q, k)`` or ``(q, k, v)`` as tensors of shape ``[B, H, N, d]`` (or ``[H, N, d]``), e.g. for a
+  ``(q, k)`` or ``(q, k, v)`` as tensors of shape ``[B, H, N, d]`` (or ``[H, N, d]``), or a dict
+  ``{"q", "k", "v", "mixing"}`` whose ``mixing`` (a learned MHLA Mc, ``[M, M]`` or ``[H, M, M]``) is
+  written as ``/layers/<i>/mixing`` and named by the layer's ``mixing`` attribute, so that AttnScope uses
+  it for that layer without an option (the reference layers of ``attnscope_layers.py`` do this), e.g. for a
   timm / HF style block whose forward computes ``qkv = self.qkv(x)``::
 
       def vit_qkv(mod, args, kwargs, out):
@@ -189,11 +192,11 @@ def project_mha(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tens
 
 
 class _Record:
-    __slots__ = ("name", "module", "q", "k", "v", "mask", "key_padding_mask", "extra_keys", "scale")
+    __slots__ = ("name", "module", "q", "k", "v", "mixing", "mask", "key_padding_mask", "extra_keys", "scale")
 
     def __init__(self, name, module):
         self.name, self.module = name, module
-        self.q = self.k = self.v = None
+        self.q = self.k = self.v = self.mixing = None
         self.mask, self.key_padding_mask, self.extra_keys, self.scale = "none", False, 0, None
 
 
@@ -337,6 +340,9 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
             rec.scale = 1.0 / math.sqrt(module.head_dim)
         else:
             got = fn(module, args, kwargs, out)
+            if isinstance(got, dict):   # {"q", "k"[, "v"][, "mixing"]}: a learned Mc, M x M or H x M x M
+                rec.mixing = None if got.get("mixing") is None else torch.as_tensor(got["mixing"]).detach().cpu()
+                got = (got["q"], got["k"]) + ((got["v"],) if got.get("v") is not None else ())
             if len(got) not in (2, 3):
                 raise ValueError(f"{rec.name}: the q/k/v function must return (q, k) or (q, k, v)")
             q, k = got[0], got[1]
@@ -392,6 +398,9 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
             ts = {"q": r.q[batch], "k": r.k[batch]}
             if r.v is not None:
                 ts["v"] = r.v[batch]
+            if r.mixing is not None:   # the layer's learned Mc, its default mixing (docs/cli.md, file attributes)
+                ts["mixing"] = r.mixing
+                meta["mixing"] = f"/layers/{i}/mixing"
             out_layers.append((ts, meta))
         root.update(attrs or {})
         return write_h5(path, out_layers, root, dtype=dtype)
@@ -432,7 +441,7 @@ def write_h5(path: str, layers: List[Tuple[Dict[str, torch.Tensor], dict]], root
                 g = f.create_group(f"layers/{i}")
                 for role, t in ts.items():
                     a = t.detach().cpu().to(torch.float64).numpy().astype(dtype)
-                    chunks = (1,) + a.shape[1:] if a.size > 0 else None
+                    chunks = (1,) + a.shape[1:] if a.size > 0 and a.ndim > 2 else None
                     d = g.create_dataset(role, data=a, compression="gzip", compression_opts=6,
                                          shuffle=True, chunks=chunks)
                     for key, value in meta.items():

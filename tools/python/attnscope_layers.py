@@ -5,6 +5,7 @@ them (docs/maths.md 1.2-1.6), for training models with each mechanism and record
 Both layers take ``x`` of shape ``[B, N, C]`` and return ``[B, N, C]`` (a qkv projection, the mechanism,
 an output projection), at linear cost in N:
 
+* ``SoftmaxAttention(dim, heads, causal=False)``: docs/maths.md 1.1, the same projections (a baseline).
 * ``LinearAttention(dim, heads, feature_map="relu"|"elu1", causal=False)``: docs/maths.md 1.3.
 * ``MHLA(dim, heads, blocks=M | chunk=C | grid=(G1, G2[, G3]) + block_grid=..., token_order="raster",
   mixing="cos" (any preset of docs/maths.md 1.6, or an M x M / H x M x M array), per_head=True,
@@ -18,9 +19,10 @@ tests); ``layer.mixing_matrix()`` the learned Mc (``[H, M, M]``, or ``[M, M]`` w
 map: AttnScope applies it), so that ``AttnScopeRecorder.add(layer, record_reference_layer)`` records them
 with the learned Mc::
 
-    with AttnScopeRecorder(model, mha=False) as rec:
-        for layer in model.attention_layers:
-            rec.add(layer, record_reference_layer)
+    rec = AttnScopeRecorder(model, mha=False)
+    for layer in model.attention_layers:
+        rec.add(layer, record_reference_layer)
+    with rec:
         model(x)
     rec.save("acts.h5", causal=True)      # /layers/<i>/mixing holds each MHLA layer's Mc
 
@@ -138,6 +140,29 @@ class _Attention(nn.Module):
         fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
         p = (fq @ fk.transpose(-1, -2)) * self._weights(x.shape[1], x.dtype)
         return p / p.sum(dim=-1, keepdim=True)
+
+
+class SoftmaxAttention(_Attention):
+    """Softmax attention with the same projections (docs/maths.md 1.1, scale 1/sqrt(d)), so that models
+    differing only in their mechanism can be compared."""
+
+    def __init__(self, dim: int, heads: int, causal: bool = False):
+        super().__init__(dim, heads, "relu", causal)
+
+    def _softmax(self, q, k):
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        if self.causal:
+            n = q.shape[2]
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+        return torch.softmax(s, dim=-1)
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, _ = self._qkv(x)
+        return self._softmax(q, k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(x)
+        return self._out(self._softmax(q, k) @ v)
 
 
 class LinearAttention(_Attention):
