@@ -247,34 +247,31 @@ class MHLA(_Attention):
             raise ValueError(f"MHLA was built for N = {self.n} tokens, got {x.shape[1]}")
         q, k, v = self._qkv(x)
         fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
-        mc = self._mixing_heads(fq.dtype)                                          # [H, M, M]
-        onehot = F.one_hot(self.blk, self.m).to(fq.dtype)                          # [N, M]
-        s = torch.einsum("nm,bhnd,bhne->bhmde", onehot, fk, v)                     # per-block k v^T
-        z = torch.einsum("nm,bhnd->bhmd", onehot, fk)                              # per-block sum of phi(k)
-        if not self.causal:
-            ms = torch.einsum("hic,bhcde->bhide", mc, s)[:, :, self.blk]            # [B, H, N, d, dv]
-            mz = torch.einsum("hic,bhcd->bhid", mc, z)[:, :, self.blk]              # [B, H, N, d]
-            num = torch.einsum("bhnd,bhnde->bhne", fq, ms)
-            den = (fq * mz).sum(-1, keepdim=True)
-            return self._out(num / den)
-        # Causal: earlier blocks through their mixed summaries, the own block token by token.
-        strict = torch.tril(mc, diagonal=-1)
-        ms = torch.einsum("hic,bhcde->bhide", strict, s)[:, :, self.blk]
-        mz = torch.einsum("hic,bhcd->bhid", strict, z)[:, :, self.blk]
-        num = torch.einsum("bhnd,bhnde->bhne", fq, ms)
-        den = (fq * mz).sum(-1, keepdim=True)
-        own = torch.diagonal(mc, dim1=-2, dim2=-1)[:, self.blk]                    # [H, N]: Mc[blk(t), blk(t)]
-        # Within-block scores: O(N * block size) memory by masking per block.
-        outs_num, outs_den = [], []
-        for b in range(self.m):
-            idx = (self.blk == b).nonzero().flatten()
-            s0, s1 = int(idx[0]), int(idx[-1]) + 1
-            pb = torch.tril(fq[:, :, s0:s1] @ fk[:, :, s0:s1].transpose(-1, -2)) * own[:, s0:s1].unsqueeze(-1)
-            outs_num.append(pb @ v[:, :, s0:s1])
-            outs_den.append(pb.sum(-1, keepdim=True))
-        num = num + torch.cat(outs_num, dim=2)
-        den = den + torch.cat(outs_den, dim=2)
-        return self._out(num / den)
+        mc = self._mixing_heads(fq.dtype)                                           # [H, M, M]
+        # Tokens grouped block by block (a stable sort: causal blocks are contiguous already).
+        order = torch.as_tensor(np.argsort(self.blk.numpy(), kind="stable"))
+        sizes = torch.bincount(self.blk, minlength=self.m).tolist()
+        fq_b = torch.split(fq[:, :, order], sizes, dim=2)
+        fk_b = torch.split(fk[:, :, order], sizes, dim=2)
+        v_b = torch.split(v[:, :, order], sizes, dim=2)
+        s = torch.stack([kb.transpose(-1, -2) @ vb for kb, vb in zip(fk_b, v_b)], dim=2)   # [B, H, M, d, dv]
+        z = torch.stack([kb.sum(dim=2) for kb in fk_b], dim=2)                              # [B, H, M, d]
+        # Query block i sees sum_c Mc[i, c] (S_c, z_c); causally only c < i, plus its own block up to t.
+        w = torch.tril(mc, diagonal=-1) if self.causal else mc
+        ms = torch.einsum("hic,bhcde->bhide", w, s)
+        mz = torch.einsum("hic,bhcd->bhid", w, z)
+        outs = []
+        for i, (qb, kb, vb) in enumerate(zip(fq_b, fk_b, v_b)):
+            num = qb @ ms[:, :, i]
+            den = qb @ mz[:, :, i].unsqueeze(-1)
+            if self.causal:
+                p = torch.tril(qb @ kb.transpose(-1, -2)) * mc[:, i, i].view(1, -1, 1, 1)
+                num = num + p @ vb
+                den = den + p.sum(-1, keepdim=True)
+            outs.append(num / den)
+        y = torch.empty_like(v)
+        y[:, :, order] = torch.cat(outs, dim=2)
+        return self._out(y)
 
 
 def record_reference_layer(module, args, kwargs, output):
