@@ -1,5 +1,6 @@
 #include "analysis/batch.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <openssl/evp.h>
 
 #include "analysis/inputs.h"
+#include "analysis/plan.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
 #include "util/atomic_file.h"
@@ -375,30 +377,64 @@ void run_unit_figures(const std::vector<const BatchUnit*>& units, const BatchRun
 
 }  // namespace
 
+namespace {
+
+// The layers of a file to plan: one input per per-layer dataset (/layers/<i>/q as the PyTorch bridge writes
+// them, each with its own attributes) when the queries have no 'l' axis and layers were chosen; else the
+// file's queries as one input.
+struct BatchInput {
+    TensorSource source;
+    std::optional<Index> layer;   // a per-layer dataset's layer
+};
+
+std::vector<BatchInput> batch_inputs(const BatchPlan& plan, const std::string& file)
+{
+    const std::string q = ref(file, plan.q_name), k = ref(file, plan.k_name);
+    if (plan.layers.kind != AxisChoice::Kind::selection) {
+        const io::TensorRef qr = io::parse_tensor_ref(q);
+        const auto f = io::open_tensor_file(qr.file);
+        const std::string layout = io::resolve_layout(f->find(qr.name), plan.selection, "--q " + q);
+        if (layout.find('l') == std::string::npos) {
+            std::vector<BatchInput> out;
+            for (const LayerTensors& l : layer_tensors(q, k, std::nullopt))
+                if (plan.layers.kind == AxisChoice::Kind::all ||
+                    std::find(plan.layers.indices.begin(), plan.layers.indices.end(), l.layer) != plan.layers.indices.end())
+                    out.push_back({{l.q_ref, l.k_ref, std::nullopt, plan.selection}, l.layer});
+            for (const Index want : plan.layers.indices)
+                if (std::none_of(out.begin(), out.end(), [&](const BatchInput& b) { return b.layer == want; }))
+                    throw InputError(file + ": " + plan.layers.what + " names layer " + std::to_string(want) +
+                                     ", which the file's per-layer datasets (like " + plan.q_name + ") do not hold");
+            if (!out.empty())
+                return out;   // else: plan_units says the layout has no 'l' axis
+        }
+    }
+    return {{{q, k, std::nullopt, plan.selection}, std::nullopt}};
+}
+
+}  // namespace
+
 std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
 {
-    std::vector<TensorSource> inputs;
-    std::vector<attention::AttentionOptions> options;
-    std::vector<json> from_file;
-    for (const std::string& file : plan.files) {
-        AnalysisSetup setup{plan.selection, plan.options, plan.given};
-        from_file.push_back(resolve_file_defaults(ref(file, plan.q_name), setup));
-        inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, setup.selection});
-        options.push_back(setup.options);
-    }
     std::vector<BatchUnit> units;
-    for (Unit& u : plan_units(inputs, plan.layers, plan.heads)) {
-        BatchUnit b;
-        b.index = u.index;
-        b.file = plan.files[u.input];
-        b.layer = u.layer;
-        b.head = u.head;
-        b.key = unit_key(b.file, b.layer, b.head);
-        b.source = std::move(u.source);
-        b.options = options[u.input];
-        b.defaults_from_file = from_file[u.input];
-        units.push_back(std::move(b));
-    }
+    for (const std::string& file : plan.files)
+        for (const BatchInput& in : batch_inputs(plan, file)) {
+            AnalysisSetup setup{in.source.selection, plan.options, plan.given};
+            const json from_file = resolve_file_defaults(in.source.q_ref, setup);
+            const TensorSource source{in.source.q_ref, in.source.k_ref, std::nullopt, setup.selection};
+            const AxisChoice layers = in.layer ? AxisChoice{} : plan.layers;
+            for (Unit& u : plan_units({source}, layers, plan.heads, {in.layer})) {
+                BatchUnit b;
+                b.index = units.size();
+                b.file = file;
+                b.layer = u.layer;
+                b.head = u.head;
+                b.key = unit_key(b.file, b.layer, b.head);
+                b.source = std::move(u.source);
+                b.options = setup.options;
+                b.defaults_from_file = from_file;
+                units.push_back(std::move(b));
+            }
+        }
     return units;
 }
 
