@@ -1,5 +1,6 @@
 // EntropyView: row-entropy histograms per mechanism (step outlines with light fills, ln N and the means
-// marked) and the entropy of every query: a line over t for 1-D data, heatmaps over the grid otherwise.
+// marked) and the entropy of every query: a line over t for 1-D data, heatmaps of square cells over the grid
+// otherwise (the histogram takes the width they leave), with labelled colour bars.
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -58,9 +59,17 @@ public:
         m_query = token;
     }
 
+protected:
+    void adjustLayout(const QSize& size) override
+    {
+        if (!m_gridRects.empty())
+            fitSquareCells(m_plot, m_gridRects, size, [this](const QSize& s) { layoutAt(s); });
+    }
+
 private:
     void rebuild() override
     {
+        m_gridRects.clear();
         m_perPanelBox->setEnabled(m_result && gridTokens(*m_result).valid());
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the row entropies."));
@@ -83,7 +92,7 @@ private:
     void buildHistogram(QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
-        layout->addElement(0, 0, new QCPTextElement(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
+        layout->addElement(0, 0, addTitle(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
         auto* hist = addAxisRect(m_plot, layout, 1, 0);
         hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H_t (nats)"));
@@ -159,7 +168,7 @@ private:
     void buildLine(QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
-        layout->addElement(0, 1, new QCPTextElement(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
+        layout->addElement(0, 1, addTitle(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
         auto* rect = addAxisRect(m_plot, layout, 1, 1);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         auto* x = rect->axis(QCPAxis::atBottom);
@@ -205,8 +214,9 @@ private:
             QString title = mechanismLabel(o.result.mechanism) + tr(": entropy per query");
             if (g.frames > 1)
                 title += tr(" (frame %1)").arg(frame);
-            layout->addElement(0, col, new QCPTextElement(m_plot, title, plotFont(kLabelPt, true)));
+            layout->addElement(0, col, addTitle(m_plot, title, plotFont(kLabelPt, true)));
             auto* rect = addAxisRect(m_plot, layout, 1, col);
+            m_gridRects.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             ++col;
             rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
@@ -279,6 +289,7 @@ private:
 
     QCheckBox* m_perPanelBox = nullptr;
     int m_query = -1;
+    std::vector<CellRect> m_gridRects;   // the grid maps (square cells), empty for 1-D data
 };
 
 }  // namespace

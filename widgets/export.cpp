@@ -26,6 +26,10 @@ void paintView(ResultView* view, QCPPainter& painter, const QSize& size, double 
     painter.setRenderHint(QPainter::Antialiasing, true);
     painter.setRenderHint(QPainter::TextAntialiasing, true);
     if (vector) {
+        // Every image (heatmaps, the images of reduced maps) goes into a PDF Flate-compressed, never as a
+        // JPEG, and unsmoothed: a cell edge stays a sharp step at any zoom.
+        painter.setRenderHint(QPainter::LosslessImageRendering, true);
+        painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
         painter.setMode(QCPPainter::pmVectorized, true);
         painter.setMode(QCPPainter::pmNoCaching, true);
     }
