@@ -223,6 +223,9 @@ int runSaveSession(widgets::MainWindow& window, const GuiArgs& args)
 // Waits for the last computation (and a session's sweeps), grabs the window, exits.
 int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
 {
+    // The grab has one size whatever the screen (docs/cli.md "Desktop app from the command line"), so
+    // screenshots made anywhere match; the window fitted to the screen is for people.
+    window.resize(1500, 950);
     window.show();
     const QString session = QString::fromStdString(args.session);
     const QString what = session.isEmpty() ? args.files.join(QStringLiteral(", ")) : QStringLiteral("session %1").arg(session);
