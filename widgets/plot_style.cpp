@@ -354,8 +354,8 @@ void PlotPane::layoutAt(const QSize& size)
     layout->update(QCPLayoutElement::upLayout);
 }
 
-// Titles whole, tick density (from a layout at this size), the view's own layout (square cells), then the
-// titles elided to the widths that layout gave them.
+// Titles whole, tick density (from a layout at this size), the view's own layout (square cells), titles too
+// wide for their column in two lines (and the layout again), then what still does not fit elided.
 void PlotPane::runAdjust(const QSize& size)
 {
     if (m_adjusting || size.width() < 2 || size.height() < 2)
@@ -367,6 +367,11 @@ void PlotPane::runAdjust(const QSize& size)
     adaptTickDensity(m_plot);
     if (m_adjust)
         m_adjust(size);
+    if (wrapTitles(m_plot)) {
+        layoutAt(size);
+        if (m_adjust)
+            m_adjust(size);
+    }
     elideTitles(m_plot);
     if (m_plot->viewport() != old)
         m_plot->setViewport(old);

@@ -277,6 +277,8 @@ void forEachLeaf(QCPLayoutElement* e, const std::function<void(QCPLayoutElement*
     f(e);
 }
 
+const char* const kCapSide = "attnscopeCellSide";   // the cell side a rect was capped for
+
 void uncap(const std::vector<CellRect>& cells)
 {
     for (const CellRect& c : cells)
@@ -291,8 +293,14 @@ void uncap(const std::vector<CellRect>& cells)
 // layout; what is left then lies after the last column and row (QCPLayoutGrid fills from the top left), so
 // outer margins of half of it on each side centre the content.
 void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const QSize& size,
-                    const std::function<void(const QSize&)>& layoutAt)
+                    const std::function<void(const QSize&)>& layout)
 {
+    // An axis rect's size hints use the margins of the previous layout (QCustomPlot updates margins while it
+    // lays out), so each step lays out twice: the second with the margins of this arrangement.
+    auto layoutAt = [&layout](const QSize& s) {
+        layout(s);
+        layout(s);
+    };
     auto* top = plot->plotLayout();
     top->setAutoMargins(QCP::msNone);
     top->setMargins(QMargins());
@@ -300,6 +308,7 @@ void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const
     for (const CellRect& c : cells)
         if (c.rect && c.cols > 0 && c.rows > 0) {
             c.rect->setSizeConstraintRect(QCPLayoutElement::scrInnerRect);
+            c.rect->setMinimumSize(8, 8);   // QCPAxisRect's own 50 x 50 would stretch small maps
             live.push_back(c);
         }
     uncap(live);
@@ -313,9 +322,45 @@ void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const
             side = std::min({side, c.rect->width() / c.cols, c.rect->height() / c.rows});
         if (!(side > 0.1))
             return;   // no room for the maps at all: leave the free layout
-        for (const CellRect& c : live)
+        if (side >= 3)
+            side = std::floor(side);   // whole pixels: every cell the same square on screen
+        for (const CellRect& c : live) {
+            c.rect->setProperty(kCapSide, side);
             c.rect->setMaximumSize(std::max(1, static_cast<int>(std::floor(side * c.cols))),
                                    std::max(1, static_cast<int>(std::floor(side * c.rows))));
+        }
+        layoutAt(size);
+    }
+    // The caps are on the inner rects, but a layout sizes rows and columns by the margins of the layout
+    // before (a margin group can add to them once laid out), so a rect may come out a little smaller than
+    // its cap: raise the cap by what is missing, then, if room is truly short, take the common smaller side.
+    for (int pass = 0; pass < 4; ++pass) {
+        double side = std::numeric_limits<double>::infinity(), target = side;
+        for (const CellRect& c : live) {
+            side = std::min({side, c.rect->width() / c.cols, c.rect->height() / c.rows});
+            target = std::min({target, std::floor(c.rect->property(kCapSide).toDouble())});
+        }
+        bool short_ = false;
+        for (const CellRect& c : live) {
+            const int tw = static_cast<int>(std::floor(target * c.cols)), th = static_cast<int>(std::floor(target * c.rows));
+            if (c.rect->width() < tw || c.rect->height() < th) {
+                short_ = true;
+                if (pass < 2)
+                    c.rect->setMaximumSize(c.rect->maximumSize().width() + std::max(0, tw - c.rect->width()),
+                                           c.rect->maximumSize().height() + std::max(0, th - c.rect->height()));
+            }
+        }
+        if (!short_)
+            break;
+        if (pass >= 2) {   // still short: the room is not there, shrink to what every rect has
+            if (side >= 3)
+                side = std::floor(side);
+            for (const CellRect& c : live) {
+                c.rect->setProperty(kCapSide, side);
+                c.rect->setMaximumSize(std::max(1, static_cast<int>(std::floor(side * c.cols))),
+                                       std::max(1, static_cast<int>(std::floor(side * c.rows))));
+            }
+        }
         layoutAt(size);
     }
     QRect used;
@@ -355,7 +400,7 @@ void forEachTitle(QCustomPlot* plot, const std::function<void(QCPTextElement*, c
 {
     forEachLeaf(plot->plotLayout(), [&f](QCPLayoutElement* e) {
         auto* t = qobject_cast<QCPTextElement*>(e);
-        if (!t || !t->property(kFullTitle).isValid() || t->text().contains(QLatin1Char('\n')))
+        if (!t || !t->property(kFullTitle).isValid())
             return;
         QString full = t->property(kFullTitle).toString();
         if (t->text() != full && t->text() != t->property(kShownTitle).toString()) {
@@ -377,11 +422,45 @@ void restoreTitles(QCustomPlot* plot)
     });
 }
 
+bool wrapTitles(QCustomPlot* plot)
+{
+    bool wrapped = false;
+    forEachTitle(plot, [&wrapped](QCPTextElement* t, const QString& full) {
+        const QFontMetricsF fm(t->font());
+        const double room = t->rect().width() - 2;
+        if (full.contains(QLatin1Char('\n')) || room <= 0 || fm.horizontalAdvance(full) <= room)
+            return;
+        // The break at a space that makes the wider line narrowest.
+        qsizetype best = -1;
+        double bestWidth = std::numeric_limits<double>::infinity();
+        for (qsizetype i = full.indexOf(QLatin1Char(' ')); i > 0; i = full.indexOf(QLatin1Char(' '), i + 1)) {
+            const double w = std::max(fm.horizontalAdvance(full.left(i)), fm.horizontalAdvance(full.mid(i + 1)));
+            if (w < bestWidth) {
+                bestWidth = w;
+                best = i;
+            }
+        }
+        if (best < 0)
+            return;
+        const QString shown = full.left(best) + QLatin1Char('\n') + full.mid(best + 1);
+        t->setText(shown);
+        t->setProperty(kShownTitle, shown);
+        wrapped = true;
+    });
+    return wrapped;
+}
+
 void elideTitles(QCustomPlot* plot)
 {
-    forEachTitle(plot, [](QCPTextElement* t, const QString& full) {
+    forEachTitle(plot, [](QCPTextElement* t, const QString&) {
         const int room = t->rect().width() - 2;
-        const QString shown = room > 0 ? QFontMetricsF(t->font()).elidedText(full, Qt::ElideRight, room) : full;
+        if (room <= 0)
+            return;
+        const QFontMetricsF fm(t->font());
+        QStringList lines = t->text().split(QLatin1Char('\n'));
+        for (QString& line : lines)
+            line = fm.elidedText(line, Qt::ElideRight, room);
+        const QString shown = lines.join(QLatin1Char('\n'));
         t->setText(shown);
         t->setProperty(kShownTitle, shown);
     });
@@ -392,7 +471,7 @@ QString elidedTitleText(QCPTextElement* element)
     if (!element || !element->property(kFullTitle).isValid())
         return {};
     const QString full = element->property(kFullTitle).toString();
-    return element->text() == full ? QString() : full;
+    return QString(element->text()).replace(QLatin1Char('\n'), QLatin1Char(' ')) == full ? QString() : full;
 }
 
 namespace {

@@ -73,14 +73,18 @@ void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const
 // The side of one cell in pixels (x and y) of a heatmap rect as laid out: equal when the cells are square.
 QSizeF cellPixels(QCPAxisRect* rect);
 
-// Titles that elide ("softmax: entropy per q…") when their column is narrower than the text, instead of
+// Titles that break into two lines, then elide ("softmax: entropy per q…"), when their column is narrower
+// than the text, instead of
 // widening the column or running into their neighbours: every one-line text element made by addTitle
 // (PlotPane calls restoreTitles before the layout and elideTitles after it; the plot's tool tip shows a
 // shortened title's whole text). A title the view sets with setText is taken as the new whole text; plot
 // messages (showPlotMessage) are never shortened.
 QCPTextElement* addTitle(QCustomPlot* plot, const QString& text, const QFont& font);
 void restoreTitles(QCustomPlot* plot);   // whole texts back, widths free of the texts
-void elideTitles(QCustomPlot* plot);     // each text shortened to the width its element was given
+// Titles wider than their column break at the space that suits best into two lines (a narrow figure keeps
+// its whole titles where it can); true when one did, which asks for a new layout (the title is taller).
+bool wrapTitles(QCustomPlot* plot);
+void elideTitles(QCustomPlot* plot);     // each line shortened to the width its element was given
 // The whole text of an elided title element; empty for any other element or a title shown whole.
 QString elidedTitleText(QCPTextElement* element);
 
