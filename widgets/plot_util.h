@@ -40,7 +40,8 @@ QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align);
 void setIntegerTicks(QCPAxis* axis);
 // A logarithmic axis: log ticker of `base` with `subTicks` sub ticks.
 void setLogScale(QCPAxis* axis, double base = 10, int subTicks = 8);
-// Tick labels written as powers of ten.
+// Tick labels written as powers of ten: on a log axis "10⁻¹⁰" with Unicode superscripts in the tick
+// labels' own font (never smaller text in print), elsewhere QCustomPlot's beautiful powers.
 void setPowerLabels(QCPAxis* axis);
 
 // Axes of a heatmap of cols x rows cells: cell centres at integers, row 0 at the top (as a matrix is
