@@ -231,7 +231,7 @@ TEST(Geometry, Screenshots)
     vit.runSweep(p);
     ASSERT_TRUE(test::waitSweeps(vit));
     ASSERT_TRUE(vit.lastSweepError().isEmpty()) << vit.lastSweepError().toStdString();
-    for (const char* view : {"query", "mixing", "spectrum", "entropy", "curves"})
+    for (const char* view : {"mixing", "spectrum", "entropy", "curves"})
         shoot(vit, view);
 
     test::TestWindow lm;
