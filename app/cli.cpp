@@ -29,7 +29,7 @@ bool is_subcommand(const char* word)
 // The desktop app's own flags (app/gui.cpp, docs/cli.md "Desktop app from the command line"), also as --flag=value.
 bool is_gui_flag(const std::string& arg)
 {
-    for (const char* flag : {"--session", "--screenshot", "--save-session", "--view"})
+    for (const char* flag : {"--session", "--screenshot", "--save-session", "--view", "--size"})
         if (arg == flag || arg.rfind(std::string(flag) + "=", 0) == 0)
             return true;
     return false;

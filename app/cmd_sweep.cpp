@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/inputs.h"
 #include "analysis/sweep.h"
 #include "analysis/vocabulary.h"
 #include "cli_common.h"
@@ -150,6 +151,8 @@ int run_figure(FigureArgs a)
     if (a.metric && !is_sweep_view(a.view))
         throw std::invalid_argument("--metric applies to --view curves and overview (not " + a.view + ")");
     check_figure_metric(a.metric);
+    if (!a.session)
+        check_figure_look(a.view, look);
 
     if (a.session) {
         if (a.colormap || a.log || a.query || a.metric || a.view_state || !a.sweep.q.empty() || !a.sweep.synth_kind.empty() ||
@@ -196,8 +199,17 @@ int run_figure(FigureArgs a)
             request.options = setup.options;
             request.rank_rtol = a.sweep.metrics.resolve().rank_rtol;
             request.memory_limit = memory_limit;
-            if (!a.token_grid.empty())
+            if (!a.token_grid.empty()) {
+                // A grid the tokens do not fill would be dropped by the views without a word: refuse it here.
                 request.token_grid = analysis::parse_sizes(a.token_grid, "--token-grid");
+                Eigen::Index cells = 1;
+                for (const Eigen::Index g : request.token_grid)
+                    cells *= g;
+                const Eigen::Index n = analysis::selected_tokens(source);
+                if (cells != n)
+                    throw std::invalid_argument("--token-grid " + a.token_grid + " has " + std::to_string(cells) +
+                                                " cells, but the selection has N=" + std::to_string(n) + " tokens");
+            }
             render_explore_figure(request, a.view, look, a.target);
         }
     }
@@ -235,10 +247,29 @@ Command add_figure_command(CLI::App& app)
     cmd->add_flag("--log", a->log, "Log scale (maps: colours; query, curves: y axis; spectrum: x axis)");
     cmd->add_option("--metric", a->metric, "curves/overview: " + figure_metric_names());
     cmd->add_option("--view-state", a->view_state, "More view-state keys as a JSON object (as sessions store them)");
-    cmd->add_option("--width", a->target.width, "Width in logical pixels (default: the view's preferred size)")->group("Figure size");
-    cmd->add_option("--height", a->target.height, "Height in logical pixels")->group("Figure size");
-    cmd->add_option("--dpi", a->target.dpi, "PNG pixels = size * dpi / 96 (default 300)")->group("Figure size");
-    cmd->add_option("--font-scale", a->target.font_scale, "Multiplies every font (default 1)")->group("Figure size");
+    const std::string size = "Figure size";
+    auto* width = cmd->add_option("--width", a->target.width, "Width in logical pixels, 96 per inch (default: the view's preferred size)")
+                      ->check(CLI::Range(16, 20000))
+                      ->group(size);
+    auto* height = cmd->add_option("--height", a->target.height, "Height in logical pixels")->check(CLI::Range(16, 20000))->group(size);
+    cmd->add_option("--dpi", a->target.dpi, "PNG pixels = size * dpi / 96 (default 300)")->check(CLI::Range(24.0, 2400.0))->group(size);
+    auto* scale = cmd->add_option("--font-scale", a->target.font_scale, "Multiplies every font (default 1)")->group(size);
+    auto* preset = cmd->add_option("--preset", a->target.preset,
+                                   "Printed size: column (3.5 in, 8 pt), double (7 in, 8 pt), slide (10 in, 16:9, 14 pt)")
+                       ->check(CLI::IsMember({"column", "double", "slide"}))
+                       ->group(size);
+    auto* width_mm = cmd->add_option("--width-mm", a->target.width_mm, "Printed width in millimetres (fonts by --font-size)")
+                         ->check(CLI::Range(20.0, 2000.0))
+                         ->group(size);
+    cmd->add_option("--height-mm", a->target.height_mm, "Printed height in millimetres (default: the view's aspect)")
+        ->check(CLI::Range(10.0, 2000.0))
+        ->group(size);
+    cmd->add_option("--font-size", a->target.font_pt, "Tick labels in points at the printed size (default: the preset's, else 8)")
+        ->check(CLI::Range(4.0, 72.0))
+        ->group(size);
+    for (CLI::Option* printed : {preset, width_mm})
+        printed->excludes(width)->excludes(height)->excludes(scale);
+    preset->excludes(width_mm);
     a->sweep.add_to(*cmd, false);
     return {cmd, [a] { return run_figure(*a); }};
 }

@@ -31,6 +31,8 @@ namespace attnscope::app {
 
 namespace {
 
+constexpr double kDefaultFontPt = 8.0;   // tick labels of a --width-mm figure without --font-size
+
 // A figure promises one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
 // propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
 void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
@@ -73,8 +75,17 @@ private:
     QtMessageHandler m_previous = nullptr;
 };
 
-widgets::ExportOptions export_options(const FigureTarget& t)
+// Pixels and font scale as given, or from the printed size (a preset, or --width-mm) at the view's aspect.
+widgets::ExportOptions export_options(const FigureTarget& t, const widgets::ResultView* view)
 {
+    const QSize preferred = view ? view->preferredExportSize() : QSize();
+    if (const widgets::ExportPreset* p = widgets::findExportPreset(QString::fromStdString(t.preset))) {
+        const double width_mm = p->widthMm;
+        const double height_mm = t.height_mm > 0 ? t.height_mm : p->aspect > 0 ? width_mm * p->aspect : 0.0;
+        return widgets::printOptions(width_mm, height_mm, t.font_pt > 0 ? t.font_pt : p->fontPt, preferred, t.dpi);
+    }
+    if (t.width_mm > 0)
+        return widgets::printOptions(t.width_mm, t.height_mm, t.font_pt > 0 ? t.font_pt : kDefaultFontPt, preferred, t.dpi);
     widgets::ExportOptions o;
     o.width = t.width;
     o.height = t.height;
@@ -89,7 +100,7 @@ widgets::ExportOptions export_options(const FigureTarget& t)
 void export_to(widgets::ResultView* view, const std::string& path, const FigureTarget& target, bool commit)
 {
     auto render = [&](const std::string& file) {
-        const QString err = widgets::exportView(view, QString::fromStdString(file), export_options(target));
+        const QString err = widgets::exportView(view, QString::fromStdString(file), export_options(target, view));
         if (!err.isEmpty())
             throw InputError(err.toStdString());
     };
@@ -139,8 +150,18 @@ QJsonObject state_for(const std::string& view, const FigureLook& look, const QJs
     if (look.state.is_object()) {
         const QJsonDocument extra = QJsonDocument::fromJson(QByteArray::fromStdString(look.state.dump()));
         const QJsonObject o = extra.object();
-        for (auto it = o.begin(); it != o.end(); ++it)
+        // The keys the view saves, and those it saves only in some states (a zoomed maps view, hidden curves).
+        QStringList known = saved.keys();
+        for (const char* k : {"x_range", "y_range", "hidden_runs", "query"})
+            if (!known.contains(QLatin1String(k)))
+                known << QLatin1String(k);
+        known.sort();
+        for (auto it = o.begin(); it != o.end(); ++it) {
+            if (!known.contains(it.key()))
+                throw std::invalid_argument("--view-state: the " + view + " view has no key '" + it.key().toStdString() +
+                                            "' (its keys: " + known.join(QStringLiteral(", ")).toStdString() + ")");
             s[it.key()] = it.value();
+        }
     } else if (!look.state.is_null()) {
         throw std::invalid_argument("--view-state must be a JSON object, e.g. {\"cumulative\": true}");
     }
@@ -180,7 +201,37 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
         throw std::invalid_argument("--dpi must lie in 24..2400");
     if (!(target.font_scale > 0.1 && target.font_scale <= 10))
         throw std::invalid_argument("--font-scale must lie in (0.1, 10]");
+    if (!target.preset.empty() && !widgets::findExportPreset(QString::fromStdString(target.preset)))
+        throw std::invalid_argument("--preset " + target.preset + " is not one of column, double, slide");
+    const bool printed = !target.preset.empty() || target.width_mm > 0;
+    if ((target.height_mm > 0 || target.font_pt > 0) && !printed)
+        throw std::invalid_argument("--height-mm and --font-size size a printed figure: give --preset or --width-mm with them");
+    if (printed && (target.width > 0 || target.height > 0))
+        throw std::invalid_argument("--preset and --width-mm set the size: give no --width or --height with them");
     AtomicOutput probe(target.path);   // the folder exists and is writable
+}
+
+void check_figure_look(const std::string& view, const FigureLook& look)
+{
+    if (!look.colormap && !look.log && !look.metric && look.state.is_null())
+        return;
+    GuiScope gui;
+    std::unique_ptr<widgets::ResultView> v;
+    if (is_sweep_view(view)) {
+        v.reset(view == "curves" ? widgets::createCurvesView(nullptr) : widgets::createOverviewView(nullptr));
+    } else {
+        QList<widgets::ResultView*> views = widgets::createAllViews(nullptr);
+        for (widgets::ResultView* candidate : views)
+            if (candidate->viewName().toStdString() == view)
+                v.reset(candidate);
+        views.removeOne(v.get());
+        qDeleteAll(views);
+    }
+    if (!v)
+        throw std::invalid_argument("--view " + view + ": no such view in this build");
+    FigureLook rest = look;
+    rest.metric.reset();   // checked by check_figure_metric
+    state_for(view, rest, v->saveState());
 }
 
 void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,
@@ -190,12 +241,7 @@ void render_explore_figure(const analysis::ExploreRequest& request, const std::s
     if (!is_explore_view(view))
         throw std::invalid_argument("--view " + view + " needs a sweep (--vary) or the overview; this figure shows one of " +
                                     figure_explore_view_names());
-    analysis::JobContext ctx;
-    auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
-    require_outcomes(*result);
-    if (look.query && (*look.query < 0 || *look.query >= result->n))
-        throw std::invalid_argument("--query " + std::to_string(*look.query) + " is not a token of N=" + std::to_string(result->n));
-
+    // The view and its state first: a look it cannot show is refused before any computation.
     GuiScope gui;
     const QList<widgets::ResultView*> views = widgets::createAllViews(nullptr);
     struct Owner {
@@ -205,8 +251,15 @@ void render_explore_figure(const analysis::ExploreRequest& request, const std::s
     widgets::ResultView* v = find_view(views, view);
     if (!v)
         throw std::invalid_argument("--view " + view + ": no such view in this build");
+    const QJsonObject state = state_for(view, look, v->saveState());
+
+    analysis::JobContext ctx;
+    auto result = std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
+    require_outcomes(*result);
+    if (look.query && (*look.query < 0 || *look.query >= result->n))
+        throw std::invalid_argument("--query " + std::to_string(*look.query) + " is not a token of N=" + std::to_string(result->n));
     v->setResult(result);
-    v->restoreState(state_for(view, look, v->saveState()));
+    v->restoreState(state);
     if (look.query)
         v->setQuery(*look.query);
     export_to(v, target.path, target, true);

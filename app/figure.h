@@ -22,12 +22,17 @@ struct SweepResult;
 namespace attnscope::app {
 
 // Where and how large: --out, --width, --height (logical pixels; 0 = the view's preferred size),
-// --dpi (PNG pixels = size * dpi / 96), --font-scale.
+// --dpi (PNG pixels = size * dpi / 96), --font-scale; or a printed size: --preset column|double|slide, or
+// --width-mm (and --height-mm) with --font-size, the tick labels' size in points at that width (the other
+// texts in proportion; widgets/export.h). PDF and SVG pages are 96 logical pixels per inch.
 struct FigureTarget {
     std::string path;
     int width = 0, height = 0;
     double dpi = 300.0;
     double font_scale = 1.0;
+    std::string preset;               // "" or column, double, slide
+    double width_mm = 0, height_mm = 0;   // 0: unset (height: from the view's aspect)
+    double font_pt = 0;               // 0: the preset's, or 8 pt with --width-mm
 };
 
 // How the view looks; each field maps to the view's own saved-state keys (ResultView::saveState).
@@ -56,6 +61,10 @@ void check_figure_metric(const std::optional<std::string>& metric);
 // Checks the view name, the output's extension (.png, .pdf, .svg) and that its folder is writable,
 // before any work. Throws std::invalid_argument / InputError.
 void check_figure_target(const std::string& view, const FigureTarget& target);
+
+// Checks the look against the view's own state keys (--colormap, --log, unknown --view-state keys), before
+// any computation. Throws std::invalid_argument.
+void check_figure_look(const std::string& view, const FigureLook& look);
 
 // Computes `request` (core explore(), synchronously) and renders one of the explore views.
 void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,

@@ -3,8 +3,8 @@
 //
 //   attnscope [FILE...] [--view NAME]                     opens the files (data or .attnscope sessions)
 //   attnscope --session S.attnscope [FILE...] [--view NAME]
-//   attnscope (FILE... | --session S.attnscope) --screenshot OUT.png [--view NAME]
-//       waits for every computation, writes a grab of the main window to OUT.png and exits
+//   attnscope (FILE... | --session S.attnscope) --screenshot OUT.png [--view NAME] [--size WxH]
+//       waits for every computation, writes a grab of the main window (1500x950, or WxH) to OUT.png and exits
 //   attnscope FILE... --save-session OUT.attnscope [--view NAME]
 //       writes the session the window shows on opening FILE... (their attributes applied by the window's
 //       own rule) without computing anything, and exits
@@ -44,7 +44,8 @@ constexpr int kScreenshotTimeoutMinutes = 60;
 enum class Mode { window, screenshot, saveSession };
 
 struct GuiArgs {
-    std::string session, screenshot, saveSession, view;
+    std::string session, screenshot, saveSession, view, size;
+    int width = 1500, height = 950;   // the --screenshot window (--size WxH)
     QStringList files;
     std::string error;
     Mode mode() const
@@ -79,17 +80,32 @@ GuiArgs parse_args(int argc, char** argv)
             a.saveSession = value("--save-session");
         else if (is("--view"))
             a.view = value("--view");
+        else if (is("--size"))
+            a.size = value("--size");
         else if (!arg.empty() && arg[0] == '-')
             a.error = "unknown option " + arg +
                       " for the desktop app (FILE..., --session S.attnscope, --screenshot OUT.png, --save-session OUT.attnscope, "
-                      "--view NAME; headless subcommands: attnscope --help)";
+                      "--view NAME, --size WxH; headless subcommands: attnscope --help)";
         else
             a.files << QString::fromLocal8Bit(argv[i]);
         if (!a.error.empty())
             return a;
     }
-    if (!a.view.empty() && !is_explore_view(a.view))
-        a.error = "--view " + a.view + " is not one of " + figure_explore_view_names();
+    if (!a.size.empty()) {
+        int w = 0, h = 0;
+        char x = 0, rest = 0;
+        if (std::sscanf(a.size.c_str(), "%d%c%d%c", &w, &x, &h, &rest) != 3 || (x != 'x' && x != 'X') || w < 320 || h < 240 ||
+            w > 8000 || h > 8000)
+            a.error = "--size " + a.size + ": give the window's width and height in pixels as WxH, e.g. 1280x720 (320x240 to 8000x8000)";
+        else if (a.screenshot.empty())
+            a.error = "--size sets the window of --screenshot; give --screenshot OUT.png with it";
+        a.width = w;
+        a.height = h;
+    }
+    if (!a.error.empty())
+        return a;
+    if (!a.view.empty() && !is_explore_view(a.view) && !is_sweep_view(a.view))
+        a.error = "--view " + a.view + " is not one of " + figure_explore_view_names() + " (or curves, overview of a session)";
     else if (!a.screenshot.empty() && !a.saveSession.empty())
         a.error = "--screenshot and --save-session are separate runs: give one of them";
     else if (!a.screenshot.empty() && a.session.empty() && a.files.isEmpty())
@@ -117,6 +133,9 @@ GuiArgs parse_args(int argc, char** argv)
             }
         a.files.removeIf(isSessionFile);
     }
+    // The sweep tabs exist only where a session has run the sweep.
+    if (a.error.empty() && is_sweep_view(a.view) && a.session.empty())
+        a.error = "--view " + a.view + " shows a sweep: open a session that has one (--session S.attnscope)";
     return a;
 }
 
@@ -224,6 +243,9 @@ int runSaveSession(widgets::MainWindow& window, const GuiArgs& args)
 // Waits for the last computation (and a session's sweeps), grabs the window, exits.
 int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
 {
+    // The grab has one size whatever the screen (docs/cli.md "Desktop app from the command line"), so
+    // screenshots made anywhere match; the window fitted to the screen is for people.
+    window.resize(args.width, args.height);
     window.show();
     const QString session = QString::fromStdString(args.session);
     const QString what = session.isEmpty() ? args.files.join(QStringLiteral(", ")) : QStringLiteral("session %1").arg(session);
@@ -260,6 +282,9 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
                 finish(2, QStringLiteral("%1: %2").arg(what, problems));
                 return;
             }
+            if (!args.view.empty())
+                window.setCurrentView(QString::fromStdString(args.view));   // a sweep's tab exists once it has run
+            QCoreApplication::processEvents();
             const QImage image = window.grab().toImage();
             QSaveFile file(out);
             if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())

@@ -273,9 +273,9 @@ private:
             sub += tr("; mean of up to %1 records per point (%2)")
                        .arg(f.pooled)
                        .arg(f.band == "minmax" ? tr("band: min \u2013 max") : f.band == "std" ? tr("band: \u00b1 1 std") : tr("no band"));
-        auto* t = new QCPTextElement(m_plot, title, plotFont(kTitlePt, true));
+        auto* t = addTitle(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, t);
-        auto* st = new QCPTextElement(m_plot, sub, plotFont(kTickPt));
+        auto* st = addTitle(m_plot, sub, plotFont(kTickPt));
         st->setTextColor(QColor(80, 80, 80));
         m_plot->plotLayout()->addElement(1, 0, st);
     }

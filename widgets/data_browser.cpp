@@ -145,11 +145,13 @@ DataBrowser::DataBrowser(QWidget* parent) : QWidget(parent)
     m_tree = new QTreeWidget(this);
     m_tree->setColumnCount(4);
     m_tree->setHeaderLabels({tr("Name"), tr("Role"), tr("Shape"), tr("Type")});
-    m_tree->header()->setStretchLastSection(false);
-    m_tree->header()->setSectionResizeMode(colName, QHeaderView::Stretch);
+    // Names whole (a narrow dock scrolls sideways to the shapes and types, rather than cutting nested
+    // names to nothing); the type column takes what is left.
+    m_tree->header()->setStretchLastSection(true);
+    m_tree->header()->setSectionResizeMode(colName, QHeaderView::ResizeToContents);
     m_tree->header()->setSectionResizeMode(colRole, QHeaderView::ResizeToContents);
     m_tree->header()->setSectionResizeMode(colShape, QHeaderView::ResizeToContents);
-    m_tree->header()->setSectionResizeMode(colType, QHeaderView::ResizeToContents);
+    m_tree->header()->setSectionResizeMode(colType, QHeaderView::Stretch);
     m_tree->setContextMenuPolicy(Qt::CustomContextMenu);
     m_tree->setUniformRowHeights(true);
     m_tree->setAlternatingRowColors(true);

@@ -1,5 +1,6 @@
 // EntropyView: row-entropy histograms per mechanism (step outlines with light fills, ln N and the means
-// marked) and the entropy of every query: a line over t for 1-D data, heatmaps over the grid otherwise.
+// marked) and the entropy of every query: a line over t for 1-D data, heatmaps of square cells over the grid
+// otherwise (the histogram takes the width they leave), with labelled colour bars.
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -58,9 +59,30 @@ public:
         m_query = token;
     }
 
+protected:
+    // Grid maps beside the histogram, or below it when the plot is tall enough that this makes their cells
+    // clearly larger (a narrow window, a single-column figure).
+    void adjustLayout(const QSize& size) override
+    {
+        if (m_gridRects.empty())
+            return;
+        auto fit = [&](bool stacked) {
+            arrange(stacked);
+            fitSquareCells(m_plot, m_gridRects, size, [this](const QSize& s) { layoutAt(s); });
+            return cellPixels(m_gridRects.front().rect).width();
+        };
+        const double beside = fit(false);
+        if (fit(true) < 1.25 * beside)
+            fit(false);
+    }
+
 private:
     void rebuild() override
     {
+        m_gridRects.clear();
+        m_histBlock = m_mapBlock = nullptr;
+        m_histRect = nullptr;
+        m_group = nullptr;
         m_perPanelBox->setEnabled(m_result && gridTokens(*m_result).valid());
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the row entropies."));
@@ -70,22 +92,48 @@ private:
         const GridTokens g = gridTokens(*m_result);
         const double lnN = std::log(static_cast<double>(std::max<Index>(1, m_result->n)));
         auto* group = new QCPMarginGroup(m_plot);
-        buildHistogram(group, lnN);
-        if (g.valid())
-            buildGridMaps(g, group, lnN);
-        else
+        if (g.valid()) {
+            m_histBlock = new QCPLayoutGrid;
+            m_mapBlock = new QCPLayoutGrid;
+            m_plot->plotLayout()->addElement(0, 0, m_histBlock);
+            m_plot->plotLayout()->addElement(0, 1, m_mapBlock);
+            buildHistogram(m_histBlock, group, lnN);
+            buildGridMaps(m_mapBlock, g, group, lnN);
+            arrange(false);
+        } else {
+            buildHistogram(m_plot->plotLayout(), group, lnN);
             buildLine(group, lnN);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+            m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        }
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // Column 0: the histograms over common bins from the lowest entropy to ln N (the uniform row's).
-    void buildHistogram(QCPMarginGroup* group, double lnN)
+    // The histogram block and the grid maps' block side by side, or the maps below.
+    void arrange(bool stacked)
     {
-        auto* layout = m_plot->plotLayout();
-        layout->addElement(0, 0, new QCPTextElement(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
+        auto* top = m_plot->plotLayout();
+        top->take(m_histBlock);
+        top->take(m_mapBlock);
+        top->simplify();
+        top->addElement(0, 0, m_histBlock);
+        top->addElement(stacked ? 1 : 0, stacked ? 0 : 1, m_mapBlock);
+        // Side by side the histogram lines up with the maps; above them it keeps its own margins.
+        m_histRect->setMarginGroup(QCP::msTop | QCP::msBottom, stacked ? nullptr : m_group);
+        if (stacked)
+            top->setRowStretchFactors({1.0, 1.6});
+        else
+            top->setColumnStretchFactors({1.3, static_cast<double>(std::max<std::size_t>(1, m_gridRects.size()))});
+    }
+
+    // Column 0 of `layout`: the histograms over common bins from the lowest entropy to ln N (the uniform row's).
+    void buildHistogram(QCPLayoutGrid* layout, QCPMarginGroup* group, double lnN)
+    {
+        layout->addElement(0, 0, addTitle(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
+        layout->setRowStretchFactor(0, 0.01);
         auto* hist = addAxisRect(m_plot, layout, 1, 0);
         hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        m_histRect = hist;
+        m_group = group;
         hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H_t (nats)"));
         hist->axis(QCPAxis::atLeft)->setLabel(tr("queries"));
         auto* legend = addLegend(hist, Qt::AlignTop | Qt::AlignLeft);
@@ -159,7 +207,7 @@ private:
     void buildLine(QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
-        layout->addElement(0, 1, new QCPTextElement(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
+        layout->addElement(0, 1, addTitle(m_plot, tr("Entropy per query"), plotFont(kTitlePt, true)));
         auto* rect = addAxisRect(m_plot, layout, 1, 1);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         auto* x = rect->axis(QCPAxis::atBottom);
@@ -186,11 +234,10 @@ private:
         y->setRange(std::max(0.0, lo - 0.08 * (lnN - lo + 1e-9)), lnN + 0.08 * (lnN - lo + 1e-9) + 0.05);
     }
 
-    // Columns 1.. for grid data: H_t over the grid per mechanism (the selected query's frame for 3-D grids),
-    // on one shared colour scale (last column) or one scale under each panel.
-    void buildGridMaps(const GridTokens& g, QCPMarginGroup* group, double lnN)
+    // Grid data, in a layout of their own: H_t over the grid per mechanism (the selected query's frame for
+    // 3-D grids), on one shared colour scale (last column) or one scale under each panel.
+    void buildGridMaps(QCPLayoutGrid* layout, const GridTokens& g, QCPMarginGroup* group, double lnN)
     {
-        auto* layout = m_plot->plotLayout();
         Index frame = 0;
         if (g.frames > 1 && m_query >= 0) {
             const auto c = m_result->grid_coords(m_query);
@@ -200,13 +247,14 @@ private:
         const bool perPanel = m_perPanelBox->isChecked();
         QCPColorScale* shared = perPanel ? nullptr : addEntropyScale(group, Qt::Vertical);
         double lo = lnN, hi = 0;
-        int col = 1;
+        int col = 0;
         for (const auto& o : m_result->outcomes) {
             QString title = mechanismLabel(o.result.mechanism) + tr(": entropy per query");
             if (g.frames > 1)
                 title += tr(" (frame %1)").arg(frame);
-            layout->addElement(0, col, new QCPTextElement(m_plot, title, plotFont(kLabelPt, true)));
+            layout->addElement(0, col, addTitle(m_plot, title, plotFont(kLabelPt, true)));
             auto* rect = addAxisRect(m_plot, layout, 1, col);
+            m_gridRects.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             ++col;
             rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
@@ -233,7 +281,7 @@ private:
         } else {
             layout->setRowStretchFactor(2, 0.01);
         }
-        layout->setColumnStretchFactor(0, 1.3);
+        layout->setRowStretchFactor(0, 0.01);
     }
 
     // The entropies at their grid positions in `frame`; plo / phi get their extent.
@@ -278,7 +326,12 @@ private:
     }
 
     QCheckBox* m_perPanelBox = nullptr;
+    QCPLayoutGrid* m_histBlock = nullptr;   // grid data: the histogram and its title
+    QCPAxisRect* m_histRect = nullptr;
+    QCPMarginGroup* m_group = nullptr;       // the histogram's and the maps' top and bottom margins
+    QCPLayoutGrid* m_mapBlock = nullptr;    // grid data: the maps, their titles and colour scales
     int m_query = -1;
+    std::vector<CellRect> m_gridRects;   // the grid maps (square cells), empty for 1-D data
 };
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <QPdfWriter>
 #include <QSaveFile>
 #include <QSvgGenerator>
+#include <QObject>
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <qcustomplot.h>
@@ -26,6 +28,10 @@ void paintView(ResultView* view, QCPPainter& painter, const QSize& size, double 
     painter.setRenderHint(QPainter::Antialiasing, true);
     painter.setRenderHint(QPainter::TextAntialiasing, true);
     if (vector) {
+        // Every image (heatmaps, the images of reduced maps) goes into a PDF Flate-compressed, never as a
+        // JPEG, and unsmoothed: a cell edge stays a sharp step at any zoom.
+        painter.setRenderHint(QPainter::LosslessImageRendering, true);
+        painter.setRenderHint(QPainter::SmoothPixmapTransform, false);
         painter.setMode(QCPPainter::pmVectorized, true);
         painter.setMode(QCPPainter::pmNoCaching, true);
     }
@@ -35,7 +41,54 @@ void paintView(ResultView* view, QCPPainter& painter, const QSize& size, double 
     registerQcpPainter(&painter, false);
 }
 
+constexpr double kLogicalPerInch = 96.0;
+
 }  // namespace
+
+const QList<ExportPreset>& exportPresets()
+{
+    // Journal columns: 3.5 in (88.9 mm) single, 7 in (177.8 mm) double, 8 pt ticks (most journals ask for
+    // 6-8 pt at least); a slide: 10 in wide at 16:9 with 14 pt ticks, readable from the back of a room.
+    static const QList<ExportPreset> presets = {
+        {QStringLiteral("column"), QObject::tr("Single column (3.5 in, 8 pt)"), 88.9, 8.0, 0.0},
+        {QStringLiteral("double"), QObject::tr("Double column (7 in, 8 pt)"), 177.8, 8.0, 0.0},
+        {QStringLiteral("slide"), QObject::tr("Slide (10 in, 16:9, 14 pt)"), 254.0, 14.0, 9.0 / 16.0},
+    };
+    return presets;
+}
+
+const ExportPreset* findExportPreset(const QString& key)
+{
+    for (const ExportPreset& p : exportPresets())
+        if (p.key == key)
+            return &p;
+    return nullptr;
+}
+
+ExportOptions printOptions(double widthMm, double heightMm, double fontPt, const QSize& preferred, double dpi)
+{
+    ExportOptions o;
+    o.width = static_cast<int>(std::lround(widthMm / 25.4 * kLogicalPerInch));
+    if (heightMm > 0) {
+        o.height = static_cast<int>(std::lround(heightMm / 25.4 * kLogicalPerInch));
+    } else {
+        const double aspect = preferred.width() > 0 && preferred.height() > 0 ? double(preferred.height()) / preferred.width() : 0.6;
+        o.height = static_cast<int>(std::lround(o.width * std::clamp(aspect, 0.35, 1.25)));
+    }
+    o.dpi = dpi;
+    o.font_scale = fontPt / kTickPt;
+    return o;
+}
+
+ExportOptions presetOptions(const ExportPreset& preset, const QSize& preferred, double dpi)
+{
+    return printOptions(preset.widthMm, preset.aspect > 0 ? preset.widthMm * preset.aspect : 0.0, preset.fontPt, preferred, dpi);
+}
+
+double tickPointSize(const ExportOptions& options)
+{
+    return kTickPt * (options.font_scale > 0 ? options.font_scale : 1.0);
+}
 
 QString exportView(ResultView* view, const QString& path, const ExportOptions& options)
 {

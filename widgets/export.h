@@ -1,6 +1,7 @@
 #pragma once
 // Figure export of result views: PNG, PDF and SVG, chosen by the file's extension.
 #include <QList>
+#include <QSize>
 #include <QString>
 
 namespace attnscope::widgets {
@@ -13,6 +14,27 @@ struct ExportOptions {
     double dpi = 300.0;       // PNG: pixels = logical size * dpi / 96; PDF/SVG: physical size at 96 logical px per inch
     double font_scale = 1.0;  // multiplies every font
 };
+
+// Figure sizes for print and slides. A preset fixes the printed width and the size in points of the
+// smallest text, the tick labels (every other text keeps its proportion to them: labels x 9.5/8.5, titles
+// x 10.5/8.5); the height follows the view's preferred aspect, kept between 0.35 and 1.25 of the width,
+// unless the preset fixes it (slides: 16:9). PDF and SVG pages are exactly that size, so the points
+// stay points when the figure is printed at 100 %.
+struct ExportPreset {
+    QString key;              // "column", "double", "slide" (attnscope figure --preset)
+    QString label;            // for the export dialog
+    double widthMm = 0;
+    double fontPt = 8;        // tick labels at the printed size
+    double aspect = 0;        // height / width; 0: the view's preferred aspect (clamped)
+};
+const QList<ExportPreset>& exportPresets();
+const ExportPreset* findExportPreset(const QString& key);   // null for an unknown key
+// The options for a printed width and height in millimetres (height 0: from `preferred`'s aspect, clamped as
+// above) with tick labels of `fontPt` points: logical pixels = mm / 25.4 * 96, font_scale = fontPt / 8.5.
+ExportOptions printOptions(double widthMm, double heightMm, double fontPt, const QSize& preferred, double dpi = 300.0);
+ExportOptions presetOptions(const ExportPreset& preset, const QSize& preferred, double dpi = 300.0);
+// The size in points of the tick labels of a figure exported with `options` (at 96 logical px per inch).
+double tickPointSize(const ExportOptions& options);
 
 // Writes `view` to `path` (.png, .pdf or .svg). Written to a temporary file in the same folder and
 // renamed, so a failure leaves nothing behind and never clobbers an existing file.

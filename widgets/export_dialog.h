@@ -1,14 +1,18 @@
 #pragma once
-// The figure export dialog: size in logical pixels, DPI, font scale, format (PNG, PDF, SVG) and scope
-// (the current view to one file, or every view into a folder). The main window runs the export itself
-// (exportView / exportAllViews, export.h).
+// The figure export dialog: scope (the current view to one file, or every view into a folder), format
+// (PNG, PDF, SVG), a size preset (the view's screen size in logical pixels, or a printed single column,
+// double column or slide, export.h) with DPI and font scale, and the target. It remembers its choices
+// (QSettings group "export": scope, format, preset, DPI, font scale, and the pixel size per view) for the
+// next export. The main window runs the export itself (exportView / exportAllViews, export.h).
 #include <QDialog>
+#include <QSize>
 #include <QString>
 
 #include "export.h"
 
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QLineEdit;
 class QRadioButton;
 class QSpinBox;
@@ -24,15 +28,24 @@ public:
 
     ExportOptions options() const;
     QString format() const;        // "png", "pdf" or "svg"
+    QString preset() const;        // "" (pixels) or an ExportPreset key
     bool allViews() const;
     QString target() const;        // a file (current view) or a folder (all views)
 
+    // Writes the choices to QSettings (called on accept; public for tests).
+    void saveChoices() const;
+
 private:
+    void buildSizeRows(QFormLayout* form);
+    void restoreChoices();
     void browse();
     void updateTarget();
+    void updatePreset();
     void updatePixels();
 
     QString m_viewName;
+    QSize m_preferred;
+    QComboBox* m_preset = nullptr;
     QSpinBox* m_width = nullptr;
     QSpinBox* m_height = nullptr;
     QDoubleSpinBox* m_dpi = nullptr;

@@ -16,13 +16,16 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
+#include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QMimeData>
+#include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
@@ -94,7 +97,7 @@ MainWindow::MainWindow(QWidget* parent)
     setUpSweepSlot(*m_curvesSlot);
     setUpSweepSlot(*m_overviewSlot);
     updateCentral();
-    resize(1500, 950);
+    fitToScreen();
 }
 
 // The jobs join their workers when they are destroyed, before the widgets their handlers touch.
@@ -130,9 +133,12 @@ void MainWindow::buildCentral()
     m_stack->addWidget(buildWelcome());
     m_tabs = new QTabWidget(m_stack);
     m_tabs->setDocumentMode(true);
+    // Narrow windows shorten the tab titles (whole in their tool tips) rather than hiding tabs behind arrows.
+    m_tabs->setElideMode(Qt::ElideRight);
+    m_tabs->setUsesScrollButtons(false);
     m_views = createAllViews(m_tabs);
     for (ResultView* v : m_views) {
-        m_tabs->addTab(v, v->viewTitle());
+        m_tabs->setTabToolTip(m_tabs->addTab(v, v->viewTitle()), v->viewTitle());
         connect(v, &ResultView::querySelected, this, &MainWindow::setQuery);
         connect(v, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
     }
@@ -155,13 +161,11 @@ QDockWidget* MainWindow::addDock(const QString& title, const QString& objectName
 void MainWindow::buildDocks()
 {
     m_browser = new DataBrowser(this);
-    QDockWidget* dataDock = addDock(tr("Data"), QStringLiteral("dataDock"), m_browser, Qt::LeftDockWidgetArea);
+    addDock(tr("Data"), QStringLiteral("dataDock"), m_browser, Qt::LeftDockWidgetArea);
     m_selection = new SelectionPanel(this);
-    QDockWidget* selDock = addDock(tr("Selection"), QStringLiteral("selectionDock"), scrolled(m_selection), Qt::LeftDockWidgetArea);
+    addDock(tr("Selection"), QStringLiteral("selectionDock"), scrolled(m_selection), Qt::LeftDockWidgetArea);
     m_mechanism = new MechanismPanel(this);
-    QDockWidget* mechDock = addDock(tr("Mechanisms"), QStringLiteral("mechanismDock"), scrolled(m_mechanism), Qt::RightDockWidgetArea);
-    resizeDocks({dataDock, mechDock}, {270, 285}, Qt::Horizontal);
-    resizeDocks({dataDock, selDock}, {520, 330}, Qt::Vertical);
+    addDock(tr("Mechanisms"), QStringLiteral("mechanismDock"), scrolled(m_mechanism), Qt::RightDockWidgetArea);
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);
     connect(m_selection, &SelectionPanel::changed, this, &MainWindow::onSelectionChanged);
@@ -311,7 +315,7 @@ void MainWindow::JobIndicator::setVisible(bool visible) const
 MainWindow::JobIndicator MainWindow::addJobIndicator(int width, const QString& cancelText, const QString& cancelTip)
 {
     JobIndicator j;
-    j.stage = new QLabel(this);
+    j.stage = new ElidedLabel(this);
     j.progress = new QProgressBar(this);
     j.progress->setRange(0, 1000);
     j.progress->setFixedWidth(width);
@@ -330,10 +334,47 @@ void MainWindow::buildStatusBar()
 {
     m_computeStatus = addJobIndicator(160, tr("Cancel"), tr("Cancel the running computation (Esc)"));
     connect(m_computeStatus.cancel, &QToolButton::clicked, this, &MainWindow::cancelComputation);
-    m_info = new QLabel(this);
+    m_info = new ElidedLabel(this);
     statusBar()->addPermanentWidget(m_info);
     m_sweepStatus = addJobIndicator(120, tr("Cancel sweep"), tr("Cancel the running sweeps (Analysis > Cancel Sweeps)"));
     connect(m_sweepStatus.cancel, &QToolButton::clicked, this, &MainWindow::cancelSweeps);
+}
+
+// The first window takes 92 % of the screen's available area, up to 1600 x 1000, never more than that area
+// less room for a window manager's frame (unknown before the window is shown), and is centred on it; the
+// docks take their shares of that width and height (docs/gui.md "Screen sizes"). The views, docks and
+// status bar have small minimum sizes (wrapping tool rows, scrolled docks, elided status texts), so even
+// 1280 x 720 shows every dock and the status bar.
+void MainWindow::fitToScreen()
+{
+    const QScreen* screen = this->screen() ? this->screen() : QGuiApplication::primaryScreen();
+    const QRect avail = screen ? screen->availableGeometry() : QRect(0, 0, 1600, 1000);
+    const QSize frame(16, 40);
+    const QSize size = QSize(std::min(1600, avail.width() * 92 / 100), std::min(1000, avail.height() * 92 / 100))
+                           .boundedTo(avail.size() - frame)
+                           .expandedTo(QSize(640, 480));
+    resize(size);
+    move(avail.left() + std::max(0, (avail.width() - size.width() - frame.width()) / 2),
+         avail.top() + std::max(0, (avail.height() - size.height() - frame.height()) / 2));
+    auto* data = findChild<QDockWidget*>(QStringLiteral("dataDock"));
+    auto* selection = findChild<QDockWidget*>(QStringLiteral("selectionDock"));
+    auto* mechanisms = findChild<QDockWidget*>(QStringLiteral("mechanismDock"));
+    resizeDocks({data, mechanisms}, {std::min(270, size.width() / 5), std::min(285, size.width() * 22 / 100)}, Qt::Horizontal);
+    resizeDocks({data, selection}, {size.height() * 55 / 100, size.height() * 35 / 100}, Qt::Vertical);
+}
+
+QSize ElidedLabel::minimumSizeHint() const
+{
+    return {fontMetrics().horizontalAdvance(QStringLiteral("…")) * 4, QLabel::minimumSizeHint().height()};
+}
+
+void ElidedLabel::paintEvent(QPaintEvent*)
+{
+    QPainter painter(this);
+    const QRect r = contentsRect();
+    const QString shown = fontMetrics().elidedText(text(), Qt::ElideRight, r.width());
+    setToolTip(shown == text() ? QString() : text());
+    painter.drawText(r, static_cast<int>(alignment()), shown);
 }
 
 // ------------------------------------------------------------------------------------------- opening

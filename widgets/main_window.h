@@ -145,6 +145,7 @@ private:
     void buildMenus();
     void buildStatusBar();
     QWidget* buildWelcome();
+    void fitToScreen();
     void chooseFiles();
     void addRecentFile(const QString& path);
     void fillRecentMenu();

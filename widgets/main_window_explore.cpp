@@ -147,6 +147,7 @@ void MainWindow::onSelectionChanged()
 {
     updateHeadPairing();
     m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid(), !m_selection->gridGuessed());
+    m_mechanism->setFeatureDim(m_selection->features());
     updateTitle();
     scheduleCompute();
 }

@@ -66,7 +66,14 @@ void MainWindow::showExportDialog()
         QList<ResultView*> views = exportableViews();
         if (!resultIsCurrent())   // only the sweep views have something to show
             views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
-        errors = exportAllViews(views, target, dialog.format(), dialog.options());
+        if (const ExportPreset* preset = findExportPreset(dialog.preset())) {
+            // A printed size: each view keeps its own aspect at the preset's width and font size.
+            for (ResultView* v : views) {
+                errors += exportAllViews({v}, target, dialog.format(), presetOptions(*preset, v->preferredExportSize(), dialog.options().dpi));
+            }
+        } else {
+            errors = exportAllViews(views, target, dialog.format(), dialog.options());
+        }
         m_lastExportFolder = target;
     } else {
         const QString err = exportView(view, target, dialog.options());

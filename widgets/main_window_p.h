@@ -1,6 +1,7 @@
 #pragma once
 // Private to the main window's sources (main_window*.cpp): the sweep slot and the pieces those files share.
 #include <QJsonObject>
+#include <QLabel>
 #include <QString>
 #include <memory>
 #include <optional>
@@ -32,6 +33,18 @@ struct MainWindow::SweepSlot {
     std::optional<QJsonObject> pendingState;   // a session's view state, applied when the tab is made
     QString note;                              // what the tab says while it has no run (a session's old sweep)
 };
+// A one-line label for places whose width is shared (the status bar): when the text is wider than the
+// label it is drawn elided ("softmax: singular val…") and the label's tool tip shows all of it. Its
+// minimum width is small, so a long stage text never widens the window beyond the screen.
+class ElidedLabel : public QLabel {
+public:
+    using QLabel::QLabel;
+    QSize minimumSizeHint() const override;
+
+protected:
+    void paintEvent(QPaintEvent* event) override;
+};
+
 // Reads the mixing matrix the mechanism panel names (FILE[:DATASET]; empty: none) into `options`. Called at
 // the start of a job, so that reading the file runs on the worker thread and reports progress.
 void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions& options, const analysis::JobContext& ctx);

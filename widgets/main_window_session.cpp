@@ -238,6 +238,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     m_selection->setTensor(m_browser->assigned(TensorRole::queries));
     m_selection->restoreState(s.value(QStringLiteral("selection")).toObject());
     m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid(), !m_selection->gridGuessed());
+    m_mechanism->setFeatureDim(m_selection->features());
     m_mechanism->restoreState(s.value(QStringLiteral("mechanism")).toObject());
     const QJsonObject views = s.value(QStringLiteral("views")).toObject();
     for (ResultView* v : m_views)

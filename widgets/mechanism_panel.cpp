@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 #include <cmath>
@@ -27,6 +28,13 @@ namespace attnscope::widgets {
 
 namespace {
 
+// Long rows put the field under its label when the dock is narrow, so no field is cut off.
+QFormLayout* wrappingForm(QWidget* parent)
+{
+    auto* form = new QFormLayout(parent);
+    form->setRowWrapPolicy(QFormLayout::WrapLongRows);
+    return form;
+}
 
 }  // namespace
 
@@ -61,14 +69,14 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
 QGroupBox* MechanismPanel::buildCommonBox()
 {
     auto* common = new QGroupBox(tr("All mechanisms"), this);
-    auto* cf = new QFormLayout(common);
+    auto* cf = wrappingForm(common);
     m_causal = new QCheckBox(tr("Causal (token t sees keys j <= t)"), common);
-    m_causal->setToolTip(tr("--causal"));
+    m_causal->setToolTip(tr("Causal masking: query t attends to keys j <= t only (--causal)"));
     cf->addRow(m_causal);
     m_scaleAuto = new QCheckBox(tr("1/√d"), common);
-    m_scaleAuto->setToolTip(tr("Default scale 1/sqrt(d); untick to type one"));
+    m_scaleAuto->setToolTip(tr("Softmax scale 1/√d of the data's feature dimension d; untick to type your own (--scale)"));
     m_scaleAuto->setChecked(true);
-    m_scale = doubleSpinBox(common, -1e6, 1e6, 4, 0.125, tr("Softmax scale: S = scale * Q Kᵀ (--scale)"));
+    m_scale = doubleSpinBox(common, -1e6, 1e6, 4, 0.125, tr("Softmax scale: S = scale · Q Kᵀ (--scale)"));
     m_scale->setSingleStep(0.01);
     cf->addRow(tr("Softmax scale"), widgetRow(common, {m_scaleAuto, m_scale}));
     return common;
@@ -77,7 +85,7 @@ QGroupBox* MechanismPanel::buildCommonBox()
 QGroupBox* MechanismPanel::buildFeatureMapBox()
 {
     auto* fm = new QGroupBox(tr("Feature map φ (linear, MHLA)"), this);
-    auto* ff = new QFormLayout(fm);
+    auto* ff = wrappingForm(fm);
     m_featureMap = new QComboBox(fm);
     const std::pair<const char*, QString> maps[] = {{"relu", tr("max(x, 0) + 1e-6 (the MHLA authors' choice)")},
                                                     {"elu1", tr("elu(x) + 1")},
@@ -87,10 +95,10 @@ QGroupBox* MechanismPanel::buildFeatureMapBox()
         m_featureMap->addItem(QString::fromLatin1(name), QString::fromLatin1(name));
         m_featureMap->setItemData(m_featureMap->count() - 1, formula, Qt::ToolTipRole);
     }
-    m_featureMap->setToolTip(tr("--feature-map"));
+    m_featureMap->setToolTip(tr("Feature map φ of linear attention and MHLA (--feature-map)"));
     ff->addRow(tr("φ"), m_featureMap);
-    m_favorFeatures = spinBox(fm, 1, 1000000, 256, tr("--favor-features m"));
-    m_seed = spinBox(fm, 0, 2147483647, 0, tr("--seed of the FAVOR+ projection"));
+    m_favorFeatures = spinBox(fm, 1, 1000000, 256, tr("Number m of FAVOR+ random features (--favor-features)"));
+    m_seed = spinBox(fm, 0, 2147483647, 0, tr("Seed of the FAVOR+ random projection (--seed)"));
     ff->addRow(tr("Features m / seed"), widgetRow(fm, {m_favorFeatures, m_seed}));
     return fm;
 }
@@ -98,14 +106,14 @@ QGroupBox* MechanismPanel::buildFeatureMapBox()
 QGroupBox* MechanismPanel::buildMhlaBox()
 {
     auto* mh = new QGroupBox(tr("MHLA blocks and mixing"), this);
-    m_mixingForm = new QFormLayout(mh);
+    m_mixingForm = wrappingForm(mh);
     addBlockRows(mh);
     addMixingRows(mh);
     m_normalize = comboBox(mh,
                            {{tr("row (rows sum to 1)"), QStringLiteral("row")},
                             {tr("none (raw kernel scores)"), QStringLiteral("none")},
                             {tr("official (authors' vision code)"), QStringLiteral("official")}},
-                           tr("--normalize"));
+                           tr("Normalisation of MHLA's rows (--normalize)"));
     m_mixingForm->addRow(tr("Normalise"), m_normalize);
     return mh;
 }
@@ -114,21 +122,23 @@ QGroupBox* MechanismPanel::buildMhlaBox()
 void MechanismPanel::addBlockRows(QGroupBox* mh)
 {
     QFormLayout* mf = m_mixingForm;
-    m_blockMode = comboBox(mh, {{tr("count M"), QStringLiteral("blocks")}, {tr("chunk C"), QStringLiteral("chunk")}, {tr("grid"), QStringLiteral("grid")}});
+    m_blockMode = comboBox(mh, {{tr("count M"), QStringLiteral("blocks")}, {tr("chunk C"), QStringLiteral("chunk")}, {tr("grid"), QStringLiteral("grid")}},
+                           tr("How MHLA splits the tokens into blocks: a count, chunks of C tokens, or a grid of blocks "
+                              "(--blocks, --chunk, --block-grid)"));
     mf->addRow(tr("Blocks"), m_blockMode);
-    m_blocks = spinBox(mh, 0, 1 << 20, 0, tr("--blocks M (numpy.array_split order)"));
+    m_blocks = spinBox(mh, 0, 1 << 20, 0, tr("Number M of MHLA blocks, split in numpy.array_split order (--blocks)"));
     m_blocks->setSpecialValueText(tr("auto: min(16, N)"));
     mf->addRow(tr("M"), m_blocks);
-    m_chunk = spinBox(mh, 1, 1 << 30, 64, tr("--chunk C"));
+    m_chunk = spinBox(mh, 1, 1 << 30, 64, tr("Tokens per MHLA block C (--chunk)"));
     mf->addRow(tr("C"), m_chunk);
     m_grid = new QLineEdit(mh);
-    m_grid->setToolTip(tr("--grid G1,G2[,G3]; empty: the selection's token grid"));
+    m_grid->setToolTip(tr("Token grid G1,G2[,G3] of MHLA's grid blocks; empty: the selection's token grid (--grid)"));
     m_blockGrid = new QLineEdit(QStringLiteral("4x4"), mh);
-    m_blockGrid->setToolTip(tr("--block-grid B1,B2[,B3]: blocks per grid axis"));
+    m_blockGrid->setToolTip(tr("Blocks per grid axis B1,B2[,B3] (--block-grid)"));
     mf->addRow(tr("Token grid"), m_grid);
     mf->addRow(tr("Block grid"), m_blockGrid);
     m_tokenOrder = comboBox(mh, {{tr("raster"), QStringLiteral("raster")}, {tr("blocked (grouped by block)"), QStringLiteral("blocked")}},
-                            tr("--token-order: how tokens are ordered on the grid"));
+                            tr("How tokens are ordered on the grid: raster, or grouped by block (--token-order)"));
     mf->addRow(tr("Token order"), m_tokenOrder);
 }
 
@@ -141,16 +151,18 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
     for (const std::string_view p : attention::mixing_presets())
         m_mixing->addItem(QString::fromLatin1(p.data(), qsizetype(p.size())), QString::fromLatin1(p.data(), qsizetype(p.size())));
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
-    m_mixing->setToolTip(tr("--mixing: the M x M block mixing matrix (default: cos, or causal-local when causal)"));
+    m_mixing->setToolTip(tr("The M x M block mixing matrix of MHLA; default: cos, or causal-local when causal (--mixing)"));
     mf->addRow(tr("Mixing"), m_mixing);
-    m_sigma = doubleSpinBox(mh, 1e-6, 1e6, 3, 3.0, tr("--mixing-sigma (exp mixing)"));
-    m_threshold = doubleSpinBox(mh, 0, 1e6, 3, 1.5, tr("--mixing-threshold (local mixing)"));
+    m_sigma = doubleSpinBox(mh, 1e-6, 1e6, 3, 3.0, tr("Width σ of exp mixing (--mixing-sigma)"));
+    m_threshold = doubleSpinBox(mh, 0, 1e6, 3, 1.5, tr("Distance threshold of local mixing (--mixing-threshold)"));
     mf->addRow(tr("σ / threshold"), widgetRow(mh, {m_sigma, m_threshold}));
     m_mixingPath = new QLineEdit(mh);
     m_mixingPath->setPlaceholderText(tr("file with an M x M matrix"));
+    m_mixingPath->setToolTip(tr("File holding an M x M mixing matrix: .npy, .npz, .h5 or .safetensors (--mixing FILE)"));
     m_mixingBrowse = new QPushButton(tr("Browse..."), mh);
+    m_mixingBrowse->setToolTip(tr("Choose the file of the mixing matrix (--mixing FILE)"));
     m_mixingDataset = new QComboBox(mh);
-    m_mixingDataset->setToolTip(tr("Dataset or member holding the matrix"));
+    m_mixingDataset->setToolTip(tr("Dataset or member of the file holding the matrix (--mixing FILE:DATASET)"));
     auto* fileBox = new QWidget(mh);
     auto* fl = new QVBoxLayout(fileBox);
     fl->setContentsMargins(0, 0, 0, 0);
@@ -200,9 +212,27 @@ void MechanismPanel::emitChanged()
     emit changed();
 }
 
+void MechanismPanel::setFeatureDim(qint64 d)
+{
+    m_featureDim = d;
+    updateEnabled();
+}
+
 void MechanismPanel::updateEnabled()
 {
     m_scale->setEnabled(!m_scaleAuto->isChecked());
+    if (m_scaleAuto->isChecked()) {
+        // The scale the core uses without --scale: 1/sqrt(d) of the current data (docs/maths.md).
+        const QSignalBlocker blocker(m_scale);
+        if (m_featureDim > 0)
+            m_scale->setValue(1.0 / std::sqrt(static_cast<double>(m_featureDim)));
+        m_scale->setToolTip(m_featureDim > 0 ? tr("Softmax scale in use: 1/√d = 1/√%1 = %2 (--scale)")
+                                                   .arg(m_featureDim)
+                                                   .arg(1.0 / std::sqrt(static_cast<double>(m_featureDim)), 0, 'g', 6)
+                                             : tr("Softmax scale in use: 1/√d of the data, once queries are assigned (--scale)"));
+    } else {
+        m_scale->setToolTip(tr("Softmax scale: S = scale · Q Kᵀ (--scale)"));
+    }
     const bool favor = m_featureMap->currentData().toString() == QLatin1String("favor");
     m_favorFeatures->setEnabled(favor);
     m_seed->setEnabled(favor);

@@ -48,6 +48,9 @@ public:
     // the user picks a block mode, a grid gives MHLA grid blocks unless `gridBlocks` is false (a grid
     // guessed from N is for display only: the command line's 1-D blocks stay).
     void setContext(qint64 tokens, const std::vector<Eigen::Index>& tokenGrid, bool gridBlocks = true);
+    // The queries' feature dimension d (-1: unknown): while the scale is automatic its field shows the
+    // scale in use, 1/sqrt(d).
+    void setFeatureDim(qint64 d);
     // Why some options cannot work together (shown inline); empty when all is well.
     QStringList problems() const;
 
@@ -73,6 +76,7 @@ private:
     void updateFileNote();
 
     qint64 m_tokens = -1;
+    qint64 m_featureDim = -1;
     std::vector<Eigen::Index> m_selectionGrid;
     bool m_restoring = false;
     bool m_blockModeChosen = false;   // the user (or a session) chose the block mode

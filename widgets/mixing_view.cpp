@@ -1,5 +1,6 @@
-// MixingView: MHLA's M x M mixing matrix Mc as a heatmap (query block i attends key block j) with its
-// singular values and rank beside it.
+// MixingView: MHLA's M x M mixing matrix Mc as a heatmap of square cells (query block i attends key block j)
+// with a labelled colour bar, and its singular values and rank beside it (the bar chart takes the width the
+// square matrix leaves).
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <algorithm>
@@ -25,9 +26,17 @@ public:
         rebuild();
     }
 
+protected:
+    void adjustLayout(const QSize& size) override
+    {
+        if (m_matrixRect)
+            fitSquareCells(m_plot, {{m_matrixRect, m_cells, m_cells}}, size, [this](const QSize& s) { layoutAt(s); });
+    }
+
 private:
     void rebuild() override
     {
+        m_matrixRect = nullptr;
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see MHLA's mixing matrix."));
             return;
@@ -48,9 +57,9 @@ private:
         auto* group = new QCPMarginGroup(m_plot);
         QString title = tr("Mixing matrix Mc") + (preset.isEmpty() ? QString() : tr(" (%1)").arg(preset)) +
                         tr(",  M = %1,  rank %2").arg(m_result->mixing.rows()).arg(m_result->mixing_rank);
-        layout->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
+        layout->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
         addMatrix(layout, group);
-        layout->addElement(0, 2, new QCPTextElement(m_plot, tr("Singular values of Mc"), plotFont(kTitlePt, true)));
+        layout->addElement(0, 2, addTitle(m_plot, tr("Singular values of Mc"), plotFont(kTitlePt, true)));
         addSingularValues(layout, group);
         layout->setRowStretchFactor(0, 0.01);
         layout->setColumnStretchFactor(0, 1.0);
@@ -66,6 +75,8 @@ private:
         const Index M = Mc.rows();
         auto* rect = addAxisRect(m_plot, layout, 1, 0);
         rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+        m_matrixRect = rect;
+        m_cells = static_cast<double>(M);
         setHeatmapAxes(rect, static_cast<double>(M), static_cast<double>(M), tr("key block j"), tr("query block i"));
         // QCPColorMap needs two cells per axis; for M = 1 the extra cells lie outside the axis range.
         const Index cells = std::max<Index>(M, 2);
@@ -129,6 +140,9 @@ private:
         rankText->setText(tr("rank %1").arg(m_result->mixing_rank));
         rankText->setFont(plotFont(kTickPt));
     }
+
+    QCPAxisRect* m_matrixRect = nullptr;   // the heatmap of Mc (null without one)
+    double m_cells = 1;                    // M
 };
 
 }  // namespace

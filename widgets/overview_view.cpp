@@ -1,5 +1,6 @@
 // OverviewView: the layers x heads grid of one model per mechanism (records of an overview sweep), coloured
-// by a metric on one shared scale, with the values written in the cells when they fit. Layer and head keep
+// by a metric on one shared, labelled scale, in square cells, with the values written in the cells when
+// they fit. Layer and head keep
 // the file's order (layer 0 at the top), so a row or column that collapses stands out where it is. A click
 // on a cell emits cellActivated(layer, head).
 #include <QComboBox>
@@ -59,20 +60,23 @@ public:
     QSize preferredExportSize() const override
     {
         const int k = std::max<int>(1, static_cast<int>(m_panels.size()));
-        const int cols = std::max<int>(1, static_cast<int>(m_heads.size())), rows = std::max<int>(1, static_cast<int>(m_layers.size()));
-        // Cells about 40 px wide (values readable), panels 220..420 px.
-        const int pw = std::clamp(40 * cols, 220, 420);
-        const int ph = rows == 1 ? 60 : std::clamp(pw * rows / cols, 160, 520);
+        const double cols = std::max<double>(1, static_cast<double>(m_heads.size())), rows = std::max<double>(1, static_cast<double>(m_layers.size()));
+        // Square cells of about 40 px (values readable), panels up to 420 x 520 px.
+        const double cell = std::clamp(std::min(420 / cols, 520 / rows), 8.0, 40.0);
+        const int pw = static_cast<int>(std::max(60.0, cell * cols)), ph = static_cast<int>(std::max(24.0, cell * rows));
         return {90 + k * (pw + 16) + 110, 130 + ph};
     }
 
 protected:
-    // Cell values are written when the widest label fits its cell at the drawn size.
+    // Square cells; cell values are written when the widest label fits its cell at the drawn size.
     void adjustLayout(const QSize& size) override
     {
         if (m_panels.empty())
             return;
-        layoutAt(size);
+        std::vector<CellRect> cells;
+        for (const Panel& p : m_panels)
+            cells.push_back({p.rect, static_cast<double>(m_heads.size()), static_cast<double>(m_layers.size())});
+        fitSquareCells(m_plot, cells, size, [this](const QSize& s) { layoutAt(s); });
         // Titles centred over the heatmap, not over its column (which includes the first panel's layer labels).
         const QMargins m = m_panels.front().rect->margins();
         for (Panel& p : m_panels) {
@@ -145,7 +149,7 @@ private:
             source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref).section(':', 0, 0)).fileName() + QStringLiteral(", ");
         QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
         title[0] = title[0].toUpper();
-        m_plot->plotLayout()->addElement(0, 0, new QCPTextElement(m_plot, title, plotFont(kTitlePt, true)));
+        m_plot->plotLayout()->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
         auto* grid = new QCPLayoutGrid;
         m_plot->plotLayout()->addElement(1, 0, grid);
         m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
@@ -225,7 +229,7 @@ private:
     {
         const std::size_t L = m_layers.size(), H = m_heads.size();
         const bool noLayer = L == 1 && m_layers.front() < 0, noHead = H == 1 && m_heads.front() < 0;
-        p.title = new QCPTextElement(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true));
+        p.title = addTitle(m_plot, mechanismLabel(p.mechanism), plotFont(kLabelPt, true));
         grid->addElement(0, col, p.title);
         auto* rect = addAxisRect(m_plot, grid, 1, col);
         rect->setMarginGroup(QCP::msLeft | QCP::msRight | QCP::msTop | QCP::msBottom, group);
@@ -296,7 +300,7 @@ private:
                 t->position->setCoords(static_cast<double>(c), static_cast<double>(r));
                 t->setPositionAlignment(Qt::AlignCenter);
                 t->setText(text);
-                t->setFont(plotFont(kTickPt - 0.5));
+                t->setFont(plotFont(kTickPt));   // never below the tick labels: exports size fonts by them
                 const QColor bg = QColor::fromRgb(gradient.color(v, QCPRange(range.lo, range.hi)));
                 t->setColor(bg.lightnessF() > 0.55 ? Qt::black : Qt::white);
                 m_labels.push_back(t);

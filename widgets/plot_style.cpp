@@ -5,13 +5,16 @@
 #include <QHBoxLayout>
 #include <QJsonArray>
 #include <QSet>
+#include <QStyle>
 #include <QVBoxLayout>
+#include <QWidget>
 #include <cmath>
 #include <limits>
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
 #include "analysis/sweep.h"
+#include "plot_util.h"
 
 namespace attnscope::widgets {
 
@@ -218,12 +221,117 @@ bool rangeFromJson(const QJsonValue& v, double& lo, double& hi)
     return std::isfinite(lo) && std::isfinite(hi) && hi > lo;
 }
 
+namespace {
+
+// The tool row of a plot view. Views fill it like any QHBoxLayout (widgets, spacing, a stretch at the end),
+// but it wraps onto further lines when the view is narrower than the row, so no control is cut off on a
+// small screen (docs/gui.md "Screen sizes"): items keep their size hints, fixed spacing separates them
+// within a line and is dropped at a line's start, stretch items are ignored. Its minimum width is its
+// widest item; its height follows its width (heightForWidth), which the view's vertical layout honours.
+class FlowRow : public QHBoxLayout {
+public:
+    bool hasHeightForWidth() const override { return true; }
+    int heightForWidth(int width) const override { return arrange(QRect(0, 0, width, 0), false); }
+    int minimumHeightForWidth(int width) const override { return heightForWidth(width); }
+    Qt::Orientations expandingDirections() const override { return Qt::Horizontal; }
+    QSize maximumSize() const override { return {QWIDGETSIZE_MAX, QWIDGETSIZE_MAX}; }
+    QSize sizeHint() const override
+    {
+        const QMargins m = contentsMargins();
+        return {arrangedWidth() + m.left() + m.right(), arrange(QRect(0, 0, QWIDGETSIZE_MAX, 0), false)};
+    }
+    QSize minimumSize() const override
+    {
+        const QMargins m = contentsMargins();
+        int w = 0, h = 0;
+        for (int i = 0; i < count(); ++i)
+            if (QLayoutItem* it = itemAt(i); it && !it->isEmpty() && !it->spacerItem()) {
+                w = std::max(w, it->minimumSize().width());
+                h = std::max(h, it->sizeHint().height());
+            }
+        return {w + m.left() + m.right(), h + m.top() + m.bottom()};
+    }
+    void setGeometry(const QRect& rect) override
+    {
+        QLayout::setGeometry(rect);   // not QBoxLayout's: this layout places its items itself
+        arrange(rect, true);
+    }
+
+private:
+    int gap() const
+    {
+        if (spacing() >= 0)
+            return spacing();
+        const QWidget* w = parentWidget();
+        return w ? std::max(0, w->style()->pixelMetric(QStyle::PM_LayoutHorizontalSpacing)) : 6;
+    }
+    // An item's width in the row (0 for stretch items, the width of fixed spacing otherwise).
+    static int itemWidth(QLayoutItem* it)
+    {
+        if (QSpacerItem* sp = it->spacerItem())
+            return sp->expandingDirections() & Qt::Horizontal ? 0 : sp->sizeHint().width();
+        return std::max(it->sizeHint().width(), it->minimumSize().width());
+    }
+    int arrangedWidth() const
+    {
+        int w = 0;
+        for (int i = 0; i < count(); ++i)
+            if (QLayoutItem* it = itemAt(i); it && !it->isEmpty())
+                w += itemWidth(it) + (it->spacerItem() ? 0 : gap());
+        return std::max(0, w - gap());
+    }
+    // Places the items line by line inside `rect` (when `apply`); returns the height used.
+    int arrange(const QRect& rect, bool apply) const
+    {
+        const QMargins m = contentsMargins();
+        const QRect area = rect.marginsRemoved(m);
+        struct Line {
+            std::vector<std::pair<QLayoutItem*, int>> items;   // item, x
+            int height = 0;
+        };
+        std::vector<Line> lines(1);
+        int x = 0;
+        for (int i = 0; i < count(); ++i) {
+            QLayoutItem* it = itemAt(i);
+            if (!it || it->isEmpty())
+                continue;
+            const int w = itemWidth(it);
+            if (it->spacerItem()) {
+                if (x > 0)
+                    x += w;   // fixed spacing within a line; none at a line's start
+                continue;
+            }
+            if (x > 0 && x + w > area.width()) {
+                lines.emplace_back();
+                x = 0;
+            }
+            lines.back().items.emplace_back(it, x);
+            lines.back().height = std::max(lines.back().height, it->sizeHint().height());
+            x += w + gap();
+        }
+        int y = 0;
+        for (const Line& line : lines) {
+            if (line.items.empty())
+                continue;
+            for (const auto& [it, ix] : line.items)
+                if (apply) {
+                    const QSize hint(std::min(itemWidth(it), area.width()), it->sizeHint().height());
+                    it->setGeometry(QRect(QPoint(area.left() + ix, area.top() + y + (line.height - hint.height()) / 2), hint));
+                }
+            y += line.height + gap();
+        }
+        return std::max(0, y - gap()) + m.top() + m.bottom();
+    }
+};
+
+}  // namespace
+
 PlotPane::PlotPane(QWidget* owner, std::function<void(const QSize&)> adjust) : m_adjust(std::move(adjust))
 {
     auto* v = new QVBoxLayout(owner);
     v->setContentsMargins(2, 2, 2, 2);
     v->setSpacing(2);
-    m_tools = new QHBoxLayout;
+    m_tools = new FlowRow;
     m_tools->setContentsMargins(4, 0, 4, 0);
     v->addLayout(m_tools);
     m_plot = new QCustomPlot(owner);
@@ -231,6 +339,10 @@ PlotPane::PlotPane(QWidget* owner, std::function<void(const QSize&)> adjust) : m
     m_plot->setNoAntialiasingOnDrag(true);
     v->addWidget(m_plot, 1);
     QObject::connect(m_plot, &QCustomPlot::beforeReplot, m_plot, [this] { runAdjust(m_plot->viewport().size()); });
+    // A title shortened to its column shows the whole text as the plot's tool tip while hovered.
+    QObject::connect(m_plot, &QCustomPlot::mouseMove, m_plot, [this](QMouseEvent* e) {
+        m_plot->setToolTip(elidedTitleText(qobject_cast<QCPTextElement*>(m_plot->layoutElementAt(e->pos()))));
+    });
 }
 
 void PlotPane::layoutAt(const QSize& size)
@@ -242,13 +354,25 @@ void PlotPane::layoutAt(const QSize& size)
     layout->update(QCPLayoutElement::upLayout);
 }
 
+// Titles whole, tick density (from a layout at this size), the view's own layout (square cells), titles too
+// wide for their column in two lines (and the layout again), then what still does not fit elided.
 void PlotPane::runAdjust(const QSize& size)
 {
-    if (!m_adjust || m_adjusting || size.width() < 2 || size.height() < 2)
+    if (m_adjusting || size.width() < 2 || size.height() < 2)
         return;
     m_adjusting = true;
     const QRect old = m_plot->viewport();
-    m_adjust(size);
+    restoreTitles(m_plot);
+    layoutAt(size);
+    adaptTickDensity(m_plot);
+    if (m_adjust)
+        m_adjust(size);
+    if (wrapTitles(m_plot)) {
+        layoutAt(size);
+        if (m_adjust)
+            m_adjust(size);
+    }
+    elideTitles(m_plot);
     if (m_plot->viewport() != old)
         m_plot->setViewport(old);
     m_adjusting = false;

@@ -65,11 +65,13 @@ double sweepMetricValue(const analysis::SweepRecord& record, const QString& key)
 // The mechanism a record names ("softmax", "linear", "mhla"); false for anything else.
 bool mechanismFromName(const std::string& name, attention::Mechanism& out);
 
-// The plot of a QCustomPlot-backed view with a tool row above it. renderTo draws the plot at any size
-// with every font multiplied by font_scale (the on-screen fonts are restored afterwards). `adjust` (may be
-// empty) is layout that depends on the drawn size (square heatmaps, which cell labels fit): it runs before
-// every on-screen replot with the plot's size, and in renderTo at the export size with the fonts scaled;
-// it may call layoutAt, the viewport is restored afterwards.
+// The plot of a QCustomPlot-backed view with a tool row above it. The tool row is a QHBoxLayout to its
+// views that wraps onto further lines when the view is narrow. renderTo draws the plot at any size with
+// every font multiplied by font_scale (the on-screen fonts are restored afterwards). Before every
+// on-screen replot (with the plot's size) and in renderTo (at the export size, fonts scaled) the pane
+// fits each axis's tick count to its length (adaptTickDensity), runs `adjust` (may be empty: layout that
+// depends on the drawn size, such as square heatmaps or which cell labels fit; it may call layoutAt) and
+// elides the one-line titles to their columns (plot_util.h); the viewport is restored afterwards.
 class PlotPane {
 public:
     PlotPane(QWidget* owner, std::function<void(const QSize&)> adjust);

@@ -1,10 +1,14 @@
 #pragma once
 // Building blocks of the QCustomPlot views (private to widgets/): styled axis rects, heatmap axes and
 // cells, labelled colour scales, logarithmic axes, reference lines, notes and legends, in the look of
-// plot_style.h. qcustomplot.h stays out of this header (it is slow to compile).
+// plot_style.h; square heatmap cells, titles that elide to their column and tick density that follows the
+// axis length (docs/gui.md "Screen sizes"). qcustomplot.h stays out of this header (it is slow to compile).
 #include <QPen>
+#include <QSize>
 #include <QString>
 #include <Qt>
+#include <functional>
+#include <vector>
 
 class QCustomPlot;
 class QCPAxis;
@@ -16,6 +20,8 @@ class QCPItemText;
 class QCPLayoutGrid;
 class QCPLegend;
 class QCPMarginGroup;
+class QCPTextElement;
+class QFont;
 
 namespace attnscope::widgets {
 
@@ -34,18 +40,59 @@ QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align);
 void setIntegerTicks(QCPAxis* axis);
 // A logarithmic axis: log ticker of `base` with `subTicks` sub ticks.
 void setLogScale(QCPAxis* axis, double base = 10, int subTicks = 8);
-// Tick labels written as powers of ten.
+// Tick labels written as powers of ten: on a log axis "10⁻¹⁰" with Unicode superscripts in the tick
+// labels' own font (never smaller text in print), elsewhere QCustomPlot's beautiful powers.
 void setPowerLabels(QCPAxis* axis);
 
 // Axes of a heatmap of cols x rows cells: cell centres at integers, row 0 at the top (as a matrix is
 // printed), integer ticks, no grid.
 void setHeatmapAxes(QCPAxisRect* rect, double cols, double rows, const QString& xLabel, const QString& yLabel);
 // A colour map of cols x rows cells on the rect's bottom and left axes, cell (0, 0) centred at (0, 0).
+// Like every map of addHeatmapOn, it exports to PDF and SVG as one image of its cells (below).
 QCPColorMap* addHeatmap(QCPAxisRect* rect, int cols, int rows);
+// An empty colour map on these axes (no interpolation) that vector exports (PDF, SVG) embed as one image of
+// exactly its data's cells, drawn without smoothing: QCPColorMap itself embeds a screenshot of the axis rect
+// at 3x, which smears cell edges unless the painter also asks for lossless images.
+QCPColorMap* addHeatmapOn(QCPAxis* keyAxis, QCPAxis* valueAxis);
 // A colour scale in the plot fonts with `label` on its axis, lined up with the panels of `group`: a
 // vertical bar (axis on the right) beside them, or a horizontal one (axis at the bottom) below them.
 QCPColorScale* addColorScale(QCustomPlot* plot, const QString& label, int barWidth, QCPMarginGroup* group,
                              Qt::Orientation orientation = Qt::Vertical);
+
+// A heatmap's axis rect and its size in cells (columns across, rows down).
+struct CellRect {
+    QCPAxisRect* rect = nullptr;
+    double cols = 1, rows = 1;
+};
+// Square cells at any plot size: lays the plot out at `size` (through `layoutAt`, PlotPane::layoutAt) so that
+// every rect in `cells` is cols x rows cells of one common side in pixels, the largest that fits all of them.
+// A rect that gives up width leaves it to the other columns of its layout (a histogram or a bar chart
+// beside a matrix grows); what no column takes, and any height left over, becomes outer margins that centre
+// the content. Call it from a view's adjustLayout.
+void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const QSize& size,
+                    const std::function<void(const QSize&)>& layoutAt);
+// The side of one cell in pixels (x and y) of a heatmap rect as laid out: equal when the cells are square.
+QSizeF cellPixels(QCPAxisRect* rect);
+
+// Titles that break into two lines, then elide ("softmax: entropy per q…"), when their column is narrower
+// than the text, instead of
+// widening the column or running into their neighbours: every one-line text element made by addTitle
+// (PlotPane calls restoreTitles before the layout and elideTitles after it; the plot's tool tip shows a
+// shortened title's whole text). A title the view sets with setText is taken as the new whole text; plot
+// messages (showPlotMessage) are never shortened.
+QCPTextElement* addTitle(QCustomPlot* plot, const QString& text, const QFont& font);
+void restoreTitles(QCustomPlot* plot);   // whole texts back, widths free of the texts
+// Titles wider than their column break at the space that suits best into two lines (a narrow figure keeps
+// its whole titles where it can); true when one did, which asks for a new layout (the title is taller).
+bool wrapTitles(QCustomPlot* plot);
+void elideTitles(QCustomPlot* plot);     // each line shortened to the width its element was given
+// The whole text of an elided title element; empty for any other element or a title shown whole.
+QString elidedTitleText(QCPTextElement* element);
+
+// Tick density that follows the axis length: every axis and colour-scale axis of the plot gets at most as
+// many ticks as its labels (in their current font) have room for along the axis as laid out, and never
+// more than its ticker was set up with. PlotPane calls it before every replot and export.
+void adaptTickDensity(QCustomPlot* plot);
 
 // Lines across `rect` at x (vertical) or y (horizontal) in its axes' coordinates.
 QCPItemStraightLine* addVLine(QCustomPlot* plot, QCPAxisRect* rect, double x, const QPen& pen);

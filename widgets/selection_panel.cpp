@@ -49,6 +49,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
     auto* outer = new QVBoxLayout(this);
     auto* form = new QFormLayout;
     form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    form->setRowWrapPolicy(QFormLayout::WrapLongRows);   // fields under their labels in a narrow dock
     m_layout = new QLineEdit(this);
     m_layout->setToolTip(tr("One letter per axis of the queries' tensor: n tokens, d features, any other letter an "
                             "index axis (h head, b batch, l layer). Empty: default by rank (nd, hnd, bhnd). "
@@ -59,6 +60,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
 
     m_axesBox = new QWidget(this);
     m_axesForm = new QFormLayout(m_axesBox);
+    m_axesForm->setRowWrapPolicy(QFormLayout::WrapLongRows);
     m_axesForm->setContentsMargins(0, 0, 0, 0);
     m_layer = new QComboBox(this);
     m_layer->setToolTip(tr("The layer: per-layer datasets of this file (/layers/<i>/q, k, v). "
@@ -73,6 +75,7 @@ SelectionPanel::SelectionPanel(QWidget* parent) : QWidget(parent)
     connect(m_layer, &QComboBox::activated, this, [this](int index) { emit layerRequested(m_layer->itemData(index).toInt()); });
 
     auto* form2 = new QFormLayout;
+    form2->setRowWrapPolicy(QFormLayout::WrapLongRows);
     m_prefix = spinBox(this, 0, 1 << 30, 0, tr("Tokens dropped from the front (CLS, registers). Same as --prefix-tokens."));
     form2->addRow(tr("&Prefix tokens"), m_prefix);
     auto* gridRow = new QHBoxLayout;
@@ -272,6 +275,15 @@ qint64 SelectionPanel::tokens() const
     if (letters.size() != m_shape.size() || nAxis < 0)
         return -1;
     return m_shape[nAxis] - m_prefix->value();
+}
+
+qint64 SelectionPanel::features() const
+{
+    if (!m_tensor)
+        return -1;
+    const QString letters = layout();
+    const qsizetype dAxis = letters.indexOf(QLatin1Char('d'));
+    return letters.size() == m_shape.size() && dAxis >= 0 ? m_shape[dAxis] : -1;
 }
 
 QString SelectionPanel::problem() const

@@ -41,6 +41,7 @@ public:
     // MHLA keeps the command line's 1-D blocks (docs/cli.md: only a file's grid, or the user's, sets grid blocks).
     bool gridGuessed() const { return m_gridGuessed; }
     qint64 tokens() const;                               // N after prefix tokens (-1: unknown)
+    qint64 features() const;                             // d, the length of the 'd' axis (-1: unknown)
     QString problem() const;                             // why the selection does not fit ("" when it does)
     QString summary() const;                             // "h=2, b=0" for titles
 

@@ -55,7 +55,7 @@ private:
         }
         clearPlot(m_plot);
         const bool cumulative = m_cumBox->isChecked();
-        auto* title = new QCPTextElement(
+        auto* title = addTitle(
             m_plot,
             cumulative ? tr("Cumulative spectral energy (N = %1)").arg(m_result->n)
                        : tr("Normalised singular values (N = %1)").arg(m_result->n),

@@ -7,9 +7,13 @@
 #include <QSet>
 #include <QXmlStreamReader>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <unistd.h>
 
@@ -291,4 +295,86 @@ TEST(CliFigure, SweepPlotWritesTheCurves)
     expect_refused(run_attnscope(common + " --csv " + bad + "/s.csv --plot " + bad + "/s.gif"), "s.gif", bad);
     expect_refused(run_attnscope(common + " --csv " + bad + "/s.csv --plot " + bad + "/s.png --metric nope"), "--metric", bad);
     expect_refused(run_attnscope(common + " --csv " + bad + "/s.csv --metric rank"), "--plot", bad);
+}
+
+namespace {
+
+// The width and height in points of a PDF's first page (its /MediaBox), {0, 0} when none is found.
+std::pair<double, double> pdf_page_points(const std::string& path)
+{
+    const std::string text = attnscope::test::read_text(path);
+    const auto at = text.find("/MediaBox");
+    if (at == std::string::npos)
+        return {0, 0};
+    double x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    if (std::sscanf(text.c_str() + at, "/MediaBox [%lf %lf %lf %lf]", &x0, &y0, &x1, &y1) != 4)
+        return {0, 0};
+    return {x1 - x0, y1 - y0};
+}
+
+}  // namespace
+
+// Presets and printed sizes: the page is the printed size (72 pt per inch), a PNG has size x dpi pixels,
+// and heatmaps go into the PDF losslessly (no DCTDecode, the JPEG filter).
+TEST(CliFigure, PresetsGivePrintedSizesAndLosslessHeatmaps)
+{
+    const std::string dir = attnscope::test::fresh_work_dir("cli_figure_presets");
+    const std::string maps = view_args("maps");
+    ASSERT_EQ(run_attnscope("figure " + maps + " --preset column --out " + dir + "/col.pdf").status, 0);
+    auto [w, h] = pdf_page_points(dir + "/col.pdf");
+    EXPECT_NEAR(w, 3.5 * 72, 1.0);
+    EXPECT_GE(h, 0.35 * w - 1);
+    EXPECT_LE(h, 1.25 * w + 1);
+    const std::string pdf = attnscope::test::read_text(dir + "/col.pdf");
+    EXPECT_NE(pdf.find("/Subtype /Image"), std::string::npos) << "the heatmaps are images";
+    EXPECT_EQ(pdf.find("/DCTDecode"), std::string::npos) << "a heatmap was stored as a JPEG";
+
+    ASSERT_EQ(run_attnscope("figure " + maps + " --preset double --out " + dir + "/double.pdf").status, 0);
+    EXPECT_NEAR(pdf_page_points(dir + "/double.pdf").first, 7 * 72, 1.0);
+    ASSERT_EQ(run_attnscope("figure " + view_args("mixing") + " --preset slide --out " + dir + "/slide.pdf").status, 0);
+    std::tie(w, h) = pdf_page_points(dir + "/slide.pdf");
+    EXPECT_NEAR(w, 10 * 72, 1.0);
+    EXPECT_NEAR(h, w * 9 / 16, 1.0);
+    ASSERT_EQ(run_attnscope("figure " + view_args("spectrum") + " --width-mm 120 --height-mm 80 --font-size 9 --out " + dir + "/mm.svg")
+                  .status,
+              0);
+    expect_svg(dir + "/mm.svg");
+    ASSERT_EQ(run_attnscope("figure " + view_args("spectrum") + " --width-mm 120 --height-mm 80 --out " + dir + "/mm.pdf").status, 0);
+    std::tie(w, h) = pdf_page_points(dir + "/mm.pdf");
+    EXPECT_NEAR(w, 120 / 25.4 * 72, 1.0);
+    EXPECT_NEAR(h, 80 / 25.4 * 72, 1.0);
+    // PNG: 3.5 in at 300 dpi.
+    ASSERT_EQ(run_attnscope("figure " + view_args("entropy") + " --preset column --dpi 300 --out " + dir + "/col.png").status, 0);
+    expect_png(dir + "/col.png");
+    EXPECT_NEAR(QImage(QString::fromStdString(dir + "/col.png")).width(), 1050, 2);
+}
+
+// Absurd sizes, unknown view-state keys and a token grid that does not fit N are refused before any work:
+// exit 2, one error line, no file.
+TEST(CliFigure, AbsurdOptionsAreRefused)
+{
+    const std::string base = attnscope::test::fresh_work_dir("cli_figure_absurd");
+    int i = 0;
+    auto check = [&](const std::string& args, const std::string& needle) {
+        const std::string dir = base + "/" + std::to_string(i++);
+        fs::create_directories(dir);
+        expect_refused(run_attnscope("figure " + args + " --out " + dir + "/fig.pdf"), needle, dir);
+    };
+    const std::string maps = view_args("maps");
+    check(maps + " --width 0", "--width");
+    check(maps + " --width -5", "--width");
+    check(maps + " --width=-300", "--width");
+    check(maps + " --height 0", "--height");
+    check(maps + " --width 100000", "--width");
+    check(maps + " --dpi 0", "--dpi");
+    check(maps + " --preset a4", "--preset");
+    check(maps + " --preset column --width 300", "--width");
+    check(maps + " --width-mm 0", "--width-mm");
+    check(maps + " --width-mm 90 --font-size 0.5", "--font-size");
+    check(maps + " --height-mm 60", "--height-mm");
+    check(maps + " --view-state '{\"colour\": \"red\"}'", "colour");
+    check(view_args("spectrum") + " --view-state '{\"cumulative\": true, \"nope\": 1}'", "nope");
+    check(view_args("curves") + " --view-state '{\"nope\": 1}'", "nope");
+    check(view_args("query") + " --token-grid 3,3", "--token-grid");
+    check(view_args("query") + " --token-grid 7,9", "N=64");
 }

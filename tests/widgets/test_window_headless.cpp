@@ -237,6 +237,12 @@ TEST_F(HeadlessWindow, ScreenshotOfFilesAndSessionsWithView)
                                  kNoDisplay);
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_FALSE(QImage(png).isNull());
+
+    // --size grabs a window of that size: a small laptop screen.
+    const QString small = QDir(work).filePath(QStringLiteral("small.png"));
+    const auto s = run_attnscope(quoted(vit) + " --screenshot " + quoted(small) + " --view entropy --size 1280x720", kNoDisplay);
+    ASSERT_EQ(s.status, 0) << s.err;
+    EXPECT_EQ(QImage(small).size(), QSize(1280, 720));
 }
 
 // Every scripted failure: one `error:` line, exit 2, no output file.
@@ -258,6 +264,9 @@ TEST_F(HeadlessWindow, ScriptedRunsFailCleanly)
     expectOneErrorLine(run_attnscope(test::shell_quote(missing) + " --save-session " + quoted(session), kNoDisplay), missing);
     expectOneErrorLine(run_attnscope(test::shell_quote(missing) + " --screenshot " + quoted(png), kNoDisplay), missing);
     expectOneErrorLine(run_attnscope(vit + " --screenshot " + quoted(png) + " --view bogus", kNoDisplay), "--view bogus");
+    expectOneErrorLine(run_attnscope(vit + " --screenshot " + quoted(png) + " --size 0x720", kNoDisplay), "--size 0x720");
+    expectOneErrorLine(run_attnscope(vit + " --screenshot " + quoted(png) + " --size big", kNoDisplay), "--size big");
+    expectOneErrorLine(run_attnscope(vit + " --screenshot " + quoted(png) + " --view curves", kNoDisplay), "session");
     expectOneErrorLine(run_attnscope(vit + " --save-session " + quoted(QDir(work).filePath(QStringLiteral("no/such/s.attnscope"))),
                                      kNoDisplay),
                        "no/such/s.attnscope");
