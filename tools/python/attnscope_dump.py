@@ -35,6 +35,16 @@ What is captured
   (``tests/app/check_pytorch_bridge.py`` checks this to 1e-6 through ``attnscope matrix``).
   PyTorch's fused fast paths (``nn.TransformerEncoderLayer`` in eval mode) bypass the attention
   module; the recorder switches them off while it is active.
+* ``torch.nn.functional.scaled_dot_product_attention`` (``sdpa=True``, the default): while the recorder
+  is active every call is recorded, in call order, as its own layer, with q, k, v exactly as passed
+  (after rotary embeddings and q/k norms; k and v with their own head count under ``enable_gqa``), its
+  ``scale`` (default ``1/sqrt(d)``), ``is_causal``, ``enable_gqa``, ``dropout_p``, the kind of its
+  ``attn_mask`` (``sdpa_mask_kind``: none, causal, padding, causal+padding, other; padded tokens of the
+  dumped batch element are dropped) and the qualified name of the module whose forward made the call.
+  Calls made inside a hooked ``nn.MultiheadAttention`` or ``add``-ed module are not recorded twice. On
+  PyTorch < 2.0, which has no such function, the recorder provides ``sdpa_reference`` under that name
+  while it is active (PyTorch 2.x's signature and semantics). Hugging Face models (``attn_implementation
+  ="sdpa"``) and timm models (``fused_attn``) call it.
 * Any other module: ``rec.add(module, fn)`` with ``fn(module, args, kwargs, output)`` returning
   ``(q, k)`` or ``(q, k, v)`` as tensors of shape ``[B, H, N, d]`` (or ``[H, N, d]``), e.g. for a
   timm / HF style block whose forward computes ``qkv = self.qkv(x)``::
@@ -66,13 +76,17 @@ The file (``save``)
 ``prefix_tokens``  int: leading non-grid tokens (CLS, registers) -> ``--prefix-tokens``
 ``grid``           int array, e.g. ``[8, 8]``: the grid of the N - prefix_tokens tokens,
                    row-major (raster) -> ``--grid 8,8``; absent for 1-D sequences
+``tokens``         strings: ``save(tokens=...)``, one per query token (display)
+``image``          ``save(image=...)``: the input image (or the dataset ``/image`` when large)
 =================  ==========================================================================
 
 Attributes of each ``q``/``k``/``v`` dataset: ``module`` (qualified module name), ``module_type``
 (class name), ``scale`` (the softmax scale the module uses, 1/sqrt(head_dim) for MultiheadAttention), ``mask``
 (``"none"``, ``"causal"``, ``"other"``: the attn_mask the module was given), ``key_padding_mask``
 (bool: one was given; AttnScope does not apply padding masks), ``extra_keys`` (keys appended by
-``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens).
+``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens). SDPA layers have
+``function``, ``is_causal``, ``enable_gqa``, ``dropout_p``, ``padded_tokens`` and ``mask`` also
+``"padding"`` / ``"causal+padding"`` instead of ``key_padding_mask`` / ``extra_keys``.
 
 Command line::
 
@@ -95,7 +109,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["AttnScopeRecorder", "project_mha", "mask_kind", "write_h5", "__version__"]
+__all__ = ["AttnScopeRecorder", "project_mha", "mask_kind", "sdpa_reference", "sdpa_mask_kind", "write_h5",
+           "__version__"]
 __version__ = "0.1.0"
 
 QKVFn = Callable[[nn.Module, tuple, dict, object], Sequence[Optional[torch.Tensor]]]
@@ -243,13 +258,19 @@ def _allowed(attn_mask: torch.Tensor) -> Optional[torch.Tensor]:
     return ~masked
 
 
+def _padded_rows_ok(rows: torch.Tensor, as_real: torch.Tensor) -> bool:
+    """Rows of padded queries: each lets in nothing, every key, or what ``as_real`` (the row a real query
+    at that position would have) lets in."""
+    return bool((~rows.any(1) | rows.all(1) | (rows == as_real).all(1)).all())
+
+
 def sdpa_mask_kind(attn_mask: Optional[torch.Tensor], is_causal: bool, batch: int, n_q: int, n_k: int
                    ) -> List[Tuple[str, Optional[torch.Tensor], Optional[torch.Tensor]]]:
     """Per batch element, ``(kind, keep_q, keep_k)`` of what an SDPA call masked. ``kind``: ``"none"``,
     ``"causal"`` (``is_causal``, or a mask that is exactly key j <= query i), ``"padding"`` (every real query
     sees exactly the real keys), ``"causal+padding"`` (a causal mask restricted to the real tokens, as
-    Hugging Face decoders build it for padded batches; rows of padded queries may be anything) or
-    ``"other"``. ``keep_q`` / ``keep_k``: bool ``[N]`` of the real tokens for the padding kinds, else None.
+    Hugging Face decoders build it for padded batches) or ``"other"``. The row of a padded query may let
+    in nothing, every key, or what a real query's row would. ``keep_q`` / ``keep_k``: bool ``[N]`` of the real tokens for the padding kinds, else None.
     A mask that differs between heads is ``"other"``."""
     if is_causal:
         return [("causal" if n_q == n_k else "other", None, None)] * batch
@@ -283,7 +304,8 @@ def sdpa_mask_kind(attn_mask: Optional[torch.Tensor], is_causal: bool, batch: in
             informative = ~m.all(1)
             informative[-1] = True
             real = m[informative].any(0)
-            if bool(real.any()) and bool((m[real] == (tril & real)[real]).all()):
+            if bool(real.any()) and bool((m[real] == (tril & real)[real]).all()) and \
+                    _padded_rows_ok(m[~real], (tril & real)[~real]):
                 out.append(("causal+padding", real.clone(), real.clone()))
                 continue
         # Padding: every real query row equals the key-padding vector (rows that let nothing in are
@@ -295,7 +317,8 @@ def sdpa_mask_kind(attn_mask: Optional[torch.Tensor], is_causal: bool, batch: in
         real_k = m[rows].all(0)
         if n_q == n_k:
             real_q = real_k
-            ok = bool(real_k.any()) and bool((m[real_q] == real_k).all())
+            ok = bool(real_k.any()) and bool((m[real_q] == real_k).all()) and \
+                _padded_rows_ok(m[~real_q], real_k.expand(int((~real_q).sum()), n_k))
         else:
             real_q = torch.ones(n_q, dtype=torch.bool, device=m.device)
             ok = bool(real_k.any()) and bool((m == real_k).all())
