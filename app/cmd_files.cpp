@@ -59,7 +59,7 @@ std::vector<std::int64_t> json_shape(const nlohmann::json& v)
     return shape;
 }
 
-// What a file carries for display (docs/pytorch.md "Tokens and images"): the token strings (the `tokens`
+// What a file carries for display (docs/pytorch.md 3.4 "Tokens and images"): the token strings (the `tokens`
 // attribute, else `text` one token per character; the core's rule) and the input image (an `image` or
 // `image_*` attribute of any shape, else a dataset /image). Null members when absent.
 ojson display_inputs(const io::TensorFile& file)

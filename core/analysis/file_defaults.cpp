@@ -241,7 +241,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
             used["mixing"] = *d.mixing;
         }
     }
-    // No option applies a mask that is neither causal nor padding (docs/pytorch.md "Masks"): say so.
+    // No option applies a mask that is neither causal nor padding (docs/pytorch.md 3.2 "Masks"): say so.
     if (d.mask == "other")
         used["not_applied"]["mask"] = "the model applied an attention mask that is neither causal nor padding "
                                       "(attribute mask = \"other\"); these matrices do not include it";
