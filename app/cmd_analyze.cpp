@@ -56,13 +56,21 @@ void print_summary(const ojson& doc)
               << "  d=" << in["d"];
     if (in["prefix_tokens"].get<long long>() > 0)
         std::cout << "  (dropped " << in["prefix_tokens"] << " prefix tokens)";
+    std::string not_applied;
     if (in.contains("defaults_from_file")) {
         std::string used;
-        for (const auto& [key, value] : in["defaults_from_file"].items())
+        for (const auto& [key, value] : in["defaults_from_file"].items()) {
+            if (key == "not_applied") {
+                for (const auto& [what, why] : value.items())
+                    not_applied += "\nwarning (file attribute " + what + "): " + why.get<std::string>();
+                continue;
+            }
             used += (used.empty() ? "" : " ") + key + "=" + value.dump();
-        std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
+        }
+        if (!used.empty())
+            std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
     }
-    std::cout << "\n\n";
+    std::cout << not_applied << "\n\n";
     std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", "mechanism", "rank", "rel.rank",
                              "eff.rank", "stable", "H mean", "H std", "H/ln n", "params");
     for (const auto& r : doc["results"]) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
 #include "analysis/measure.h"
 #include "analysis/synth.h"
@@ -46,6 +47,46 @@ struct InfoArgs {
     bool json = false;
 };
 
+// The shape of a nested JSON array (an attribute's value): [] for a scalar.
+std::vector<std::int64_t> json_shape(const nlohmann::json& v)
+{
+    std::vector<std::int64_t> shape;
+    for (const nlohmann::json* p = &v; p->is_array(); p = &(*p)[0]) {
+        shape.push_back(static_cast<std::int64_t>(p->size()));
+        if (p->empty())
+            break;
+    }
+    return shape;
+}
+
+// What a file carries for display (docs/pytorch.md 3.4 "Tokens and images"): the token strings (the `tokens`
+// attribute, else `text` one token per character; the core's rule) and the input image (an `image` or
+// `image_*` attribute of any shape, else a dataset /image). Null members when absent.
+ojson display_inputs(const io::TensorFile& file)
+{
+    constexpr std::size_t kShownTokens = 16;
+    const nlohmann::json& attrs = file.file_attributes();
+    const analysis::FileDefaults d = analysis::file_defaults_from(attrs);
+    ojson out;
+    if (!d.tokens.empty()) {
+        ojson first = ojson::array();
+        for (std::size_t i = 0; i < std::min(d.tokens.size(), kShownTokens); ++i)
+            first.push_back(d.tokens[i]);
+        const bool listed = attrs.contains("tokens") && attrs["tokens"].is_array();
+        out["tokens"] = ojson{{"count", d.tokens.size()}, {"attribute", listed ? "tokens" : "text"}, {"first", first}};
+    }
+    for (const auto& [key, value] : attrs.items())
+        if ((key == "image" || key.rfind("image_", 0) == 0) && value.is_array()) {
+            out["image"] = ojson{{"attribute", key}, {"shape", json_shape(value)}};
+            break;
+        }
+    if (!out.contains("image"))
+        for (const auto& t : file.tensors())
+            if (t.name == "/image")
+                out["image"] = ojson{{"dataset", t.name}, {"shape", t.shape}};
+    return out;
+}
+
 int run_info(const InfoArgs& a)
 {
     const auto file = io::open_tensor_file(a.file);
@@ -68,6 +109,9 @@ int run_info(const InfoArgs& a)
         for (const auto& s : file->skipped())
             skipped.push_back(ojson{{"name", s.name}, {"reason", s.reason}});
         j["skipped"] = std::move(skipped);
+        const ojson shown = display_inputs(*file);
+        j["tokens"] = shown.contains("tokens") ? shown["tokens"] : ojson(nullptr);
+        j["image"] = shown.contains("image") ? shown["image"] : ojson(nullptr);
         std::cout << j.dump(2) << "\n";
         return 0;
     }
@@ -75,6 +119,24 @@ int run_info(const InfoArgs& a)
               << (file->tensors().size() == 1 ? "" : "s") << ")\n";
     for (const auto& [key, value] : file->file_attributes().items())
         std::cout << "  @" << key << " = " << compact(value) << "\n";
+    const ojson carried = display_inputs(*file);
+    if (carried.contains("tokens")) {
+        const ojson& t = carried["tokens"];
+        std::string first;
+        for (const auto& s : t["first"])
+            first += " " + s.dump();   // JSON-quoted: a newline shows as "\n"
+        std::cout << "  tokens: " << t["count"].get<std::size_t>() << " (@" << t["attribute"].get<std::string>()
+                  << "):" << first << (t["count"].get<std::size_t>() > t["first"].size() ? " ..." : "") << "\n";
+    }
+    if (carried.contains("image")) {
+        const ojson& im = carried["image"];
+        std::string dims;
+        for (const auto& n : im["shape"])
+            dims += (dims.empty() ? "" : " x ") + std::to_string(n.get<std::int64_t>());
+        std::cout << "  image: " << dims << " ("
+                  << (im.contains("attribute") ? "@" + im["attribute"].get<std::string>() : im["dataset"].get<std::string>())
+                  << ")\n";
+    }
     // A .npy file's one tensor has no name.
     auto shown = [](const std::string& name) { return name.empty() ? std::string("(array)") : name; };
     std::size_t width = 7;

@@ -8,8 +8,13 @@
   vit_digits.h5        a small vision transformer (3 layers, 4 heads, d_model 64) trained on
                        scikit-learn's 8x8 digits with one token per pixel (1x1 patches: an 8x8
                        grid + CLS), dumped on one test image (grid=[8,8], prefix_tokens=1).
+  char_llama_gqa.h5    a character-level decoder in the LLaMA style (RMSNorm, rotary embeddings,
+                       grouped-query attention with 4 query heads sharing 2 key/value heads, SwiGLU;
+                       3 layers, d_model 64) calling F.scaled_dot_product_attention, trained on the
+                       same license texts, dumped through the bridge's SDPA capture on 256 held-out
+                       characters with their token strings (causal=True).
 
-usage: data/make_learned_samples.py [lm|vit ...] [--threads T (default 1)]   (Debian: python3-torch, python3-sklearn,
+usage: data/make_learned_samples.py [lm|vit|llama ...] [--threads T (default 1)]   (Debian: python3-torch, python3-sklearn,
        python3-h5py). Prints the loss / accuracy reached (recorded in data/README.md). The files are
        reproducible with the same PyTorch build and thread count; other CPUs or BLAS builds may differ
        in the last bits.
@@ -32,7 +37,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tools", "python"))
-from attnscope_dump import AttnScopeRecorder  # noqa: E402
+from attnscope_dump import AttnScopeRecorder, sdpa_reference  # noqa: E402
 
 
 class Encoder(nn.Module):
@@ -202,18 +207,165 @@ def train_vit(out, epochs=25, batch=64):
     return train_loss, acc_test
 
 
+# ---------------------------------------------------------------------------------------------
+# (c) character-level decoder in the LLaMA style, attention through F.scaled_dot_product_attention
+class RMSNorm(nn.Module):
+    def __init__(self, width, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rope(n, head_dim, theta=10000.0):
+    """cos, sin ``[n, head_dim]`` of the rotary embedding in the half-split convention (LLaMA's)."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    f = torch.outer(torch.arange(n, dtype=torch.float32), inv)
+    emb = torch.cat((f, f), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+class GQAttention(nn.Module):
+    def __init__(self, width, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, width // heads
+        self.q_proj = nn.Linear(width, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(width, kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(width, kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(heads * self.head_dim, width, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, N, _ = x.shape
+        q = self.q_proj(x).view(B, N, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, N, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, N, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        # looked up at call time: PyTorch >= 2.5 has it; on older PyTorch the bridge's reference
+        # implementation, which the recorder installs under this name while it records
+        sdpa = getattr(F, "scaled_dot_product_attention", sdpa_reference)
+        y = sdpa(q, k, v, is_causal=True, enable_gqa=True)
+        return self.o_proj(y.transpose(1, 2).reshape(B, N, -1))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, width, heads, kv_heads, hidden):
+        super().__init__()
+        self.input_layernorm = RMSNorm(width)
+        self.self_attn = GQAttention(width, heads, kv_heads)
+        self.post_attention_layernorm = RMSNorm(width)
+        self.gate_proj = nn.Linear(width, hidden, bias=False)
+        self.up_proj = nn.Linear(width, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, width, bias=False)
+
+    def forward(self, x, cos, sin):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin)
+        h = self.post_attention_layernorm(x)
+        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+
+
+class CharLlama(nn.Module):
+    def __init__(self, vocab, width=64, heads=4, kv_heads=2, depth=3, hidden=176, context=256):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab, width)
+        self.layers = nn.ModuleList(LlamaBlock(width, heads, kv_heads, hidden) for _ in range(depth))
+        self.norm = RMSNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        cos, sin = rope(context, width // heads)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, idx):
+        n = idx.shape[1]
+        x = self.embed_tokens(idx)
+        for layer in self.layers:
+            x = layer(x, self.cos[:n], self.sin[:n])
+        return self.lm_head(self.norm(x))
+
+
+def generate(model, prompt, stoi, chars, n, context, seed, temperature=0.8):
+    g = torch.Generator().manual_seed(seed)
+    idx = torch.tensor([[stoi[c] for c in prompt]], dtype=torch.long)
+    with torch.no_grad():
+        for _ in range(n):
+            logits = model(idx[:, -context:])[0, -1] / temperature
+            nxt = torch.multinomial(torch.softmax(logits, -1), 1, generator=g)
+            idx = torch.cat([idx, nxt.view(1, 1)], dim=1)
+    return "".join(chars[i] for i in idx[0].tolist())
+
+
+def train_llama(out, steps=800, batch=16, context=256):
+    torch.manual_seed(6)
+    text, names = license_text()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
+    split = int(0.95 * len(data))
+    train, val = data[:split], data[split:]
+    model = CharLlama(len(chars), context=context)
+    opt = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.01, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=steps, pct_start=0.1)
+    g = torch.Generator().manual_seed(7)
+    t0 = time.time()
+    model.train()
+    ema = None
+    for step in range(steps):
+        starts = torch.randint(0, len(train) - context - 1, (batch,), generator=g).tolist()
+        x = torch.stack([train[s:s + context] for s in starts])
+        y = torch.stack([train[s + 1:s + context + 1] for s in starts])
+        loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        if step % 100 == 0 or step == steps - 1:
+            print(f"  llama step {step:4d}  loss {loss.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
+    model.eval()
+    with torch.no_grad():
+        vs = [val[s:s + context + 1] for s in range(0, len(val) - context - 1, context)]
+        vx = torch.stack([v[:-1] for v in vs])
+        vy = torch.stack([v[1:] for v in vs])
+        val_loss = F.cross_entropy(model(vx).reshape(-1, len(chars)), vy.reshape(-1)).item()
+        window = val[:context].unsqueeze(0)
+        with AttnScopeRecorder(model, name="char-LLaMA on Debian's license texts (3 layers, 4 query heads "
+                                           "sharing 2 key/value heads, d_model 64)") as rec:
+            model(window)
+    sample = "".join(chars[i] for i in window[0].tolist())
+    generated = generate(model, "This License", stoi, chars, 200, context, seed=8)
+    rec.save(out, tokens=list(sample), attrs={
+        "training": f"{steps} steps of AdamW (one-cycle, peak lr 4e-3) on {batch} windows of {context} chars "
+                    f"from {len(train)} characters of /usr/share/common-licenses ({', '.join(names)}); seed 6",
+        "train_loss": round(ema, 4), "val_loss": round(val_loss, 4),
+        "val_bits_per_char": round(val_loss / math.log(2), 4), "vocab_size": len(chars),
+        "generated": generated})
+    print(f"llama: train loss {ema:.3f} nats/char (EMA), held-out {val_loss:.3f} nats/char "
+          f"= {val_loss / math.log(2):.3f} bits/char, {time.time() - t0:.0f} s -> {out}")
+    print(f"llama: generated (temperature 0.8, seed 8): {generated!r}")
+    return ema, val_loss
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("which", nargs="*", choices=["lm", "vit", []], default=[])
+    p.add_argument("which", nargs="*", choices=["lm", "vit", "llama", []], default=[])
     p.add_argument("--threads", type=int, default=1)
     a = p.parse_args()
-    which = a.which or ["lm", "vit"]
+    which = a.which or ["lm", "vit", "llama"]
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
     if "vit" in which:
         train_vit(os.path.join(HERE, "vit_digits.h5"))
     if "lm" in which:
         train_lm(os.path.join(HERE, "char_lm_licenses.h5"))
+    if "llama" in which:
+        train_llama(os.path.join(HERE, "char_llama_gqa.h5"))
 
 
 if __name__ == "__main__":

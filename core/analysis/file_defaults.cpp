@@ -110,6 +110,8 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
         if (t.size() == attrs["tokens"].size())
             d.tokens = std::move(t);
     }
+    if (!d.mask && attrs.contains("mask") && attrs["mask"].is_string())
+        d.mask = attrs["mask"].get<std::string>();
     if (d.tokens.empty() && attrs.contains("text") && attrs["text"].is_string())
         d.tokens = utf8_characters(attrs["text"].get<std::string>());
     if (!d.image)
@@ -179,6 +181,13 @@ FileDefaults read_file_defaults(const std::string& q_ref)
     return d;
 }
 
+FileDefaults file_defaults_from(const nlohmann::json& attributes)
+{
+    FileDefaults d;
+    read_attributes(attributes, d);
+    return d;
+}
+
 nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::string& q_ref, AnalysisSetup& setup)
 {
     nlohmann::ordered_json used = nlohmann::ordered_json::object();
@@ -231,6 +240,10 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
             used["mixing"] = *d.mixing;
         }
     }
+    // No option applies a mask that is neither causal nor padding (docs/pytorch.md 3.2 "Masks"): say so.
+    if (d.mask == "other")
+        used["not_applied"]["mask"] = "the model applied an attention mask that is neither causal nor padding "
+                                      "(attribute mask = \"other\"); these matrices do not include it";
     return used;
 }
 

@@ -13,6 +13,8 @@
 //                               FILE[:DATASET] relative to the file's folder
 //   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
 //   image*         2-D numbers  the input image of a vision model (`image`, or a name starting with image_), for display
+//   mask           string       the attention mask the model applied (docs/pytorch.md): "other" (neither causal nor
+//                               padding) is not applied here, and apply_file_defaults() says so
 // The grid (with its block grid) applies only when no block option was given and it holds exactly the
 // selected tokens.
 #include <cstdint>
@@ -46,6 +48,7 @@ struct FileDefaults {
     std::optional<std::string> mixing;      // as written in the file
     std::vector<std::string> tokens;        // `tokens`, or the characters of `text`
     std::optional<FileImage> image;
+    std::optional<std::string> mask;        // `mask` as written, e.g. "causal" or "other"
     // Attributes present with a value that cannot be used (a negative prefix_tokens, a grid of 4 sizes ...):
     // name -> why. Applying one is an error naming it (an explicit option instead avoids it).
     std::map<std::string, std::string> invalid;
@@ -54,6 +57,9 @@ struct FileDefaults {
 // The attributes of the queries `q_ref` (FILE[:NAME]) names; reads headers only. Attributes of the wrong
 // type or shape are ignored.
 FileDefaults read_file_defaults(const std::string& q_ref);
+
+// The same reading of one attribute object (e.g. a file's root attributes, for `attnscope info`).
+FileDefaults file_defaults_from(const nlohmann::json& attributes);
 
 // What the user set explicitly (a flag, a TOML key, an edit in the app): the file does not override it.
 struct ExplicitChoices {
@@ -80,7 +86,8 @@ std::vector<Index> default_block_grid(const std::vector<Index>& grid);
 // (InputError when it cannot be). An attribute that would apply but cannot be used (FileDefaults::invalid)
 // is an InputError naming the attribute, its file and the option that overrides it. Returns what was taken
 // from the file: the keys prefix_tokens, causal, grid, block_grid, mixing (the analyze JSON's
-// input.defaults_from_file), and under "not_applied" a grid that does not hold the selected tokens.
+// input.defaults_from_file), and under "not_applied" a grid that does not hold the selected tokens and a
+// mask the model applied that the analysis does not ("other").
 nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const std::string& q_ref, AnalysisSetup& setup);
 
 // read_file_defaults() and apply_file_defaults() for the queries `q_ref`.

@@ -114,6 +114,42 @@ TEST(CliCommands, PerHeadMixingMatricesMatchTheReference)
     attnscope::test::expect_script_passes("app/check_head_mixing.py", "cli_head_mixing");
 }
 
+// The grouped-query sample (data/char_llama_gqa.h5, 4 query heads sharing 2 key/value heads): query head 3
+// pairs key/value head 1, and the summary says so; info lists its token strings.
+TEST(CliCommands, GroupedQuerySamplePairsAndSaysSo)
+{
+    const std::string file = std::string(ATTNSCOPE_DATA_DIR) + "/char_llama_gqa.h5";
+    const CommandResult r = run_attnscope("analyze --q " + file + ":/layers/1/q --k " + file + ":/layers/1/k --head 3");
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (const char* needle : {"at h=3 kv=1", "4 query heads share 2 key/value heads",
+                               "this query head pairs with key/value head 1", "causal=true", "N=256"})
+        EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in:\n" << r.out;
+    const auto doc = nlohmann::json::parse(
+        run_attnscope("analyze --q " + file + ":/layers/1/q --k " + file + ":/layers/1/k --head 3 --json -").out);
+    EXPECT_EQ(doc["input"]["kv_head"], 1);
+    EXPECT_EQ(doc["input"]["grouped_query"]["kv_heads"], 2);
+
+    const CommandResult info = run_attnscope("info " + file);
+    ASSERT_EQ(info.status, 0) << info.err;
+    EXPECT_NE(info.out.find("tokens: 256 (@tokens): \" \" \"C\" \"o\" \"n\""), std::string::npos) << info.out;
+    const auto js = nlohmann::json::parse(run_attnscope("info --json " + file).out);
+    EXPECT_EQ(js["tokens"]["count"], 256);
+    EXPECT_EQ(js["tokens"]["first"][1], "C");
+    EXPECT_TRUE(js["image"].is_null());
+}
+
+// info lists an input image (here the digit of data/vit_digits.h5) and tokens taken from a `text` attribute.
+TEST(CliCommands, InfoListsTokensAndImage)
+{
+    const CommandResult vit = run_attnscope("info " + std::string(ATTNSCOPE_DATA_DIR) + "/vit_digits.h5");
+    ASSERT_EQ(vit.status, 0) << vit.err;
+    EXPECT_NE(vit.out.find("image: 8 x 8 (@image_8x8)"), std::string::npos) << vit.out;
+    EXPECT_EQ(vit.out.find("tokens:"), std::string::npos) << vit.out;
+    const auto js = nlohmann::json::parse(run_attnscope("info --json " + std::string(ATTNSCOPE_DATA_DIR) + "/char_lm_licenses.h5").out);
+    EXPECT_EQ(js["tokens"]["count"], 512);
+    EXPECT_EQ(js["tokens"]["attribute"], "text");
+}
+
 // Compressed inputs never push a run over --max-memory (tests/app/check_memory_budget.py).
 TEST(CliCommands, CompressedInputsStayWithinTheMemoryLimit)
 {

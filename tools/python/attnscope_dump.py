@@ -35,6 +35,16 @@ What is captured
   (``tests/app/check_pytorch_bridge.py`` checks this to 1e-6 through ``attnscope matrix``).
   PyTorch's fused fast paths (``nn.TransformerEncoderLayer`` in eval mode) bypass the attention
   module; the recorder switches them off while it is active.
+* ``torch.nn.functional.scaled_dot_product_attention`` (``sdpa=True``, the default): while the recorder
+  is active every call is recorded, in call order, as its own layer, with q, k, v exactly as passed
+  (after rotary embeddings and q/k norms; k and v with their own head count under ``enable_gqa``), its
+  ``scale`` (default ``1/sqrt(d)``), ``is_causal``, ``enable_gqa``, ``dropout_p``, the kind of its
+  ``attn_mask`` (``sdpa_mask_kind``: none, causal, padding, causal+padding, other; padded tokens of the
+  dumped batch element are dropped) and the qualified name of the module whose forward made the call.
+  Calls made inside a hooked ``nn.MultiheadAttention`` or ``add``-ed module are not recorded twice. On
+  PyTorch < 2.0, which has no such function, the recorder provides ``sdpa_reference`` under that name
+  while it is active (PyTorch 2.x's signature and semantics). Hugging Face models (``attn_implementation
+  ="sdpa"``) and timm models (``fused_attn``) call it.
 * Any other module: ``rec.add(module, fn)`` with ``fn(module, args, kwargs, output)`` returning
   ``(q, k)`` or ``(q, k, v)`` as tensors of shape ``[B, H, N, d]`` (or ``[H, N, d]``), or a dict
   ``{"q", "k", "v", "mixing"}`` whose ``mixing`` (a learned MHLA Mc, ``[M, M]`` or ``[H, M, M]``) is
@@ -69,13 +79,17 @@ The file (``save``)
 ``prefix_tokens``  int: leading non-grid tokens (CLS, registers) -> ``--prefix-tokens``
 ``grid``           int array, e.g. ``[8, 8]``: the grid of the N - prefix_tokens tokens,
                    row-major (raster) -> ``--grid 8,8``; absent for 1-D sequences
+``tokens``         strings: ``save(tokens=...)``, one per query token (display)
+``image``          ``save(image=...)``: the input image (or the dataset ``/image`` when large)
 =================  ==========================================================================
 
 Attributes of each ``q``/``k``/``v`` dataset: ``module`` (qualified module name), ``module_type``
 (class name), ``scale`` (the softmax scale the module uses, 1/sqrt(head_dim) for MultiheadAttention), ``mask``
 (``"none"``, ``"causal"``, ``"other"``: the attn_mask the module was given), ``key_padding_mask``
 (bool: one was given; AttnScope does not apply padding masks), ``extra_keys`` (keys appended by
-``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens).
+``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens). SDPA layers have
+``function``, ``is_causal``, ``enable_gqa``, ``dropout_p``, ``padded_tokens`` and ``mask`` also
+``"padding"`` / ``"causal+padding"`` instead of ``key_padding_mask`` / ``extra_keys``.
 
 Command line::
 
@@ -98,7 +112,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-__all__ = ["AttnScopeRecorder", "project_mha", "mask_kind", "write_h5", "__version__"]
+__all__ = ["AttnScopeRecorder", "project_mha", "mask_kind", "sdpa_reference", "sdpa_mask_kind", "write_h5",
+           "__version__"]
 __version__ = "0.1.0"
 
 QKVFn = Callable[[nn.Module, tuple, dict, object], Sequence[Optional[torch.Tensor]]]
@@ -191,13 +206,148 @@ def project_mha(mha: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tens
     return q, k, v
 
 
+# -- scaled_dot_product_attention ------------------------------------------------------------
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+# An additive mask entry at or below this counts as "masked": -inf, torch.finfo(dtype).min (Hugging Face)
+# and -10000 (older BERT code) all give the key a softmax weight that is exactly 0 in float32.
+_MASKED_BIAS = -1.0e4
+
+
+def sdpa_reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0, is_causal: bool = False,
+                   scale: Optional[float] = None, enable_gqa: bool = False) -> torch.Tensor:
+    """``torch.nn.functional.scaled_dot_product_attention`` with PyTorch 2.x's signature and semantics, in
+    plain tensor operations: ``softmax(q k^T * scale + bias) v`` with ``scale`` defaulting to
+    ``1/sqrt(q.size(-1))``; a bool ``attn_mask`` marks the keys that take part (True), a float one is added
+    to the scores; ``is_causal`` masks key j > query i (top-left aligned) and excludes ``attn_mask``;
+    ``enable_gqa`` lets k and v have fewer heads than q, each shared by ``Hq / Hk`` consecutive query heads;
+    ``dropout_p`` drops attention weights (always, as PyTorch's function does: callers pass 0 in eval).
+    The recorder installs it as ``F.scaled_dot_product_attention`` on PyTorch versions without one."""
+    L, S = query.size(-2), key.size(-2)
+    scale_factor = 1.0 / math.sqrt(query.size(-1)) if scale is None else scale
+    bias = torch.zeros(L, S, dtype=query.dtype, device=query.device)
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("scaled_dot_product_attention: explicit attn_mask should not be set when is_causal=True")
+        bias.masked_fill_(~torch.ones(L, S, dtype=torch.bool, device=query.device).tril(0), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            bias = bias.masked_fill(~attn_mask, float("-inf"))
+        else:
+            bias = attn_mask + bias
+    if enable_gqa:
+        hq, hk = query.size(-3), key.size(-3)
+        if hk == 0 or hq % hk or hq % value.size(-3):
+            raise RuntimeError(f"scaled_dot_product_attention: {hq} query heads are not a multiple of {hk} key heads")
+        key = key.repeat_interleave(hq // hk, -3)
+        value = value.repeat_interleave(hq // value.size(-3), -3)
+    weight = torch.softmax(query @ key.transpose(-2, -1) * scale_factor + bias, dim=-1)
+    if dropout_p > 0.0:
+        weight = torch.dropout(weight, dropout_p, train=True)
+    return weight @ value
+
+
+def _allowed(attn_mask: torch.Tensor) -> Optional[torch.Tensor]:
+    """The keys an SDPA ``attn_mask`` lets take part (bool, same shape), or None when an additive mask holds
+    values other than 0 and "masked" (a bias such as ALiBi: not a mask AttnScope can reproduce)."""
+    m = attn_mask.detach()
+    if m.dtype == torch.bool:
+        return m
+    if not m.is_floating_point():
+        return None
+    masked = m <= _MASKED_BIAS
+    if not bool(((m == 0) | masked).all()):
+        return None
+    return ~masked
+
+
+def _padded_rows_ok(rows: torch.Tensor, as_real: torch.Tensor) -> bool:
+    """Rows of padded queries: each lets in nothing, every key, or what ``as_real`` (the row a real query
+    at that position would have) lets in."""
+    return bool((~rows.any(1) | rows.all(1) | (rows == as_real).all(1)).all())
+
+
+def sdpa_mask_kind(attn_mask: Optional[torch.Tensor], is_causal: bool, batch: int, n_q: int, n_k: int
+                   ) -> List[Tuple[str, Optional[torch.Tensor], Optional[torch.Tensor]]]:
+    """Per batch element, ``(kind, keep_q, keep_k)`` of what an SDPA call masked. ``kind``: ``"none"``,
+    ``"causal"`` (``is_causal``, or a mask that is exactly key j <= query i), ``"padding"`` (every real query
+    sees exactly the real keys), ``"causal+padding"`` (a causal mask restricted to the real tokens, as
+    Hugging Face decoders build it for padded batches) or ``"other"``. The row of a padded query may let
+    in nothing, every key, or what a real query's row would. ``keep_q`` / ``keep_k``: bool ``[N]`` of the real tokens for the padding kinds, else None.
+    A mask that differs between heads is ``"other"``."""
+    if is_causal:
+        return [("causal" if n_q == n_k else "other", None, None)] * batch
+    if attn_mask is None:
+        return [("none", None, None)] * batch
+    allowed = _allowed(attn_mask)
+    if allowed is None or allowed.dim() > 4 or tuple(allowed.shape[-2:]) not in ((n_q, n_k), (1, n_k)):
+        return [("other", None, None)] * batch
+    while allowed.dim() < 4:
+        allowed = allowed.unsqueeze(0)
+    allowed = allowed.expand(allowed.shape[0], allowed.shape[1], n_q, n_k)
+    if allowed.shape[0] not in (1, batch):
+        return [("other", None, None)] * batch
+    tril = torch.ones(n_q, n_k, dtype=torch.bool, device=allowed.device).tril(0)
+    out = []
+    for b in range(batch):
+        heads = allowed[b if allowed.shape[0] > 1 else 0]
+        if not bool((heads == heads[0]).all()):
+            out.append(("other", None, None))
+            continue
+        m = heads[0]
+        if bool(m.all()):
+            out.append(("none", None, None))
+            continue
+        if n_q == n_k and bool((m == tril).all()):
+            out.append(("causal", None, None))
+            continue
+        if n_q == n_k:
+            # Real keys: those some informative row lets in (a row that lets every key in is a padded query
+            # row Hugging Face un-masked; the last row always counts: for a plain causal mask it is all True).
+            informative = ~m.all(1)
+            informative[-1] = True
+            real = m[informative].any(0)
+            if bool(real.any()) and bool((m[real] == (tril & real)[real]).all()) and \
+                    _padded_rows_ok(m[~real], (tril & real)[~real]):
+                out.append(("causal+padding", real.clone(), real.clone()))
+                continue
+        # Padding: every real query row equals the key-padding vector (rows that let nothing in are
+        # padded queries; rows of padded queries may also let the real keys in).
+        rows = m.any(1)
+        if not bool(rows.any()):
+            out.append(("other", None, None))
+            continue
+        real_k = m[rows].all(0)
+        if n_q == n_k:
+            real_q = real_k
+            ok = bool(real_k.any()) and bool((m[real_q] == real_k).all()) and \
+                _padded_rows_ok(m[~real_q], real_k.expand(int((~real_q).sum()), n_k))
+        else:
+            real_q = torch.ones(n_q, dtype=torch.bool, device=m.device)
+            ok = bool(real_k.any()) and bool((m == real_k).all())
+        out.append(("padding", real_q.clone(), real_k.clone()) if ok else ("other", None, None))
+    return out
+
+
 class _Record:
-    __slots__ = ("name", "module", "q", "k", "v", "mixing", "mask", "key_padding_mask", "extra_keys", "scale")
+    """One recorded layer. ``masks``: for an SDPA call, per batch element ``(kind, keep_q, keep_k)`` (see
+    ``sdpa_mask_kind``); ``meta``: further dataset attributes."""
+    __slots__ = ("name", "module", "module_type", "q", "k", "v", "mixing", "mask", "key_padding_mask", "extra_keys",
+                 "scale", "masks", "meta")
 
     def __init__(self, name, module):
         self.name, self.module = name, module
+        self.module_type = type(module).__name__
         self.q = self.k = self.v = self.mixing = None
         self.mask, self.key_padding_mask, self.extra_keys, self.scale = "none", False, 0, None
+        self.masks: Optional[list] = None
+        self.meta: dict = {}
+
+    def mask_of(self, batch: int) -> Tuple[str, Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """(kind, keep_q, keep_k) of one batch element."""
+        if self.masks is None:
+            return self.mask, None, None
+        return self.masks[batch]
 
 
 class AttnScopeRecorder(contextlib.AbstractContextManager):
@@ -206,14 +356,19 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
     ``model``: the model; every ``nn.MultiheadAttention`` in it is hooked unless
     ``mha=False``. ``name``: the model name written to the file (default: the class name).
     ``modules``: optional ``{qualified_name_or_module: fn}`` of extra modules with a function
-    returning (q, k[, v]) (see ``add``). Tensors are kept detached on the CPU.
+    returning (q, k[, v]) (see ``add``). ``sdpa``: record every call of
+    ``F.scaled_dot_product_attention`` (installed with PyTorch 2.x semantics on older PyTorch), except
+    calls made inside a module hooked above. Tensors are kept detached on the CPU.
     """
 
     def __init__(self, model: nn.Module, name: Optional[str] = None, mha: bool = True,
-                 modules: Optional[Dict[object, QKVFn]] = None):
+                 modules: Optional[Dict[object, QKVFn]] = None, sdpa: bool = True):
         self.model = model
         self.active = False
+        self.sdpa = sdpa
         self.name = name or type(model).__name__
+        self._stack: List[nn.Module] = []
+        self._sdpa_calls = 0
         self._names = {m: n for n, m in model.named_modules()}
         self._targets: List[Tuple[nn.Module, Optional[QKVFn]]] = []
         if mha:
@@ -222,8 +377,8 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                     self._targets.append((m, None))
         for key, fn in (modules or {}).items():
             self.add(model.get_submodule(key) if isinstance(key, str) else key, fn)
-        self._records: Dict[int, _Record] = {}
-        self._order: List[int] = []
+        self._records: Dict[object, _Record] = {}
+        self._order: List[object] = []
         self._undo: List[Callable[[], None]] = []
 
     # -- set-up ------------------------------------------------------------------------------
@@ -239,13 +394,20 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
     def __enter__(self) -> "AttnScopeRecorder":
         if self.active:
             raise RuntimeError("the recorder is already active")
-        if not self._targets:
+        if not self._targets and not self.sdpa:
             raise ValueError("no attention module to record: the model has no nn.MultiheadAttention; "
-                             "use add(module, fn) for other attention modules")
+                             "use add(module, fn) for other attention modules, or sdpa=True")
         self.clear()
-        for module, fn in self._targets:
-            self._wrap(module, fn)
-        self._disable_fast_paths()
+        try:
+            for module, fn in self._targets:
+                self._wrap(module, fn)
+            self._disable_fast_paths()
+            self._track_modules()
+            if self.sdpa:
+                self._install_sdpa()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         self.active = True
         return self
 
@@ -258,6 +420,52 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
         """Forget everything recorded so far."""
         self._records.clear()
         self._order.clear()
+        self._stack.clear()
+        self._sdpa_calls = 0
+
+    def _track_modules(self) -> None:
+        # A stack of the modules running now: its top is the module that calls
+        # scaled_dot_product_attention, and a hooked module on it means that module's own capture applies.
+        def push(mod, inputs):
+            self._stack.append(mod)
+
+        def pop(mod, inputs, output):
+            while self._stack:
+                if self._stack.pop() is mod:
+                    break
+        handles = []
+        for m in self.model.modules():
+            handles.append(m.register_forward_pre_hook(push))
+            handles.append(m.register_forward_hook(pop))
+
+        def undo():
+            for h in handles:
+                h.remove()
+            self._stack.clear()
+        self._undo.append(undo)
+
+    def _install_sdpa(self) -> None:
+        original = getattr(F, "scaled_dot_product_attention", None)
+        impl = original if original is not None else sdpa_reference
+        hooked = {id(m) for m, _ in self._targets}
+        recorder = self
+
+        @functools.wraps(impl)
+        def scaled_dot_product_attention(*args, **kwargs):
+            out = impl(*args, **kwargs)   # the call exactly as made: PyTorch raises for bad arguments
+            if recorder.active and not any(id(m) in hooked for m in recorder._stack):
+                with torch.no_grad():
+                    recorder._capture_sdpa(args, kwargs)
+            return out
+
+        F.scaled_dot_product_attention = scaled_dot_product_attention
+
+        def undo():
+            if original is None:
+                del F.scaled_dot_product_attention
+            else:
+                F.scaled_dot_product_attention = original
+        self._undo.append(undo)
 
     def _wrap(self, module: nn.Module, fn: Optional[QKVFn]) -> None:
         original = module.forward  # bound method (or an earlier instance attribute)
@@ -358,6 +566,25 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
             self._order.append(key)
         self._records[key] = rec
 
+    def _capture_sdpa(self, args, kwargs) -> None:
+        a = dict(zip(_SDPA_ARGS, args))
+        a.update(kwargs)
+        caller = self._stack[-1] if self._stack else None
+        rec = _Record(self._names.get(caller, "(outside the model)"), caller)
+        rec.module_type = type(caller).__name__ if caller is not None else ""
+        q, k, v = (_sdpa4(a[r]) for r in ("query", "key", "value"))
+        scale = a.get("scale")
+        rec.scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        is_causal = bool(a.get("is_causal", False))
+        rec.masks = sdpa_mask_kind(a.get("attn_mask"), is_causal, q.shape[0], q.shape[2], k.shape[2])
+        rec.meta = {"function": "scaled_dot_product_attention", "is_causal": is_causal,
+                    "enable_gqa": bool(a.get("enable_gqa", False)), "dropout_p": float(a.get("dropout_p", 0.0) or 0.0)}
+        rec.q, rec.k, rec.v = q.detach().cpu(), k.detach().cpu(), v.detach().cpu()
+        key = ("sdpa", self._sdpa_calls)
+        self._sdpa_calls += 1
+        self._order.append(key)
+        self._records[key] = rec
+
     # -- results -----------------------------------------------------------------------------
     @property
     def layers(self) -> List[_Record]:
@@ -365,45 +592,120 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
         return [self._records[i] for i in self._order]
 
     def tensors(self, layer: int, batch: int = 0) -> Tuple[np.ndarray, np.ndarray, Optional[np.ndarray]]:
-        """(q, k, v) of one layer and batch element as float64 NumPy arrays ``[H, N, d]``."""
-        r = self.layers[layer]
-        pick = (lambda t: None if t is None else t[batch].double().numpy())
-        return pick(r.q), pick(r.k), pick(r.v)
+        """(q, k, v) of one layer and batch element as float64 NumPy arrays ``[H, N, d]``, padded tokens
+        dropped as ``save`` drops them."""
+        q, k, v = _select(self.layers[layer], batch)
+        pick = (lambda t: None if t is None else t.double().numpy())
+        return pick(q), pick(k), pick(v)
 
     def save(self, path: str, grid: Optional[Sequence[int]] = None, prefix_tokens: int = 0,
              causal: Optional[bool] = None, batch: int = 0, dtype: str = "float32",
-             name: Optional[str] = None, attrs: Optional[dict] = None) -> str:
+             name: Optional[str] = None, attrs: Optional[dict] = None,
+             tokens: Optional[Sequence[str]] = None, image=None) -> str:
         """Write ``path`` (HDF5, atomically). ``grid``: token grid of the N - prefix_tokens tokens
         (e.g. ``(14, 14)``); ``causal``: None takes it from the masks (every layer causal).
-        ``attrs``: extra root attributes (numbers, strings, bools, lists)."""
+        ``attrs``: extra root attributes (numbers, strings, bools, lists). ``tokens``: the token strings
+        of the dumped batch element (one per query token; padded tokens, if given, are dropped with the
+        padding), written as the root attribute ``tokens``. ``image``: the input image (a 2-D or 3-D array),
+        written as the root attribute ``image``, or as the dataset ``/image`` when too large for an attribute."""
         layers = self.layers
         if not layers:
             raise RuntimeError("nothing recorded: run the model inside the `with` block first")
+        for r in layers:
+            if not 0 <= batch < r.q.shape[0]:
+                raise IndexError(f"batch {batch} out of range: {r.name} saw {r.q.shape[0]} batch elements")
+        kinds = [r.mask_of(batch)[0] for r in layers]
         if causal is None:
-            causal = all(r.mask == "causal" for r in layers)
+            causal = all(k in ("causal", "causal+padding") for k in kinds)
         root = {"model": name or self.name, "causal": bool(causal), "prefix_tokens": int(prefix_tokens),
                 "batch_index": int(batch)}
         if grid is not None:
             root["grid"] = [int(g) for g in grid]
+        out_layers = []
         for r in layers:
-            n_tok = r.q.shape[2]
-            if not 0 <= batch < r.q.shape[0]:
-                raise IndexError(f"batch {batch} out of range: {r.name} saw {r.q.shape[0]} batch elements")
+            q, k, v = _select(r, batch)
+            n_tok = q.shape[1]
             if grid is not None and int(np.prod(root["grid"])) + prefix_tokens != n_tok:
                 raise ValueError(f"grid {root['grid']} + {prefix_tokens} prefix tokens != N = {n_tok} ({r.name})")
-        out_layers = []
-        for i, r in enumerate(layers):
-            meta = {"module": r.name, "module_type": type(r.module).__name__, "scale": float(r.scale),
-                    "mask": r.mask, "key_padding_mask": bool(r.key_padding_mask), "extra_keys": int(r.extra_keys)}
-            ts = {"q": r.q[batch], "k": r.k[batch]}
-            if r.v is not None:
-                ts["v"] = r.v[batch]
+            kind, keep_q, keep_k = r.mask_of(batch)
+            meta = {"module": r.name, "module_type": r.module_type, "scale": float(r.scale), "mask": kind}
+            if r.masks is None:
+                meta.update({"key_padding_mask": bool(r.key_padding_mask), "extra_keys": int(r.extra_keys)})
+            else:
+                meta.update(r.meta)
+                meta["padded_tokens"] = 0 if keep_k is None else int((~keep_k).sum())
+            ts = {"q": q, "k": k}
+            if v is not None:
+                ts["v"] = v
             if r.mixing is not None:   # the layer's learned Mc, its default mixing (docs/cli.md, file attributes)
                 ts["mixing"] = r.mixing
-                meta["mixing"] = f"/layers/{i}/mixing"
+                meta["mixing"] = f"/layers/{len(out_layers)}/mixing"
             out_layers.append((ts, meta))
+        if tokens is not None:
+            root["tokens"] = self._tokens_for(list(tokens), batch)
+        extra_datasets = {}
+        if image is not None:
+            img = np.asarray(image.detach().cpu().numpy() if isinstance(image, torch.Tensor) else image)
+            if img.ndim not in (2, 3) or img.dtype.kind not in "biuf":
+                raise ValueError(f"image must be a 2-D or 3-D array of numbers, got shape {img.shape} ({img.dtype})")
+            if img.dtype.kind == "f":
+                img = img.astype(np.float32 if dtype == "float32" else np.float64)
+            if img.nbytes <= _MAX_ATTRIBUTE_BYTES:
+                root["image"] = _AsIs(img)   # in its own type: uint8 pixels stay one byte each
+            else:
+                extra_datasets["image"] = img
         root.update(attrs or {})
-        return write_h5(path, out_layers, root, dtype=dtype)
+        return write_h5(path, out_layers, root, dtype=dtype, datasets=extra_datasets)
+
+    def _tokens_for(self, tokens: List[str], batch: int) -> List[str]:
+        """The token strings of the written queries: as given, or with the padded tokens dropped."""
+        if not all(isinstance(t, str) for t in tokens):
+            raise TypeError("tokens must be strings")
+        written = {int(_select(r, batch)[0].shape[1]) for r in self.layers}
+        if written == {len(tokens)}:
+            return tokens
+        for r in self.layers:
+            keep_q = r.mask_of(batch)[1]
+            if keep_q is not None and len(keep_q) == len(tokens):
+                kept = [t for t, keep in zip(tokens, keep_q.tolist()) if keep]
+                if written == {len(kept)}:
+                    return kept
+        raise ValueError(f"{len(tokens)} tokens given, the written layers have "
+                         f"{', '.join(str(n) for n in sorted(written))} query tokens")
+
+
+_MAX_ATTRIBUTE_BYTES = 48 * 1024   # HDF5 keeps an attribute in the object header: at most 64 KiB
+
+
+class _AsIs:
+    """An attribute value written with its own NumPy type."""
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+
+def _sdpa4(t: torch.Tensor) -> torch.Tensor:
+    """An SDPA argument ``[..., H, N, d]`` as ``[B, H, N, d]`` (``[H, N, d]``: one batch element)."""
+    if t.dim() == 4:
+        return t
+    if t.dim() == 3:
+        return t.unsqueeze(0)
+    if t.dim() == 2:
+        return t.unsqueeze(0).unsqueeze(0)
+    return t.reshape(-1, *t.shape[-3:])
+
+
+def _select(r: _Record, batch: int):
+    """q, k, v ``[H, N, d]`` of one batch element, padded tokens dropped."""
+    _, keep_q, keep_k = r.mask_of(batch)
+    q, k, v = r.q[batch], r.k[batch], None if r.v is None else r.v[batch]
+    if keep_q is not None:
+        q = q[:, keep_q]
+    if keep_k is not None:
+        k = k[:, keep_k]
+        v = None if v is None else v[:, keep_k]
+    return q, k, v
 
 
 def _as4(t: torch.Tensor, name: str, role: str) -> torch.Tensor:
@@ -417,8 +719,9 @@ def _as4(t: torch.Tensor, name: str, role: str) -> torch.Tensor:
 
 
 def write_h5(path: str, layers: List[Tuple[Dict[str, torch.Tensor], dict]], root_attrs: dict,
-             dtype: str = "float32") -> str:
-    """Low-level writer: ``layers`` is a list of ``({"q": [H,N,d], "k": ..., "v": ...}, attrs)``.
+             dtype: str = "float32", datasets: Optional[Dict[str, np.ndarray]] = None) -> str:
+    """Low-level writer: ``layers`` is a list of ``({"q": [H,N,d], "k": ..., "v": ...}, attrs)``;
+    ``datasets``: further root datasets (name -> array, written as they are).
     Written to a temporary file beside ``path`` and renamed, so a failure leaves nothing behind."""
     import h5py  # imported here so that the recorder works without h5py until save()
 
@@ -446,6 +749,8 @@ def write_h5(path: str, layers: List[Tuple[Dict[str, torch.Tensor], dict]], root
                                          shuffle=True, chunks=chunks)
                     for key, value in meta.items():
                         d.attrs[key] = _attr(value)
+            for key, arr in (datasets or {}).items():
+                f.create_dataset(key, data=arr, compression="gzip", compression_opts=6, shuffle=True)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o666 & ~mask)  # mkstemp made it private; give it the usual permissions
@@ -466,6 +771,11 @@ def _attr(value):
         return np.float64(value)
     if isinstance(value, str):
         return value
+    if isinstance(value, _AsIs):
+        return value.array
+    if isinstance(value, (list, tuple)) and value and all(isinstance(x, str) for x in value):
+        import h5py
+        return np.array(value, dtype=h5py.string_dtype("utf-8"))   # variable-length UTF-8 strings (tokens)
     if isinstance(value, (list, tuple, np.ndarray)):
         arr = np.asarray(value)
         if arr.dtype.kind in "iu":

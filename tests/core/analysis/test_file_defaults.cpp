@@ -165,3 +165,24 @@ TEST(FileDefaults, TokensAndImageForDisplay)
     EXPECT_EQ(r.tokens[1], "\xc3\xa9");
     ASSERT_TRUE(r.image);
 }
+
+TEST(FileDefaults, MaskOtherIsSaidNotApplied)
+{
+    // A mask the model applied that is neither causal nor padding (docs/pytorch.md): nothing applies it,
+    // and what was taken from the file says so whatever the user chose.
+    const std::string dir = test::fresh_work_dir("defaults_mask");
+    nlohmann::json attrs = k_lm_like;
+    attrs["mask"] = "other";
+    const std::string file = write_attributed(dir, attrs);
+    analysis::AnalysisSetup setup;
+    setup.given.causal = true;
+    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    ASSERT_TRUE(used.contains("not_applied")) << used.dump();
+    EXPECT_NE(used["not_applied"]["mask"].get<std::string>().find("mask = \"other\""), std::string::npos);
+    EXPECT_EQ(analysis::read_file_defaults(file + ":/q").mask, "other");
+
+    attrs["mask"] = "causal";
+    const std::string causal = write_attributed(dir, attrs);
+    analysis::AnalysisSetup plain;
+    EXPECT_FALSE(analysis::resolve_file_defaults(causal + ":/q", plain).contains("not_applied"));
+}
