@@ -271,8 +271,10 @@ void MechanismPanel::fillMixingDatasets()
     if (!path.isEmpty()) {
         try {
             const auto file = io::open_tensor_file(path.toStdString());
+            // M x M matrices, and per-head stacks H x M x M (docs/maths.md 1.6).
             for (const auto& t : file->tensors())
-                if (t.shape.size() == 2)
+                if ((t.shape.size() == 2 && t.shape[0] == t.shape[1]) ||
+                    (t.shape.size() == 3 && t.shape[1] == t.shape[2]))
                     m_mixingDataset->addItem(QString::fromStdString(t.name));
         } catch (const std::exception&) {
             // The reason is shown by problems() / the core's error.
@@ -342,8 +344,10 @@ void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolv
     m_fileBlockGrid = fromFile.contains("block_grid") ? resolved.blocks.block_grid : std::vector<Eigen::Index>{};
     m_mixingPath->clear();
     m_mixing->setCurrentIndex(0);   // default
+    // A learned M x M mixing matrix gives the block count (the core's rule, docs/cli.md).
+    m_blocks->setValue(fromFile.contains("blocks") ? static_cast<int>(resolved.blocks.blocks) : 0);
     if (fromFile.contains("mixing")) {
-        if (resolved.mixing.matrix) {
+        if (resolved.mixing.matrix || !resolved.mixing.head_matrices.empty()) {
             // preset holds FILE:DATASET (the core resolved it against the data file's folder).
             const QString ref = QString::fromStdString(resolved.mixing.preset);
             const qsizetype colon = ref.lastIndexOf(QLatin1Char(':'));

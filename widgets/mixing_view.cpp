@@ -5,14 +5,29 @@
 #include <QJsonObject>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
+#include "attention/mixing.h"
+#include "io/selection.h"
 #include "plot_util.h"
 #include "view_base.h"
 #include "views.h"
 
 namespace attnscope::widgets {
+
+namespace {
+
+// FILE[:DATASET] shortened to the file's name and the dataset, for a title.
+QString elidedReference(const QString& ref)
+{
+    const io::TensorRef r = io::parse_tensor_ref(ref.toStdString());
+    const QString file = QString::fromStdString(std::filesystem::path(r.file).filename().string());
+    return r.name.empty() ? file : file + QLatin1Char(':') + QString::fromStdString(r.name);
+}
+
+}  // namespace
 namespace {
 
 using analysis::ExploreResult;
@@ -50,12 +65,19 @@ private:
             return;
         }
         clearPlot(m_plot);
-        QString preset;
-        if (mhla && mhla->result.params.contains("mixing") && mhla->result.params["mixing"].is_string())
-            preset = QString::fromStdString(mhla->result.params["mixing"].get<std::string>());
+        // A preset by name; a learned matrix by its file's name and dataset (and the head of a per-head file).
+        QString source;
+        if (mhla && mhla->result.params.contains("mixing") && mhla->result.params["mixing"].is_string()) {
+            source = QString::fromStdString(mhla->result.params["mixing"].get<std::string>());
+            if (!attention::is_mixing_preset(source.toStdString())) {
+                source = tr("learned: %1").arg(elidedReference(source));
+                if (mhla->result.params.contains("mixing_head"))
+                    source += tr(", head %1").arg(mhla->result.params["mixing_head"].get<long long>());
+            }
+        }
         auto* layout = m_plot->plotLayout();
         auto* group = new QCPMarginGroup(m_plot);
-        QString title = tr("Mixing matrix Mc") + (preset.isEmpty() ? QString() : tr(" (%1)").arg(preset)) +
+        QString title = tr("Mixing matrix Mc") + (source.isEmpty() ? QString() : tr(" (%1)").arg(source)) +
                         tr(",  M = %1,  rank %2").arg(m_result->mixing.rows()).arg(m_result->mixing_rank);
         layout->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
         addMatrix(layout, group);

@@ -236,6 +236,14 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                 m.matrix.reset();
             } else {
                 load_mixing(m, mixing_reference(*d.mixing, file), "the file's mixing attribute");
+                // A learned M x M matrix fixes the block count: with no block option and no grid from the
+                // file, 1-D blocks, M of them (docs/cli.md "Defaults from the file's attributes").
+                const Index learned_m = m.matrix ? m.matrix->rows() : m.head_matrices.front().rows();
+                if (!setup.given.blocks && setup.options.blocks.kind == attention::BlockSpec::Kind::count &&
+                    setup.options.blocks.blocks == 0) {
+                    setup.options.blocks.blocks = learned_m;
+                    used["blocks"] = learned_m;
+                }
             }
             used["mixing"] = *d.mixing;
         }

@@ -89,6 +89,14 @@ for h in range(H):
     if not np.abs(got - s).max() <= 1e-12 * s[0]:
         problems.append(f"attribute, head {h}: singular values differ from the reference by {np.abs(got - s).max():.3g}")
 
+# Without a block option, the learned M x M matrix gives the block count: M 1-D blocks.
+out = run(["analyze", "--q", path + ":/layers/0/q", "--k", path + ":/layers/0/k", "--head", "1", "--mechanism", "mhla",
+           "--json", "-"])
+if out is not None:
+    doc = json.loads(out)
+    if doc["input"]["defaults_from_file"].get("blocks") != M or doc["results"][0]["params"].get("blocks") != M:
+        problems.append(f"learned Mc without a block option: {doc['input']['defaults_from_file']} {doc['results'][0]['params']}")
+
 # A 2-D matrix is the same for every head (no mixing_head); a stack of the wrong head count is refused.
 out = run(["analyze", "--q", path + ":/q", "--k", path + ":/k", "--head", "2", "--mechanism", "mhla", "--blocks",
            str(M), "--mixing", path + ":/mix_one", "--json", "-"])

@@ -12,12 +12,16 @@
 #include <QSignalSpy>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/inputs.h"
 #include "analysis/measure.h"
+#include "attention/mixing.h"
+#include "io/selection.h"
 #include "attention/options.h"
 #include "mechanism_panel.h"
 #include "result_view.h"
@@ -164,14 +168,28 @@ TEST_F(HeadlessWindow, SaveSessionRecordsEachSampleAsTheCommandLineResolvesIt)
         widgets::MechanismPanel panel;
         panel.setContext(input["n"].get<qint64>(), tokenGrid, fromFile.contains("grid"));
         panel.restoreState(mechanism);
-        const attention::AttentionOptions options = panel.options();
+        attention::AttentionOptions options = panel.options();
+        if (!options.mixing.preset.empty() && !attention::is_mixing_preset(options.mixing.preset)) {
+            // A learned mixing matrix (the file's attribute): loaded and picked for the head as the core does.
+            analysis::load_mixing(options.mixing, options.mixing.preset);
+            io::AxisSelection sel;
+            options = analysis::with_head_mixing(options, analysis::pair_heads(q.toStdString(), k.toStdString(), sel));
+        }
         // Without a grid attribute the window may guess a display grid from N = s x s (docs/gui.md, Selection
         // dock), but MHLA keeps the command line's blocks: every mechanism's parameters agree.
         for (const auto& result : analyzed["results"]) {
             const attention::Mechanism m = attention::parse_mechanism(result["mechanism"].get<std::string>());
             const auto params = analysis::mechanism_params(m, analysis::options_for(m, options), input["n"].get<Eigen::Index>(),
                                                            input["d"].get<Eigen::Index>());
-            EXPECT_EQ(nlohmann::json::parse(params.dump()), result["params"]) << result["mechanism"];
+            // A learned matrix's FILE:DATASET, compared by the file it names (the paths may be spelt differently).
+            const auto same_file = [](nlohmann::json p) {
+                if (p.contains("mixing") && !attention::is_mixing_preset(p["mixing"].get<std::string>())) {
+                    const io::TensorRef r = io::parse_tensor_ref(p["mixing"].get<std::string>());
+                    p["mixing"] = std::filesystem::weakly_canonical(r.file).string() + ":" + r.name;
+                }
+                return p;
+            };
+            EXPECT_EQ(same_file(nlohmann::json::parse(params.dump())), same_file(result["params"])) << result["mechanism"];
         }
     }
 }
