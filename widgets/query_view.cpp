@@ -140,7 +140,7 @@ private:
         QString title = tr("Attention of query t = %1%2 over the keys").arg(t).arg(coordText(t));
         if (isDefault)
             title += tr("   (default query; click a map row to choose)");
-        auto* titleElement = new QCPTextElement(m_plot, title, plotFont(kTitlePt, true));
+        auto* titleElement = addTitle(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, titleElement);
         if (g.valid()) {
             buildGrid(g, t);
@@ -355,8 +355,8 @@ private:
         const double sx = static_cast<double>(img.cols) / static_cast<double>(g.w), sy = static_cast<double>(img.rows) / static_cast<double>(g.h);
         for (std::size_t k = 0; k < m_result->outcomes.size() && k < cols.size(); ++k) {
             const auto& o = m_result->outcomes[k];
-            auto* caption = new QCPTextElement(m_plot, tr("%1 over %2").arg(mechanismLabel(o.result.mechanism), QString::fromStdString(img.name)),
-                                               plotFont(kTickPt));
+            auto* caption = addTitle(m_plot, tr("%1 over %2").arg(mechanismLabel(o.result.mechanism), QString::fromStdString(img.name)),
+                                     plotFont(kTickPt));
             grid->addElement(2, cols[k], caption);
             auto* rect = addAxisRect(m_plot, grid, 3, cols[k]);
             m_heatmaps.push_back({rect, static_cast<double>(img.cols), static_cast<double>(img.rows)});
