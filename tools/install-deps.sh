@@ -11,7 +11,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libzip-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
-  python3 python3-numpy python3-h5py
+  python3 python3-numpy python3-h5py python3-scipy   # scipy: bench/compare_numpy.py (svds)
   python3-torch python3-sklearn
   slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
 )

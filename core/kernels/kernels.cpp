@@ -200,4 +200,33 @@ int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, In
     });
 }
 
+namespace {
+constexpr Index k_apply_tile = 128;   // output rows per task of softmax_apply
+}  // namespace
+
+int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
+                            bool causal, double* lse)
+{
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_lse
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_lse
+                                               : &generic::softmax_lse;
+    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
+        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, lse + t0);
+    });
+}
+
+void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                   const double* lse, bool transpose, const double* X, Index ldx, Index b, double* Y, Index ldy)
+{
+    if (n <= 0 || b <= 0)
+        return;
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_apply_rows
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_apply_rows
+                                               : &generic::softmax_apply_rows;
+    parallel_tiles(n, k_apply_tile, [&](Index r0, Index count) {
+        kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, transpose, X, ldx, b, r0, count, Y, ldy);
+        return 0;
+    });
+}
+
 }  // namespace attnscope::kernels

@@ -2,66 +2,209 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
-#include <Spectra/SymEigsSolver.h>
+#include <Eigen/QR>
+#include <Eigen/SVD>
 
 #include "metrics/metrics.h"
+#include "util/rng.h"
 
 namespace attnscope::metrics {
 
 namespace {
 
-// x -> A^T (A x): Spectra's matrix-operation concept (rows(), cols(), perform_op()).
-class GramOp {
-public:
-    using Scalar = double;
-    explicit GramOp(const attention::AttentionOperator& op) : m_op(op), m_out(op.rows(), 1) {}
-    Eigen::Index rows() const { return m_op.rows(); }
-    Eigen::Index cols() const { return m_op.cols(); }
-    void perform_op(const double* x_in, double* y_out) const
-    {
-        const Eigen::Map<const Eigen::MatrixXd> x(x_in, m_op.rows(), 1);
-        m_op.apply_gram(x, m_out);
-        std::copy(m_out.data(), m_out.data() + m_out.size(), y_out);
-        ++m_products;
-    }
-    Eigen::Index products() const { return m_products; }
+using Eigen::Index;
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
 
-private:
-    const attention::AttentionOperator& m_op;
-    mutable Eigen::MatrixXd m_out;
-    mutable Eigen::Index m_products = 0;
-};
+constexpr Index k_dense_below = 256;    // min(rows, cols) up to which the dense SVD is cheaper
+constexpr Index k_default_passes = 600;
+constexpr double k_floor_eps = 64.0;    // the rounding floor of a residual, in units of eps * theta_1
+
+MatrixXd gaussian(SplitMix64& rng, Index rows, Index cols)
+{
+    MatrixXd m(rows, cols);
+    for (Index j = 0; j < cols; ++j)
+        for (Index i = 0; i < rows; ++i)
+            m(i, j) = rng.normal();
+    return m;
+}
+
+// Householder QR of W (n by b): W = Q R, Q with orthonormal columns, R upper triangular.
+void householder(MatrixXd& W, MatrixXd& R)
+{
+    const Eigen::HouseholderQR<MatrixXd> qr(W);
+    const Index b = W.cols();
+    R = qr.matrixQR().topRows(b).triangularView<Eigen::Upper>();
+    MatrixXd thin = MatrixXd::Identity(W.rows(), b);
+    thin.applyOnTheLeft(qr.householderQ());
+    W = std::move(thin);
+}
+
+// W (n by b) on entry; on return W has orthonormal columns orthogonal to those of Q (n by m) and
+// W_in = Q C + W R (C  m by b, R  b by b): block classical Gram-Schmidt, twice, then Householder QR, repeated
+// while the new columns are not orthogonal to Q (when W_in is rank deficient, Householder fills the missing
+// directions with vectors unrelated to Q, whose rows of R are ~0; composing keeps W_in = Q C + W R).
+// Should that not settle, fresh Gaussian directions take the block's place with R = 0: W_in lay in range(Q)
+// to rounding, and any orthonormal extension keeps every relation the solver relies on.
+void orthonormalise(const Eigen::Ref<const MatrixXd>& Q, MatrixXd& W, MatrixXd& C, MatrixXd& R, SplitMix64& rng)
+{
+    const Index m = Q.cols(), b = W.cols();
+    C.setZero(m, b);
+    R.setIdentity(b, b);
+    MatrixXd Ci, Ri;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        // W_cur = W_in-part: invariant W_in = Q C + W R.
+        for (int pass = 0; pass < 2 && m > 0; ++pass) {
+            Ci.noalias() = Q.transpose() * W;
+            W.noalias() -= Q * Ci;
+            C.noalias() += Ci * R;
+        }
+        householder(W, Ri);
+        R = (Ri * R).eval();
+        if (m == 0)
+            return;
+        Ci.noalias() = Q.transpose() * W;
+        if (Ci.norm() <= 1e-10)   // orthogonal to Q to rounding: done (the last projection is folded in below)
+        {
+            W.noalias() -= Q * Ci;
+            C.noalias() += Ci * R;
+            return;
+        }
+    }
+    W = gaussian(rng, W.rows(), b);
+    for (int pass = 0; pass < 2; ++pass) {
+        Ci.noalias() = Q.transpose() * W;
+        W.noalias() -= Q * Ci;
+    }
+    householder(W, Ri);
+    R.setZero(b, b);
+}
+
+TopSingularValues dense_values(const BlockOperator& op, Index k)
+{
+    TopSingularValues out;
+    std::vector<double> s = singular_values(op.dense());
+    s.resize(static_cast<std::size_t>(std::min<Index>(k, static_cast<Index>(s.size()))));
+    out.values = std::move(s);
+    // LAPACK's error bound for computed singular values (Users' Guide, "Error Bounds for the Singular Value
+    // Decomposition"): eps * s_1.
+    const double bound = std::numeric_limits<double>::epsilon() * (out.values.empty() ? 0.0 : out.values.front());
+    out.residuals.assign(out.values.size(), bound);
+    out.dense = true;
+    return out;
+}
 
 }  // namespace
 
-TopSingularValues top_singular_values(const attention::AttentionOperator& op, Eigen::Index k, double tol)
+TopSingularValues top_singular_values(const BlockOperator& op, Index k, const TopKOptions& o)
 {
     if (k < 1)
         throw std::invalid_argument("top-k singular values: k must be at least 1 (got " + std::to_string(k) + ")");
-    const Eigen::Index n = op.rows();
+    if (!(o.tol > 0.0 && o.tol < 1.0))
+        throw std::invalid_argument("top-k singular values: tol must be in (0, 1) (got " + std::to_string(o.tol) + ")");
+    if (o.block < 0 || o.max_basis < 0 || o.max_passes < 0)
+        throw std::invalid_argument("top-k singular values: block, max_basis and max_passes must be >= 0");
+
+    const Index rows = op.rows(), cols = op.cols(), r = std::min(rows, cols);
+    if (r <= k_dense_below || 2 * k + 1 > r)
+        return dense_values(op, k);
+
     TopSingularValues out;
-    // Lanczos needs k < n and a subspace of a few k; small problems are cheaper densely.
-    if (n <= 256 || k >= n - 1 || 2 * k + 1 > n) {
-        std::vector<double> s = singular_values(op.dense());
-        s.resize(static_cast<std::size_t>(std::min<Eigen::Index>(k, n)));
-        out.values = std::move(s);
-        return out;
+    out.tol = o.tol;
+    Index b = o.block > 0 ? o.block : std::min<Index>(std::max<Index>(k, 16), 64);
+    Index cap = o.max_basis > 0 ? o.max_basis : k + 4 * b;
+    cap = std::min(cap, r);
+    b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks
+    if (cap < k + 2 * b)
+        throw std::invalid_argument("top-k singular values: max_basis " + std::to_string(cap) + " leaves no room for k=" +
+                                    std::to_string(k) + " and two blocks");
+    const Index keep_max = std::min(k + b, cap - b);   // Ritz vectors kept at a restart
+    const Index max_passes = o.max_passes > 0 ? o.max_passes : k_default_passes;
+    out.block = b;
+
+    SplitMix64 rng(o.seed);
+    MatrixXd U(rows, cap), V(cols, cap), B = MatrixXd::Zero(cap, cap);
+    MatrixXd Vnext = gaussian(rng, cols, b), W(rows, b), Z(cols, b), C, L, D, R;
+    orthonormalise(V.leftCols(0), Vnext, C, L, rng);
+    Index m = 0;
+    Eigen::BDCSVD<MatrixXd> svd;
+    VectorXd theta;
+    auto count = [&](Index columns) {
+        ++out.passes;
+        out.products += columns;
+    };
+
+    for (;;) {
+        // One block step: V gets Vnext, U the orthonormalised A Vnext, Vnext the next block from A^T U_new.
+        V.middleCols(m, b) = Vnext;
+        op.apply(Vnext, W);
+        count(b);
+        orthonormalise(U.leftCols(m), W, C, L, rng);
+        B.block(0, m, m, b) = C;
+        B.block(m, m, b, b) = L;
+        U.middleCols(m, b) = W;
+        m += b;
+        op.apply_transpose(W, Z);
+        count(b);
+        orthonormalise(V.leftCols(m), Z, D, R, rng);
+        Vnext = Z;
+        out.basis = std::max(out.basis, m);
+
+        // Ritz values and their residuals ||A^T u_i - theta_i v_i|| = ||R y_i(last block)||.
+        svd.compute(B.topLeftCorner(m, m), Eigen::ComputeThinU | Eigen::ComputeThinV);
+        theta = svd.singularValues();
+        const MatrixXd& Y = svd.matrixU();
+        if (!theta.allFinite()) {   // products not finite: nothing to converge to
+            out.converged = false;
+            out.values.assign(static_cast<std::size_t>(k), std::numeric_limits<double>::quiet_NaN());
+            out.residuals = out.values;
+            return out;
+        }
+        const double floor = k_floor_eps * std::numeric_limits<double>::epsilon() * theta(0);
+        bool done = true;
+        for (Index i = 0; i < k && done; ++i)
+            done = (R * Y.block(m - b, i, b, 1)).norm() <= std::max(o.tol * theta(i), floor);
+        if (done || out.passes + 2 > max_passes) {
+            out.converged = done;
+            // Ritz vectors and their residuals from explicit products (two more passes over A).
+            const MatrixXd Uk = U.leftCols(m) * Y.leftCols(k);
+            const MatrixXd Vk = V.leftCols(m) * svd.matrixV().leftCols(k);
+            MatrixXd AV(rows, k), AtU(cols, k);
+            op.apply(Vk, AV);
+            count(k);
+            op.apply_transpose(Uk, AtU);
+            count(k);
+            for (Index i = 0; i < k; ++i) {
+                const double t = theta(i);
+                const double nu = Uk.col(i).norm(), nv = Vk.col(i).norm();
+                const double left = (AV.col(i) / nv - t * Uk.col(i) / nu).squaredNorm();
+                const double right = (AtU.col(i) / nu - t * Vk.col(i) / nv).squaredNorm();
+                out.values.push_back(t);
+                out.residuals.push_back(std::sqrt((left + right) / 2.0));
+            }
+            return out;
+        }
+        if (m + b > cap) {   // thick restart: keep the leading Ritz vectors; A V' = U' diag(theta) exactly
+            const Index keep = keep_max;
+            const MatrixXd Vk = V.leftCols(m) * svd.matrixV().leftCols(keep);
+            const MatrixXd Uk = U.leftCols(m) * Y.leftCols(keep);
+            V.leftCols(keep) = Vk;
+            U.leftCols(keep) = Uk;
+            B.setZero();
+            B.topLeftCorner(keep, keep) = theta.head(keep).asDiagonal();
+            m = keep;
+            ++out.restarts;
+        }
     }
-    GramOp gram(op);
-    const Eigen::Index ncv = std::min<Eigen::Index>(n, std::max<Eigen::Index>(2 * k + 1, k + 20));
-    Spectra::SymEigsSolver<GramOp> solver(gram, k, ncv);
-    solver.init();
-    solver.compute(Spectra::SortRule::LargestAlge, 1000, tol, Spectra::SortRule::LargestAlge);
-    out.converged = solver.info() == Spectra::CompInfo::Successful;
-    const Eigen::VectorXd lambda = solver.eigenvalues();
-    for (Eigen::Index i = 0; i < lambda.size(); ++i)
-        out.values.push_back(std::sqrt(std::max(lambda(i), 0.0)));
-    std::sort(out.values.begin(), out.values.end(), std::greater<>());
-    out.products = gram.products();
-    return out;
+}
+
+TopSingularValues top_singular_values(const attention::AttentionOperator& op, Index k, const TopKOptions& options)
+{
+    return top_singular_values(AttentionBlockOperator(op), k, options);
 }
 
 }  // namespace attnscope::metrics
