@@ -114,6 +114,14 @@ public:
         product(X, Y, true);
     }
 
+    void apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "softmax apply_gram");
+        ensure_lse();
+        kernels::softmax_gram(m_p.q.data(), m_p.q.rows(), m_p.k.data(), m_p.k.rows(), m_n, m_p.q.cols(), m_p.scale,
+                              m_p.causal, m_lse.data(), X.data(), X.outerStride(), X.cols(), Y.data(), Y.outerStride());
+    }
+
     std::vector<Index> allowed_keys() const override
     {
         std::vector<Index> n(static_cast<std::size_t>(m_n));
@@ -140,7 +148,7 @@ private:
         kernels::softmax_columns(Et.data(), nk, T, nk, m_p.scale, allowed.data());
     }
 
-    void product(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y, bool transpose) const
+    void ensure_lse() const
     {
         std::call_once(m_lse_once, [&] {
             m_lse.resize(m_n);
@@ -148,6 +156,11 @@ private:
                                                             m_p.q.cols(), m_p.scale, m_p.causal, m_lse.data()) != 0)
                 m_lse.setConstant(std::numeric_limits<double>::quiet_NaN());   // not finite: so is every product
         });
+    }
+
+    void product(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y, bool transpose) const
+    {
+        ensure_lse();
         kernels::softmax_apply(m_p.q.data(), m_p.q.rows(), m_p.k.data(), m_p.k.rows(), m_n, m_p.q.cols(), m_p.scale,
                                m_p.causal, m_lse.data(), transpose, X.data(), X.outerStride(), X.cols(), Y.data(),
                                Y.outerStride());

@@ -70,7 +70,8 @@ public:
     // Y = A X and Y = A^T X for X  N by k  (Y  N by k, preallocated).
     virtual void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
     virtual void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
-    // Y = A^T (A X): A, then A^T.
+    // Y = A^T (A X): the product of block Lanczos on A^T A (metrics/topk.h). The default applies A, then
+    // A^T; softmax forms each tile of A once for both (kernels::softmax_gram).
     virtual void apply_gram(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const;
     // Spectra's interface: y_out = A x_in.
     void perform_op(const double* x_in, double* y_out) const;

@@ -229,4 +229,44 @@ void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index
     });
 }
 
+void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                  const double* lse, const double* X, Index ldx, Index b, double* Y, Index ldy)
+{
+    if (n <= 0 || b <= 0)
+        return;
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_gram_rows
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_gram_rows
+                                               : &generic::softmax_gram_rows;
+    const Index tiles = (n + k_apply_tile - 1) / k_apply_tile;
+    const int parts = static_cast<int>(std::min<Index>(threads(), tiles));
+    for (Index j = 0; j < b; ++j)
+        std::fill(Y + j * ldy, Y + j * ldy + n, 0.0);
+    // Part 0 sums straight into Y, the others into their own accumulators.
+    std::vector<std::vector<double>> acc(static_cast<std::size_t>(parts - 1));
+    auto work = [&](int p) {
+        double* out = Y;
+        Index ld = ldy;
+        if (p > 0) {
+            auto& a = acc[static_cast<std::size_t>(p - 1)];
+            a.assign(static_cast<std::size_t>(n * b), 0.0);
+            out = a.data();
+            ld = n;
+        }
+        for (Index t = p; t < tiles; t += parts) {
+            const Index r0 = t * k_apply_tile;
+            kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, X, ldx, b, r0, std::min(k_apply_tile, n - r0), out, ld);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int p = 1; p < parts; ++p)
+        pool.emplace_back(work, p);
+    work(0);
+    for (std::thread& t : pool)
+        t.join();
+    for (const auto& a : acc)
+        for (Index j = 0; j < b; ++j)
+            for (Index i = 0; i < n; ++i)
+                Y[i + j * ldy] += a[static_cast<std::size_t>(i + j * n)];
+}
+
 }  // namespace attnscope::kernels

@@ -72,4 +72,11 @@ int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index l
 void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
                    const double* lse, bool transpose, const double* X, Index ldx, Index b, double* Y, Index ldy);
 
+// Y = A^T (A X) in one pass: each tile of query rows of A is formed once (all the keys it sees), gives its
+// rows of A X, and adds its share of A^T (A X) at once. Tiles are dealt out round-robin to the --threads
+// threads, each summing into its own n x b accumulator, added in thread order: Y is the same for the same
+// number of threads. Memory: threads * (n * b + n * 128) doubles.
+void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                  const double* lse, const double* X, Index ldx, Index b, double* Y, Index ldy);
+
 }  // namespace attnscope::kernels

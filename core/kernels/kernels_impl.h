@@ -17,7 +17,10 @@ namespace attnscope::kernels {
                     bool causal, Index t0, Index count, double* lse);                                           \
     void softmax_apply_rows(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,          \
                             double scale, bool causal, const double* lse, bool transpose, const double* X,     \
-                            Index ldx, Index b, Index r0, Index count, double* Y, Index ldy);
+                            Index ldx, Index b, Index r0, Index count, double* Y, Index ldy);               \
+    void softmax_gram_rows(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,           \
+                           double scale, bool causal, const double* lse, const double* X, Index ldx, Index b,  \
+                           Index r0, Index count, double* Y, Index ldy);
 namespace generic { ATTNSCOPE_KERNEL_DECLS }
 namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
 namespace avx512 { ATTNSCOPE_KERNEL_DECLS }

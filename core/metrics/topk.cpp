@@ -7,6 +7,7 @@
 #include <string>
 
 #include <Eigen/QR>
+#include <Eigen/Eigenvalues>
 #include <Eigen/SVD>
 
 #include "metrics/metrics.h"
@@ -21,7 +22,7 @@ using Eigen::MatrixXd;
 using Eigen::VectorXd;
 
 constexpr Index k_dense_below = 256;    // min(rows, cols) up to which the dense SVD is cheaper
-constexpr Index k_default_passes = 600;
+constexpr Index k_default_passes = 400;
 constexpr double k_floor_eps = 64.0;    // the rounding floor of a residual, in units of eps * theta_1
 
 MatrixXd gaussian(SplitMix64& rng, Index rows, Index cols)
@@ -100,6 +101,13 @@ TopSingularValues dense_values(const BlockOperator& op, Index k)
 
 }  // namespace
 
+void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
+{
+    MatrixXd AX(rows(), X.cols());
+    apply(X, AX);
+    apply_transpose(AX, Y);
+}
+
 TopSingularValues top_singular_values(const BlockOperator& op, Index k, const TopKOptions& o)
 {
     if (k < 1)
@@ -116,86 +124,81 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
     TopSingularValues out;
     out.tol = o.tol;
     Index b = o.block > 0 ? o.block : std::min<Index>(std::max<Index>(k, 16), 64);
-    Index cap = o.max_basis > 0 ? o.max_basis : k + 4 * b;
+    Index cap = o.max_basis > 0 ? o.max_basis : k + 8 * b;
     cap = std::min(cap, r);
     b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks
     if (cap < k + 2 * b)
         throw std::invalid_argument("top-k singular values: max_basis " + std::to_string(cap) + " leaves no room for k=" +
                                     std::to_string(k) + " and two blocks");
-    const Index keep_max = std::min(k + b, cap - b);   // Ritz vectors kept at a restart
+    const Index keep = std::min(k + b, cap - b);   // Ritz vectors kept at a restart
     const Index max_passes = o.max_passes > 0 ? o.max_passes : k_default_passes;
     out.block = b;
 
     SplitMix64 rng(o.seed);
-    MatrixXd U(rows, cap), V(cols, cap), B = MatrixXd::Zero(cap, cap);
-    MatrixXd Vnext = gaussian(rng, cols, b), W(rows, b), Z(cols, b), C, L, D, R;
-    orthonormalise(V.leftCols(0), Vnext, C, L, rng);
+    MatrixXd V(cols, cap), T = MatrixXd::Zero(cap, cap);
+    MatrixXd Vnext = gaussian(rng, cols, b), W(cols, b), C, R;
+    orthonormalise(V.leftCols(0), Vnext, C, R, rng);
     Index m = 0;
-    Eigen::BDCSVD<MatrixXd> svd;
-    VectorXd theta;
+    Eigen::SelfAdjointEigenSolver<MatrixXd> eig;
     auto count = [&](Index columns) {
         ++out.passes;
         out.products += columns;
     };
 
     for (;;) {
-        // One block step: V gets Vnext, U the orthonormalised A Vnext, Vnext the next block from A^T U_new.
+        // One block step: A^T A Vnext = V C + Vnew R (C's last block is the diagonal block of T).
         V.middleCols(m, b) = Vnext;
-        op.apply(Vnext, W);
+        op.apply_gram(Vnext, W);
         count(b);
-        orthonormalise(U.leftCols(m), W, C, L, rng);
-        B.block(0, m, m, b) = C;
-        B.block(m, m, b, b) = L;
-        U.middleCols(m, b) = W;
+        orthonormalise(V.leftCols(m + b), W, C, R, rng);
+        T.block(0, m, m + b, b) = C;
+        T.block(m, 0, b, m + b) = C.transpose();
         m += b;
-        op.apply_transpose(W, Z);
-        count(b);
-        orthonormalise(V.leftCols(m), Z, D, R, rng);
-        Vnext = Z;
+        Vnext = W;
         out.basis = std::max(out.basis, m);
 
-        // Ritz values and their residuals ||A^T u_i - theta_i v_i|| = ||R y_i(last block)||.
-        svd.compute(B.topLeftCorner(m, m), Eigen::ComputeThinU | Eigen::ComputeThinV);
-        theta = svd.singularValues();
-        const MatrixXd& Y = svd.matrixU();
-        if (!theta.allFinite()) {   // products not finite: nothing to converge to
+        // Ritz pairs of T (ascending from Eigen; the wanted ones are the last) and their residuals.
+        const MatrixXd Tm = (T.topLeftCorner(m, m) + T.topLeftCorner(m, m).transpose()) / 2.0;
+        eig.compute(Tm);
+        if (eig.info() != Eigen::Success || !eig.eigenvalues().allFinite()) {   // products not finite
             out.converged = false;
             out.values.assign(static_cast<std::size_t>(k), std::numeric_limits<double>::quiet_NaN());
             out.residuals = out.values;
             return out;
         }
-        const double floor = k_floor_eps * std::numeric_limits<double>::epsilon() * theta(0);
+        const VectorXd lambda = eig.eigenvalues().reverse();
+        const MatrixXd S = eig.eigenvectors().rowwise().reverse();
+        const double floor = k_floor_eps * std::numeric_limits<double>::epsilon() * std::abs(lambda(0));
         bool done = true;
         for (Index i = 0; i < k && done; ++i)
-            done = (R * Y.block(m - b, i, b, 1)).norm() <= std::max(o.tol * theta(i), floor);
-        if (done || out.passes + 2 > max_passes) {
+            done = (R * S.block(m - b, i, b, 1)).norm() <= std::max(o.tol * lambda(i), floor);
+        if (done || out.passes + 3 > max_passes) {
             out.converged = done;
-            // Ritz vectors and their residuals from explicit products (two more passes over A).
-            const MatrixXd Uk = U.leftCols(m) * Y.leftCols(k);
-            const MatrixXd Vk = V.leftCols(m) * svd.matrixV().leftCols(k);
-            MatrixXd AV(rows, k), AtU(cols, k);
+            // Rayleigh-Ritz on A: A V_k = P diag(sigma) Z^T, u = P, v = V_k Z; then A^T u for the residuals.
+            const MatrixXd Vk = V.leftCols(m) * S.leftCols(k);
+            MatrixXd AV(rows, k);
             op.apply(Vk, AV);
             count(k);
+            const Eigen::JacobiSVD<MatrixXd> small(AV, Eigen::ComputeThinU | Eigen::ComputeThinV);
+            const MatrixXd Uk = small.matrixU();
+            const MatrixXd Vr = Vk * small.matrixV();
+            const VectorXd sigma = small.singularValues();
+            MatrixXd AtU(cols, k);
             op.apply_transpose(Uk, AtU);
             count(k);
+            const MatrixXd AVr = AV * small.matrixV();
             for (Index i = 0; i < k; ++i) {
-                const double t = theta(i);
-                const double nu = Uk.col(i).norm(), nv = Vk.col(i).norm();
-                const double left = (AV.col(i) / nv - t * Uk.col(i) / nu).squaredNorm();
-                const double right = (AtU.col(i) / nu - t * Vk.col(i) / nv).squaredNorm();
-                out.values.push_back(t);
+                const double left = (AVr.col(i) - sigma(i) * Uk.col(i)).squaredNorm();
+                const double right = (AtU.col(i) - sigma(i) * Vr.col(i)).squaredNorm();
+                out.values.push_back(sigma(i));
                 out.residuals.push_back(std::sqrt((left + right) / 2.0));
             }
             return out;
         }
-        if (m + b > cap) {   // thick restart: keep the leading Ritz vectors; A V' = U' diag(theta) exactly
-            const Index keep = keep_max;
-            const MatrixXd Vk = V.leftCols(m) * svd.matrixV().leftCols(keep);
-            const MatrixXd Uk = U.leftCols(m) * Y.leftCols(keep);
-            V.leftCols(keep) = Vk;
-            U.leftCols(keep) = Uk;
-            B.setZero();
-            B.topLeftCorner(keep, keep) = theta.head(keep).asDiagonal();
+        if (m + b > cap) {   // thick restart: keep the leading Ritz vectors; A^T A V' = V' diag(lambda) + Vnext (...)
+            V.leftCols(keep) = V.leftCols(m) * S.leftCols(keep);
+            T.setZero();
+            T.topLeftCorner(keep, keep) = lambda.head(keep).asDiagonal();
             m = keep;
             ++out.restarts;
         }

@@ -1,24 +1,25 @@
 #pragma once
 // The k largest singular values of a matrix that is only available through products with blocks of
-// vectors (an attention operator applied tile by tile), by block Golub-Kahan-Lanczos bidiagonalisation
-// with full reorthogonalisation and thick restarts (the block form of Baglama & Reichel's augmented
-// restarted Lanczos bidiagonalisation; docs/maths.md section 2.1 states the method, its stopping rule and
-// what the residuals prove). One step applies A to a block of b vectors and A^T to the next: two passes
-// over the tiles, each costing about the same for 1 vector or 64 (the scores and exponentials dominate).
+// vectors (an attention operator applied tile by tile), by block Lanczos on A^T A with full
+// reorthogonalisation and thick restarts, and a final Rayleigh-Ritz step on A itself (docs/maths.md
+// section 2.1 states the method, its stopping rule and what the residuals prove). One step applies
+// A^T A to a block of b vectors: for softmax one pass over the tiles (each tile formed once for A and A^T),
+// costing about the same for 1 vector or 64 (the scores and exponentials dominate).
 //
-// With U, V the orthonormal bases built so far (U  rows by m, V  cols by m), B = U^T A V (m by m) is known
-// without extra products, A V = U B exactly, and A^T U = V B^T + V' R E^T, V' the next block. For the SVD
-// B = Y diag(theta) X^T the Ritz triples (theta_i, U y_i, V x_i) then have the residual ||R y_i(last b)||
-// at no cost: the stopping rule is that residual <= tol * theta_i for each of the k (or <= 64 eps theta_1,
-// the rounding floor). The reported residual of each value is recomputed from two explicit products at
-// the end, rho_i = sqrt((||A v_i - theta_i u_i||^2 + ||A^T u_i - theta_i v_i||^2) / 2), and proves:
-//  - theta_i <= sigma_i(A) (Cauchy interlacing: theta are the singular values of U^T A V);
-//  - some singular value of A lies in [theta_i - rho_i, theta_i + rho_i] (the vector (u_i, v_i)/sqrt 2 is
-//    an approximate eigenvector of [0 A; A^T 0], whose eigenvalues are +-sigma_j);
-//  - when no other singular value lies within delta_i of theta_i, the error is <= rho_i^2 / delta_i.
+// With V (cols by m) the orthonormal basis so far, A^T A V = V T + V' R E^T (V' the next block), so the
+// Ritz pairs (lambda_i, V s_i) of T = V^T A^T A V have residuals ||R s_i(last b)|| at no cost: the stopping
+// rule is that residual <= tol * lambda_i for each of the k (with u = A v / ||A v||, sigma = sqrt(lambda):
+// ||A^T u - sigma v|| = residual / sigma <= tol sigma), or <= 64 eps lambda_1 (rounding). At the stop, A V_k (V_k the k leading Ritz
+// vectors) has the SVD P diag(sigma) Z^T; the values reported are these sigma_i, with u_i = P e_i,
+// v_i = V_k Z e_i, and their residual bound comes from one more product with A^T,
+// rho_i = sqrt((||A v_i - sigma_i u_i||^2 + ||A^T u_i - sigma_i v_i||^2) / 2). It proves:
+//  - sigma_i <= s_i(A) (Cauchy interlacing: sigma are the singular values of A V_k);
+//  - some singular value of A lies in [sigma_i - rho_i, sigma_i + rho_i] (the vector (u_i, v_i)/sqrt 2 is
+//    an approximate eigenvector of [0 A; A^T 0], whose eigenvalues are +-s_j);
+//  - when no other singular value lies within delta_i of sigma_i, the error is <= rho_i^2 / delta_i.
 // A block of b >= the multiplicity of a repeated singular value finds all its copies (a random start has a
 // component along each of them); single-vector Lanczos finds one.
-// Memory: 2 (rows + cols) by max_basis doubles, O(N (k + 4 b)).
+// Memory: (cols by max_basis) + a few (rows or cols) by (block or k) doubles, O(N (k + 8 b)).
 #include <cstdint>
 #include <vector>
 
@@ -38,11 +39,13 @@ public:
     // Y = A X (X  cols by b, Y  rows by b) and Y = A^T X (X  rows by b, Y  cols by b), Y preallocated.
     virtual void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
     virtual void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
+    // Y = A^T (A X) (X, Y  cols by b). The default applies A, then A^T.
+    virtual void apply_gram(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const;
     virtual Eigen::MatrixXd dense() const = 0;
 };
 
-// An attention operator as a BlockOperator (softmax: kernels::softmax_apply, one pass over the scores per
-// block).
+// An attention operator as a BlockOperator (softmax: kernels::softmax_apply and softmax_gram, one pass over
+// the scores per block).
 class AttentionBlockOperator final : public BlockOperator {
 public:
     explicit AttentionBlockOperator(const attention::AttentionOperator& op) : m_op(op) {}
@@ -53,6 +56,10 @@ public:
     {
         m_op.apply_transpose(X, Y);
     }
+    void apply_gram(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const override
+    {
+        m_op.apply_gram(X, Y);
+    }
     Eigen::MatrixXd dense() const override { return m_op.dense(); }
 
 private:
@@ -60,10 +67,10 @@ private:
 };
 
 struct TopKOptions {
-    double tol = 1e-12;                // stopping rule: residual_i <= tol * value_i for each of the k
+    double tol = 1e-10;                // stopping rule: ||A^T u_i - s_i v_i|| <= tol * s_i for each of the k
     Eigen::Index block = 0;            // vectors per block; 0: min(max(k, 16), 64)
-    Eigen::Index max_basis = 0;        // columns of U and V; 0: k + 4 block (clamped to min(rows, cols))
-    Eigen::Index max_passes = 0;       // products of A or A^T with a block before giving up; 0: 600
+    Eigen::Index max_basis = 0;        // columns of V; 0: k + 8 block (clamped to cols)
+    Eigen::Index max_passes = 0;       // block products before giving up; 0: 400
     std::uint64_t seed = 0;            // the random start block (util/rng.h)
 };
 
@@ -73,9 +80,9 @@ struct TopSingularValues {
     bool converged = true;           // the stopping rule held for all k (else: the pass limit came first)
     bool dense = false;              // small problem: values of the dense SVD, residuals eps * s_1 (LAPACK's bound)
     Eigen::Index products = 0;       // columns A or A^T was applied to, in total
-    Eigen::Index passes = 0;         // block products (each one pass over A's tiles)
+    Eigen::Index passes = 0;         // block products with A^T A, A or A^T (each one pass over A's tiles)
     Eigen::Index block = 0;          // vectors per block
-    Eigen::Index basis = 0;          // largest basis size used (columns of U and of V)
+    Eigen::Index basis = 0;          // largest basis size used (columns of V)
     Eigen::Index restarts = 0;       // thick restarts
     double tol = 0;                  // the stopping tolerance used
 };

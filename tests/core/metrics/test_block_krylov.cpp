@@ -38,8 +38,13 @@ public:
         Y.noalias() = m_a.transpose() * X;
         columns += X.cols();
     }
+    void apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        Y.noalias() = m_a.transpose() * (m_a * X);
+        columns += X.cols();
+    }
     MatrixXd dense() const override { return m_a; }
-    mutable Index columns = 0;
+    mutable Index columns = 0;   // columns of all blocks A, A^T or A^T A was applied to
 
 private:
     MatrixXd m_a;
@@ -167,7 +172,7 @@ TEST(BlockKrylov, PassLimitIsReportedAndValuesStayLowerBounds)
     }
 }
 
-TEST(BlockKrylov, SoftmaxProductsMatchTheFormedMatrix)
+TEST(BlockKrylov, SoftmaxProductsMatchTheFormedMatrix)   // A X, A^T X, A^T A X: kernels::softmax_apply, softmax_gram
 {
     const Index n = 333;
     const MatrixXd q = test::splitmix_rowwise(n, 8, 51), k = test::splitmix_rowwise(n, 8, 52);
@@ -177,9 +182,13 @@ TEST(BlockKrylov, SoftmaxProductsMatchTheFormedMatrix)
         o.causal = causal;
         const auto op = attention::make_operator(Mechanism::softmax, q, k, o);
         const MatrixXd A = op->dense();
-        MatrixXd Y(n, 3), Yt(n, 3);
+        MatrixXd Y(n, 3), Yt(n, 3), G(n, 3);
         op->apply(X, Y);
         op->apply_transpose(X, Yt);
+        op->apply_gram(X, G);
+        const MatrixXd AtAX = A.transpose() * (A * X);
+        EXPECT_LE((G - AtAX).cwiseAbs().maxCoeff(), 1e-13 * (A.transpose().cwiseAbs() * (A.cwiseAbs() * X.cwiseAbs())).maxCoeff())
+            << causal;
         // Entries exp(s - lse) instead of exp(s - max) / sum: equal to a few eps relative to |A| |X|.
         const double scale = (A.cwiseAbs() * X.cwiseAbs()).maxCoeff(), scale_t = (A.transpose().cwiseAbs() * X.cwiseAbs()).maxCoeff();
         EXPECT_LE((Y - A * X).cwiseAbs().maxCoeff(), 1e-13 * scale) << causal;
