@@ -19,7 +19,7 @@
 //  - when no other singular value lies within delta_i of sigma_i, the error is <= rho_i^2 / delta_i.
 // A block of b >= the multiplicity of a repeated singular value finds all its copies (a random start has a
 // component along each of them); single-vector Lanczos finds one.
-// Memory: (cols by max_basis) + a few (rows or cols) by (block or k) doubles, O(N (k + 8 b)).
+// Memory: (cols by max_basis) + a few (rows or cols) by (block or k) doubles, O(N (k + 12 b)).
 #include <cstdint>
 #include <vector>
 
@@ -69,7 +69,7 @@ private:
 struct TopKOptions {
     double tol = 1e-10;                // stopping rule: ||A^T u_i - s_i v_i|| <= tol * s_i for each of the k
     Eigen::Index block = 0;            // vectors per block; 0: min(max(k, 16), 64)
-    Eigen::Index max_basis = 0;        // columns of V; 0: k + 8 block (clamped to cols)
+    Eigen::Index max_basis = 0;        // columns of V; 0: k + 12 block (clamped to cols)
     Eigen::Index max_passes = 0;       // block products before giving up; 0: 400
     std::uint64_t seed = 0;            // the random start block (util/rng.h)
 };
