@@ -169,7 +169,9 @@ std::string spectrum_path_reason(const attention::AttentionOperator& op, const M
     const std::string asked = "--method " + std::string(to_string(mo.method));
     const std::string matrix = "the dense " + std::to_string(n) + " x " + std::to_string(n) + " SVD needs about " +
                                human_bytes(dense_memory_bytes(n));
-    const std::string limit = "--max-memory " + human_bytes(memory_limit);
+    // The limit itself is left out: a batch divides it among its jobs, and a unit's record must not depend
+    // on --jobs (docs/batch.md).
+    const std::string limit = "--max-memory";
     const bool fits = dense_memory_bytes(n) <= memory_limit;
     const attention::KernelFactors* factors = op.factors();
     switch (path) {
