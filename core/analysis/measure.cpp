@@ -189,8 +189,9 @@ std::string spectrum_path_reason(const attention::AttentionOperator& op, const M
                " < N=" + std::to_string(n) + (fits ? "" : " (and " + matrix + ", over " + limit + ")");
     case SpectrumPath::top_k:
         return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
-               " the " + std::to_string(*mo.top_k) +
-               " largest singular values by block Lanczos on the matrix-free operator (O(N k) memory)";
+               " the " + std::to_string(*mo.top_k) + " largest singular values " +
+               (metrics::top_k_uses_dense(n, n, *mo.top_k) ? "from the dense SVD (small N: cheaper than block Lanczos)"
+                                                            : "by block Lanczos on the matrix-free operator (O(N k) memory)");
     case SpectrumPath::randomized:
         return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
                " the rank at --rank-rtol bracketed by the randomized range finder (O(N basis) memory)" +

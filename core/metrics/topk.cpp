@@ -101,6 +101,12 @@ TopSingularValues dense_values(const BlockOperator& op, Index k)
 
 }  // namespace
 
+bool top_k_uses_dense(Index rows, Index cols, Index k)
+{
+    const Index r = std::min(rows, cols);
+    return r <= k_dense_below || 2 * k + 1 > r;
+}
+
 void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
 {
     MatrixXd AX(rows(), X.cols());
@@ -118,7 +124,7 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
         throw std::invalid_argument("top-k singular values: block, max_basis and max_passes must be >= 0");
 
     const Index rows = op.rows(), cols = op.cols(), r = std::min(rows, cols);
-    if (r <= k_dense_below || 2 * k + 1 > r)
+    if (top_k_uses_dense(rows, cols, k))
         return dense_values(op, k);
 
     TopSingularValues out;

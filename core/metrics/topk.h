@@ -87,6 +87,9 @@ struct TopSingularValues {
     double tol = 0;                  // the stopping tolerance used
 };
 
+// True when top_singular_values takes the dense SVD instead (min(rows, cols) <= 256, or 2k + 1 > it).
+bool top_k_uses_dense(Eigen::Index rows, Eigen::Index cols, Eigen::Index k);
+
 // Throws std::invalid_argument for k < 1, tol not in (0, 1), block < 0, max_basis < 0 or max_passes < 0.
 TopSingularValues top_singular_values(const BlockOperator& op, Eigen::Index k, const TopKOptions& options = {});
 TopSingularValues top_singular_values(const attention::AttentionOperator& op, Eigen::Index k,
