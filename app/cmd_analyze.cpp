@@ -94,6 +94,12 @@ void print_summary(const ojson& doc)
                                  rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
                                  params);
     }
+    std::cout << "\n";
+    for (const auto& r : doc["results"])   // how each spectrum was computed, and why (--method)
+        if (r.contains("method") && r["method"].contains("spectrum"))
+            std::cout << fmt::format("spectrum ({}): {}{}\n", r["mechanism"].get<std::string>(),
+                                     r["method"]["spectrum"].get<std::string>(),
+                                     r["method"].contains("why") ? " -- " + r["method"]["why"].get<std::string>() : "");
     bool any_warning = false;
     for (const auto& r : doc["results"])
         for (const auto& w : r["warnings"]) {

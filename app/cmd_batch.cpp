@@ -73,6 +73,7 @@ void print_progress(const analysis::BatchProgress& p, bool tty)
 
 // Renders `render(path)` into DIR/figures/NAME unless the figure is there already (resume); each figure is
 // written atomically by the export.
+[[maybe_unused]]   // (only figures use it, and they need the GUI build)
 void render_if_missing(const fs::path& figures, const std::string& name, const std::function<void(const std::string&)>& render)
 {
     const fs::path path = figures / name;

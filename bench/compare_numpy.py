@@ -6,8 +6,15 @@ entropy. The NumPy pipeline is what a notebook would do (dense matrices, np.lina
 `attnscope analyze` runs on the same inputs (an HDF5 file). Prints both wall times, the ratio, and
 whether every number agrees (ranks exactly; singular values to 1e-10 * s_1; the rest to 1e-10 relative).
 
+Top-k (--topk-sizes, --topk K): softmax's K largest singular values without forming N x N, on
+`attnscope synth --kind local1d` activations: `attnscope analyze --method streaming --top-k K` (block Lanczos)
+against scipy.sparse.linalg.svds (ARPACK) on a LinearOperator whose products run over row tiles of the
+scores, exp(scale q k^T - lse) times the block, in NumPy: the same matrix-free work. Where N x N fits
+(--topk-dense-max), both are checked against NumPy's dense SVD (relative error of each value).
+
 usage: python3 bench/compare_numpy.py [--attnscope build/app/attnscope] [--sizes 1024,2048,4096] [--d 64] [--markdown]
-Run with Debian's python3 (numpy on OpenBLAS). Threads: both use the machine's cores (OpenBLAS).
+                                      [--topk-sizes 4096,16384] [--topk 64]
+Run with Debian's python3 (numpy and scipy on OpenBLAS). Threads: both use the machine's cores (OpenBLAS).
 """
 import argparse
 import json
@@ -72,6 +79,71 @@ def agree(ours, ref):
     return problems
 
 
+def softmax_operator(Q, K, tile=1024):
+    """scipy LinearOperator for A = rowsoftmax(Q K^T / sqrt(d)), applied over row tiles of the scores."""
+    from scipy.sparse.linalg import LinearOperator
+    N, d = Q.shape
+    scale = 1.0 / np.sqrt(d)
+    lse = np.empty(N)
+    for t in range(0, N, tile):
+        S = (Q[t:t + tile] @ K.T) * scale
+        m = S.max(axis=1)
+        lse[t:t + tile] = m + np.log(np.exp(S - m[:, None]).sum(axis=1))
+
+    def tiles():
+        for t in range(0, N, tile):
+            yield t, np.exp((Q[t:t + tile] @ K.T) * scale - lse[t:t + tile, None])
+
+    def matmat(X):
+        X = np.asarray(X).reshape(N, -1)
+        Y = np.empty((N, X.shape[1]))
+        for t, A in tiles():
+            Y[t:t + A.shape[0]] = A @ X
+        return Y
+
+    def rmatmat(X):
+        X = np.asarray(X).reshape(N, -1)
+        Y = np.zeros((N, X.shape[1]))
+        for t, A in tiles():
+            Y += A.T @ X[t:t + A.shape[0]]
+        return Y
+
+    return LinearOperator((N, N), matvec=lambda x: matmat(x).ravel(), rmatvec=lambda x: rmatmat(x).ravel(),
+                          matmat=matmat, rmatmat=rmatmat, dtype=np.float64)
+
+
+def topk_compare(attnscope, N, d, k, dense_max, tmp):
+    """One top-k comparison: (N, t_scipy, t_ours, ratio, max relative difference, vs-dense errors, passes)."""
+    from scipy.sparse.linalg import svds
+    path = os.path.join(tmp, f"local{N}.h5")
+    subprocess.run([attnscope, "synth", "--kind", "local1d", "--n", str(N), "--d", str(d), "--out", path], check=True,
+                   capture_output=True)
+    with h5py.File(path, "r") as f:
+        Q = np.array(f["q"][0], dtype=np.float64)
+        K = np.array(f["k"][0], dtype=np.float64)
+    t0 = time.perf_counter()
+    op = softmax_operator(Q, K)
+    s_scipy = np.sort(svds(op, k=k, return_singular_vectors=False, random_state=0))[::-1]
+    t_scipy = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    p = subprocess.run([attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--mechanism", "softmax",
+                        "--method", "streaming", "--top-k", str(k), "--metrics", "spectrum", "--json", "-"],
+                       capture_output=True, text=True)
+    t_ours = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr)
+    r = json.loads(p.stdout)["results"][0]
+    s_ours = np.asarray(r["singular_values"])
+    diff = float(np.max(np.abs(s_ours - s_scipy) / s_scipy))
+    vs_dense = "-"
+    if N <= dense_max:
+        s_dense = np.linalg.svd(op.matmat(np.eye(N)), compute_uv=False)[:k]
+        vs_dense = (f"ours {np.max(np.abs(s_ours - s_dense) / s_dense):.1e}, "
+                    f"svds {np.max(np.abs(s_scipy - s_dense) / s_dense):.1e}")
+    passes = r["method"].get("top_k", {}).get("passes", "-")
+    return N, t_scipy, t_ours, t_scipy / t_ours, diff, vs_dense, passes
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--attnscope", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "app", "attnscope"))
@@ -79,10 +151,14 @@ def main():
     ap.add_argument("--d", type=int, default=64)
     ap.add_argument("--blocks", type=int, default=16)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--topk-sizes", default="", help="N values for the top-k comparison (empty: none)")
+    ap.add_argument("--topk", type=int, default=64)
+    ap.add_argument("--topk-dense-max", type=int, default=4096, help="largest N checked against the dense SVD")
     args = ap.parse_args()
     rows = []
+    topk_rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for N in [int(x) for x in args.sizes.split(",")]:
+        for N in [int(x) for x in args.sizes.split(",") if x]:
             rng = np.random.default_rng(N)
             Q = rng.normal(size=(N, args.d))
             K = rng.normal(size=(N, args.d))
@@ -106,7 +182,17 @@ def main():
             rows.append((N, t_numpy, t_ours, t_numpy / t_ours, "yes" if not problems else "NO: " + "; ".join(problems), methods))
             print(f"N={N}: numpy {t_numpy:.2f} s, attnscope {t_ours:.2f} s, ratio {t_numpy / t_ours:.1f}x, "
                   f"agree: {rows[-1][4]} ({methods})", flush=True)
-    if args.markdown:
+        for N in [int(x) for x in args.topk_sizes.split(",") if x]:
+            row = topk_compare(args.attnscope, N, args.d, args.topk, args.topk_dense_max, tmp)
+            topk_rows.append(row)
+            print(f"top-{args.topk} N={N}: scipy svds {row[1]:.2f} s, attnscope {row[2]:.2f} s, ratio {row[3]:.1f}x, "
+                  f"max relative difference {row[4]:.1e}, against dense: {row[5]}, passes {row[6]}", flush=True)
+    if args.markdown and topk_rows:
+        print(f"\n| N | scipy svds (s) | AttnScope top-{args.topk} (s) | speed-up | max rel. difference | against dense SVD | passes |")
+        print("|---|---|---|---|---|---|---|")
+        for N, a, b, r, diff, dense, passes in topk_rows:
+            print(f"| {N} | {a:.2f} | {b:.2f} | {r:.1f}x | {diff:.1e} | {dense} | {passes} |")
+    if args.markdown and rows:
         print("\n| N | NumPy (s) | AttnScope (s) | speed-up | every number agrees | spectrum method |")
         print("|---|---|---|---|---|---|")
         for N, a, b, r, ok, m in rows:

@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
   poppler-utils                 # pdfimages / pdffonts: the figure tests check exported PDFs
-  python3 python3-numpy python3-h5py
+  python3 python3-numpy python3-h5py python3-scipy   # scipy: bench/compare_numpy.py (svds)
   python3-torch python3-sklearn
   slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
 )

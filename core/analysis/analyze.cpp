@@ -94,6 +94,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.params = std::move(p.result.params);
         m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
         m.result.same_as_linear = p.result.same_as_linear;
+        m.result.spectrum_why = std::move(p.result.spectrum_why);
         results.push_back(std::move(m.result));
         p.op.reset();
     }
@@ -110,6 +111,15 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
         method["spectrum"] = r.spectrum_method;
     if (!r.entropy_method.empty())
         method["entropy"] = r.entropy_method;
+    if (!r.spectrum_why.empty() && !r.spectrum_method.empty())
+        method["why"] = r.spectrum_why;
+    if (r.top_k && !r.top_k->dense)   // the block solver's report (docs/cli.md, "AttnScope's additions")
+        method["top_k"] = json{{"solver", "block-lanczos"},
+                               {"block", r.top_k->block},
+                               {"passes", r.top_k->passes},
+                               {"restarts", r.top_k->restarts},
+                               {"tol", r.top_k->tol},
+                               {"converged", r.top_k->converged}};
     j["method"] = std::move(method);
     if (mo.spectrum) {
         if (r.spectrum && r.rank_bracket) {
@@ -137,10 +147,14 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
                 j["singular_values"] = nullptr;
             else
                 j["singular_values"] = r.spectrum->singular_values;
+            if (r.top_k)
+                j["singular_value_residuals"] = r.top_k->residuals;
         } else if (r.spectrum && r.partial_spectrum) {
             for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank"})
                 j[key] = nullptr;
             j["singular_values"] = r.spectrum->singular_values;
+            if (r.top_k)
+                j["singular_value_residuals"] = r.top_k->residuals;
         } else if (r.spectrum) {
             const auto& s = *r.spectrum;
             j["rank"] = s.rank;

@@ -164,6 +164,44 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
     return SpectrumPath::dense;
 }
 
+std::string spectrum_path_reason(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit,
+                                 SpectrumPath path)
+{
+    const Index n = op.rows();
+    const std::string asked = "--method " + std::string(to_string(mo.method));
+    const std::string matrix = "the dense " + std::to_string(n) + " x " + std::to_string(n) + " SVD needs about " +
+                               human_bytes(dense_memory_bytes(n));
+    // The limit itself is left out: a batch divides it among its jobs, and a unit's record must not depend
+    // on --jobs (docs/batch.md).
+    const std::string limit = "--max-memory";
+    const bool fits = dense_memory_bytes(n) <= memory_limit;
+    const attention::KernelFactors* factors = op.factors();
+    switch (path) {
+    case SpectrumPath::none:
+        return mo.spectrum ? asked + ": no low-rank factors, and neither --top-k nor --rank-rtol" : "spectrum not asked for";
+    case SpectrumPath::dense:
+        if (mo.method == SpectrumMethod::dense)
+            return asked;
+        return asked + ": every singular value, exactly, from the dense matrix (" + matrix + ", within " + limit + ")" +
+               (factors ? "; the structured core is not smaller than N" : "");
+    case SpectrumPath::structured:
+        if (mo.method != SpectrumMethod::automatic)
+            return asked + ": exact from the low-rank factors (non-causal linear / MHLA)";
+        return asked + ": exact from the low-rank factors, core " + std::to_string(metrics::structured_core_size(*factors)) +
+               " < N=" + std::to_string(n) + (fits ? "" : " (and " + matrix + ", over " + limit + ")");
+    case SpectrumPath::top_k:
+        return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
+               " the " + std::to_string(*mo.top_k) + " largest singular values " +
+               (metrics::top_k_uses_dense(n, n, *mo.top_k) ? "from the dense SVD (small N: cheaper than block Lanczos)"
+                                                            : "by block Lanczos on the matrix-free operator (O(N k) memory)");
+    case SpectrumPath::randomized:
+        return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
+               " the rank at --rank-rtol bracketed by the randomized range finder (O(N basis) memory)" +
+               (mo.top_k ? " and the " + std::to_string(*mo.top_k) + " largest by block Lanczos" : "");
+    }
+    return {};
+}
+
 PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                     const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,
                                     const MetricOptions& metric_options, std::uint64_t memory_limit)
@@ -179,6 +217,7 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
         }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
     p.path = choose_spectrum_path(*p.op, metric_options, memory_limit);
+    p.result.spectrum_why = spectrum_path_reason(*p.op, metric_options, memory_limit, p.path);
     return p;
 }
 
@@ -319,9 +358,13 @@ metrics::SpectrumMetrics top_k_values(MechanismResult& r, const attention::Atten
 {
     metrics::TopSingularValues top = metrics::top_singular_values(op, k);
     if (!top.converged)
-        r.warnings.push_back("the matrix-free top-k solver did not converge; the values are its best estimates");
+        r.warnings.push_back("the matrix-free top-k solver stopped at its limit of " + std::to_string(top.passes) +
+                             " passes before every residual fell below " + std::to_string(top.tol) +
+                             " times its value; the values are its best estimates, each within its "
+                             "singular_value_residuals entry of a singular value");
     metrics::SpectrumMetrics partial;
-    partial.singular_values = std::move(top.values);
+    partial.singular_values = top.values;
+    r.top_k = std::move(top);
     return partial;
 }
 

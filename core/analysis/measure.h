@@ -20,6 +20,7 @@
 #include "metrics/metrics.h"
 #include "metrics/randomized.h"
 #include "metrics/streaming.h"
+#include "metrics/topk.h"
 
 namespace attnscope::analysis {
 
@@ -57,7 +58,10 @@ struct MechanismResult {
     bool partial_spectrum = false;                      // only the top-k singular values are known (no ranks)
     std::string entropy_method;                         // "dense" or "streaming" (empty: no entropy)
     std::optional<metrics::RandomizedRank> rank_bracket;   // SpectrumPath::randomized: what the range finder proved
+    // Matrix-free top-k (metrics/topk.h): the solver's report, with a residual bound per value.
+    std::optional<metrics::TopSingularValues> top_k;
     bool same_as_linear = false;                        // MHLA that is linear attention by construction (a warning says why)
+    std::string spectrum_why;                           // why this spectrum path (spectrum_path_reason); empty: not recorded
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -82,6 +86,11 @@ attention::AttentionOptions options_for(attention::Mechanism mechanism, const at
 SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
                                   std::uint64_t memory_limit);
 
+// Why choose_spectrum_path picked `path` for `op` under these options, in words naming the method asked for,
+// the sizes and the memory limit that decided (the JSON's "method": {"why"} and the summary table).
+std::string spectrum_path_reason(const attention::AttentionOperator& op, const MetricOptions& metric_options,
+                                 std::uint64_t memory_limit, SpectrumPath path);
+
 // One mechanism ready to measure: its recorded parameters, the options it is computed with, its
 // operator on Q, K (N by d, one token per row) and its spectrum path. Throws std::invalid_argument for
 // impossible options, InputError when the spectrum does not fit `memory_limit`.
@@ -89,7 +98,7 @@ struct PreparedMechanism {
     MechanismResult result;   // mechanism and params
     attention::AttentionOptions options;
     std::unique_ptr<attention::AttentionOperator> op;
-    SpectrumPath path = SpectrumPath::none;
+    SpectrumPath path = SpectrumPath::none;   // and result.spectrum_why says why
 };
 PreparedMechanism prepare_mechanism(attention::Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                     const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,

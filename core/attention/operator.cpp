@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -99,40 +100,26 @@ public:
         }
     }
 
+    // Products through the log normalisers (kernels::softmax_apply): every tile of A stands on its own, so
+    // output rows are shared out to the threads and one pass serves a whole block of vectors.
     void apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
     {
         check_apply_shapes(m_n, X, Y, "softmax apply");
-        MatrixXd Et;
-        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
-            const Index T = std::min(k_tile, m_n - r0);
-            tile(r0, T, Et);
-            Y.middleRows(r0, T).noalias() = Et.transpose() * X.topRows(Et.rows());
-        }
-    }
-
-    void apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
-    {
-        check_apply_shapes(m_n, X, Y, "softmax apply_gram");
-        Y.setZero();
-        MatrixXd Et, part;
-        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
-            const Index T = std::min(k_tile, m_n - r0);
-            tile(r0, T, Et);   // A's rows r0 .. r0+T-1, transposed: once for both products
-            part.noalias() = Et.transpose() * X.topRows(Et.rows());
-            Y.topRows(Et.rows()).noalias() += Et * part;
-        }
+        product(X, Y, false);
     }
 
     void apply_transpose(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
     {
         check_apply_shapes(m_n, X, Y, "softmax apply_transpose");
-        Y.setZero();
-        MatrixXd Et;
-        for (Index r0 = 0; r0 < m_n; r0 += k_tile) {
-            const Index T = std::min(k_tile, m_n - r0);
-            tile(r0, T, Et);
-            Y.topRows(Et.rows()).noalias() += Et * X.middleRows(r0, T);
-        }
+        product(X, Y, true);
+    }
+
+    void apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const override
+    {
+        check_apply_shapes(m_n, X, Y, "softmax apply_gram");
+        ensure_lse();
+        kernels::softmax_gram(m_p.q.data(), m_p.q.rows(), m_p.k.data(), m_p.k.rows(), m_n, m_p.q.cols(), m_p.scale,
+                              m_p.causal, m_lse.data(), X.data(), X.outerStride(), X.cols(), Y.data(), Y.outerStride());
     }
 
     std::vector<Index> allowed_keys() const override
@@ -161,7 +148,27 @@ private:
         kernels::softmax_columns(Et.data(), nk, T, nk, m_p.scale, allowed.data());
     }
 
+    void ensure_lse() const
+    {
+        std::call_once(m_lse_once, [&] {
+            m_lse.resize(m_n);
+            if (m_n > 0 && kernels::softmax_log_normalisers(m_p.q.data(), m_p.q.rows(), m_p.k.data(), m_p.k.rows(), m_n,
+                                                            m_p.q.cols(), m_p.scale, m_p.causal, m_lse.data()) != 0)
+                m_lse.setConstant(std::numeric_limits<double>::quiet_NaN());   // not finite: so is every product
+        });
+    }
+
+    void product(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y, bool transpose) const
+    {
+        ensure_lse();
+        kernels::softmax_apply(m_p.q.data(), m_p.q.rows(), m_p.k.data(), m_p.k.rows(), m_n, m_p.q.cols(), m_p.scale,
+                               m_p.causal, m_lse.data(), transpose, X.data(), X.outerStride(), X.cols(), Y.data(),
+                               Y.outerStride());
+    }
+
     SoftmaxPieces m_p;
+    mutable std::once_flag m_lse_once;   // the log normalisers, computed by the first product
+    mutable VectorXd m_lse;
 };
 
 // ---------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 //
 // Each operator can
 //  - materialise its N x N matrix A densely (exactly as docs/maths.md section 1 defines it),
-//  - apply A or A^T to a block of vectors without forming N x N (softmax: tile by tile, O(N d) memory;
+//  - apply A or A^T to a block of vectors without forming N x N (softmax: tile by tile, O(N d) memory, one
+//    pass over the scores per block, docs/maths.md section 2.1;
 //    linear / MHLA: through the kernel factors, O(N r) per column, causal by prefix sums),
 //  - expose its low-rank factors when it has them (non-causal linear and MHLA, section 3).
 #include <memory>
@@ -69,8 +70,8 @@ public:
     // Y = A X and Y = A^T X for X  N by k  (Y  N by k, preallocated).
     virtual void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
     virtual void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const = 0;
-    // Y = A^T (A X): the product of matrix-free solvers on A^T A. The default applies A, then A^T; softmax
-    // computes each tile of A once for both.
+    // Y = A^T (A X): the product of block Lanczos on A^T A (metrics/topk.h). The default applies A, then
+    // A^T; softmax forms each tile of A once for both (kernels::softmax_gram).
     virtual void apply_gram(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const;
     // Spectra's interface: y_out = A x_in.
     void perform_op(const double* x_in, double* y_out) const;

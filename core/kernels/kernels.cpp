@@ -200,4 +200,73 @@ int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, In
     });
 }
 
+namespace {
+constexpr Index k_apply_tile = 128;   // output rows per task of softmax_apply
+}  // namespace
+
+int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
+                            bool causal, double* lse)
+{
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_lse
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_lse
+                                               : &generic::softmax_lse;
+    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
+        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, lse + t0);
+    });
+}
+
+void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                   const double* lse, bool transpose, const double* X, Index ldx, Index b, double* Y, Index ldy)
+{
+    if (n <= 0 || b <= 0)
+        return;
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_apply_rows
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_apply_rows
+                                               : &generic::softmax_apply_rows;
+    parallel_tiles(n, k_apply_tile, [&](Index r0, Index count) {
+        kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, transpose, X, ldx, b, r0, count, Y, ldy);
+        return 0;
+    });
+}
+
+void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                  const double* lse, const double* X, Index ldx, Index b, double* Y, Index ldy)
+{
+    if (n <= 0 || b <= 0)
+        return;
+    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_gram_rows
+                  : active_isa() == Isa::avx2 ? &avx2::softmax_gram_rows
+                                               : &generic::softmax_gram_rows;
+    const Index tiles = (n + k_apply_tile - 1) / k_apply_tile;
+    const int parts = static_cast<int>(std::min<Index>(threads(), tiles));
+    for (Index j = 0; j < b; ++j)
+        std::fill(Y + j * ldy, Y + j * ldy + n, 0.0);
+    // Part 0 sums straight into Y, the others into their own accumulators.
+    std::vector<std::vector<double>> acc(static_cast<std::size_t>(parts - 1));
+    auto work = [&](int p) {
+        double* out = Y;
+        Index ld = ldy;
+        if (p > 0) {
+            auto& a = acc[static_cast<std::size_t>(p - 1)];
+            a.assign(static_cast<std::size_t>(n * b), 0.0);
+            out = a.data();
+            ld = n;
+        }
+        for (Index t = p; t < tiles; t += parts) {
+            const Index r0 = t * k_apply_tile;
+            kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, X, ldx, b, r0, std::min(k_apply_tile, n - r0), out, ld);
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int p = 1; p < parts; ++p)
+        pool.emplace_back(work, p);
+    work(0);
+    for (std::thread& t : pool)
+        t.join();
+    for (const auto& a : acc)
+        for (Index j = 0; j < b; ++j)
+            for (Index i = 0; i < n; ++i)
+                Y[i + j * ldy] += a[static_cast<std::size_t>(i + j * n)];
+}
+
 }  // namespace attnscope::kernels

@@ -57,4 +57,26 @@ int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk
 int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, Index m,
                       const Index* offsets, bool causal, double* P, double* R, Index ldp);
 
+// Softmax's log normalisers lse[t] = ln sum_j exp(scale q_t . k_j) over the keys allowed to query t (all,
+// or j <= t when causal), t in [0, n), Q and K column-major n x d. With them any tile of the attention
+// matrix stands on its own, A[t,j] = exp(scale q_t . k_j - lse[t]), which is what lets softmax_apply share
+// out output rows instead of accumulating partial sums. Returns 0, or 2 when a score or a normaliser is not
+// finite (lse is then unspecified).
+int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
+                            bool causal, double* lse);
+
+// Y = A X (transpose false) or Y = A^T X (true) for the softmax matrix A of Q, K with log normalisers `lse`
+// (softmax_log_normalisers), X and Y column-major n x b (leading dimensions ldx, ldy). One pass over the
+// N x N scores whatever b: tiles of 128 output rows go to the --threads threads, and each sums over the other
+// side in a fixed order, so Y is the same for any number of threads. Causal tiles skip the masked half.
+void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                   const double* lse, bool transpose, const double* X, Index ldx, Index b, double* Y, Index ldy);
+
+// Y = A^T (A X) in one pass: each tile of query rows of A is formed once (all the keys it sees), gives its
+// rows of A X, and adds its share of A^T (A X) at once. Tiles are dealt out round-robin to the --threads
+// threads, each summing into its own n x b accumulator, added in thread order: Y is the same for the same
+// number of threads. Memory: threads * (n * b + n * 128) doubles.
+void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,
+                  const double* lse, const double* X, Index ldx, Index b, double* Y, Index ldy);
+
 }  // namespace attnscope::kernels

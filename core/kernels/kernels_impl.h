@@ -12,7 +12,15 @@ namespace attnscope::kernels {
     int softmax_entropy(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, \
                         bool causal, Index t0, Index count, double* h);                                         \
     int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index r, Index m,                \
-                          const Index* offsets, Index u0, Index count, bool causal, double* P, double* R, Index ldp);
+                          const Index* offsets, Index u0, Index count, bool causal, double* P, double* R, Index ldp); \
+    int softmax_lse(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,     \
+                    bool causal, Index t0, Index count, double* lse);                                           \
+    void softmax_apply_rows(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,          \
+                            double scale, bool causal, const double* lse, bool transpose, const double* X,     \
+                            Index ldx, Index b, Index r0, Index count, double* Y, Index ldy);               \
+    void softmax_gram_rows(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,           \
+                           double scale, bool causal, const double* lse, const double* X, Index ldx, Index b,  \
+                           Index r0, Index count, double* Y, Index ldy);
 namespace generic { ATTNSCOPE_KERNEL_DECLS }
 namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
 namespace avx512 { ATTNSCOPE_KERNEL_DECLS }

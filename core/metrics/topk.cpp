@@ -2,66 +2,223 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
-#include <Spectra/SymEigsSolver.h>
+#include <Eigen/QR>
+#include <Eigen/Eigenvalues>
+#include <Eigen/SVD>
 
 #include "metrics/metrics.h"
+#include "util/rng.h"
 
 namespace attnscope::metrics {
 
 namespace {
 
-// x -> A^T (A x): Spectra's matrix-operation concept (rows(), cols(), perform_op()).
-class GramOp {
-public:
-    using Scalar = double;
-    explicit GramOp(const attention::AttentionOperator& op) : m_op(op), m_out(op.rows(), 1) {}
-    Eigen::Index rows() const { return m_op.rows(); }
-    Eigen::Index cols() const { return m_op.cols(); }
-    void perform_op(const double* x_in, double* y_out) const
-    {
-        const Eigen::Map<const Eigen::MatrixXd> x(x_in, m_op.rows(), 1);
-        m_op.apply_gram(x, m_out);
-        std::copy(m_out.data(), m_out.data() + m_out.size(), y_out);
-        ++m_products;
-    }
-    Eigen::Index products() const { return m_products; }
+using Eigen::Index;
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
 
-private:
-    const attention::AttentionOperator& m_op;
-    mutable Eigen::MatrixXd m_out;
-    mutable Eigen::Index m_products = 0;
-};
+constexpr Index k_dense_below = 256;    // min(rows, cols) up to which the dense SVD is cheaper
+constexpr Index k_default_passes = 400;
+constexpr double k_floor_eps = 64.0;    // the rounding floor of a residual, in units of eps * theta_1
+
+MatrixXd gaussian(SplitMix64& rng, Index rows, Index cols)
+{
+    MatrixXd m(rows, cols);
+    for (Index j = 0; j < cols; ++j)
+        for (Index i = 0; i < rows; ++i)
+            m(i, j) = rng.normal();
+    return m;
+}
+
+// Householder QR of W (n by b): W = Q R, Q with orthonormal columns, R upper triangular.
+void householder(MatrixXd& W, MatrixXd& R)
+{
+    const Eigen::HouseholderQR<MatrixXd> qr(W);
+    const Index b = W.cols();
+    R = qr.matrixQR().topRows(b).triangularView<Eigen::Upper>();
+    MatrixXd thin = MatrixXd::Identity(W.rows(), b);
+    thin.applyOnTheLeft(qr.householderQ());
+    W = std::move(thin);
+}
+
+// W (n by b) on entry; on return W has orthonormal columns orthogonal to those of Q (n by m) and
+// W_in = Q C + W R (C  m by b, R  b by b): block classical Gram-Schmidt, twice, then Householder QR, repeated
+// while the new columns are not orthogonal to Q (when W_in is rank deficient, Householder fills the missing
+// directions with vectors unrelated to Q, whose rows of R are ~0; composing keeps W_in = Q C + W R).
+// Should that not settle, fresh Gaussian directions take the block's place with R = 0: W_in lay in range(Q)
+// to rounding, and any orthonormal extension keeps every relation the solver relies on.
+void orthonormalise(const Eigen::Ref<const MatrixXd>& Q, MatrixXd& W, MatrixXd& C, MatrixXd& R, SplitMix64& rng)
+{
+    const Index m = Q.cols(), b = W.cols();
+    C.setZero(m, b);
+    R.setIdentity(b, b);
+    MatrixXd Ci, Ri;
+    for (int attempt = 0; attempt < 4; ++attempt) {
+        // W_cur = W_in-part: invariant W_in = Q C + W R.
+        for (int pass = 0; pass < 2 && m > 0; ++pass) {
+            Ci.noalias() = Q.transpose() * W;
+            W.noalias() -= Q * Ci;
+            C.noalias() += Ci * R;
+        }
+        householder(W, Ri);
+        R = (Ri * R).eval();
+        if (m == 0)
+            return;
+        Ci.noalias() = Q.transpose() * W;
+        if (Ci.norm() <= 1e-10)   // orthogonal to Q to rounding: done (the last projection is folded in below)
+        {
+            W.noalias() -= Q * Ci;
+            C.noalias() += Ci * R;
+            return;
+        }
+    }
+    W = gaussian(rng, W.rows(), b);
+    for (int pass = 0; pass < 2; ++pass) {
+        Ci.noalias() = Q.transpose() * W;
+        W.noalias() -= Q * Ci;
+    }
+    householder(W, Ri);
+    R.setZero(b, b);
+}
+
+TopSingularValues dense_values(const BlockOperator& op, Index k)
+{
+    TopSingularValues out;
+    std::vector<double> s = singular_values(op.dense());
+    s.resize(static_cast<std::size_t>(std::min<Index>(k, static_cast<Index>(s.size()))));
+    out.values = std::move(s);
+    // LAPACK's error bound for computed singular values (Users' Guide, "Error Bounds for the Singular Value
+    // Decomposition"): eps * s_1.
+    const double bound = std::numeric_limits<double>::epsilon() * (out.values.empty() ? 0.0 : out.values.front());
+    out.residuals.assign(out.values.size(), bound);
+    out.dense = true;
+    return out;
+}
 
 }  // namespace
 
-TopSingularValues top_singular_values(const attention::AttentionOperator& op, Eigen::Index k, double tol)
+bool top_k_uses_dense(Index rows, Index cols, Index k)
+{
+    const Index r = std::min(rows, cols);
+    return r <= k_dense_below || 2 * k + 1 > r;
+}
+
+void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
+{
+    MatrixXd AX(rows(), X.cols());
+    apply(X, AX);
+    apply_transpose(AX, Y);
+}
+
+TopSingularValues top_singular_values(const BlockOperator& op, Index k, const TopKOptions& o)
 {
     if (k < 1)
         throw std::invalid_argument("top-k singular values: k must be at least 1 (got " + std::to_string(k) + ")");
-    const Eigen::Index n = op.rows();
+    if (!(o.tol > 0.0 && o.tol < 1.0))
+        throw std::invalid_argument("top-k singular values: tol must be in (0, 1) (got " + std::to_string(o.tol) + ")");
+    if (o.block < 0 || o.max_basis < 0 || o.max_passes < 0)
+        throw std::invalid_argument("top-k singular values: block, max_basis and max_passes must be >= 0");
+
+    const Index rows = op.rows(), cols = op.cols(), r = std::min(rows, cols);
+    if (top_k_uses_dense(rows, cols, k))
+        return dense_values(op, k);
+
     TopSingularValues out;
-    // Lanczos needs k < n and a subspace of a few k; small problems are cheaper densely.
-    if (n <= 256 || k >= n - 1 || 2 * k + 1 > n) {
-        std::vector<double> s = singular_values(op.dense());
-        s.resize(static_cast<std::size_t>(std::min<Eigen::Index>(k, n)));
-        out.values = std::move(s);
-        return out;
+    out.tol = o.tol;
+    Index b = o.block > 0 ? o.block : std::min<Index>(std::max<Index>(k, 16), 64);
+    Index cap = o.max_basis > 0 ? o.max_basis : k + 12 * b;
+    cap = std::min(cap, r);
+    b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks
+    if (cap < k + 2 * b)
+        throw std::invalid_argument("top-k singular values: max_basis " + std::to_string(cap) + " leaves no room for k=" +
+                                    std::to_string(k) + " and two blocks");
+    const Index keep = std::min(k + b, cap - b);   // Ritz vectors kept at a restart
+    const Index max_passes = o.max_passes > 0 ? o.max_passes : k_default_passes;
+    out.block = b;
+
+    SplitMix64 rng(o.seed);
+    MatrixXd V(cols, cap), T = MatrixXd::Zero(cap, cap);
+    MatrixXd Vnext = gaussian(rng, cols, b), W(cols, b), C, R;
+    orthonormalise(V.leftCols(0), Vnext, C, R, rng);
+    Index m = 0, steps = 0;
+    Eigen::SelfAdjointEigenSolver<MatrixXd> eig;
+    auto count = [&](Index columns) {
+        ++out.passes;
+        out.products += columns;
+    };
+
+    for (;;) {
+        // One block step: A^T A Vnext = V C + Vnew R (C's last block is the diagonal block of T).
+        V.middleCols(m, b) = Vnext;
+        op.apply_gram(Vnext, W);
+        count(b);
+        orthonormalise(V.leftCols(m + b), W, C, R, rng);
+        T.block(0, m, m + b, b) = C;
+        T.block(m, 0, b, m + b) = C.transpose();
+        m += b;
+        Vnext = W;
+        out.basis = std::max(out.basis, m);
+        // The Ritz step costs O(m^3) (0.4 s at m = 832): taken every other step, and always before a restart,
+        // which needs the vectors anyway. At most one step more than checking every time.
+        ++steps;
+        if (steps % 2 != 0 && m + b <= cap && out.passes + 4 <= max_passes)
+            continue;
+
+        // Ritz pairs of T (ascending from Eigen; the wanted ones are the last) and their residuals.
+        const MatrixXd Tm = (T.topLeftCorner(m, m) + T.topLeftCorner(m, m).transpose()) / 2.0;
+        eig.compute(Tm);
+        if (eig.info() != Eigen::Success || !eig.eigenvalues().allFinite()) {   // products not finite
+            out.converged = false;
+            out.values.assign(static_cast<std::size_t>(k), std::numeric_limits<double>::quiet_NaN());
+            out.residuals = out.values;
+            return out;
+        }
+        const VectorXd lambda = eig.eigenvalues().reverse();
+        const MatrixXd S = eig.eigenvectors().rowwise().reverse();
+        const double floor = k_floor_eps * std::numeric_limits<double>::epsilon() * std::abs(lambda(0));
+        bool done = true;
+        for (Index i = 0; i < k && done; ++i)
+            done = (R * S.block(m - b, i, b, 1)).norm() <= std::max(o.tol * lambda(i), floor);
+        if (done || out.passes + 3 > max_passes) {
+            out.converged = done;
+            // Rayleigh-Ritz on A: A V_k = P diag(sigma) Z^T, u = P, v = V_k Z; then A^T u for the residuals.
+            const MatrixXd Vk = V.leftCols(m) * S.leftCols(k);
+            MatrixXd AV(rows, k);
+            op.apply(Vk, AV);
+            count(k);
+            const Eigen::JacobiSVD<MatrixXd> small(AV, Eigen::ComputeThinU | Eigen::ComputeThinV);
+            const MatrixXd Uk = small.matrixU();
+            const MatrixXd Vr = Vk * small.matrixV();
+            const VectorXd sigma = small.singularValues();
+            MatrixXd AtU(cols, k);
+            op.apply_transpose(Uk, AtU);
+            count(k);
+            const MatrixXd AVr = AV * small.matrixV();
+            for (Index i = 0; i < k; ++i) {
+                const double left = (AVr.col(i) - sigma(i) * Uk.col(i)).squaredNorm();
+                const double right = (AtU.col(i) - sigma(i) * Vr.col(i)).squaredNorm();
+                out.values.push_back(sigma(i));
+                out.residuals.push_back(std::sqrt((left + right) / 2.0));
+            }
+            return out;
+        }
+        if (m + b > cap) {   // thick restart: keep the leading Ritz vectors; A^T A V' = V' diag(lambda) + Vnext (...)
+            V.leftCols(keep) = V.leftCols(m) * S.leftCols(keep);
+            T.setZero();
+            T.topLeftCorner(keep, keep) = lambda.head(keep).asDiagonal();
+            m = keep;
+            ++out.restarts;
+        }
     }
-    GramOp gram(op);
-    const Eigen::Index ncv = std::min<Eigen::Index>(n, std::max<Eigen::Index>(2 * k + 1, k + 20));
-    Spectra::SymEigsSolver<GramOp> solver(gram, k, ncv);
-    solver.init();
-    solver.compute(Spectra::SortRule::LargestAlge, 1000, tol, Spectra::SortRule::LargestAlge);
-    out.converged = solver.info() == Spectra::CompInfo::Successful;
-    const Eigen::VectorXd lambda = solver.eigenvalues();
-    for (Eigen::Index i = 0; i < lambda.size(); ++i)
-        out.values.push_back(std::sqrt(std::max(lambda(i), 0.0)));
-    std::sort(out.values.begin(), out.values.end(), std::greater<>());
-    out.products = gram.products();
-    return out;
+}
+
+TopSingularValues top_singular_values(const attention::AttentionOperator& op, Index k, const TopKOptions& options)
+{
+    return top_singular_values(AttentionBlockOperator(op), k, options);
 }
 
 }  // namespace attnscope::metrics

@@ -1,4 +1,4 @@
-// Matrix-free top-k singular values (Spectra Lanczos on A^T A, applied tile by tile) equal the largest
+// Matrix-free top-k singular values (block Lanczos on A^T A, applied tile by tile, metrics/topk.h) equal the largest
 // dense singular values, for operators without factors (softmax, causal kernels) and with them.
 #include <gtest/gtest.h>
 
