@@ -163,8 +163,9 @@ TEST(Geometry, FirstWindowFitsA1280x720Screen)
             EXPECT_TRUE(viewRect.contains(c->geometry())) << tabs->tabText(i).toStdString() << ": " << c->metaObject()->className() << " "
                                                            << c->objectName().toStdString() << " cut off";
         }
-        if (QCustomPlot* plot = view->findChild<QCustomPlot*>())
+        if (QCustomPlot* plot = view->findChild<QCustomPlot*>()) {
             EXPECT_GE(plot->height(), 200) << tabs->tabText(i).toStdString();
+        }
     }
 }
 
@@ -189,9 +190,11 @@ TEST(Geometry, ExportDialogPresetsAndMemory)
         EXPECT_EQ(d.options().width, 672);
         EXPECT_TRUE(d.target().endsWith(QLatin1String("maps.pdf"))) << d.target().toStdString();
         d.saveChoices();
-        for (QLabel* l : d.findChildren<QLabel*>())
-            if (!l->buddy())
+        for (QLabel* l : d.findChildren<QLabel*>()) {
+            if (!l->buddy()) {
                 EXPECT_FALSE(l->text().contains(QLatin1Char('&'))) << "a literal & in " << l->text().toStdString();
+            }
+        }
     }
     widgets::ExportDialog again(QStringLiteral("spectrum"), {900, 600}, QString());
     EXPECT_EQ(again.format(), QStringLiteral("pdf"));
