@@ -247,6 +247,7 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
     // screenshots made anywhere match; the window fitted to the screen is for people.
     window.resize(args.width, args.height);
     window.show();
+    window.fitDocks();   // the docks' shares of this size, not of the screen the window was first fitted to
     const QString session = QString::fromStdString(args.session);
     const QString what = session.isEmpty() ? args.files.join(QStringLiteral(", ")) : QStringLiteral("session %1").arg(session);
     QString error;

@@ -356,6 +356,12 @@ void MainWindow::fitToScreen()
     resize(size);
     move(avail.left() + std::max(0, (avail.width() - size.width() - frame.width()) / 2),
          avail.top() + std::max(0, (avail.height() - size.height() - frame.height()) / 2));
+    fitDocks();
+}
+
+void MainWindow::fitDocks()
+{
+    const QSize size = this->size();
     auto* data = findChild<QDockWidget*>(QStringLiteral("dataDock"));
     auto* selection = findChild<QDockWidget*>(QStringLiteral("selectionDock"));
     auto* mechanisms = findChild<QDockWidget*>(QStringLiteral("mechanismDock"));

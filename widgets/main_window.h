@@ -106,6 +106,7 @@ public:
     SelectionPanel* selectionPanel() const { return m_selection; }
     MechanismPanel* mechanismPanel() const { return m_mechanism; }
     QString messageText() const;                  // the message bar's text ("" when hidden)
+    void fitDocks();   // the docks' shares of the window's present size (fitToScreen, a screenshot's --size)
 
     // Sweeps (Analysis menu): each runs in the background on its own JobRunner (progress and Cancel in
     // the status bar) and opens its tab when done: "curves" (Sweep..., on the current data or synthetic

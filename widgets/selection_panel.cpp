@@ -218,7 +218,8 @@ void SelectionPanel::guessGridAndPrefix()
             prod *= g;
         if (!d.prefix_tokens && prod + 1 == n)
             prefix = 1;
-    } else {
+    } else if (d.tokens.empty() && !d.causal.value_or(false)) {
+        // No guess for text: a file with token strings, or a causal model, is a sequence, not an image.
         const qint64 s = qint64(std::llround(std::sqrt(double(n))));
         const qint64 s1 = qint64(std::llround(std::sqrt(double(n - 1))));
         if (s * s == n && s > 1)
