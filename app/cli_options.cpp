@@ -19,6 +19,7 @@ analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const
     analysis::ExplicitChoices given;
     given.prefix_tokens = selection.prefix_tokens.has_value();
     given.causal = mechanism.causal || mechanism.no_causal;
+    given.scale = mechanism.scale.has_value();
     given.blocks = mechanism.blocks || mechanism.chunk || !mechanism.grid.empty() || !mechanism.block_grid.empty();
     given.mixing = !mechanism.mixing.empty();
     return given;

@@ -340,6 +340,10 @@ void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolv
     m_fileOptions = resolved;
     m_restoring = true;
     m_causal->setChecked(resolved.causal);
+    // A softmax scale the model used other than 1/sqrt(d) (the file's scale attribute, docs/cli.md).
+    m_scaleAuto->setChecked(!fromFile.contains("scale"));
+    if (fromFile.contains("scale") && resolved.scale)
+        m_scale->setValue(*resolved.scale);
     m_blockModeChosen = false;   // setContext() picks the block mode for the new data
     m_fileBlockGrid = fromFile.contains("block_grid") ? resolved.blocks.block_grid : std::vector<Eigen::Index>{};
     m_mixingPath->clear();

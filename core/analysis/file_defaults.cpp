@@ -1,5 +1,7 @@
 #include "analysis/file_defaults.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -86,6 +88,13 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
             d.block_grid = std::move(*g);
         else
             d.invalid["block_grid"] = "= " + attrs["block_grid"].dump() + " is not 2 or 3 positive integers";
+    }
+    if (!d.scale && seen("scale")) {
+        const auto& v = attrs["scale"];
+        if (v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0)
+            d.scale = v.get<double>();
+        else
+            d.invalid["scale"] = "= " + v.dump() + " is not a positive number";
     }
     if (!d.causal && seen("causal")) {
         const auto& c = attrs["causal"];
@@ -204,6 +213,22 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
         if (d.causal && *d.causal) {
             setup.options.causal = true;
             used["causal"] = true;
+        }
+    }
+    if (!setup.given.scale) {
+        refuse_invalid(d, "scale", file, "--scale");
+        // The bridge records every layer's scale; one equal to the default 1/sqrt(d) changes nothing and is
+        // not reported (Gemma-like models with another scale are the reason for the attribute).
+        if (d.scale) {
+            const io::TensorRef ref = io::parse_tensor_ref(q_ref);
+            const auto f = io::open_tensor_file(ref.file);
+            const io::TensorInfo& info = f->find(ref.name);
+            const std::string layout = io::resolve_layout(info, setup.selection, "--q " + q_ref);
+            const double dflt = 1.0 / std::sqrt(static_cast<double>(info.shape[layout.find('d')]));
+            if (std::abs(*d.scale - dflt) > 1e-6 * dflt) {
+                setup.options.scale = *d.scale;
+                used["scale"] = *d.scale;
+            }
         }
     }
     if (!setup.given.blocks) {

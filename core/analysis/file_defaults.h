@@ -9,6 +9,7 @@
 //   causal         bool or int  causal masking
 //   grid           2 or 3 ints  the token grid after the prefix tokens
 //   block_grid     ints         MHLA blocks per grid axis (default: 4 where they divide the axis, else 2, else 1)
+//   scale          number > 0   the softmax scale the model used (the PyTorch bridge records it per layer)
 //   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
 //                               FILE[:DATASET] relative to the file's folder
 //   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
@@ -43,6 +44,7 @@ struct FileImage {
 struct FileDefaults {
     std::optional<std::int64_t> prefix_tokens;
     std::optional<bool> causal;
+    std::optional<double> scale;
     std::vector<Index> grid;
     std::vector<Index> block_grid;
     std::optional<std::string> mixing;      // as written in the file
@@ -65,6 +67,7 @@ FileDefaults file_defaults_from(const nlohmann::json& attributes);
 struct ExplicitChoices {
     bool prefix_tokens = false;
     bool causal = false;     // --causal or --no-causal
+    bool scale = false;      // --scale
     bool blocks = false;     // any of --blocks, --chunk, --grid, --block-grid
     bool mixing = false;
     bool operator==(const ExplicitChoices&) const = default;

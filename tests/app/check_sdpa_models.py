@@ -81,14 +81,14 @@ def check_file(path, model_layers, batch, tag, keep=None):
             continue
         if q["attributes"].get("module") != mod.path:
             problems.append(f"{tag}: layer {layer} module {q['attributes'].get('module')!r}, want {mod.path!r}")
-        scale = q["attributes"]["scale"]
+        # the scale comes from the layer's scale attribute (a non-default one is the default there, docs/cli.md)
         for head in range(q["shape"][0]):
             out = os.path.join(work, "A.npy")
             if os.path.exists(out):
                 os.unlink(out)
             # causal comes from the file; CLS tokens stay (PyTorch's probabilities cover every token)
             if run(["matrix", "--mechanism", "softmax", "--q", f"{path}:/layers/{layer}/q", "--k",
-                    f"{path}:/layers/{layer}/k", "--head", str(head), "--prefix-tokens", "0", "--scale", repr(scale),
+                    f"{path}:/layers/{layer}/k", "--head", str(head), "--prefix-tokens", "0",
                     "--out", out]) is None:
                 continue
             a = np.load(out)

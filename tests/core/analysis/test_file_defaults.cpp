@@ -186,3 +186,39 @@ TEST(FileDefaults, MaskOtherIsSaidNotApplied)
     analysis::AnalysisSetup plain;
     EXPECT_FALSE(analysis::resolve_file_defaults(causal + ":/q", plain).contains("not_applied"));
 }
+
+// The softmax scale the model used (the bridge records it per layer): a default when it differs from 1/sqrt(d),
+// silent when it is 1/sqrt(d), an error naming it when it is not a positive number, overridden by --scale.
+TEST(FileDefaults, ScaleAttributeOtherThanTheDefault)
+{
+    const std::string dir = test::fresh_work_dir("defaults_scale");
+    nlohmann::json attrs = {{"scale", 0.7}};
+    std::string file = write_attributed(dir, attrs);
+    analysis::AnalysisSetup setup;
+    auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    ASSERT_TRUE(setup.options.scale);
+    EXPECT_EQ(*setup.options.scale, 0.7);
+    EXPECT_EQ(used["scale"], 0.7);
+
+    analysis::AnalysisSetup mine;
+    mine.given.scale = true;
+    EXPECT_FALSE(analysis::resolve_file_defaults(file + ":/q", mine).contains("scale"));
+    EXPECT_FALSE(mine.options.scale);
+
+    attrs["scale"] = 1.0 / std::sqrt(6.0);   // d = 6: the default, nothing to report
+    file = write_attributed(dir, attrs);
+    analysis::AnalysisSetup plain;
+    EXPECT_FALSE(analysis::resolve_file_defaults(file + ":/q", plain).contains("scale"));
+    EXPECT_FALSE(plain.options.scale);
+
+    attrs["scale"] = -1.0;
+    file = write_attributed(dir, attrs);
+    analysis::AnalysisSetup bad;
+    try {
+        analysis::resolve_file_defaults(file + ":/q", bad);
+        ADD_FAILURE() << "a negative scale attribute was accepted";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--scale"), std::string::npos) << e.what();
+    }
+}
