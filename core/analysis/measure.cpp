@@ -117,6 +117,49 @@ constexpr NameTable<SpectrumMethod, 4> k_methods{{{SpectrumMethod::automatic, "a
 std::string_view to_string(SpectrumMethod m) { return name_of(k_methods, m); }
 SpectrumMethod parse_spectrum_method(std::string_view s) { return value_named(k_methods, s, "--method"); }
 
+SpectrumCostEstimate spectrum_cost_estimate(Index n, Index d, Index k)
+{
+    const double nn = static_cast<double>(n);
+    const double b = static_cast<double>(metrics::top_k_default_block(k));
+    SpectrumCostEstimate c;
+    c.dense_flops = 8.0 / 3.0 * nn * nn * nn;
+    c.top_k_flops = k_auto_top_k_passes * 2.0 * nn * nn * (static_cast<double>(d) + 2.0 * b);
+    return c;
+}
+
+bool auto_prefers_top_k(Index n, Index d, Index k)
+{
+    if (metrics::top_k_uses_dense(n, n, k))
+        return false;
+    const SpectrumCostEstimate c = spectrum_cost_estimate(n, d, k);
+    return c.top_k_flops < c.dense_flops;
+}
+
+Index score_width(const attention::AttentionOperator& op)
+{
+    if (const attention::SoftmaxPieces* p = op.softmax_pieces())
+        return p->q.cols();
+    if (const attention::KernelFactors* f = op.kernel_pieces())
+        return f->phi_q.cols();
+    return op.cols();   // unknown structure: charged as if the scores were N wide
+}
+
+namespace {
+
+// "block Lanczos 50 passes x 2 N^2 (d + 2b) = 1.6e12 flops, the dense SVD (8/3) N^3 = 1.5e12 flops": the
+// estimate of spectrum_cost_estimate in words.
+std::string cost_words(const attention::AttentionOperator& op, Index k)
+{
+    const SpectrumCostEstimate c = spectrum_cost_estimate(op.rows(), score_width(op), k);
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "block Lanczos %.0f passes x 2 N^2 (d + 2b) = %.1e flops (d=%lld, b=%lld), the dense SVD "
+                  "(8/3) N^3 = %.1e flops", k_auto_top_k_passes, c.top_k_flops, static_cast<long long>(score_width(op)),
+                  static_cast<long long>(metrics::top_k_default_block(k)), c.dense_flops);
+    return buf;
+}
+
+}  // namespace
+
 SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit)
 {
     if (!mo.spectrum)
@@ -145,6 +188,10 @@ SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const 
         // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
         if (factors && metrics::structured_core_size(*factors) < n)
             return SpectrumPath::structured;
+        // A few largest values asked for, and no exact rank: the cheaper of dense and block Lanczos
+        // by the estimate of docs/cli.md (--method auto), even when the dense matrix fits.
+        if (!factors && mo.top_k && !mo.rank_rtol && auto_prefers_top_k(n, score_width(op), *mo.top_k))
+            return SpectrumPath::top_k;
         if (dense_memory_bytes(n) > memory_limit) {
             if (factors)
                 return SpectrumPath::structured;
@@ -182,14 +229,32 @@ std::string spectrum_path_reason(const attention::AttentionOperator& op, const M
     case SpectrumPath::dense:
         if (mo.method == SpectrumMethod::dense)
             return asked;
-        return asked + ": every singular value, exactly, from the dense matrix (" + matrix + ", within " + limit + ")" +
-               (factors ? "; the structured core is not smaller than N" : "");
+        {
+            std::string why = asked + ": every singular value, exactly, from the dense matrix (" + matrix + ", within " +
+                              limit + ")" + (factors ? "; the structured core is not smaller than N" : "");
+            if (mo.top_k && !factors) {
+                if (mo.rank_rtol)
+                    why += "; --rank-rtol asks for the exact rank, which needs every singular value";
+                else if (metrics::top_k_uses_dense(n, n, *mo.top_k))
+                    why += "; --top-k " + std::to_string(*mo.top_k) + " would take the dense SVD too (small N or large k)";
+                else
+                    why += "; estimated cheaper than the " + std::to_string(*mo.top_k) + " largest by block Lanczos (" +
+                           cost_words(op, *mo.top_k) + ")";
+            }
+            return why;
+        }
     case SpectrumPath::structured:
         if (mo.method != SpectrumMethod::automatic)
             return asked + ": exact from the low-rank factors (non-causal linear / MHLA)";
         return asked + ": exact from the low-rank factors, core " + std::to_string(metrics::structured_core_size(*factors)) +
                " < N=" + std::to_string(n) + (fits ? "" : " (and " + matrix + ", over " + limit + ")");
     case SpectrumPath::top_k:
+        if (mo.method == SpectrumMethod::automatic && fits)
+            return asked + ": only the " + std::to_string(*mo.top_k) + " largest singular values asked for, and block "
+                   "Lanczos is estimated cheaper than the dense SVD although that fits " + limit + " (" +
+                   cost_words(op, *mo.top_k) + "); the " + std::to_string(*mo.top_k) +
+                   " largest by block Lanczos on the matrix-free operator (O(N k) memory); rank, effective and stable "
+                   "rank need every singular value (leave out --top-k for them)";
         return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
                " the " + std::to_string(*mo.top_k) + " largest singular values " +
                (metrics::top_k_uses_dense(n, n, *mo.top_k) ? "from the dense SVD (small N: cheaper than block Lanczos)"

@@ -29,7 +29,8 @@ using Index = Eigen::Index;
 // How the singular values are computed: `dense` (dgesdd on the N x N matrix), `structured` (exact, from
 // the low-rank factors of non-causal linear / MHLA, metrics/structured.h), `streaming` (never form
 // N x N: structured where exact, else only the --top-k largest, matrix-free, metrics/topk.h), `auto`
-// (structured where it is cheaper; dense when it fits the memory limit; else the streaming choice).
+// (structured where it is cheaper; --top-k by block Lanczos where auto_prefers_top_k; dense when it fits the
+// memory limit; else the streaming choice).
 enum class SpectrumMethod { automatic, dense, structured, streaming };
 
 // The computation chosen for one operator's spectrum.
@@ -85,6 +86,29 @@ attention::AttentionOptions options_for(attention::Mechanism mechanism, const at
 // factors and with neither --top-k nor --rank-rtol gets `none` (its spectrum null, with a warning).
 SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
                                   std::uint64_t memory_limit);
+
+// The cost estimate by which `auto` chooses between the dense SVD and the matrix-free top-k when the dense
+// work fits (docs/cli.md, --method auto), in floating-point operations, ignoring rates (both run at about
+// the AVX-512 product rate, docs/performance.md):
+//  - dense: (8/3) N^3, the reduction of N x N to bidiagonal form (the two-stage SVD's first stage, which
+//    dominates it);
+//  - top-k: k_auto_top_k_passes passes, each 2 N^2 (d + 2 b) (the scores Q K^T, A X and A^T (A X) for a
+//    block of b = top_k_default_block(k) vectors; the N^2 exponentials are left out). Measured pass counts
+//    are 48-58 for top-64 at N = 2048 to 16384 (docs/performance.md).
+// `d` is the width the scores are formed from (softmax: the head dimension; a kernel mechanism: its feature
+// width r, charged like softmax's tiles).
+inline constexpr double k_auto_top_k_passes = 50.0;
+struct SpectrumCostEstimate {
+    double dense_flops = 0;
+    double top_k_flops = 0;
+};
+SpectrumCostEstimate spectrum_cost_estimate(Index n, Index d, Index k);
+// True when `auto` takes the matrix-free top-k although the dense work fits: --top-k k given, no
+// --rank-rtol (the exact rank needs every singular value), the top-k solver would not itself fall back
+// to the dense SVD (metrics::top_k_uses_dense), and the estimate above is cheaper for top-k.
+bool auto_prefers_top_k(Index n, Index d, Index k);
+// The width the scores of `op` are formed from (softmax: d; kernel mechanisms: r), for the estimate.
+Index score_width(const attention::AttentionOperator& op);
 
 // Why choose_spectrum_path picked `path` for `op` under these options, in words naming the method asked for,
 // the sizes and the memory limit that decided (the JSON's "method": {"why"} and the summary table).

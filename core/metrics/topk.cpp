@@ -107,6 +107,8 @@ bool top_k_uses_dense(Index rows, Index cols, Index k)
     return r <= k_dense_below || 2 * k + 1 > r;
 }
 
+Index top_k_default_block(Index k) { return std::min<Index>(std::max<Index>(k, 16), 64); }
+
 void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
 {
     MatrixXd AX(rows(), X.cols());
@@ -129,7 +131,7 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
 
     TopSingularValues out;
     out.tol = o.tol;
-    Index b = o.block > 0 ? o.block : std::min<Index>(std::max<Index>(k, 16), 64);
+    Index b = o.block > 0 ? o.block : top_k_default_block(k);
     Index cap = o.max_basis > 0 ? o.max_basis : k + 12 * b;
     cap = std::min(cap, r);
     b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks

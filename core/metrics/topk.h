@@ -90,6 +90,9 @@ struct TopSingularValues {
 // True when top_singular_values takes the dense SVD instead (min(rows, cols) <= 256, or 2k + 1 > it).
 bool top_k_uses_dense(Eigen::Index rows, Eigen::Index cols, Eigen::Index k);
 
+// Vectors per block when TopKOptions::block is 0: min(max(k, 16), 64).
+Eigen::Index top_k_default_block(Eigen::Index k);
+
 // Throws std::invalid_argument for k < 1, tol not in (0, 1), block < 0, max_basis < 0 or max_passes < 0.
 TopSingularValues top_singular_values(const BlockOperator& op, Eigen::Index k, const TopKOptions& options = {});
 TopSingularValues top_singular_values(const attention::AttentionOperator& op, Eigen::Index k,

@@ -87,6 +87,53 @@ TEST(AnalyzeMethods, AutoTakesTheRandomizedPathOnlyWhenDenseDoesNotFit)
     }
 }
 
+// auto with --top-k: the estimate of docs/cli.md, (8/3) N^3 for the dense SVD against 50 passes of
+// 2 N^2 (d + 2b) for block Lanczos, breaks even at N = 50 * 2 * (d + 2b) * 3/8 = 37.5 (d + 2b).
+TEST(AnalyzeMethods, AutoTakesTopKWhenTheEstimateSaysItIsCheaper)
+{
+    // d = 64, k = 64 (b = 64): even at N = 7200.
+    const auto c = analysis::spectrum_cost_estimate(7200, 64, 64);
+    EXPECT_NEAR(c.top_k_flops / c.dense_flops, 1.0, 1e-12);
+    EXPECT_FALSE(analysis::auto_prefers_top_k(4096, 64, 64));
+    EXPECT_FALSE(analysis::auto_prefers_top_k(7100, 64, 64));
+    EXPECT_TRUE(analysis::auto_prefers_top_k(7300, 64, 64));
+    EXPECT_TRUE(analysis::auto_prefers_top_k(16384, 64, 64));
+    // k = 8 (b = 16): even at N = 37.5 * 96 = 3600.
+    EXPECT_FALSE(analysis::auto_prefers_top_k(3500, 64, 8));
+    EXPECT_TRUE(analysis::auto_prefers_top_k(3700, 64, 8));
+    // Where the top-k solver itself would take the dense SVD (2k + 1 > N), never.
+    EXPECT_FALSE(analysis::auto_prefers_top_k(100000, 64, 50000));
+
+    // Through choose_spectrum_path on softmax operators (nothing is computed): d = 2, k = 1 (b = 16)
+    // breaks even at N = 37.5 * 34 = 1275.
+    attention::AttentionOptions o;
+    const auto big = attention::make_operator(attention::Mechanism::softmax, gaussian(1400, 2, 5), gaussian(1400, 2, 6), o);
+    const auto small = attention::make_operator(attention::Mechanism::softmax, gaussian(1200, 2, 5), gaussian(1200, 2, 6), o);
+    analysis::MetricOptions mo;
+    const std::uint64_t fits = 1ULL << 34;
+    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);   // no --top-k: every value
+    mo.top_k = 1;
+    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::top_k);
+    EXPECT_EQ(analysis::choose_spectrum_path(*small, mo, fits), analysis::SpectrumPath::dense);
+    const std::string why_top_k = analysis::spectrum_path_reason(*big, mo, fits, analysis::SpectrumPath::top_k);
+    EXPECT_NE(why_top_k.find("estimated cheaper"), std::string::npos) << why_top_k;
+    EXPECT_NE(why_top_k.find("leave out --top-k"), std::string::npos) << why_top_k;
+    const std::string why_dense = analysis::spectrum_path_reason(*small, mo, fits, analysis::SpectrumPath::dense);
+    EXPECT_NE(why_dense.find("estimated cheaper than the 1 largest"), std::string::npos) << why_dense;
+    o.causal = true;
+    const auto causal = attention::make_operator(attention::Mechanism::softmax, gaussian(1400, 2, 5), gaussian(1400, 2, 6), o);
+    EXPECT_EQ(analysis::choose_spectrum_path(*causal, mo, fits), analysis::SpectrumPath::top_k);
+    // --rank-rtol asks for the exact rank: dense while it fits.
+    mo.rank_rtol = 1e-3;
+    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);
+    EXPECT_NE(analysis::spectrum_path_reason(*big, mo, fits, analysis::SpectrumPath::dense).find("--rank-rtol"),
+              std::string::npos);
+    // --method dense is obeyed.
+    mo.rank_rtol.reset();
+    mo.method = analysis::SpectrumMethod::dense;
+    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);
+}
+
 }  // namespace
 
 namespace {
