@@ -1,7 +1,7 @@
-// MainWindow, the window itself: construction (centre, docks, menus, status bar), opening files, the
-// selected query and view, the title and the message bar. The explore computation, sessions, exports and
-// sweeps are in main_window_explore.cpp, main_window_session.cpp, main_window_export.cpp and
-// main_window_sweeps.cpp.
+// MainWindow, the window itself: construction (centre, docks, menus, status bar), the selected query and
+// view, the title and the message bar. Opening files, the explore computation, sessions, exports and sweeps
+// are in main_window_files.cpp, main_window_explore.cpp, main_window_session.cpp, main_window_export.cpp
+// and main_window_sweeps.cpp.
 #include "main_window.h"
 
 #include "io/selection.h"
@@ -11,9 +11,6 @@
 #include <QCoreApplication>
 #include <QDir>
 #include <QDockWidget>
-#include <QDragEnterEvent>
-#include <QDropEvent>
-#include <QFileDialog>
 #include <QFileInfo>
 #include <QFrame>
 #include <QGuiApplication>
@@ -21,18 +18,15 @@
 #include <QLabel>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QMimeData>
 #include <QPainter>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
-#include <QSettings>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QToolButton>
-#include <QUrl>
 #include <QVBoxLayout>
 
 #include "data_browser.h"
@@ -47,9 +41,7 @@ namespace attnscope::widgets {
 
 namespace {
 
-constexpr int kMaxRecent = 10;
 constexpr int kDebounceMs = 150;
-const char* kRecentKey = "recentFiles";
 
 // The bundled samples (data/*.h5) near the executable or the working folder, for the welcome page.
 QString sampleFolder()
@@ -381,107 +373,6 @@ void ElidedLabel::paintEvent(QPaintEvent*)
     const QString shown = fontMetrics().elidedText(text(), Qt::ElideRight, r.width());
     setToolTip(shown == text() ? QString() : text());
     painter.drawText(r, static_cast<int>(alignment()), shown);
-}
-
-// ------------------------------------------------------------------------------------------- opening
-
-void MainWindow::chooseFiles()
-{
-    const QStringList paths = QFileDialog::getOpenFileNames(
-        this, tr("Open activations"), QString(),
-        tr("Activations and sessions (*.h5 *.hdf5 *.npy *.npz *.safetensors *.attnscope);;All files (*)"));
-    openFiles(paths);
-}
-
-bool MainWindow::openOne(const QString& path, QString* error)
-{
-    if (path.endsWith(QLatin1String(".attnscope"), Qt::CaseInsensitive))
-        return loadSession(path, error);
-    const bool ok = m_browser->openFile(path, error);
-    addRecentFile(path);
-    return ok;
-}
-
-void MainWindow::openFiles(const QStringList& paths)
-{
-    QStringList errors;
-    QStringList opened;
-    for (const QString& path : paths) {
-        QString error;
-        if (openOne(path, &error)) {
-            if (!path.endsWith(QLatin1String(".attnscope"), Qt::CaseInsensitive))
-                opened << path;
-        } else {
-            errors << QStringLiteral("%1: %2").arg(QFileInfo(path).fileName(), error);
-        }
-    }
-    // Opening a file shows it: Q/K/V from the names of the newest file that has them (the current ones stay
-    // when none of the opened files names queries and keys).
-    for (auto it = opened.crbegin(); it != opened.crend(); ++it)
-        if (m_browser->autoAssign(*it) && m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys))
-            break;
-    if (!opened.isEmpty() && (!m_browser->assigned(TensorRole::queries) || !m_browser->assigned(TensorRole::keys)))
-        showMessage(tr("No queries and keys recognised from the tensor names: right-click a tensor in the Data dock "
-                       "and choose \"Use as queries\" / \"Use as keys\"."),
-                    false);
-    if (!errors.isEmpty()) {
-        showMessage(errors.join(QLatin1Char('\n')), true);
-        statusBar()->showMessage(errors.first(), 10000);
-    } else if (!opened.isEmpty()) {
-        statusBar()->showMessage(tr("Opened %1").arg(opened.join(QStringLiteral(", "))), 5000);
-    }
-    updateCentral();
-    updateTitle();
-}
-
-void MainWindow::addRecentFile(const QString& path)
-{
-    QSettings settings;
-    QStringList recent = settings.value(QString::fromLatin1(kRecentKey)).toStringList();
-    const QString abs = QFileInfo(path).absoluteFilePath();
-    recent.removeAll(abs);
-    recent.prepend(abs);
-    while (recent.size() > kMaxRecent)
-        recent.removeLast();
-    settings.setValue(QString::fromLatin1(kRecentKey), recent);
-}
-
-void MainWindow::fillRecentMenu()
-{
-    m_recentMenu->clear();
-    const QStringList recent = QSettings().value(QString::fromLatin1(kRecentKey)).toStringList();
-    for (const QString& path : recent) {
-        QAction* a = m_recentMenu->addAction(QFileInfo(path).fileName(), this, [this, path] { openFiles({path}); });
-        a->setToolTip(path);
-        a->setStatusTip(path);
-        a->setEnabled(QFileInfo::exists(path));
-    }
-    if (recent.isEmpty())
-        m_recentMenu->addAction(tr("(none)"))->setEnabled(false);
-    else {
-        m_recentMenu->addSeparator();
-        m_recentMenu->addAction(tr("Clear List"), this, [] { QSettings().remove(QString::fromLatin1(kRecentKey)); });
-    }
-}
-
-void MainWindow::dragEnterEvent(QDragEnterEvent* event)
-{
-    if (event->mimeData()->hasUrls())
-        for (const QUrl& url : event->mimeData()->urls())
-            if (url.isLocalFile()) {
-                event->acceptProposedAction();
-                return;
-            }
-}
-
-void MainWindow::dropEvent(QDropEvent* event)
-{
-    QStringList paths;
-    for (const QUrl& url : event->mimeData()->urls())
-        if (url.isLocalFile())
-            paths << url.toLocalFile();
-    event->acceptProposedAction();
-    openFiles(paths);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)
