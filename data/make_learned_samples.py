@@ -82,17 +82,53 @@ def license_text():
     return " ".join(text.split(" ")).replace("\t", " "), [os.path.basename(p) for p in files]
 
 
-def train_lm(out, steps=1500, batch=8, context=512, short=128, short_steps=1200):
-    """``short_steps`` steps on windows of ``short`` characters (4x the batch) placed at a random
-    position offset, so every positional embedding up to ``context`` trains at a fraction of the cost of
-    full windows; then full windows of ``context`` characters."""
-    torch.manual_seed(1)
+def license_corpus():
+    """The license texts as character ids: (chars, stoi, train, val, file names); the last 5% held out."""
     text, names = license_text()
     chars = sorted(set(text))
     stoi = {c: i for i, c in enumerate(chars)}
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     split = int(0.95 * len(data))
-    train, val = data[:split], data[split:]
+    return chars, stoi, data[:split], data[split:], names
+
+
+def train_windows(model, train, vocab, opt, sched, g, steps, batch, context, label, every):
+    """``steps`` steps of next-character loss on ``batch`` random windows of ``context`` characters drawn
+    with generator ``g`` (gradients clipped at 1); returns the loss's moving average (0.95)."""
+    t0 = time.time()
+    ema = None
+    model.train()
+    for step in range(steps):
+        starts = torch.randint(0, len(train) - context - 1, (batch,), generator=g).tolist()
+        x = torch.stack([train[s:s + context] for s in starts])
+        y = torch.stack([train[s + 1:s + context + 1] for s in starts])
+        loss = F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
+        if step % every == 0 or step == steps - 1:
+            print(f"  {label} step {step:4d}  loss {loss.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
+    model.eval()
+    return ema
+
+
+def held_out_loss(model, val, vocab, context):
+    """Mean next-character loss (nats) over the held-out text in consecutive windows of ``context``."""
+    with torch.no_grad():
+        vs = [val[s:s + context + 1] for s in range(0, len(val) - context - 1, context)]
+        vx, vy = torch.stack([v[:-1] for v in vs]), torch.stack([v[1:] for v in vs])
+        return F.cross_entropy(model(vx).reshape(-1, vocab), vy.reshape(-1)).item()
+
+
+def train_lm(out, steps=1500, batch=8, context=512, short=128, short_steps=1200):
+    """``short_steps`` steps on windows of ``short`` characters (4x the batch) placed at a random
+    position offset, so every positional embedding up to ``context`` trains at a fraction of the cost of
+    full windows; then full windows of ``context`` characters."""
+    torch.manual_seed(1)
+    chars, stoi, train, val, names = license_corpus()
     model = CharLM(len(chars), context=context)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
@@ -116,11 +152,8 @@ def train_lm(out, steps=1500, batch=8, context=512, short=128, short_steps=1200)
         if step % 100 == 0 or step == steps - 1:
             print(f"  lm step {step:4d}  window {n}  loss {loss.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
     model.eval()
+    val_loss = held_out_loss(model, val, len(chars), context)
     with torch.no_grad():
-        vs = [val[s:s + context + 1] for s in range(0, len(val) - context - 1, context)]
-        vx = torch.stack([v[:-1] for v in vs])
-        vy = torch.stack([v[1:] for v in vs])
-        val_loss = F.cross_entropy(model(vx).reshape(-1, len(chars)), vy.reshape(-1)).item()
         window = val[:context].unsqueeze(0)
         with AttnScopeRecorder(model, name="char-LM on Debian's license texts (3 layers, 4 heads, d_model 64)") as rec:
             model(window)
@@ -302,38 +335,15 @@ def generate(model, prompt, stoi, chars, n, context, seed, temperature=0.8):
 
 def train_llama(out, steps=800, batch=16, context=256):
     torch.manual_seed(6)
-    text, names = license_text()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-    split = int(0.95 * len(data))
-    train, val = data[:split], data[split:]
+    chars, stoi, train, val, names = license_corpus()
     model = CharLlama(len(chars), context=context)
     opt = torch.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=4e-3, total_steps=steps, pct_start=0.1)
     g = torch.Generator().manual_seed(7)
     t0 = time.time()
-    model.train()
-    ema = None
-    for step in range(steps):
-        starts = torch.randint(0, len(train) - context - 1, (batch,), generator=g).tolist()
-        x = torch.stack([train[s:s + context] for s in starts])
-        y = torch.stack([train[s + 1:s + context + 1] for s in starts])
-        loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        if step % 100 == 0 or step == steps - 1:
-            print(f"  llama step {step:4d}  loss {loss.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
-    model.eval()
+    ema = train_windows(model, train, len(chars), opt, sched, g, steps, batch, context, "llama", 100)
+    val_loss = held_out_loss(model, val, len(chars), context)
     with torch.no_grad():
-        vs = [val[s:s + context + 1] for s in range(0, len(val) - context - 1, context)]
-        vx = torch.stack([v[:-1] for v in vs])
-        vy = torch.stack([v[1:] for v in vs])
-        val_loss = F.cross_entropy(model(vx).reshape(-1, len(chars)), vy.reshape(-1)).item()
         window = val[:context].unsqueeze(0)
         with AttnScopeRecorder(model, name="char-LLaMA on Debian's license texts (3 layers, 4 query heads "
                                            "sharing 2 key/value heads, d_model 64)") as rec:

@@ -37,7 +37,7 @@ from attnscope_dump import AttnScopeRecorder  # noqa: E402
 from attnscope_layers import MHLA, LinearAttention, SoftmaxAttention, record_reference_layer  # noqa: E402
 
 sys.path.insert(0, HERE)
-from make_learned_samples import license_text  # noqa: E402
+from make_learned_samples import held_out_loss, license_corpus, train_windows  # noqa: E402
 
 MECHANISMS = ("softmax", "linear", "mhla")
 
@@ -151,38 +151,15 @@ def train_vit(mechanism, out, epochs=20, batch=64):
 
 
 def train_lm(mechanism, out, steps=600, batch=8, context=512):
-    text, names = license_text()
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
-    split = int(0.95 * len(data))
-    train, val = data[:split], data[split:]
+    chars, _, train, val, names = license_corpus()
     torch.manual_seed(1)
     model = Model(mechanism, 64, 4, 2, context, True, dict(chunk=64, mixing="causal-local"), vocab=len(chars))
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=steps, pct_start=0.1)
     g = torch.Generator().manual_seed(2)
     t0 = time.time()
-    ema = None
-    model.train()
-    for step in range(steps):
-        starts = torch.randint(0, len(train) - context - 1, (batch,), generator=g).tolist()
-        x = torch.stack([train[s:s + context] for s in starts])
-        y = torch.stack([train[s + 1:s + context + 1] for s in starts])
-        loss = F.cross_entropy(model(x).reshape(-1, len(chars)), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        ema = loss.item() if ema is None else 0.95 * ema + 0.05 * loss.item()
-        if step % 50 == 0 or step == steps - 1:
-            print(f"  lm/{mechanism} step {step:4d}  loss {loss.item():.3f}  ({time.time() - t0:.0f} s)", flush=True)
-    model.eval()
-    with torch.no_grad():
-        vs = [val[s:s + context + 1] for s in range(0, len(val) - context - 1, context)]
-        vx, vy = torch.stack([v[:-1] for v in vs]), torch.stack([v[1:] for v in vs])
-        val_loss = F.cross_entropy(model(vx).reshape(-1, len(chars)), vy.reshape(-1)).item()
+    ema = train_windows(model, train, len(chars), opt, sched, g, steps, batch, context, f"lm/{mechanism}", 50)
+    val_loss = held_out_loss(model, val, len(chars), context)
     window = val[:context].unsqueeze(0)
     record(model, window, out, mechanism, causal=True, attrs={
         "mechanism": mechanism, "text": "".join(chars[i] for i in window[0].tolist()),
