@@ -15,14 +15,8 @@ import numpy as np
 
 import cli_checks
 
-try:
-    import torch
-    import torch.nn as nn
-except ImportError as e:  # the GoogleTest wrapper skips before running us; this is for direct runs
-    print(f"SKIP: torch is not importable ({e}); apt-get install python3-torch")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+torch = cli_checks.torch_or_skip()
+import torch.nn as nn  # noqa: E402
 from attnscope_dump import AttnScopeRecorder, mask_kind  # noqa: E402
 
 binary, work = sys.argv[1], sys.argv[2]

@@ -13,13 +13,7 @@ import numpy as np
 
 import cli_checks
 
-try:
-    import torch
-except ImportError as e:  # the GoogleTest wrapper skips before running us; this is for direct runs
-    print(f"SKIP: torch is not importable ({e}); apt-get install python3-torch")
-    sys.exit(77)
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "python"))
+torch = cli_checks.torch_or_skip()
 from attnscope_dump import AttnScopeRecorder  # noqa: E402
 from attnscope_layers import MHLA, LinearAttention, SoftmaxAttention, record_reference_layer  # noqa: E402
 
