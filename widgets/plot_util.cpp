@@ -111,8 +111,10 @@ protected:
     QString getTickLabel(double tick, const QLocale& locale, QChar formatChar, int precision) override
     {
         const double e = std::round(std::log(tick) / std::log(logBase()));
+        // A tick between powers (a log axis spanning less than a decade): three significant digits, so
+        // that neighbouring ticks never read alike ("3.16", "2.51", not "3", "3").
         if (!(tick > 0) || std::abs(tick / std::pow(logBase(), e) - 1) > 1e-9)
-            return QCPAxisTickerLog::getTickLabel(tick, locale, formatChar, precision);
+            return locale.toString(tick, 'g', std::max(precision, 3));
         static const char16_t digits[] = u"⁰¹²³⁴⁵⁶⁷⁸⁹";
         QString exponent;
         for (const QChar c : QString::number(static_cast<long long>(e)))
