@@ -393,6 +393,11 @@ void MechanismPanel::updateFileNote()
                           now.blocks.block_grid == m_fileOptions.blocks.block_grid;
         item("grid", tr("grid blocks %1").arg(sizesText(m_fileOptions.blocks.block_grid)), kept);
     }
+    if (m_fromFile.contains("blocks"))   // a learned M x M mixing matrix sets M
+        item("blocks", tr("M = %1").arg(m_fileOptions.blocks.blocks),
+             now.blocks.kind == attention::BlockSpec::Kind::count && now.blocks.blocks == m_fileOptions.blocks.blocks);
+    if (m_fromFile.contains("scale") && m_fileOptions.scale)
+        item("scale", tr("softmax scale %1").arg(*m_fileOptions.scale), now.scale == m_fileOptions.scale);
     if (m_fromFile.contains("mixing"))
         item("mixing", tr("mixing %1").arg(QString::fromStdString(m_fromFile["mixing"].get<std::string>())),
              now.mixing.preset == m_fileOptions.mixing.preset);
