@@ -7,10 +7,10 @@
 #include "analysis/inputs.h"
 #include "analysis/vocabulary.h"
 #include "attention/mixing.h"
+#include "kernels/kernels.h"
 #include "util/error.h"
 #include "util/names.h"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace attnscope::app {
 
@@ -209,7 +209,7 @@ std::uint64_t MemoryArgs::resolve() const
     if (threads < 0 || threads > 1024)
         throw std::invalid_argument("--threads must lie in 0..1024 (0: all cores)");
     if (threads > 0)
-        openblas_set_num_threads(threads);
+        kernels::set_threads(threads);
     if (max_memory.empty())
         return analysis::default_memory_limit();
     std::size_t used = 0;

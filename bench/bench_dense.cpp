@@ -94,6 +94,44 @@ void BM_two_stage(benchmark::State& state)
     kernels::set_isa(before);
 }
 
+// One product per kernel (0 OpenBLAS, 1 AVX2, 2 AVX-512) and shape: 0 square N x N x N (the machine's GEMM
+// rate), 1 stage 1's left update (64 x N) = V^T C with V N x 64, 2 its rank-64 update C -= V W (N x N x 64).
+// Reported as GFLOP/s, so docs/performance.md can set each stage against the GEMM rate.
+void BM_gemm(benchmark::State& state)
+{
+    const auto n = state.range(0);
+    const auto isa = static_cast<kernels::Isa>(state.range(1));
+    const auto shape = state.range(2);
+    const kernels::Isa before = kernels::active_isa();
+    if (kernels::set_isa(isa) != isa) {
+        state.SkipWithError("instruction set not available");
+        kernels::set_isa(before);
+        return;
+    }
+    constexpr Eigen::Index w = 64;
+    static const char* shapes[] = {"square", "V^T C", "C - V W"};
+    state.SetLabel(std::string(kernels::to_string(isa)) + " " + shapes[shape]);
+    const Eigen::MatrixXd a = splitmix_colwise(n, n, 3), v = splitmix_colwise(n, w, 4), x = splitmix_colwise(w, n, 5);
+    Eigen::MatrixXd c = splitmix_colwise(n, n, 6), y(w, n);
+    double flops = 0.0;
+    for (auto _ : state) {
+        if (shape == 0) {
+            kernels::gemm('N', 'N', n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+            flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+        } else if (shape == 1) {
+            kernels::gemm('T', 'N', w, n, n, 1.0, v.data(), n, a.data(), n, 0.0, y.data(), w);
+            flops = 2.0 * static_cast<double>(w) * static_cast<double>(n) * static_cast<double>(n);
+        } else {
+            kernels::gemm('N', 'N', n, n, w, -1.0, v.data(), n, x.data(), w, 1.0, c.data(), n);
+            flops = 2.0 * static_cast<double>(w) * static_cast<double>(n) * static_cast<double>(n);
+        }
+        benchmark::DoNotOptimize(c.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    kernels::set_isa(before);
+}
+
 void streamed_entropy(benchmark::State& state, attention::Mechanism mechanism)
 {
     const auto n = state.range(0);
@@ -140,7 +178,8 @@ BENCHMARK(BM_linear_matrix)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_mhla_matrix)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_singular_values)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_dgesdd)->Arg(1024)->Arg(2048)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_two_stage)->ArgsProduct({{1024, 2048}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_two_stage)->ArgsProduct({{1024, 2048, 4096}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gemm)->ArgsProduct({{2048, 4096}, {0, 1, 2}, {0, 1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_streamed_entropy_softmax)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_streamed_entropy_linear)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_streamed_entropy_mhla)->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -17,11 +17,11 @@
 #include "analysis/plan.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
+#include "kernels/kernels.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/parallel.h"
 
-extern "C" void openblas_set_num_threads(int);
 
 namespace attnscope::analysis {
 
@@ -196,7 +196,7 @@ public:
         m_limit = m_plan.memory_limit ? m_plan.memory_limit : default_memory_limit() / static_cast<unsigned>(m_opt.jobs);
         io::set_read_limit_bytes(m_limit);   // every unit's inputs are checked against it before they are read
         if (m_opt.jobs > 1)
-            openblas_set_num_threads(1);   // parallel units instead of parallel BLAS
+            kernels::set_threads(1);   // parallel units instead of parallel BLAS
         parallel_for(todo.size(), m_opt.jobs, [&](std::size_t i) {
             if (m_opt.cancel.cancelled())
                 return false;

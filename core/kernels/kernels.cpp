@@ -13,6 +13,7 @@
 
 extern "C" {
 int openblas_get_num_threads(void);
+void openblas_set_num_threads(int);
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k, const double* alpha,
             const double* a, const int* lda, const double* b, const int* ldb, const double* beta, double* c,
             const int* ldc);
@@ -61,10 +62,44 @@ std::atomic<Isa>& current()
     return isa;
 }
 
+// 0 until set_threads: then OpenBLAS's count (--threads sets both).
+std::atomic<int>& own_threads()
+{
+    static std::atomic<int> count{0};
+    return count;
+}
+
+}  // namespace
+
 int threads()
 {
-    return std::max(1, openblas_get_num_threads());
+    const int own = own_threads().load(std::memory_order_relaxed);
+    return own > 0 ? own : std::max(1, openblas_get_num_threads());
 }
+
+void set_threads(int count)
+{
+    own_threads().store(std::max(1, count));
+    openblas_set_num_threads(std::max(1, count));
+}
+
+SerialBlas::SerialBlas() : m_blas(std::max(1, openblas_get_num_threads())), m_own(own_threads().load())
+{
+    if (m_blas > 1) {
+        own_threads().store(threads());   // our kernels keep their threads
+        openblas_set_num_threads(1);
+    }
+}
+
+SerialBlas::~SerialBlas()
+{
+    if (m_blas > 1) {
+        openblas_set_num_threads(m_blas);
+        own_threads().store(m_own);
+    }
+}
+
+namespace {
 
 }  // namespace
 
@@ -135,7 +170,12 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
                     C[i + j * ldc] = beta == 0.0 ? 0.0 : beta * C[i + j * ldc];
             return;
         }
+        const int blas = openblas_get_num_threads(), want = threads();   // inside SerialBlas: ours
+        if (blas != want)
+            openblas_set_num_threads(want);
         dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, A, &la, B, &lb, &beta, C, &lc);
+        if (blas != want)
+            openblas_set_num_threads(blas);
         return;
     }
     auto kernel = isa == Isa::avx512 ? &avx512::gemm : &avx2::gemm;
@@ -144,8 +184,16 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
     // rounding, which depends on the blocking Eigen picks for its shape) is the same whatever --threads.
     constexpr Index slab = 256;
     const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-    if (flops < 4e6 || n <= slab) {
+    if (flops < 4e6 || (n <= slab && m <= 2 * slab)) {
         kernel(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    if (n <= slab) {   // a thin C (the two-stage SVD's C V, m x 64): slabs of rows instead
+        const bool at = ta == 'T' || ta == 't';
+        parallel_tiles(m, slab, [&](Index i0, Index h) {
+            kernel(ta, tb, h, n, k, alpha, at ? A + i0 * lda : A + i0, lda, B, ldb, beta, C + i0, ldc);
+            return 0;
+        });
         return;
     }
     parallel_tiles(n, slab, [&](Index j0, Index w) {
@@ -241,8 +289,11 @@ void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index 
     const int parts = static_cast<int>(std::min<Index>(threads(), tiles));
     for (Index j = 0; j < b; ++j)
         std::fill(Y + j * ldy, Y + j * ldy + n, 0.0);
-    // Part 0 sums straight into Y, the others into their own accumulators.
+    // Part 0 sums straight into Y, the others into their own accumulators. Each part reuses one workspace:
+    // ebuf (n, aligned), the tile (n x 128) and its share of A X (128 x b).
     std::vector<std::vector<double>> acc(static_cast<std::size_t>(parts - 1));
+    const auto work_size = static_cast<std::size_t>(n + 8 + 8 + n * k_apply_tile + k_apply_tile * b);
+    std::vector<std::vector<double>> scratch(static_cast<std::size_t>(parts), std::vector<double>(work_size));
     auto work = [&](int p) {
         double* out = Y;
         Index ld = ldy;
@@ -254,7 +305,8 @@ void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index 
         }
         for (Index t = p; t < tiles; t += parts) {
             const Index r0 = t * k_apply_tile;
-            kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, X, ldx, b, r0, std::min(k_apply_tile, n - r0), out, ld);
+            kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, X, ldx, b, r0, std::min(k_apply_tile, n - r0), out, ld,
+                   scratch[static_cast<std::size_t>(p)].data());
         }
     };
     std::vector<std::thread> pool;

@@ -10,7 +10,7 @@
 // give wrong results with older builds on some processors (docs/performance.md). Eigen's own products,
 // compiled for AVX2 / AVX-512, are 2-4x faster per core there.
 //
-// Products run on openblas_get_num_threads() threads (the --threads setting), split by columns of C.
+// Products run on threads() threads (the --threads setting), split by columns (or rows) of C.
 // Override the choice with ATTNSCOPE_SIMD=generic|avx2|avx512 (tests compare the paths).
 #include <cstddef>
 #include <string_view>
@@ -18,6 +18,27 @@
 namespace attnscope::kernels {
 
 using Index = std::ptrdiff_t;
+
+// Threads of the kernels below: set_threads (the --threads option) sets them and OpenBLAS's; until then
+// OpenBLAS's count.
+int threads();
+void set_threads(int count);
+
+// While one lives, OpenBLAS runs on one thread and the kernels keep theirs. For stretches where our kernels
+// do the parallel work between small LAPACK calls (a QR panel, a bulge chase): OpenBLAS's idle workers spin
+// on sched_yield for ~0.1 s after each threaded call, taking a core from the kernels' threads (a quarter of
+// the two-stage SVD's CPU time at N = 2048 went there). Not for concurrent use from several threads.
+class SerialBlas {
+public:
+    SerialBlas();
+    ~SerialBlas();
+    SerialBlas(const SerialBlas&) = delete;
+    SerialBlas& operator=(const SerialBlas&) = delete;
+
+private:
+    int m_blas;
+    int m_own;
+};
 
 enum class Isa { generic, avx2, avx512 };
 std::string_view to_string(Isa isa);

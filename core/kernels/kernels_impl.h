@@ -20,7 +20,7 @@ namespace attnscope::kernels {
                             Index ldx, Index b, Index r0, Index count, double* Y, Index ldy);               \
     void softmax_gram_rows(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,           \
                            double scale, bool causal, const double* lse, const double* X, Index ldx, Index b,  \
-                           Index r0, Index count, double* Y, Index ldy);
+                           Index r0, Index count, double* Y, Index ldy, double* work);
 namespace generic { ATTNSCOPE_KERNEL_DECLS }
 namespace avx2 { ATTNSCOPE_KERNEL_DECLS }
 namespace avx512 { ATTNSCOPE_KERNEL_DECLS }

@@ -132,6 +132,7 @@ std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, c
     if (A.rows() < A.cols())
         A = Eigen::MatrixXd(A.transpose());   // same singular values; stage 1 wants m >= n
 
+    const kernels::SerialBlas serial;   // the products below bring their own threads
     const auto n = static_cast<lapack_int>(A.cols());
     const auto b = static_cast<lapack_int>(std::min<Index>(band, std::max<Index>(n - 1, 1)));
     reduce_to_band(A, b, progress);

@@ -10,6 +10,7 @@
 #include <Eigen/Eigenvalues>
 #include <Eigen/SVD>
 
+#include "kernels/kernels.h"
 #include "metrics/metrics.h"
 #include "util/rng.h"
 
@@ -118,6 +119,7 @@ void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<M
 
 TopSingularValues top_singular_values(const BlockOperator& op, Index k, const TopKOptions& o)
 {
+    const kernels::SerialBlas serial;   // the block products bring their own threads (kernels.h)
     if (k < 1)
         throw std::invalid_argument("top-k singular values: k must be at least 1 (got " + std::to_string(k) + ")");
     if (!(o.tol > 0.0 && o.tol < 1.0))
