@@ -141,6 +141,7 @@ int run_analyze(const AnalyzeArgs& a)
     for (const auto& r : results)
         list.push_back(analysis::result_json(r, metric_options));
     doc["results"] = std::move(list);
+    doc["kernels"] = analysis::kernels_json();
 
     if (a.json_out) {
         write_text_output(*a.json_out, doc.dump(2) + "\n");

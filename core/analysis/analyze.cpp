@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/kernels.h"
 #include "metrics/streaming.h"
 #include "util/error.h"
 
@@ -99,6 +100,22 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         p.op.reset();
     }
     return results;
+}
+
+nlohmann::ordered_json kernels_json()
+{
+    nlohmann::ordered_json k;
+    k["simd"] = std::string(kernels::to_string(kernels::active_isa()));
+    k["threads"] = kernels::threads();
+    k["openblas_core"] = kernels::openblas_core();
+    if (const auto choice = kernels::gemm_choice_made()) {
+        const auto path = [&](int cls) { return choice->own[static_cast<std::size_t>(cls)] ? "own" : "openblas"; };
+        k["gemm"] = nlohmann::ordered_json{{"general", path(kernels::gemm_general)},
+                                           {"rank_k", path(kernels::gemm_rank_k)},
+                                           {"thin", path(kernels::gemm_thin)},
+                                           {"source", choice->source}};
+    }
+    return k;
 }
 
 json result_json(const MechanismResult& r, const MetricOptions& mo)

@@ -27,5 +27,8 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
 
 // One element of "results" in the analyze JSON.
 nlohmann::ordered_json result_json(const MechanismResult& result, const MetricOptions& metric_options);
+// The kernels this run used (docs/cli.md, "AttnScope's additions"): instruction set, threads, OpenBLAS's
+// core, and which library ran each class of matrix product when a large one ran.
+nlohmann::ordered_json kernels_json();
 
 }  // namespace attnscope::analysis

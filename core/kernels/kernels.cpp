@@ -150,34 +150,42 @@ Isa set_isa(Isa isa)
     return effective;
 }
 
-void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda, const double* B,
-          Index ldb, double beta, double* C, Index ldc)
+GemmClass gemm_class(Index m, Index n, Index k)
 {
-    if (m <= 0 || n <= 0)
-        return;
-    const Isa isa = active_isa();
-    if (isa == Isa::generic || k <= 0) {
-        // OpenBLAS (multithreaded by itself).
-        constexpr Index int_max = 2147483647;
-        if (m > int_max || n > int_max || k > int_max || lda > int_max || ldb > int_max || ldc > int_max)
-            throw std::invalid_argument("gemm: dimensions exceed BLAS's int");
-        const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(std::max<Index>(k, 0));
-        const int la = static_cast<int>(std::max<Index>(lda, 1)), lb = static_cast<int>(std::max<Index>(ldb, 1)),
-                  lc = static_cast<int>(ldc);
-        if (ki == 0) {   // C = beta C
-            for (Index j = 0; j < n; ++j)
-                for (Index i = 0; i < m; ++i)
-                    C[i + j * ldc] = beta == 0.0 ? 0.0 : beta * C[i + j * ldc];
-            return;
-        }
-        const int blas = openblas_get_num_threads(), want = threads();   // inside SerialBlas: ours
-        if (blas != want)
-            openblas_set_num_threads(want);
-        dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, A, &la, B, &lb, &beta, C, &lc);
-        if (blas != want)
-            openblas_set_num_threads(blas);
+    constexpr Index thin = 128;
+    if (std::min(m, n) <= thin)
+        return gemm_thin;
+    return k <= thin ? gemm_rank_k : gemm_general;
+}
+
+namespace {
+
+void openblas_gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+                   const double* B, Index ldb, double beta, double* C, Index ldc)
+{
+    constexpr Index int_max = 2147483647;
+    if (m > int_max || n > int_max || k > int_max || lda > int_max || ldb > int_max || ldc > int_max)
+        throw std::invalid_argument("gemm: dimensions exceed BLAS's int");
+    const int mi = static_cast<int>(m), ni = static_cast<int>(n), ki = static_cast<int>(std::max<Index>(k, 0));
+    const int la = static_cast<int>(std::max<Index>(lda, 1)), lb = static_cast<int>(std::max<Index>(ldb, 1)),
+              lc = static_cast<int>(ldc);
+    if (ki == 0) {   // C = beta C
+        for (Index j = 0; j < n; ++j)
+            for (Index i = 0; i < m; ++i)
+                C[i + j * ldc] = beta == 0.0 ? 0.0 : beta * C[i + j * ldc];
         return;
     }
+    const int blas = openblas_get_num_threads(), want = threads();   // inside SerialBlas: ours
+    if (blas != want)
+        openblas_set_num_threads(want);
+    dgemm_(&ta, &tb, &mi, &ni, &ki, &alpha, A, &la, B, &lb, &beta, C, &lc);
+    if (blas != want)
+        openblas_set_num_threads(blas);
+}
+
+void own_gemm(Isa isa, char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+              const double* B, Index ldb, double beta, double* C, Index ldc)
+{
     auto kernel = isa == Isa::avx512 ? &avx512::gemm : &avx2::gemm;
     const bool bt = tb == 'T' || tb == 't';
     // C in slabs of a fixed number of columns, shared out to the threads: each slab's product (and so its
@@ -188,7 +196,7 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
         kernel(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    if (n <= slab) {   // a thin C (the two-stage SVD's C V, m x 64): slabs of rows instead
+    if (n <= slab) {   // a thin C (the two-stage SVD's C V, m x 32): slabs of rows instead
         const bool at = ta == 'T' || ta == 't';
         parallel_tiles(m, slab, [&](Index i0, Index h) {
             kernel(ta, tb, h, n, k, alpha, at ? A + i0 * lda : A + i0, lda, B, ldb, beta, C + i0, ldc);
@@ -200,6 +208,31 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
         kernel(ta, tb, m, w, k, alpha, A, lda, bt ? B + j0 : B + j0 * ldb, ldb, beta, C + j0 * ldc, ldc);
         return 0;
     });
+}
+
+}  // namespace
+
+void gemm_on(GemmPath path, char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda,
+             const double* B, Index ldb, double beta, double* C, Index ldc)
+{
+    if (m <= 0 || n <= 0)
+        return;
+    const Isa isa = active_isa();
+    if (path == GemmPath::automatic) {
+        // Small products: ours (no thread start-up, no calibration needed for a 4x4 block).
+        const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+        path = flops < 4e6 ? GemmPath::own : (gemm_choice().own[gemm_class(m, n, k)] ? GemmPath::own : GemmPath::openblas);
+    }
+    if (isa == Isa::generic || k <= 0 || path == GemmPath::openblas)
+        openblas_gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        own_gemm(isa, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const double* A, Index lda, const double* B,
+          Index ldb, double beta, double* C, Index ldc)
+{
+    gemm_on(gemm_path(), ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc)

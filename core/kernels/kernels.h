@@ -12,7 +12,10 @@
 //
 // Products run on threads() threads (the --threads setting), split by columns (or rows) of C.
 // Override the choice with ATTNSCOPE_SIMD=generic|avx2|avx512 (tests compare the paths).
+#include <array>
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace attnscope::kernels {
@@ -51,6 +54,35 @@ Isa set_isa(Isa isa);
 // (dgemm's contract; C is m x n, the inner dimension k). beta = 0 ignores C's old contents.
 void gemm(char trans_a, char trans_b, Index m, Index n, Index k, double alpha, const double* A, Index lda,
           const double* B, Index ldb, double beta, double* C, Index ldc);
+
+// Products come in three classes: rank-k updates (inner dimension k <= 128, C larger), thin outputs
+// (C with at most 128 rows or columns: the panels of the two-stage SVD, V^T C and C V) and the rest. For
+// each class either OpenBLAS's dgemm or the instruction set's own kernel runs, whichever was faster when
+// measured on this machine (~0.2 s, once: the result is cached per CPU model, instruction set, OpenBLAS core
+// and thread count in $ATTNSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope, file
+// gemm-choice.txt). ATTNSCOPE_GEMM=own|openblas pins one path for every class (tests comparing the
+// instruction sets pin `own`). The generic build always uses OpenBLAS.
+enum class GemmPath { automatic, own, openblas };
+enum GemmClass { gemm_general = 0, gemm_rank_k = 1, gemm_thin = 2 };
+struct GemmChoice {
+    std::array<bool, 3> own{false, false, false};   // per GemmClass: the own kernel (else OpenBLAS)
+    std::array<double, 3> seconds_own{0, 0, 0}, seconds_openblas{0, 0, 0};   // when measured now
+    std::string source;   // "measured", "cached", or what fixed it
+};
+GemmClass gemm_class(Index m, Index n, Index k);
+void set_gemm_path(GemmPath path);
+GemmPath gemm_path();
+// The choice in effect for the active instruction set and thread count (measured or read on first use).
+GemmChoice gemm_choice();
+// The choice if one was needed in this process (a product large enough ran), else nothing: reports only.
+std::optional<GemmChoice> gemm_choice_made();
+// Measures now (use_cache: read a cached answer first and store a new one).
+GemmChoice calibrate_gemm(bool use_cache);
+// gemm() on the given path (automatic: as gemm()).
+void gemm_on(GemmPath path, char trans_a, char trans_b, Index m, Index n, Index k, double alpha, const double* A,
+             Index lda, const double* B, Index ldb, double beta, double* C, Index ldc);
+// The kernel OpenBLAS runs on this CPU (openblas_get_corename: "Haswell", "SkylakeX", "Prescott", ...).
+std::string openblas_core();
 
 // Row entropy of a column-major tile (rows x cols, leading dimension ld) of non-negative entries:
 // acc[i] -= sum_j a_ij ln a_ij (0 ln 0 = 0). Returns 0, or 1 when an entry is negative, 2 when one is

@@ -17,11 +17,18 @@ protected:
     void SetUp() override
     {
         previous_ = kernels::active_isa();
+        previous_path_ = kernels::gemm_path();
+        kernels::set_gemm_path(kernels::GemmPath::own);   // this instruction set's own products, not OpenBLAS's
         if (kernels::set_isa(GetParam()) != GetParam())
             GTEST_SKIP() << "this CPU lacks " << kernels::to_string(GetParam());
     }
-    void TearDown() override { kernels::set_isa(previous_); }
+    void TearDown() override
+    {
+        kernels::set_isa(previous_);
+        kernels::set_gemm_path(previous_path_);
+    }
     kernels::Isa previous_ = kernels::Isa::generic;
+    kernels::GemmPath previous_path_ = kernels::GemmPath::automatic;
 };
 
 inline auto every_isa() { return ::testing::Values(kernels::Isa::generic, kernels::Isa::avx2, kernels::Isa::avx512); }

@@ -23,7 +23,7 @@ TEST_P(Kernels, GemmMatchesLoopsForEveryTransposeAndStride)
     unsigned seed = 1;
     for (const char ta : {'N', 'T'})
         for (const char tb : {'N', 'T'})
-            for (const auto& [m, n, k] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {5, 3, 7}, {64, 300, 33}, {257, 129, 64}}) {
+            for (const auto& [m, n, k] : std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {5, 3, 7}, {64, 300, 33}, {257, 129, 64}, {1100, 40, 70}}) {
                 // Stored with padding (leading dimension larger than the rows).
                 const MatrixXd A = uniform_matrix(ta == 'N' ? m + 3 : k + 3, ta == 'N' ? k : m, seed++);
                 const MatrixXd B = uniform_matrix(tb == 'N' ? k + 2 : n + 2, tb == 'N' ? n : k, seed++);

@@ -1,0 +1,257 @@
+// Which matrix product runs each shape class: OpenBLAS or our kernels, chosen by measurement (kernels.h).
+#include "kernels/kernels.h"
+
+#include <algorithm>
+#include <atomic>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "util/atomic_file.h"
+
+extern "C" char* openblas_get_corename(void);
+
+namespace attnscope::kernels {
+
+namespace {
+
+constexpr const char* k_cache_version = "gemm-choice-v1";
+
+GemmPath path_from_env()
+{
+    if (const char* env = std::getenv("ATTNSCOPE_GEMM")) {
+        const std::string v = env;
+        if (v == "own")
+            return GemmPath::own;
+        if (v == "openblas")
+            return GemmPath::openblas;
+    }
+    return GemmPath::automatic;
+}
+
+std::atomic<GemmPath>& pinned()
+{
+    static std::atomic<GemmPath> path{path_from_env()};
+    return path;
+}
+
+std::string cpu_model()
+{
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("model name", 0) == 0) {
+            const auto colon = line.find(':');
+            std::string v = colon == std::string::npos ? line : line.substr(colon + 1);
+            v.erase(0, v.find_first_not_of(' '));
+            return v;
+        }
+    return "unknown CPU";
+}
+
+std::string cache_key(Isa isa, int threads)
+{
+    std::string key = std::string(k_cache_version) + "|" + cpu_model() + "|" + std::string(to_string(isa)) + "|" +
+                      openblas_core() + "|threads=" + std::to_string(threads);
+    std::replace(key.begin(), key.end(), '\t', ' ');
+    return key;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Best of three runs (after a warm-up) of one product on the given path.
+double time_product(GemmPath path, char ta, char tb, Index m, Index n, Index k, const double* A, Index lda,
+                    const double* B, Index ldb, double* C, Index ldc)
+{
+    double best = 1e300;
+    for (int run = 0; run < 4; ++run) {
+        const auto t0 = std::chrono::steady_clock::now();
+        gemm_on(path, ta, tb, m, n, k, 1.0, A, lda, B, ldb, 0.5, C, ldc);
+        if (run > 0)
+            best = std::min(best, seconds_since(t0));
+    }
+    return best;
+}
+
+// Representative products of each class, at sizes where either path is well past its start-up costs
+// (~0.2 s for the whole calibration on two cores): general 1024^3; rank-k the stage-1 updates C - V W
+// (2048 x 2048, k = 32, both operand layouts); thin output the stage-1 panels V^T C and C V (32 x 2048 and
+// 2048 x 32, inner 2048).
+GemmChoice measure(Isa isa)
+{
+    GemmChoice choice;
+    choice.source = "measured";
+    if (isa == Isa::generic)
+        return choice;   // nothing of our own to set against OpenBLAS
+    constexpr Index big = 2048, w = 32, sq = 1024;
+    std::vector<double> a(static_cast<std::size_t>(big * big)), b(static_cast<std::size_t>(big * big)),
+        c(static_cast<std::size_t>(big * big));
+    for (std::size_t i = 0; i < a.size(); ++i) {   // any well-scaled values
+        a[i] = static_cast<double>((i * 2654435761u) % 1000) / 1000.0 - 0.5;
+        b[i] = static_cast<double>((i * 40503u) % 997) / 997.0 - 0.5;
+    }
+    auto time_class = [&](GemmPath p, int cls) {
+        switch (cls) {
+        case 0: return time_product(p, 'N', 'N', sq, sq, sq, a.data(), sq, b.data(), sq, c.data(), sq);
+        case 1:
+            return time_product(p, 'N', 'N', big, big, w, a.data(), big, b.data(), w, c.data(), big) +
+                   time_product(p, 'N', 'T', big, big, w, a.data(), big, b.data(), big, c.data(), big);
+        default:
+            return time_product(p, 'T', 'N', w, big, big, a.data(), big, b.data(), big, c.data(), w) +
+                   time_product(p, 'N', 'N', big, w, big, a.data(), big, b.data(), big, c.data(), big);
+        }
+    };
+    for (int cls = 0; cls < 3; ++cls) {
+        const double own = time_class(GemmPath::own, cls), blas = time_class(GemmPath::openblas, cls);
+        choice.own[cls] = own <= blas;
+        choice.seconds_own[cls] = own;
+        choice.seconds_openblas[cls] = blas;
+    }
+    return choice;
+}
+
+std::filesystem::path cache_file()
+{
+    namespace fs = std::filesystem;
+    if (const char* dir = std::getenv("ATTNSCOPE_CACHE_DIR"); dir && *dir)
+        return fs::path(dir) / "gemm-choice.txt";
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+        return fs::path(xdg) / "attnscope" / "gemm-choice.txt";
+    if (const char* home = std::getenv("HOME"); home && *home)
+        return fs::path(home) / ".cache" / "attnscope" / "gemm-choice.txt";
+    return {};
+}
+
+// Lines "key<TAB>general rank_k thin_output" with "own" / "openblas" in each place.
+std::map<std::string, std::string> read_cache(const std::filesystem::path& file)
+{
+    std::map<std::string, std::string> lines;
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto tab = line.find('\t');
+        if (tab != std::string::npos)
+            lines[line.substr(0, tab)] = line.substr(tab + 1);
+    }
+    return lines;
+}
+
+bool parse_choice(const std::string& text, GemmChoice& choice)
+{
+    std::istringstream in(text);
+    for (bool& own : choice.own) {
+        std::string word;
+        if (!(in >> word) || (word != "own" && word != "openblas"))
+            return false;
+        own = word == "own";
+    }
+    return true;
+}
+
+std::string format_choice(const GemmChoice& choice)
+{
+    std::string s;
+    for (bool own : choice.own)
+        s += std::string(s.empty() ? "" : " ") + (own ? "own" : "openblas");
+    return s;
+}
+
+}  // namespace
+
+std::string openblas_core()
+{
+    const char* core = openblas_get_corename();
+    return core ? std::string(core) : std::string("unknown");
+}
+
+void set_gemm_path(GemmPath path) { pinned().store(path); }
+
+GemmPath gemm_path() { return pinned().load(); }
+
+GemmChoice calibrate_gemm(bool use_cache)
+{
+    const Isa isa = active_isa();
+    const int count = threads();
+    const auto file = use_cache ? cache_file() : std::filesystem::path{};
+    const std::string key = cache_key(isa, count);
+    if (!file.empty()) {
+        const auto lines = read_cache(file);
+        GemmChoice cached;
+        cached.source = "cached";
+        if (const auto it = lines.find(key); it != lines.end() && parse_choice(it->second, cached))
+            return cached;
+    }
+    GemmChoice choice = measure(isa);
+    if (!file.empty() && isa != Isa::generic) {
+        // Read again and add ours, then replace the file in one step (concurrent processes: the last wins,
+        // and each one's line is a valid measurement). An unwritable cache only costs a measurement next time.
+        auto lines = read_cache(file);
+        lines[key] = format_choice(choice);
+        std::string text;
+        for (const auto& [k, v] : lines)
+            text += k + "\t" + v + "\n";
+        std::error_code ec;
+        std::filesystem::create_directories(file.parent_path(), ec);
+        try {
+            write_file_atomically(file.string(), text);
+        } catch (const std::exception&) {
+        }
+    }
+    return choice;
+}
+
+namespace {
+std::mutex& choice_mutex()
+{
+    static std::mutex mutex;
+    return mutex;
+}
+std::map<std::pair<Isa, int>, GemmChoice>& known_choices()
+{
+    static std::map<std::pair<Isa, int>, GemmChoice> known;
+    return known;
+}
+}  // namespace
+
+std::optional<GemmChoice> gemm_choice_made()
+{
+    if (gemm_path() != GemmPath::automatic || active_isa() == Isa::generic)
+        return gemm_choice();
+    const std::lock_guard lock(choice_mutex());
+    const auto it = known_choices().find(std::make_pair(active_isa(), threads()));
+    return it == known_choices().end() ? std::nullopt : std::optional<GemmChoice>(it->second);
+}
+
+GemmChoice gemm_choice()
+{
+    const GemmPath path = gemm_path();
+    GemmChoice fixed;
+    if (path != GemmPath::automatic || active_isa() == Isa::generic) {
+        const bool own = path == GemmPath::own && active_isa() != Isa::generic;
+        fixed.own = {own, own, own};
+        fixed.source = active_isa() == Isa::generic ? "generic build: OpenBLAS"
+                                                   : (own ? "ATTNSCOPE_GEMM=own" : "ATTNSCOPE_GEMM=openblas");
+        return fixed;
+    }
+    // One calibration per (instruction set, thread count) in this process; the cache file spans processes.
+    const std::lock_guard lock(choice_mutex());
+    auto& known = known_choices();
+    const auto key = std::make_pair(active_isa(), threads());
+    if (const auto it = known.find(key); it != known.end())
+        return it->second;
+    return known[key] = calibrate_gemm(true);
+}
+
+}  // namespace attnscope::kernels
