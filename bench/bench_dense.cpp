@@ -87,10 +87,20 @@ void BM_two_stage(benchmark::State& state)
     }
     state.SetLabel(std::string(kernels::to_string(isa)));
     const Eigen::MatrixXd a = splitmix_colwise(n, n, 3);
+    metrics::TwoStageStats total, one;
     for (auto _ : state) {
-        auto s = metrics::singular_values_two_stage(Eigen::MatrixXd(a));
+        auto s = metrics::singular_values_two_stage(Eigen::MatrixXd(a), metrics::two_stage_default_band, {}, &one);
         benchmark::DoNotOptimize(s.data());
+        total.stage1_seconds += one.stage1_seconds;
+        total.stage1_flops += one.stage1_flops;
+        total.stage2_seconds += one.stage2_seconds;
+        total.stage3_seconds += one.stage3_seconds;
     }
+    const auto runs = static_cast<double>(state.iterations());
+    state.counters["stage1 GFLOP/s"] = total.stage1_flops / total.stage1_seconds * 1e-9;
+    state.counters["stage1 s"] = total.stage1_seconds / runs;
+    state.counters["stage2 s"] = total.stage2_seconds / runs;
+    state.counters["stage3 s"] = total.stage3_seconds / runs;
     kernels::set_isa(before);
 }
 

@@ -15,6 +15,14 @@ scores, exp(scale q k^T - lse) times the block, in NumPy: the same matrix-free w
 usage: python3 bench/compare_numpy.py [--attnscope build/app/attnscope] [--sizes 1024,2048,4096] [--d 64] [--markdown]
                                       [--topk-sizes 4096,16384] [--topk 64]
 Run with Debian's python3 (numpy and scipy on OpenBLAS). Threads: both use the machine's cores (OpenBLAS).
+
+OpenBLAS kernels (--numpy-coretype): the NumPy / SciPy side runs in a child process of its own. Where this
+machine's OpenBLAS does not pick the CPU's best kernels by itself (0.3.21 runs its AVX2 "Haswell" kernels on
+AVX-512 AMD EPYC CPUs and its SSE3 "Prescott" ones on some Xeons), `auto` times a matrix product under each
+candidate OPENBLAS_CORETYPE the CPU supports and gives NumPy's command the fastest, so AttnScope is compared
+with NumPy at its best. The variable is set for that child only, never for AttnScope, the tests or CI. Both
+sides' kernels are printed: NumPy's OpenBLAS core, AttnScope's instruction set, OpenBLAS core and which
+library ran each class of product (its JSON "kernels").
 """
 import argparse
 import json
@@ -112,19 +120,13 @@ def softmax_operator(Q, K, tile=1024):
                           matmat=matmat, rmatmat=rmatmat, dtype=np.float64)
 
 
-def topk_compare(attnscope, N, d, k, dense_max, tmp):
+def topk_compare(attnscope, N, d, k, dense_max, tmp, coretype):
     """One top-k comparison: (N, t_scipy, t_ours, ratio, max relative difference, vs-dense errors, passes)."""
-    from scipy.sparse.linalg import svds
     path = os.path.join(tmp, f"local{N}.h5")
     subprocess.run([attnscope, "synth", "--kind", "local1d", "--n", str(N), "--d", str(d), "--out", path], check=True,
                    capture_output=True)
-    with h5py.File(path, "r") as f:
-        Q = np.array(f["q"][0], dtype=np.float64)
-        K = np.array(f["k"][0], dtype=np.float64)
-    t0 = time.perf_counter()
-    op = softmax_operator(Q, K)
-    s_scipy = np.sort(svds(op, k=k, return_singular_vectors=False, random_state=0))[::-1]
-    t_scipy = time.perf_counter() - t0
+    t_scipy, ref = run_numpy_child(coretype, "topk", **{"in": path, "k": k, "dense": int(N <= dense_max)})
+    s_scipy = ref["values"]
     t0 = time.perf_counter()
     p = subprocess.run([attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--mechanism", "softmax",
                         "--method", "streaming", "--top-k", str(k), "--metrics", "spectrum", "--json", "-"],
@@ -136,12 +138,118 @@ def topk_compare(attnscope, N, d, k, dense_max, tmp):
     s_ours = np.asarray(r["singular_values"])
     diff = float(np.max(np.abs(s_ours - s_scipy) / s_scipy))
     vs_dense = "-"
-    if N <= dense_max:
-        s_dense = np.linalg.svd(op.matmat(np.eye(N)), compute_uv=False)[:k]
+    if "dense" in ref:
+        s_dense = ref["dense"]
         vs_dense = (f"ours {np.max(np.abs(s_ours - s_dense) / s_dense):.1e}, "
                     f"svds {np.max(np.abs(s_scipy - s_dense) / s_dense):.1e}")
     passes = r["method"].get("top_k", {}).get("passes", "-")
     return N, t_scipy, t_ours, t_scipy / t_ours, diff, vs_dense, passes
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+PROBE = """
+import time, numpy as np
+a = np.random.default_rng(0).random((1536, 1536)); a @ a
+best = 1e9
+for _ in range(3):
+    t = time.perf_counter(); a @ a; best = min(best, time.perf_counter() - t)
+print(2 * 1536 ** 3 / best / 1e9)
+"""
+
+
+def openblas_probe(coretype):
+    """(OpenBLAS core NumPy runs, its dgemm GFLOP/s) with OPENBLAS_CORETYPE=coretype (None: unset)."""
+    env = dict(os.environ, OPENBLAS_VERBOSE="2")
+    env.pop("OPENBLAS_CORETYPE", None)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
+    p = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
+    core = "?"
+    for line in (p.stdout + p.stderr).splitlines():
+        if line.startswith("Core:"):
+            core = line.split(":", 1)[1].strip()
+    try:
+        gflops = float(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        gflops = 0.0
+    return core, gflops
+
+
+def choose_numpy_coretype(wanted):
+    """The OPENBLAS_CORETYPE for NumPy's child (None: OpenBLAS's own choice) and a line saying why."""
+    default_core, default_rate = openblas_probe(None)
+    if wanted == "default":
+        return None, f"NumPy: OpenBLAS core {default_core} (its own choice, {default_rate:.0f} GFLOP/s dgemm)"
+    if wanted != "auto":
+        core, rate = openblas_probe(wanted)
+        return wanted, f"NumPy: OPENBLAS_CORETYPE={wanted} -> core {core} ({rate:.0f} GFLOP/s dgemm; default {default_core} {default_rate:.0f})"
+    flags = cpu_flags()
+    candidates = []
+    if "avx512f" in flags:
+        candidates += ["SkylakeX", "Cooperlake"]
+    if "avx2" in flags:
+        candidates += ["Haswell", "Zen"]
+    best, best_core, best_rate = None, default_core, default_rate
+    tried = [f"default {default_core} {default_rate:.0f}"]
+    for c in candidates:
+        core, rate = openblas_probe(c)
+        tried.append(f"{c} {core} {rate:.0f}")
+        if core.lower() == c.lower() and rate > 1.05 * best_rate:
+            best, best_core, best_rate = c, core, rate
+    how = (f"OPENBLAS_CORETYPE={best} set for NumPy's command only" if best else "OpenBLAS's own choice")
+    return best, (f"NumPy: OpenBLAS core {best_core} ({best_rate:.0f} GFLOP/s dgemm; {how}; "
+                  f"probed GFLOP/s: {', '.join(tried)})")
+
+
+def run_numpy_child(coretype, task, **kw):
+    """Runs `task` in a child Python with OPENBLAS_CORETYPE=coretype; returns (seconds, result dict)."""
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    if coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "out.npz")
+        args = [sys.executable, os.path.abspath(__file__), "--numpy-worker", task, "--worker-out", out]
+        for k, v in kw.items():
+            args += ["--worker-" + k.replace("_", "-"), str(v)]
+        subprocess.run(args, env=env, check=True)
+        with np.load(out, allow_pickle=True) as z:
+            return float(z["seconds"]), z["result"].item()
+
+
+def numpy_worker(args):
+    """The child's side of run_numpy_child: the timed NumPy / SciPy work alone (imports and file reading are
+    outside the clock)."""
+    with h5py.File(args.worker_in, "r") as f:
+        Q = np.array(f["q"], dtype=np.float64)
+        K = np.array(f["k"], dtype=np.float64)
+    if Q.ndim == 3:
+        Q, K = Q[0], K[0]
+    if args.numpy_worker == "pipeline":
+        t0 = time.perf_counter()
+        result = numpy_pipeline(Q, K, args.worker_blocks)
+        seconds = time.perf_counter() - t0
+    else:   # top-k by svds on the matrix-free operator
+        from scipy.sparse.linalg import svds
+        t0 = time.perf_counter()
+        op = softmax_operator(Q, K)
+        s = np.sort(svds(op, k=args.worker_k, return_singular_vectors=False, random_state=0))[::-1]
+        seconds = time.perf_counter() - t0
+        result = {"values": s}
+        if args.worker_dense:
+            result["dense"] = np.linalg.svd(op.matmat(np.eye(Q.shape[0])), compute_uv=False)[:args.worker_k]
+    np.savez(args.worker_out, seconds=seconds, result=np.array(result, dtype=object))
+    return 0
 
 
 def main():
@@ -154,7 +262,21 @@ def main():
     ap.add_argument("--topk-sizes", default="", help="N values for the top-k comparison (empty: none)")
     ap.add_argument("--topk", type=int, default=64)
     ap.add_argument("--topk-dense-max", type=int, default=4096, help="largest N checked against the dense SVD")
+    ap.add_argument("--numpy-coretype", default="auto",
+                    help="OPENBLAS_CORETYPE for NumPy's command: auto (fastest the CPU supports), default, or a name")
+    # The child process's side (run_numpy_child).
+    ap.add_argument("--numpy-worker", choices=["pipeline", "topk"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker-in", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-out", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-blocks", type=int, default=16, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-k", type=int, default=64, help=argparse.SUPPRESS)
+    ap.add_argument("--worker-dense", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.numpy_worker:
+        return numpy_worker(args)
+    coretype, numpy_kernels = choose_numpy_coretype(args.numpy_coretype)
+    print(numpy_kernels, flush=True)
+    ours_kernels_printed = False
     rows = []
     topk_rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,9 +288,7 @@ def main():
             with h5py.File(path, "w") as f:
                 f["q"] = Q
                 f["k"] = K
-            t0 = time.perf_counter()
-            ref = numpy_pipeline(Q, K, args.blocks)
-            t_numpy = time.perf_counter() - t0
+            t_numpy, ref = run_numpy_child(coretype, "pipeline", **{"in": path, "blocks": args.blocks})
             t0 = time.perf_counter()
             p = subprocess.run([args.attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--blocks",
                                 str(args.blocks), "--json", "-"], capture_output=True, text=True)
@@ -176,14 +296,18 @@ def main():
             if p.returncode != 0:
                 print(p.stderr)
                 return 1
-            ours = {r["mechanism"]: r for r in json.loads(p.stdout)["results"]}
+            doc = json.loads(p.stdout)
+            ours = {r["mechanism"]: r for r in doc["results"]}
+            if not ours_kernels_printed:
+                print(f"AttnScope: {json.dumps(doc.get('kernels', {}))}", flush=True)
+                ours_kernels_printed = True
             problems = agree(ours, ref)
             methods = ", ".join(f"{m}: {ours[m]['method']['spectrum']}" for m in ("softmax", "linear", "mhla"))
             rows.append((N, t_numpy, t_ours, t_numpy / t_ours, "yes" if not problems else "NO: " + "; ".join(problems), methods))
             print(f"N={N}: numpy {t_numpy:.2f} s, attnscope {t_ours:.2f} s, ratio {t_numpy / t_ours:.1f}x, "
                   f"agree: {rows[-1][4]} ({methods})", flush=True)
         for N in [int(x) for x in args.topk_sizes.split(",") if x]:
-            row = topk_compare(args.attnscope, N, args.d, args.topk, args.topk_dense_max, tmp)
+            row = topk_compare(args.attnscope, N, args.d, args.topk, args.topk_dense_max, tmp, coretype)
             topk_rows.append(row)
             print(f"top-{args.topk} N={N}: scipy svds {row[1]:.2f} s, attnscope {row[2]:.2f} s, ratio {row[3]:.1f}x, "
                   f"max relative difference {row[4]:.1e}, against dense: {row[5]}, passes {row[6]}", flush=True)

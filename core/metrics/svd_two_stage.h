@@ -34,10 +34,17 @@ struct Cancelled : std::exception {
 // took - / 2.57 / 2.42 / 2.48 / 2.78 / 3.19 s; at N = 1024 and 2048, 16 and 32 were within 8 %.
 constexpr Eigen::Index two_stage_default_band = 32;
 
+// Where the time went (bench/ reports stage 1's rate against the machine's GEMM rate).
+struct TwoStageStats {
+    double stage1_seconds = 0, stage1_flops = 0;   // dense -> band; flops of the products and panel QRs
+    double stage2_seconds = 0;                     // band -> bidiagonal (dgbbrd)
+    double stage3_seconds = 0;                     // bidiagonal values (dbdsqr)
+};
+
 // All singular values of A (consumed), descending. Any shape (a wide A is transposed first). Throws
 // std::invalid_argument for non-finite entries, std::runtime_error if LAPACK fails, Cancelled when
 // `progress` returns false.
 std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Eigen::Index band = two_stage_default_band,
-                                              const TwoStageProgress& progress = {});
+                                              const TwoStageProgress& progress = {}, TwoStageStats* stats = nullptr);
 
 }  // namespace attnscope::metrics
