@@ -323,9 +323,9 @@ void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index 
     for (Index j = 0; j < b; ++j)
         std::fill(Y + j * ldy, Y + j * ldy + n, 0.0);
     // Part 0 sums straight into Y, the others into their own accumulators. Each part reuses one workspace:
-    // ebuf (n, aligned), the tile (n x 128) and its share of A X (128 x b).
+    // the tile (n x 128, columns aligned) and its share of A X (128 x b).
     std::vector<std::vector<double>> acc(static_cast<std::size_t>(parts - 1));
-    const auto work_size = static_cast<std::size_t>(n + 8 + 8 + n * k_apply_tile + k_apply_tile * b);
+    const auto work_size = static_cast<std::size_t>(8 + (n + 8) * k_apply_tile + k_apply_tile * b);
     std::vector<std::vector<double>> scratch(static_cast<std::size_t>(parts), std::vector<double>(work_size));
     auto work = [&](int p) {
         double* out = Y;
