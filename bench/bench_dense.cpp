@@ -85,7 +85,6 @@ void BM_two_stage(benchmark::State& state)
         kernels::set_isa(before);
         return;
     }
-    state.SetLabel(std::string(kernels::to_string(isa)));
     const Eigen::MatrixXd a = splitmix_colwise(n, n, 3);
     metrics::TwoStageStats total, one;
     for (auto _ : state) {
@@ -96,6 +95,12 @@ void BM_two_stage(benchmark::State& state)
         total.stage2_seconds += one.stage2_seconds;
         total.stage3_seconds += one.stage3_seconds;
     }
+    {   // which library ran stage 1's products (measured once per machine, kernels::measured_path)
+        std::string ops;
+        for (const auto& [op, path] : kernels::measured_paths_made())
+            ops += " " + op + ": " + (path == kernels::GemmPath::own ? "own" : "openblas");
+        state.SetLabel(std::string(kernels::to_string(isa)) + " (OpenBLAS " + kernels::openblas_core() + ";" + ops + ")");
+    }
     const auto runs = static_cast<double>(state.iterations());
     state.counters["stage1 GFLOP/s"] = total.stage1_flops / total.stage1_seconds * 1e-9;
     state.counters["stage1 s"] = total.stage1_seconds / runs;
@@ -104,7 +109,7 @@ void BM_two_stage(benchmark::State& state)
     kernels::set_isa(before);
 }
 
-// One product per kernel (0 OpenBLAS, 1 AVX2, 2 AVX-512) and shape: 0 square N x N x N (the machine's GEMM
+// One product per kernel (0 OpenBLAS, 1 own AVX2, 2 own AVX-512: pinned, not the measured choice) and shape: 0 square N x N x N (the machine's GEMM
 // rate), 1 stage 1's left update (64 x N) = V^T C with V N x 64, 2 its rank-64 update C -= V W (N x N x 64).
 // Reported as GFLOP/s, so docs/performance.md can set each stage against the GEMM rate.
 void BM_gemm(benchmark::State& state)
@@ -119,20 +124,22 @@ void BM_gemm(benchmark::State& state)
         return;
     }
     constexpr Eigen::Index w = 64;
+    const auto path = isa == kernels::Isa::generic ? kernels::GemmPath::openblas : kernels::GemmPath::own;
     static const char* shapes[] = {"square", "V^T C", "C - V W"};
-    state.SetLabel(std::string(kernels::to_string(isa)) + " " + shapes[shape]);
+    state.SetLabel((isa == kernels::Isa::generic ? "OpenBLAS " + kernels::openblas_core() : "own " + std::string(kernels::to_string(isa))) +
+                   " " + shapes[shape]);
     const Eigen::MatrixXd a = splitmix_colwise(n, n, 3), v = splitmix_colwise(n, w, 4), x = splitmix_colwise(w, n, 5);
     Eigen::MatrixXd c = splitmix_colwise(n, n, 6), y(w, n);
     double flops = 0.0;
     for (auto _ : state) {
         if (shape == 0) {
-            kernels::gemm('N', 'N', n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
+            kernels::gemm_on(path, 'N', 'N', n, n, n, 1.0, a.data(), n, a.data(), n, 0.0, c.data(), n);
             flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
         } else if (shape == 1) {
-            kernels::gemm('T', 'N', w, n, n, 1.0, v.data(), n, a.data(), n, 0.0, y.data(), w);
+            kernels::gemm_on(path, 'T', 'N', w, n, n, 1.0, v.data(), n, a.data(), n, 0.0, y.data(), w);
             flops = 2.0 * static_cast<double>(w) * static_cast<double>(n) * static_cast<double>(n);
         } else {
-            kernels::gemm('N', 'N', n, n, w, -1.0, v.data(), n, x.data(), w, 1.0, c.data(), n);
+            kernels::gemm_on(path, 'N', 'N', n, n, w, -1.0, v.data(), n, x.data(), w, 1.0, c.data(), n);
             flops = 2.0 * static_cast<double>(w) * static_cast<double>(n) * static_cast<double>(n);
         }
         benchmark::DoNotOptimize(c.data());

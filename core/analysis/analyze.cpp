@@ -115,6 +115,8 @@ nlohmann::ordered_json kernels_json()
                                            {"thin", path(kernels::gemm_thin)},
                                            {"source", choice->source}};
     }
+    for (const auto& [operation, path] : kernels::measured_paths_made())
+        k["operations"][operation] = path == kernels::GemmPath::own ? "own" : "openblas";
     return k;
 }
 

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "util/atomic_file.h"
@@ -71,22 +72,17 @@ double seconds_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Best of three runs (after a warm-up) of one product on the given path.
+// One run of one product on the given path, in seconds.
 double time_product(GemmPath path, char ta, char tb, Index m, Index n, Index k, const double* A, Index lda,
                     const double* B, Index ldb, double* C, Index ldc)
 {
-    double best = 1e300;
-    for (int run = 0; run < 4; ++run) {
-        const auto t0 = std::chrono::steady_clock::now();
-        gemm_on(path, ta, tb, m, n, k, 1.0, A, lda, B, ldb, 0.5, C, ldc);
-        if (run > 0)
-            best = std::min(best, seconds_since(t0));
-    }
-    return best;
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm_on(path, ta, tb, m, n, k, 1.0, A, lda, B, ldb, 0.5, C, ldc);
+    return seconds_since(t0);
 }
 
 // Representative products of each class, at sizes where either path is well past its start-up costs
-// (~0.2 s for the whole calibration on two cores): general 1024^3; rank-k the stage-1 updates C - V W
+// (~0.4 s for the whole calibration on two cores): general 1024^3; rank-k the stage-1 updates C - V W
 // (2048 x 2048, k = 32, both operand layouts); thin output the stage-1 panels V^T C and C V (32 x 2048 and
 // 2048 x 32, inner 2048).
 GemmChoice measure(Isa isa)
@@ -113,12 +109,25 @@ GemmChoice measure(Isa isa)
                    time_product(p, 'N', 'N', big, w, big, a.data(), big, b.data(), big, c.data(), big);
         }
     };
-    for (int cls = 0; cls < 3; ++cls) {
-        const double own = time_class(GemmPath::own, cls), blas = time_class(GemmPath::openblas, cls);
-        choice.own[cls] = own <= blas;
-        choice.seconds_own[cls] = own;
-        choice.seconds_openblas[cls] = blas;
-    }
+    // Best of five runs after a warm-up, our kernels first: OpenBLAS's idle workers spin on sched_yield for
+    // ~0.1 s after each threaded call (its THREAD_TIMEOUT), and would take a core from any timing that came
+    // after one. For the same reason a pause first, in case OpenBLAS ran just before the calibration.
+    auto best_of = [&](GemmPath p, int cls) {
+        double best = 1e300;
+        for (int run = 0; run < 6; ++run) {
+            const double t = time_class(p, cls);
+            if (run > 0)
+                best = std::min(best, t);
+        }
+        return best;
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    for (int cls = 0; cls < 3; ++cls)
+        choice.seconds_own[static_cast<std::size_t>(cls)] = best_of(GemmPath::own, cls);
+    for (int cls = 0; cls < 3; ++cls)
+        choice.seconds_openblas[static_cast<std::size_t>(cls)] = best_of(GemmPath::openblas, cls);
+    for (std::size_t cls = 0; cls < 3; ++cls)
+        choice.own[cls] = choice.seconds_own[cls] <= choice.seconds_openblas[cls];
     return choice;
 }
 
@@ -160,6 +169,21 @@ bool parse_choice(const std::string& text, GemmChoice& choice)
     return true;
 }
 
+// Replaces the file in one step (concurrent processes: the last wins, and each one's lines are valid
+// measurements). An unwritable cache only costs a measurement next time.
+void store_cache(const std::filesystem::path& file, const std::map<std::string, std::string>& lines)
+{
+    std::string text;
+    for (const auto& [k, v] : lines)
+        text += k + "\t" + v + "\n";
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    try {
+        write_file_atomically(file.string(), text);
+    } catch (const std::exception&) {
+    }
+}
+
 std::string format_choice(const GemmChoice& choice)
 {
     std::string s;
@@ -195,19 +219,9 @@ GemmChoice calibrate_gemm(bool use_cache)
     }
     GemmChoice choice = measure(isa);
     if (!file.empty() && isa != Isa::generic) {
-        // Read again and add ours, then replace the file in one step (concurrent processes: the last wins,
-        // and each one's line is a valid measurement). An unwritable cache only costs a measurement next time.
         auto lines = read_cache(file);
         lines[key] = format_choice(choice);
-        std::string text;
-        for (const auto& [k, v] : lines)
-            text += k + "\t" + v + "\n";
-        std::error_code ec;
-        std::filesystem::create_directories(file.parent_path(), ec);
-        try {
-            write_file_atomically(file.string(), text);
-        } catch (const std::exception&) {
-        }
+        store_cache(file, lines);
     }
     return choice;
 }
@@ -232,6 +246,65 @@ std::optional<GemmChoice> gemm_choice_made()
     const std::lock_guard lock(choice_mutex());
     const auto it = known_choices().find(std::make_pair(active_isa(), threads()));
     return it == known_choices().end() ? std::nullopt : std::optional<GemmChoice>(it->second);
+}
+
+namespace {
+std::map<std::string, GemmPath>& made_paths()   // by cache key
+{
+    static std::map<std::string, GemmPath> made;
+    return made;
+}
+std::map<std::string, GemmPath>& reported_paths()   // by operation
+{
+    static std::map<std::string, GemmPath> reported;
+    return reported;
+}
+}  // namespace
+
+std::map<std::string, GemmPath> measured_paths_made()
+{
+    const std::lock_guard lock(choice_mutex());
+    return reported_paths();
+}
+
+GemmPath measured_path(const std::string& operation, const std::function<double(GemmPath)>& time_it)
+{
+    if (active_isa() == Isa::generic)
+        return GemmPath::openblas;
+    if (gemm_path() != GemmPath::automatic)
+        return gemm_path();
+    const std::string key = cache_key(active_isa(), threads()) + "|" + operation;
+    {
+        const std::lock_guard lock(choice_mutex());
+        if (const auto it = made_paths().find(key); it != made_paths().end())
+            return it->second;
+    }
+    const auto file = cache_file();
+    if (!file.empty()) {
+        const auto lines = read_cache(file);
+        if (const auto it = lines.find(key); it != lines.end() && (it->second == "own" || it->second == "openblas")) {
+            const GemmPath path = it->second == "own" ? GemmPath::own : GemmPath::openblas;
+            const std::lock_guard lock(choice_mutex());
+            reported_paths()[operation] = path;
+            return made_paths()[key] = path;
+        }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));   // see measure()
+    double own = 1e300, blas = 1e300;
+    for (int run = 0; run < 2; ++run)
+        own = std::min(own, time_it(GemmPath::own));
+    for (int run = 0; run < 2; ++run)
+        blas = std::min(blas, time_it(GemmPath::openblas));
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));   // nor on the caller's work that follows
+    const GemmPath path = own <= blas ? GemmPath::own : GemmPath::openblas;
+    if (!file.empty()) {
+        auto lines = read_cache(file);
+        lines[key] = path == GemmPath::own ? "own" : "openblas";
+        store_cache(file, lines);
+    }
+    const std::lock_guard lock(choice_mutex());
+    reported_paths()[operation] = path;
+    return made_paths()[key] = path;
 }
 
 GemmChoice gemm_choice()

@@ -14,6 +14,8 @@
 // Override the choice with ATTNSCOPE_SIMD=generic|avx2|avx512 (tests compare the paths).
 #include <array>
 #include <cstddef>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,7 +60,7 @@ void gemm(char trans_a, char trans_b, Index m, Index n, Index k, double alpha, c
 // Products come in three classes: rank-k updates (inner dimension k <= 128, C larger), thin outputs
 // (C with at most 128 rows or columns: the panels of the two-stage SVD, V^T C and C V) and the rest. For
 // each class either OpenBLAS's dgemm or the instruction set's own kernel runs, whichever was faster when
-// measured on this machine (~0.2 s, once: the result is cached per CPU model, instruction set, OpenBLAS core
+// measured on this machine (~0.4 s, once: the result is cached per CPU model, instruction set, OpenBLAS core
 // and thread count in $ATTNSCOPE_CACHE_DIR, else $XDG_CACHE_HOME/attnscope, else ~/.cache/attnscope, file
 // gemm-choice.txt). ATTNSCOPE_GEMM=own|openblas pins one path for every class (tests comparing the
 // instruction sets pin `own`). The generic build always uses OpenBLAS.
@@ -78,6 +80,15 @@ GemmChoice gemm_choice();
 std::optional<GemmChoice> gemm_choice_made();
 // Measures now (use_cache: read a cached answer first and store a new one).
 GemmChoice calibrate_gemm(bool use_cache);
+// Operations that run many products in a row (stage 1 of the two-stage SVD) choose their library as a
+// whole, by timing a representative run on each path: single products measured apart miss how the two
+// libraries interfere (OpenBLAS's idle workers spin for ~0.1 s after each threaded call and take a core from
+// our threads), so a per-class mix measured slower than either library alone. `time_it(path)` returns the
+// seconds of one representative run; the faster path (best of two, ours first) is cached like the classes,
+// under `operation`. Pinned paths (ATTNSCOPE_GEMM, set_gemm_path) and the generic build decide without timing.
+GemmPath measured_path(const std::string& operation, const std::function<double(GemmPath)>& time_it);
+// The operations measured (or read from the cache) in this process, for reports.
+std::map<std::string, GemmPath> measured_paths_made();
 // gemm() on the given path (automatic: as gemm()).
 void gemm_on(GemmPath path, char trans_a, char trans_b, Index m, Index n, Index k, double alpha, const double* A,
              Index lda, const double* B, Index ldb, double beta, double* C, Index ldc);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -41,7 +42,7 @@ void unit_lower(const double* a, lapack_int ld, lapack_int rows, lapack_int cols
 
 // Stage 1 on a tall (m >= n) column-major matrix: afterwards A's top n x n part is upper triangular with
 // upper bandwidth b (A(i, j) = 0 unless i <= j <= i + b) and its rows below n are zero (not written).
-void reduce_to_band(Eigen::MatrixXd& A, lapack_int b, const TwoStageProgress& progress)
+void reduce_to_band(Eigen::MatrixXd& A, lapack_int b, const TwoStageProgress& progress, kernels::GemmPath path)
 {
     const auto m = static_cast<lapack_int>(A.rows());
     const auto n = static_cast<lapack_int>(A.cols());
@@ -82,9 +83,9 @@ void reduce_to_band(Eigen::MatrixXd& A, lapack_int b, const TwoStageProgress& pr
             // A[k:m, k+w:n] <- (I - V T V^T)^T A[k:m, k+w:n] = C - V (T^T (V^T C)): three products.
             W.resize(static_cast<std::size_t>(w) * static_cast<std::size_t>(nc));
             W2.resize(W.size());
-            kernels::gemm('T', 'N', w, nc, mk, 1.0, V.data(), mk, at(k, k + w), lda, 0.0, W.data(), w);
-            kernels::gemm('T', 'N', w, nc, w, 1.0, T.data(), b, W.data(), w, 0.0, W2.data(), w);
-            kernels::gemm('N', 'N', mk, nc, w, -1.0, V.data(), mk, W2.data(), w, 1.0, at(k, k + w), lda);
+            kernels::gemm_on(path, 'T', 'N', w, nc, mk, 1.0, V.data(), mk, at(k, k + w), lda, 0.0, W.data(), w);
+            kernels::gemm_on(path, 'T', 'N', w, nc, w, 1.0, T.data(), b, W.data(), w, 0.0, W2.data(), w);
+            kernels::gemm_on(path, 'N', 'N', mk, nc, w, -1.0, V.data(), mk, W2.data(), w, 1.0, at(k, k + w), lda);
         }
         for (lapack_int j = 0; j < w; ++j)   // the reflectors below R are not part of the band
             std::fill(at(k + j + 1, k + j), at(k + j + 1, k + j) + (mk - j - 1), 0.0);
@@ -106,15 +107,38 @@ void reduce_to_band(Eigen::MatrixXd& A, lapack_int b, const TwoStageProgress& pr
             // A[k+w:m, k+w:n] <- C (I - V T V^T) = C - ((C V) T) V^T.
             W.resize(static_cast<std::size_t>(mr) * static_cast<std::size_t>(kr));
             W2.resize(W.size());
-            kernels::gemm('N', 'N', mr, kr, nc, 1.0, at(k + w, k + w), lda, V.data(), nc, 0.0, W.data(), mr);
-            kernels::gemm('N', 'N', mr, kr, kr, 1.0, W.data(), mr, T.data(), b, 0.0, W2.data(), mr);
-            kernels::gemm('N', 'T', mr, nc, kr, -1.0, W2.data(), mr, V.data(), nc, 1.0, at(k + w, k + w), lda);
+            kernels::gemm_on(path, 'N', 'N', mr, kr, nc, 1.0, at(k + w, k + w), lda, V.data(), nc, 0.0, W.data(), mr);
+            kernels::gemm_on(path, 'N', 'N', mr, kr, kr, 1.0, W.data(), mr, T.data(), b, 0.0, W2.data(), mr);
+            kernels::gemm_on(path, 'N', 'T', mr, nc, kr, -1.0, W2.data(), mr, V.data(), nc, 1.0, at(k + w, k + w), lda);
         }
         for (lapack_int j = 0; j < nc; ++j)
             for (lapack_int i = 0; i < w; ++i)
                 *at(k + i, k + w + j) =
                     (j < kr && j <= i) ? panel[static_cast<std::size_t>(j) + static_cast<std::size_t>(i) * static_cast<std::size_t>(nc)] : 0.0;
     }
+}
+
+// Which library runs stage 1's products on this machine: measured as a whole (kernels::measured_path) on a
+// 2048 x 2048 matrix, past the caches like the large ones, ~1 s once per machine. Below that size the
+// products are too small for the choice to matter and each follows its class.
+kernels::GemmPath stage1_path(lapack_int n, lapack_int b)
+{
+    if (n < 1024)
+        return kernels::GemmPath::automatic;
+    return kernels::measured_path("svd-stage1-b" + std::to_string(b), [b](kernels::GemmPath path) {
+        constexpr Index size = 2048;
+        Eigen::MatrixXd M(size, size);
+        std::uint64_t x = 0x9E3779B97F4A7C15ull;
+        for (Index i = 0; i < M.size(); ++i) {   // any well-scaled values (splitmix-like)
+            x += 0x9E3779B97F4A7C15ull;
+            std::uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            M.data()[i] = static_cast<double>(z >> 11) * 0x1.0p-53 - 0.5;
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        reduce_to_band(M, b, {}, path);
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
 }
 
 }  // namespace
@@ -139,8 +163,9 @@ std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, c
     const auto b = static_cast<lapack_int>(std::min<Index>(band, std::max<Index>(n - 1, 1)));
     using Clock = std::chrono::steady_clock;
     const auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    const kernels::GemmPath path = stage1_path(n, b);
     auto t0 = Clock::now();
-    reduce_to_band(A, b, progress);
+    reduce_to_band(A, b, progress, path);
     if (stats) {
         // Householder bidiagonalisation's 4 m n^2 - 4 n^3 / 3 (Golub & Van Loan 5.4.8), which the banded form
         // matches to O(n^2 b).

@@ -137,6 +137,35 @@ TEST(GemmChoice, PinnedPathsAgreeOnEveryClass)
     kernels::set_gemm_path(before);
 }
 
+TEST(MeasuredPath, TheFasterWholeOperationWinsAndIsRemembered)
+{
+    if (kernels::active_isa() == kernels::Isa::generic)
+        GTEST_SKIP() << "the generic build always runs OpenBLAS";
+    const CacheDir cache;
+    int calls = 0;
+    const auto blas_faster = [&](kernels::GemmPath p) {
+        ++calls;
+        return p == kernels::GemmPath::own ? 2e-3 : 1e-3;
+    };
+    EXPECT_EQ(kernels::measured_path("test-op-a", blas_faster), kernels::GemmPath::openblas);
+    EXPECT_EQ(calls, 4);   // best of two on each path
+    const auto own_faster = [&](kernels::GemmPath p) {
+        ++calls;
+        return p == kernels::GemmPath::own ? 1e-3 : 2e-3;
+    };
+    EXPECT_EQ(kernels::measured_path("test-op-a", own_faster), kernels::GemmPath::openblas);   // remembered
+    EXPECT_EQ(calls, 4);
+    EXPECT_EQ(kernels::measured_path("test-op-b", own_faster), kernels::GemmPath::own);
+    EXPECT_NE(slurp(cache.file()).find("|test-op-b\town"), std::string::npos) << slurp(cache.file());
+    EXPECT_EQ(kernels::measured_paths_made().at("test-op-a"), kernels::GemmPath::openblas);
+
+    const kernels::GemmPath before = kernels::gemm_path();   // a pinned path decides without timing
+    kernels::set_gemm_path(kernels::GemmPath::own);
+    EXPECT_EQ(kernels::measured_path("test-op-c", blas_faster), kernels::GemmPath::own);
+    kernels::set_gemm_path(before);
+    EXPECT_EQ(calls, 8);
+}
+
 TEST(SerialBlas, OpenBlasRunsSeriallyWhileTheKernelsKeepTheirThreads)
 {
     const int kernels_before = kernels::threads(), blas_before = openblas_get_num_threads();
