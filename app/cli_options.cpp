@@ -201,7 +201,7 @@ analysis::MetricOptions MetricArgs::resolve() const
 void MemoryArgs::add_to(CLI::App& cmd)
 {
     cmd.add_option("--max-memory", max_memory, "Refuse dense work above this size, e.g. 8G, 512M (default: half the RAM)");
-    cmd.add_option("--threads", threads, "BLAS / LAPACK threads (default: all cores)");
+    cmd.add_option("--threads", threads, "Threads for products, SVDs and attention tiles: AttnScope's kernels and OpenBLAS (default: all cores)");
 }
 
 std::uint64_t MemoryArgs::resolve() const
