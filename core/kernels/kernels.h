@@ -6,9 +6,11 @@
 // plain loops.
 //
 // Why not just OpenBLAS: the Debian OpenBLAS build this project uses (0.3.21) does not recognise some
-// current CPUs and falls back to its SSE3 "Prescott" kernels, and forcing a newer core type is known to
-// give wrong results with older builds on some processors (docs/performance.md). Eigen's own products,
-// compiled for AVX2 / AVX-512, are 2-4x faster per core there.
+// current CPUs and falls back to older kernels (SSE3 "Prescott" on some Xeons, where Eigen's AVX-512
+// products are 2-4x faster per core; AVX2 "Haswell" when the environment forces it), and forcing a newer
+// core type is known to give wrong results with older builds on some processors (docs/performance.md).
+// Where OpenBLAS does run its tuned kernels it can be the faster one, so which library runs a product is
+// measured on each machine (gemm_choice, measured_path below), not assumed.
 //
 // Products run on threads() threads (the --threads setting), split by columns (or rows) of C.
 // Override the choice with ATTNSCOPE_SIMD=generic|avx2|avx512 (tests compare the paths).
