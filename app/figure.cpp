@@ -75,17 +75,25 @@ private:
     QtMessageHandler m_previous = nullptr;
 };
 
-// Pixels and font scale as given, or from the printed size (a preset, or --width-mm) at the view's aspect.
-widgets::ExportOptions export_options(const FigureTarget& t, const widgets::ResultView* view)
+// Pixels and font scale as given, or from the printed size (a preset, or --width-mm) at the view's aspect
+// (or the height the view asks for at that width: ResultView::exportHeightFor).
+widgets::ExportOptions export_options(const FigureTarget& t, widgets::ResultView* view)
 {
     const QSize preferred = view ? view->preferredExportSize() : QSize();
+    auto fitted = [view](widgets::ExportOptions o, bool height_given) {
+        if (view && !height_given)
+            o.height = view->exportHeightFor(o.width, o.font_scale, o.height);
+        return o;
+    };
     if (const widgets::ExportPreset* p = widgets::findExportPreset(QString::fromStdString(t.preset))) {
         const double width_mm = p->widthMm;
         const double height_mm = t.height_mm > 0 ? t.height_mm : p->aspect > 0 ? width_mm * p->aspect : 0.0;
-        return widgets::printOptions(width_mm, height_mm, t.font_pt > 0 ? t.font_pt : p->fontPt, preferred, t.dpi);
+        return fitted(widgets::printOptions(width_mm, height_mm, t.font_pt > 0 ? t.font_pt : p->fontPt, preferred, t.dpi),
+                      height_mm > 0);
     }
     if (t.width_mm > 0)
-        return widgets::printOptions(t.width_mm, t.height_mm, t.font_pt > 0 ? t.font_pt : kDefaultFontPt, preferred, t.dpi);
+        return fitted(widgets::printOptions(t.width_mm, t.height_mm, t.font_pt > 0 ? t.font_pt : kDefaultFontPt, preferred, t.dpi),
+                      t.height_mm > 0);
     widgets::ExportOptions o;
     o.width = t.width;
     o.height = t.height;

@@ -155,13 +155,21 @@ void ExportDialog::saveChoices() const
 
 // A preset sets the size and the font scale (shown, not editable); the pixel size is the user's again when
 // the preset is left.
+void ExportDialog::setHeightFor(std::function<int(int, double, int)> heightFor)
+{
+    m_heightFor = std::move(heightFor);
+    updatePreset();
+}
+
 void ExportDialog::updatePreset()
 {
     const ExportPreset* p = findExportPreset(preset());
     for (QWidget* w : std::initializer_list<QWidget*>{m_width, m_height, m_fontScale})
         w->setEnabled(!p);
     if (p) {
-        const ExportOptions o = presetOptions(*p, m_preferred, m_dpi->value());
+        ExportOptions o = presetOptions(*p, m_preferred, m_dpi->value());
+        if (m_heightFor && p->aspect <= 0)
+            o.height = m_heightFor(o.width, o.font_scale, o.height);
         const QSignalBlocker b1(m_width), b2(m_height), b3(m_fontScale);
         m_width->setValue(o.width);
         m_height->setValue(o.height);

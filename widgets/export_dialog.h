@@ -1,4 +1,5 @@
 #pragma once
+#include <functional>
 // The figure export dialog: scope (the current view to one file, or every view into a folder), format
 // (PNG, PDF, SVG), a size preset (the view's screen size in logical pixels, or a printed single column,
 // double column or slide, export.h) with DPI and font scale, and the target. It remembers its choices
@@ -26,6 +27,10 @@ public:
     // `viewName` names the current view (used for the default file name); `preferred` its preferred size.
     ExportDialog(const QString& viewName, const QSize& preferred, const QString& lastFolder, QWidget* parent = nullptr);
 
+    // For a preset, the height the view asks for at the preset's width (ResultView::exportHeightFor); unset:
+    // the preferred aspect.
+    void setHeightFor(std::function<int(int width, double font_scale, int fallback)> heightFor);
+
     ExportOptions options() const;
     QString format() const;        // "png", "pdf" or "svg"
     QString preset() const;        // "" (pixels) or an ExportPreset key
@@ -45,6 +50,7 @@ private:
 
     QString m_viewName;
     QSize m_preferred;
+    std::function<int(int, double, int)> m_heightFor;
     QComboBox* m_preset = nullptr;
     QSpinBox* m_width = nullptr;
     QSpinBox* m_height = nullptr;

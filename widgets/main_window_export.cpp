@@ -56,6 +56,7 @@ void MainWindow::showExportDialog()
         return;
     }
     ExportDialog dialog(view->viewName(), view->preferredExportSize(), m_lastExportFolder, this);
+    dialog.setHeightFor([view](int width, double font_scale, int fallback) { return view->exportHeightFor(width, font_scale, fallback); });
     if (dialog.exec() != QDialog::Accepted)
         return;
     const QString target = dialog.target();
@@ -67,9 +68,12 @@ void MainWindow::showExportDialog()
         if (!resultIsCurrent())   // only the sweep views have something to show
             views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
         if (const ExportPreset* preset = findExportPreset(dialog.preset())) {
-            // A printed size: each view keeps its own aspect at the preset's width and font size.
+            // A printed size: each view keeps its own aspect (or the height it asks for) at the preset's width and font size.
             for (ResultView* v : views) {
-                errors += exportAllViews({v}, target, dialog.format(), presetOptions(*preset, v->preferredExportSize(), dialog.options().dpi));
+                ExportOptions o = presetOptions(*preset, v->preferredExportSize(), dialog.options().dpi);
+                if (preset->aspect <= 0)
+                    o.height = v->exportHeightFor(o.width, o.font_scale, o.height);
+                errors += exportAllViews({v}, target, dialog.format(), o);
             }
         } else {
             errors = exportAllViews(views, target, dialog.format(), dialog.options());

@@ -10,6 +10,7 @@
 #include <QMouseEvent>
 #include <QPushButton>
 #include <QTimer>
+#include <vector>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <array>
@@ -63,6 +64,37 @@ public:
     {
         const int k = std::max<int>(1, static_cast<int>(m_maps.panels().size()));
         return {std::max(600, 60 + 500 * k), 560};
+    }
+
+    // A narrow printed column leaves three panels side by side almost no room (each carries its colour
+    // scale and labels): the height that gives the panels their room, up to a printed page's column (9 in),
+    // when that makes them at least 15 % larger; the smallest such height within 8 % of the best side.
+    int exportHeightFor(int width, double font_scale, int fallback) override
+    {
+        if (m_maps.panels().empty() || width < 16 || fallback < 16)
+            return fallback;
+        const int cap = std::max(fallback, std::min(width * 26 / 10, 864));
+        m_exporting = true;
+        auto sideAt = [&](int h) {
+            return measureAt(QSize(width, h), font_scale, [this] {
+                const QRect r = m_maps.panels().front().rect->rect();
+                return std::min(r.width(), r.height());
+            });
+        };
+        const int side0 = sideAt(fallback);
+        std::vector<std::pair<int, int>> tried;   // (height, side)
+        int best = side0;
+        for (int h = fallback; h <= cap; h += std::max(8, h / 16)) {
+            tried.emplace_back(h, sideAt(h));
+            best = std::max(best, tried.back().second);
+        }
+        m_exporting = false;
+        if (best < side0 * 115 / 100)
+            return fallback;
+        for (const auto& [h, side] : tried)
+            if (side >= best * 92 / 100)
+                return h;
+        return fallback;
     }
 
     void setQuery(int token) override

@@ -476,4 +476,16 @@ void PlotPane::renderTo(QPainter* painter, const QSize& size, double font_scale)
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
+int PlotPane::measureAt(const QSize& size, double font_scale, const std::function<int()>& read)
+{
+    int value = 0;
+    {
+        FontScaler scaler(m_plot, font_scale);
+        runAdjust(size);
+        value = read();
+    }
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+    return value;
+}
+
 }  // namespace attnscope::widgets

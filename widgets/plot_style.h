@@ -78,6 +78,8 @@ public:
     QCustomPlot* plot() const { return m_plot; }
     QHBoxLayout* toolRow() const { return m_tools; }
     void renderTo(QPainter* painter, const QSize& size, double font_scale);
+    // Lays the plot out as renderTo would at `size` with fonts x font_scale and returns read() of that layout.
+    int measureAt(const QSize& size, double font_scale, const std::function<int()>& read);
     // Lays the plot out at `size` now (element rects are then valid for that size).
     void layoutAt(const QSize& size);
 
@@ -102,6 +104,10 @@ public:
     }
     void renderTo(QPainter* painter, const QSize& size, double font_scale) override { m_pane.renderTo(painter, size, font_scale); }
     QCustomPlot* plot() const { return m_plot; }
+    int measureAt(const QSize& size, double font_scale, const std::function<int()>& read)
+    {
+        return m_pane.measureAt(size, font_scale, read);
+    }
 
 protected:
     QHBoxLayout* toolRow() const { return m_pane.toolRow(); }

@@ -50,6 +50,15 @@ public:
     virtual void renderTo(QPainter* painter, const QSize& size, double font_scale) = 0;
     // Preferred export size in logical pixels.
     virtual QSize preferredExportSize() const { return {1200, 800}; }
+    // The height for a figure `width` logical pixels wide with fonts x font_scale whose height was left to the
+    // view (a preset or printed width without a height): `fallback` (the preferred aspect) unless the view
+    // needs another, as the attention maps do in a narrow column.
+    virtual int exportHeightFor(int width, double font_scale, int fallback)
+    {
+        Q_UNUSED(width);
+        Q_UNUSED(font_scale);
+        return fallback;
+    }
 
     virtual QJsonObject saveState() const { return {}; }
     virtual void restoreState(const QJsonObject& state) { Q_UNUSED(state); }

@@ -323,8 +323,17 @@ TEST(CliFigure, PresetsGivePrintedSizesAndLosslessHeatmaps)
     ASSERT_EQ(run_attnscope("figure " + maps + " --preset column --out " + dir + "/col.pdf").status, 0);
     auto [w, h] = pdf_page_points(dir + "/col.pdf");
     EXPECT_NEAR(w, 3.5 * 72, 1.0);
+    // Three maps with their colour scales do not fit side by side in a column: stacked, up to 9 in tall.
+    EXPECT_GE(h, 1.5 * w);
+    EXPECT_LE(h, 9 * 72 + 1);
+    // A view with nothing to gain keeps its aspect, between 0.35 and 1.25 of the width.
+    ASSERT_EQ(run_attnscope("figure " + view_args("spectrum") + " --preset column --out " + dir + "/col_spectrum.pdf").status, 0);
+    std::tie(w, h) = pdf_page_points(dir + "/col_spectrum.pdf");
     EXPECT_GE(h, 0.35 * w - 1);
     EXPECT_LE(h, 1.25 * w + 1);
+    // A height given is kept.
+    ASSERT_EQ(run_attnscope("figure " + maps + " --preset column --height-mm 50 --out " + dir + "/col_50.pdf").status, 0);
+    EXPECT_NEAR(pdf_page_points(dir + "/col_50.pdf").second, 50 / 25.4 * 72, 1.0);
     const std::string pdf = attnscope::test::read_text(dir + "/col.pdf");
     EXPECT_NE(pdf.find("/Subtype /Image"), std::string::npos) << "the heatmaps are images";
     EXPECT_EQ(pdf.find("/DCTDecode"), std::string::npos) << "a heatmap was stored as a JPEG";
