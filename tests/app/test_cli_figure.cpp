@@ -331,6 +331,19 @@ TEST(CliFigure, PresetsGivePrintedSizesAndLosslessHeatmaps)
     std::tie(w, h) = pdf_page_points(dir + "/col_spectrum.pdf");
     EXPECT_GE(h, 0.35 * w - 1);
     EXPECT_LE(h, 1.25 * w + 1);
+    // Two plots side by side (row entropy of 1-D data, the mixing matrix and its spectrum) stack in a column,
+    // taller than wide; at double width they stay side by side at the view's aspect.
+    const std::string lm = " --q " + fixture().lm + ":/q --k " + fixture().lm + ":/k --blocks 4";
+    for (const std::string view : {"entropy", "mixing"}) {
+        const std::string args = "--view " + view + lm;   // 1-D data: the entropy view's two line plots
+        ASSERT_EQ(run_attnscope("figure " + args + " --preset column --out " + dir + "/col_" + view + ".pdf").status, 0);
+        std::tie(w, h) = pdf_page_points(dir + "/col_" + view + ".pdf");
+        EXPECT_GE(h, 1.3 * w) << view;
+        EXPECT_LE(h, 9 * 72 + 1) << view;
+        ASSERT_EQ(run_attnscope("figure " + args + " --preset double --out " + dir + "/dbl_" + view + ".pdf").status, 0);
+        std::tie(w, h) = pdf_page_points(dir + "/dbl_" + view + ".pdf");
+        EXPECT_LE(h, 1.25 * w + 1) << view;
+    }
     // A height given is kept.
     ASSERT_EQ(run_attnscope("figure " + maps + " --preset column --height-mm 50 --out " + dir + "/col_50.pdf").status, 0);
     EXPECT_NEAR(pdf_page_points(dir + "/col_50.pdf").second, 50 / 25.4 * 72, 1.0);
