@@ -12,6 +12,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 #include "analysis/explore.h"
 #include "plot_style.h"
@@ -79,76 +80,120 @@ public:
     {
         painter->save();
         painter->fillRect(QRect(QPoint(0, 0), size), Qt::white);
+        paintTable(painter, size, font_scale);
+        painter->restore();
+    }
+
+    // Every row of the table, whatever the width: the height it takes when the view's aspect gives less.
+    int exportHeightFor(int width, double font_scale, int fallback) override
+    {
+        const double needed = paintTable(nullptr, QSize(width, 1 << 20), font_scale);
+        return std::max(fallback, static_cast<int>(std::ceil(needed)));
+    }
+
+private:
+    // Lays out (and with a painter, draws) the heading and the table at `size`; returns the height it took.
+    // Names, headers and cells wrap at word boundaries; a narrow figure gets narrower margins and a name
+    // column of at most a third of the width. Rows that do not fit the height are not dropped in silence:
+    // a last line says how many are left out (the export height, exportHeightFor, makes room for all).
+    double paintTable(QPainter* painter, const QSize& size, double font_scale)
+    {
         const QFont body = plotFont(kLabelPt * font_scale), bold = plotFont(kLabelPt * font_scale, true),
                     title = plotFont(kTitlePt * 1.1 * font_scale, true);
-        const double margin = 24 * font_scale;
+        const double margin = std::min(24 * font_scale, std::max(4.0, size.width() * 0.03));
+        const double textW = std::max(10.0, size.width() - 2 * margin);
         double y = margin;
-        painter->setPen(Qt::black);
-        painter->setFont(title);
         const QString heading = m_result ? tr("Metrics per mechanism (N = %1, d = %2)").arg(m_result->n).arg(m_result->d)
                                          : tr("Metrics");
-        painter->drawText(QRectF(margin, y, size.width() - 2 * margin, 40 * font_scale), Qt::AlignLeft | Qt::AlignTop, heading);
-        y += QFontMetricsF(title).height() * 1.6;
+        const QRectF headingBox = QFontMetricsF(title).boundingRect(QRectF(0, 0, textW, 1e6), Qt::TextWordWrap, heading);
+        if (painter) {
+            painter->setPen(Qt::black);
+            painter->setFont(title);
+            painter->drawText(QRectF(margin, y, textW, headingBox.height()), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, heading);
+        }
+        y += headingBox.height() + QFontMetricsF(title).height() * 0.6;
         if (!m_result || m_cols.isEmpty()) {
-            painter->setFont(body);
-            painter->drawText(QRectF(margin, y, size.width() - 2 * margin, size.height() - y), Qt::AlignLeft | Qt::AlignTop,
-                              tr("No result yet. Open activation files and assign Q and K."));
-            painter->restore();
-            return;
+            const QString text = tr("No result yet. Open activation files and assign Q and K.");
+            if (painter) {
+                painter->setFont(body);
+                painter->drawText(QRectF(margin, y, textW, size.height() - y), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, text);
+            }
+            return y + QFontMetricsF(body).height() * 2 + margin;
         }
         const QFontMetricsF fm(body), fmb(bold);
+        const double pad = 5 * font_scale;
         double nameW = 0;
         for (const QString& r : m_rows)
             nameW = std::max(nameW, fmb.horizontalAdvance(r));
-        nameW += 16 * font_scale;
-        const double tableW = size.width() - 2 * margin;
+        nameW = std::min(nameW + 16 * font_scale, textW / 3);
+        const double tableW = textW;
         const double colW = (tableW - nameW) / m_cols.size();
-        const double pad = 5 * font_scale;
-        auto rowHeight = [&](const QStringList& cells, const QFontMetricsF& f) {
-            double h = f.height();
+        // Names break between words only; values (parameter lists) anywhere, since a long one may have none.
+        const int nameFlags = Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap;
+        const int flags = nameFlags | Qt::TextWrapAnywhere;
+        auto wrapped = [](const QFontMetricsF& f, double w, const QString& text, int how) {
+            return f.boundingRect(QRectF(0, 0, std::max(1.0, w), 1e6), how, text).height();
+        };
+        auto rowHeight = [&](const QString& name, const QStringList& cells, const QFontMetricsF& f) {
+            double h = std::max(f.height(), name.isEmpty() ? 0.0 : wrapped(fmb, nameW - pad, name, nameFlags));
             for (const QString& c : cells)
-                h = std::max(h, f.boundingRect(QRectF(0, 0, colW - 2 * pad, 1e6), Qt::TextWordWrap, c).height());
+                h = std::max(h, wrapped(f, colW - 2 * pad, c, flags));
             return h + 2 * pad;
         };
         // Header.
-        const double hh = rowHeight(m_cols, fmb);
-        painter->fillRect(QRectF(margin, y, tableW, hh), QColor(235, 238, 243));
-        painter->setFont(bold);
-        for (int c = 0; c < m_cols.size(); ++c) {
-            painter->setPen(m_colColors[c].darker(120));
-            painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, hh - 2 * pad),
-                              Qt::AlignLeft | Qt::AlignVCenter | Qt::TextWordWrap, m_cols[c]);
+        const double hh = rowHeight(QString(), m_cols, fmb);
+        if (painter) {
+            painter->fillRect(QRectF(margin, y, tableW, hh), QColor(235, 238, 243));
+            painter->setFont(bold);
+            for (int c = 0; c < m_cols.size(); ++c) {
+                painter->setPen(m_colColors[c].darker(120));
+                painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, hh - 2 * pad), flags, m_cols[c]);
+            }
         }
         y += hh;
-        painter->setPen(QPen(QColor(60, 60, 60), 1));
-        painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
+        if (painter) {
+            painter->setPen(QPen(QColor(60, 60, 60), 1));
+            painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
+        }
+        const double noteH = fm.height() * 1.5;
         for (int r = 0; r < m_rows.size(); ++r) {
             QStringList cells;
             for (int c = 0; c < m_cols.size(); ++c)
                 cells << m_cells[r][c];
-            const double h = rowHeight(cells, fm);
-            if (y + h > size.height() - margin / 2)
-                break;
-            if (r % 2 == 1)
-                painter->fillRect(QRectF(margin, y, tableW, h), QColor(248, 248, 248));
-            painter->setPen(Qt::black);
-            painter->setFont(bold);
-            painter->drawText(QRectF(margin + pad, y + pad, nameW - pad, h - 2 * pad), Qt::AlignLeft | Qt::AlignTop, m_rows[r]);
-            painter->setFont(body);
-            for (int c = 0; c < m_cols.size(); ++c) {
-                const bool alarm = (m_rows[r] == tr("error") || m_rows[r] == tr("warnings")) && cells[c] != QStringLiteral("\u2014");
-                painter->setPen(alarm ? QColor(160, 20, 20) : Qt::black);
-                painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, h - 2 * pad),
-                                  Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, cells[c]);
+            const double h = rowHeight(m_rows[r], cells, fm);
+            const bool last = r + 1 == m_rows.size();
+            if (y + h + (last ? 0 : noteH) > size.height() - margin / 2) {
+                if (painter) {
+                    painter->setPen(QColor(160, 20, 20));
+                    painter->setFont(body);
+                    painter->drawText(QRectF(margin, y + pad, tableW, noteH), Qt::AlignLeft | Qt::AlignTop,
+                                      tr("%n more row(s) left out: a taller figure shows them (Copy as CSV has all)", nullptr,
+                                         static_cast<int>(m_rows.size() - r)));
+                }
+                return y + noteH + margin / 2;
+            }
+            if (painter) {
+                if (r % 2 == 1)
+                    painter->fillRect(QRectF(margin, y, tableW, h), QColor(248, 248, 248));
+                painter->setPen(Qt::black);
+                painter->setFont(bold);
+                painter->drawText(QRectF(margin + pad, y + pad, nameW - pad, h - 2 * pad), nameFlags, m_rows[r]);
+                painter->setFont(body);
+                for (int c = 0; c < m_cols.size(); ++c) {
+                    const bool alarm = (m_rows[r] == tr("error") || m_rows[r] == tr("warnings")) && cells[c] != QStringLiteral("\u2014");
+                    painter->setPen(alarm ? QColor(160, 20, 20) : Qt::black);
+                    painter->drawText(QRectF(margin + nameW + c * colW + pad, y + pad, colW - 2 * pad, h - 2 * pad), flags, cells[c]);
+                }
             }
             y += h;
         }
-        painter->setPen(QPen(QColor(60, 60, 60), 1));
-        painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
-        painter->restore();
+        if (painter) {
+            painter->setPen(QPen(QColor(60, 60, 60), 1));
+            painter->drawLine(QPointF(margin, y), QPointF(margin + tableW, y));
+        }
+        return y + margin / 2;
     }
 
-private:
     void copyCsv()
     {
         if (!m_result)

@@ -344,6 +344,14 @@ TEST(CliFigure, PresetsGivePrintedSizesAndLosslessHeatmaps)
         std::tie(w, h) = pdf_page_points(dir + "/dbl_" + view + ".pdf");
         EXPECT_LE(h, 1.25 * w + 1) << view;
     }
+    // The metrics table keeps every row: a column figure grows to hold them (the last row, "error", is in the
+    // SVG's text); a height too small for them says how many are left out instead of dropping them.
+    ASSERT_EQ(run_attnscope("figure --view metrics" + lm + " --preset column --out " + dir + "/col_metrics.svg").status, 0);
+    const std::string table = attnscope::test::read_text(dir + "/col_metrics.svg");
+    EXPECT_NE(table.find(">error<"), std::string::npos);
+    EXPECT_EQ(table.find("left out"), std::string::npos);
+    ASSERT_EQ(run_attnscope("figure --view metrics" + lm + " --width 800 --height 200 --out " + dir + "/short_metrics.svg").status, 0);
+    EXPECT_NE(attnscope::test::read_text(dir + "/short_metrics.svg").find("more row(s) left out"), std::string::npos);
     // A height given is kept.
     ASSERT_EQ(run_attnscope("figure " + maps + " --preset column --height-mm 50 --out " + dir + "/col_50.pdf").status, 0);
     EXPECT_NEAR(pdf_page_points(dir + "/col_50.pdf").second, 50 / 25.4 * 72, 1.0);
