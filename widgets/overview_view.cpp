@@ -67,12 +67,28 @@ public:
         return {90 + k * (pw + 16) + 110, 130 + ph};
     }
 
+    // A narrow printed figure stacks the panels (adjustLayout): the height that gives them the width.
+    int exportHeightFor(int width, double font_scale, int fallback) override
+    {
+        if (m_panels.size() < 2 || width >= narrowWidth(font_scale))
+            return fallback;
+        const double f = std::max(0.5, font_scale);
+        const double L = std::max<double>(1, static_cast<double>(m_layers.size())), H = std::max<double>(1, static_cast<double>(m_heads.size()));
+        const double panel = std::max(40.0, width - 150 * f) * L / H + 75 * f;   // heatmap, title, head labels
+        const int want = static_cast<int>(std::lround(45 * f + static_cast<double>(m_panels.size()) * panel));
+        return std::max(fallback, std::min(want, 864));
+    }
+
 protected:
     // Square cells; cell values are written when the widest label fits its cell at the drawn size.
     void adjustLayout(const QSize& size) override
     {
         if (m_panels.empty())
             return;
+        if (m_grid && m_scale && !m_panels.empty() && m_panels.front().title) {
+            const double scale = m_panels.front().title->font().pointSizeF() / plotFont(kLabelPt, true).pointSizeF();
+            arrange(m_panels.size() > 1 && size.width() < narrowWidth(scale) && size.height() > size.width());
+        }
         std::vector<CellRect> cells;
         for (const Panel& p : m_panels)
             cells.push_back({p.rect, static_cast<double>(m_heads.size()), static_cast<double>(m_layers.size())});
@@ -116,6 +132,9 @@ private:
 
     void rebuild() override
     {
+        m_grid = nullptr;   // the old plot's elements go with it
+        m_scale = nullptr;
+        m_stacked = false;
         m_panels.clear();
         m_labels.clear();
         m_widestLabel.clear();
@@ -171,9 +190,46 @@ private:
         grid->addElement(1, col, scale);
         grid->setRowStretchFactor(0, 0.01);
         grid->setColumnStretchFactor(col, 0.01);
+        m_grid = grid;
+        m_scale = scale;
         grid->setColumnSpacing(14);
         grid->setRowSpacing(2);
         m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
+    // Below this width (logical pixels, fonts x scale) the panels side by side get cells too small to read.
+    static int narrowWidth(double scale) { return static_cast<int>(std::lround(560 * std::max(0.5, scale))); }
+
+    // The panels side by side (titles in row 0, heatmaps in row 1, the shared scale last), or one above
+    // the other (the scale beside the first); stacked, every panel shows its layer labels.
+    void arrange(bool stacked)
+    {
+        if (stacked == m_stacked)
+            return;
+        for (Panel& p : m_panels) {
+            m_grid->take(p.title);
+            m_grid->take(p.rect);
+        }
+        m_grid->take(m_scale);
+        m_grid->simplify();
+        const int k = static_cast<int>(m_panels.size());
+        for (int i = 0; i < k; ++i) {
+            Panel& p = m_panels[static_cast<std::size_t>(i)];
+            m_grid->addElement(stacked ? 2 * i : 0, stacked ? 0 : i, p.title);
+            m_grid->addElement(stacked ? 2 * i + 1 : 1, stacked ? 0 : i, p.rect);
+            if (i > 0) {
+                QCPAxis* y = p.rect->axis(QCPAxis::atLeft);
+                y->setTickLabels(stacked);
+                y->setLabel(stacked ? m_panels.front().rect->axis(QCPAxis::atLeft)->label() : QString());
+            }
+        }
+        m_grid->addElement(1, stacked ? 1 : k, m_scale);
+        for (int r = 0; r < m_grid->rowCount(); ++r)
+            m_grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
+        for (int c = 0; c < m_grid->columnCount(); ++c)
+            m_grid->setColumnStretchFactor(c, c == m_grid->columnCount() - 1 ? 0.01 : 1.0);
+        m_stacked = stacked;
+        layoutAt(m_plot->viewport().size());
     }
 
     // m_layers, m_heads (in the file's order) and one panel per mechanism of the records at N = n: the mean
@@ -349,6 +405,9 @@ private:
     }
 
     std::vector<Panel> m_panels;
+    QCPLayoutGrid* m_grid = nullptr;      // the panels and the scale
+    QCPColorScale* m_scale = nullptr;
+    bool m_stacked = false;               // panels one above the other (a narrow, tall canvas)
     std::vector<Index> m_layers, m_heads;   // -1: the records have no such axis
     std::vector<QCPItemText*> m_labels;
     QString m_widestLabel;

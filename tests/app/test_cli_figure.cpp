@@ -331,10 +331,11 @@ TEST(CliFigure, PresetsGivePrintedSizesAndLosslessHeatmaps)
     std::tie(w, h) = pdf_page_points(dir + "/col_spectrum.pdf");
     EXPECT_GE(h, 0.35 * w - 1);
     EXPECT_LE(h, 1.25 * w + 1);
-    // Two plots side by side (row entropy of 1-D data, the mixing matrix and its spectrum) stack in a column,
+    // Two plots side by side (row entropy of 1-D data, the mixing matrix and its spectrum) and the overview's
+    // panels (one per mechanism) stack in a column,
     // taller than wide; at double width they stay side by side at the view's aspect.
     const std::string lm = " --q " + fixture().lm + ":/q --k " + fixture().lm + ":/k --blocks 4";
-    for (const std::string view : {"entropy", "mixing"}) {
+    for (const std::string view : {"entropy", "mixing", "overview"}) {
         const std::string args = "--view " + view + lm;   // 1-D data: the entropy view's two line plots
         ASSERT_EQ(run_attnscope("figure " + args + " --preset column --out " + dir + "/col_" + view + ".pdf").status, 0);
         std::tie(w, h) = pdf_page_points(dir + "/col_" + view + ".pdf");
