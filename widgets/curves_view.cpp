@@ -166,45 +166,17 @@ public:
     // A narrow printed figure puts the legend under the plot (adjustLayout): a little taller for it.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (!m_legend || width >= narrowWidth(font_scale))
-            return fallback;
-        return std::max(fallback, std::min(width * 6 / 5, 864));
+        return m_legend ? narrowExportHeight(width, font_scale, fallback, 1.2) : fallback;
     }
 
 protected:
     void adjustLayout(const QSize& size) override
     {
-        if (!m_legend || !m_rect)
-            return;
-        const double scale = m_title ? m_title->font().pointSizeF() / plotFont(kTitlePt, true).pointSizeF() : 1.0;
-        placeLegend(size.width() < narrowWidth(scale));
+        if (m_legend)
+            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, 3, isNarrow(size.width(), fontScale()));
     }
 
 private:
-    // Below this width (logical pixels, fonts x scale) the legend would cover the curves or run past the plot.
-    static int narrowWidth(double scale) { return static_cast<int>(std::lround(560 * std::max(0.5, scale))); }
-
-    // The legend inside the plot (a top corner), or in a row of its own under it.
-    void placeLegend(bool below)
-    {
-        if (below == m_legendBelow)
-            return;
-        auto* layout = m_plot->plotLayout();
-        if (below) {
-            m_rect->insetLayout()->take(m_legend);
-            layout->addElement(3, 0, m_legend);
-            layout->setRowStretchFactors({0.01, 0.01, 1.0, 0.01});
-            m_legend->setBorderPen(Qt::NoPen);
-        } else {
-            layout->take(m_legend);
-            layout->simplify();
-            m_rect->insetLayout()->addElement(m_legend, m_legendAlign);
-            m_legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
-        }
-        m_legendBelow = below;
-        layoutAt(m_plot->viewport().size());
-    }
-
     char kind() const { return m_kindBox->currentData().toString() == QLatin1String("m") ? 'm' : 'n'; }
     bool varyM() const { return kind() == 'm'; }
 
@@ -275,8 +247,6 @@ private:
         m_curves.clear();
         m_rect = nullptr;
         m_legend = nullptr;   // the old plot's elements go with it
-        m_title = nullptr;
-        m_legendBelow = false;
         m_drawn = m_runs.drawn(kind());
         if (m_runs.empty()) {
             showPlotMessage(m_plot, !m_note.isEmpty() ? m_note
@@ -318,7 +288,6 @@ private:
                        .arg(f.pooled)
                        .arg(f.band == "minmax" ? tr("band: min \u2013 max") : f.band == "std" ? tr("band: \u00b1 1 std") : tr("no band"));
         auto* t = addTitle(m_plot, title, plotFont(kTitlePt, true));
-        m_title = t;
         m_plot->plotLayout()->addElement(0, 0, t);
         auto* st = addTitle(m_plot, sub, plotFont(kTickPt));
         st->setTextColor(QColor(80, 80, 80));
@@ -547,9 +516,7 @@ private:
     std::vector<Curve> m_curves;
     QCPAxisRect* m_rect = nullptr;
     QCPLegend* m_legend = nullptr;
-    QCPTextElement* m_title = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignTop | Qt::AlignLeft;
-    bool m_legendBelow = false;
     QComboBox *m_kindBox, *m_bandBox, *m_xBox, *m_yBox;
     QLabel* m_kindLabel = nullptr;
     QWidget* m_runRow = nullptr;

@@ -52,9 +52,9 @@ public:
     // A narrow printed figure of 1-D data stacks the two plots (adjustLayout): give it the height for that.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (!m_result || gridTokens(*m_result).valid() || width >= narrowWidth(font_scale))
+        if (!m_result || gridTokens(*m_result).valid())
             return fallback;
-        return std::max(fallback, std::min(width * 3 / 2, 864));
+        return narrowExportHeight(width, font_scale, fallback, 1.5);
     }
 
     void setQuery(int token) override
@@ -73,8 +73,7 @@ protected:
     void adjustLayout(const QSize& size) override
     {
         if (m_lineRect) {   // 1-D: the two plots one above the other on a tall, narrow canvas
-            const double scale = m_histTitle ? m_histTitle->font().pointSizeF() / plotFont(kTitlePt, true).pointSizeF() : 1.0;
-            arrangeLine(size.width() < narrowWidth(scale) && size.height() > size.width());
+            arrangeLine(isNarrow(size.width(), fontScale()) && size.height() > size.width());
             return;
         }
         if (m_gridRects.empty())
@@ -94,7 +93,7 @@ private:
     {
         m_gridRects.clear();
         m_histBlock = m_mapBlock = nullptr;
-        m_histTitle = m_lineTitle = nullptr;
+        m_lineTitle = nullptr;
         m_lineRect = nullptr;
         m_lineStacked = false;
         m_histRect = nullptr;
@@ -141,27 +140,14 @@ private:
             top->setColumnStretchFactors({1.3, static_cast<double>(std::max<std::size_t>(1, m_gridRects.size()))});
     }
 
-    // Below this width (logical pixels, fonts x scale) two plots side by side leave each too little room.
-    static int narrowWidth(double scale) { return static_cast<int>(std::lround(520 * std::max(0.5, scale))); }
-
     // 1-D data: "Entropy per query" right of the histogram (row 0 titles, row 1 plots), or below it.
     void arrangeLine(bool stacked)
     {
         if (stacked == m_lineStacked || !m_lineRect || !m_lineTitle)
             return;
         auto* top = m_plot->plotLayout();
-        top->take(m_lineTitle);
-        top->take(m_lineRect);
-        top->simplify();
-        if (stacked) {
-            top->addElement(2, 0, m_lineTitle);
-            top->addElement(3, 0, m_lineRect);
-            top->setRowStretchFactors({0.01, 1.0, 0.01, 1.0});
-        } else {
-            top->addElement(0, 1, m_lineTitle);
-            top->addElement(1, 1, m_lineRect);
-            top->setRowStretchFactors({0.01, 1.0});
-        }
+        moveElements(top, {{m_lineTitle, stacked ? 2 : 0, stacked ? 0 : 1}, {m_lineRect, stacked ? 3 : 1, stacked ? 0 : 1}});
+        top->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 1.0} : QList<double>{0.01, 1.0});
         // Stacked, the two share left and right margins (aligned axes) instead of top and bottom.
         m_histRect->setMarginGroup(QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight, nullptr);
         m_lineRect->setMarginGroup(QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight, nullptr);
@@ -175,8 +161,7 @@ private:
     // Column 0 of `layout`: the histograms over common bins from the lowest entropy to ln N (the uniform row's).
     void buildHistogram(QCPLayoutGrid* layout, QCPMarginGroup* group, double lnN)
     {
-        m_histTitle = addTitle(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true));
-        layout->addElement(0, 0, m_histTitle);
+        layout->addElement(0, 0, addTitle(m_plot, tr("Row-entropy histogram"), plotFont(kTitlePt, true)));
         layout->setRowStretchFactor(0, 0.01);
         auto* hist = addAxisRect(m_plot, layout, 1, 0);
         hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
@@ -378,7 +363,6 @@ private:
     QCheckBox* m_perPanelBox = nullptr;
     QCPLayoutGrid* m_histBlock = nullptr;   // grid data: the histogram and its title
     QCPAxisRect* m_histRect = nullptr;
-    QCPTextElement* m_histTitle = nullptr;
     QCPTextElement* m_lineTitle = nullptr;  // 1-D data: "Entropy per query" and its plot
     QCPAxisRect* m_lineRect = nullptr;
     bool m_lineStacked = false;

@@ -21,6 +21,7 @@
 
 #include "analysis/explore.h"
 #include "maps_panels.h"
+#include "plot_util.h"
 #include "view_base.h"
 #include "views.h"
 #include "widget_util.h"
@@ -73,7 +74,7 @@ public:
     {
         if (m_maps.panels().empty() || width < 16 || fallback < 16)
             return fallback;
-        const int cap = std::max(fallback, std::min(width * 26 / 10, 864));
+        const int cap = std::max(fallback, std::min(width * 26 / 10, kMaxExportHeight));
         m_exporting = true;
         auto sideAt = [&](int h) {
             return measureAt(QSize(width, h), font_scale, [this] {

@@ -44,9 +44,7 @@ public:
     // A narrow printed figure stacks the spectrum under the matrix (adjustLayout): give it the height for that.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (!m_matrixRect || width >= narrowWidth(font_scale))
-            return fallback;
-        return std::max(fallback, std::min(width * 8 / 5, 864));
+        return m_matrixRect ? narrowExportHeight(width, font_scale, fallback, 1.6) : fallback;
     }
 
 protected:
@@ -54,36 +52,20 @@ protected:
     {
         if (!m_matrixRect)
             return;
-        const double scale = m_matrixTitle ? m_matrixTitle->font().pointSizeF() / plotFont(kTitlePt, true).pointSizeF() : 1.0;
-        arrange(size.width() < narrowWidth(scale) && size.height() > size.width());
+        arrange(isNarrow(size.width(), fontScale()) && size.height() > size.width());
         fitSquareCells(m_plot, {{m_matrixRect, m_cells, m_cells}}, size, [this](const QSize& s) { layoutAt(s); });
     }
 
 private:
-    // Below this width (logical pixels, fonts x scale) the matrix and its spectrum side by side leave each
-    // too little room.
-    static int narrowWidth(double scale) { return static_cast<int>(std::lround(560 * std::max(0.5, scale))); }
-
     // The spectrum right of the matrix and its scale (row 0 titles, row 1 plots), or below them.
     void arrange(bool stacked)
     {
         if (stacked == m_stacked || !m_svRect || !m_svTitle)
             return;
         auto* layout = m_plot->plotLayout();
-        layout->take(m_svTitle);
-        layout->take(m_svRect);
-        layout->simplify();
-        if (stacked) {
-            layout->addElement(2, 0, m_svTitle);
-            layout->addElement(3, 0, m_svRect);
-            layout->setRowStretchFactors({0.01, 1.0, 0.01, 0.7});
-            layout->setColumnStretchFactors({1.0, 0.01});
-        } else {
-            layout->addElement(0, 2, m_svTitle);
-            layout->addElement(1, 2, m_svRect);
-            layout->setRowStretchFactors({0.01, 1.0});
-            layout->setColumnStretchFactors({1.0, 0.01, 1.0});
-        }
+        moveElements(layout, {{m_svTitle, stacked ? 2 : 0, stacked ? 0 : 2}, {m_svRect, stacked ? 3 : 1, stacked ? 0 : 2}});
+        layout->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 0.7} : QList<double>{0.01, 1.0});
+        layout->setColumnStretchFactors(stacked ? QList<double>{1.0, 0.01} : QList<double>{1.0, 0.01, 1.0});
         const QCP::MarginSides all = QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight;
         m_matrixRect->setMarginGroup(all, nullptr);
         m_svRect->setMarginGroup(all, nullptr);
@@ -98,7 +80,7 @@ private:
     {
         m_matrixRect = nullptr;
         m_svRect = nullptr;
-        m_matrixTitle = m_svTitle = nullptr;
+        m_svTitle = nullptr;
         m_stacked = false;
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see MHLA's mixing matrix."));
@@ -128,8 +110,7 @@ private:
         QString title = tr("Mixing matrix Mc") + (source.isEmpty() ? QString() : tr(" (%1)").arg(source)) +
                         tr(",  M = %1,  rank %2").arg(m_result->mixing.rows()).arg(m_result->mixing_rank);
         m_group = group;
-        m_matrixTitle = addTitle(m_plot, title, plotFont(kTitlePt, true));
-        layout->addElement(0, 0, m_matrixTitle);
+        layout->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
         addMatrix(layout, group);
         m_svTitle = addTitle(m_plot, tr("Singular values of Mc"), plotFont(kTitlePt, true));
         layout->addElement(0, 2, m_svTitle);
@@ -217,7 +198,6 @@ private:
 
     QCPAxisRect* m_matrixRect = nullptr;   // the heatmap of Mc (null without one)
     QCPAxisRect* m_svRect = nullptr;       // Mc's singular values
-    QCPTextElement* m_matrixTitle = nullptr;
     QCPTextElement* m_svTitle = nullptr;
     QCPMarginGroup* m_group = nullptr;
     bool m_stacked = false;                // the singular values below the matrix (a narrow, tall canvas)

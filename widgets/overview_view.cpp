@@ -70,13 +70,13 @@ public:
     // A narrow printed figure stacks the panels (adjustLayout): the height that gives them the width.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (m_panels.size() < 2 || width >= narrowWidth(font_scale))
+        if (m_panels.size() < 2 || !isNarrow(width, font_scale))
             return fallback;
         const double f = std::max(0.5, font_scale);
         const double L = std::max<double>(1, static_cast<double>(m_layers.size())), H = std::max<double>(1, static_cast<double>(m_heads.size()));
         const double panel = std::max(40.0, width - 150 * f) * L / H + 75 * f;   // heatmap, title, head labels
         const int want = static_cast<int>(std::lround(45 * f + static_cast<double>(m_panels.size()) * panel));
-        return std::max(fallback, std::min(want, 864));
+        return std::max(fallback, std::min(want, kMaxExportHeight));
     }
 
 protected:
@@ -85,10 +85,8 @@ protected:
     {
         if (m_panels.empty())
             return;
-        if (m_grid && m_scale && !m_panels.empty() && m_panels.front().title) {
-            const double scale = m_panels.front().title->font().pointSizeF() / plotFont(kLabelPt, true).pointSizeF();
-            arrange(m_panels.size() > 1 && size.width() < narrowWidth(scale) && size.height() > size.width());
-        }
+        if (m_grid && m_scale)
+            arrange(m_panels.size() > 1 && isNarrow(size.width(), fontScale()) && size.height() > size.width());
         std::vector<CellRect> cells;
         for (const Panel& p : m_panels)
             cells.push_back({p.rect, static_cast<double>(m_heads.size()), static_cast<double>(m_layers.size())});
@@ -197,33 +195,26 @@ private:
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // Below this width (logical pixels, fonts x scale) the panels side by side get cells too small to read.
-    static int narrowWidth(double scale) { return static_cast<int>(std::lround(560 * std::max(0.5, scale))); }
-
     // The panels side by side (titles in row 0, heatmaps in row 1, the shared scale last), or one above
     // the other (the scale beside the first); stacked, every panel shows its layer labels.
     void arrange(bool stacked)
     {
         if (stacked == m_stacked)
             return;
-        for (Panel& p : m_panels) {
-            m_grid->take(p.title);
-            m_grid->take(p.rect);
-        }
-        m_grid->take(m_scale);
-        m_grid->simplify();
         const int k = static_cast<int>(m_panels.size());
+        std::vector<GridCell> cells;
         for (int i = 0; i < k; ++i) {
             Panel& p = m_panels[static_cast<std::size_t>(i)];
-            m_grid->addElement(stacked ? 2 * i : 0, stacked ? 0 : i, p.title);
-            m_grid->addElement(stacked ? 2 * i + 1 : 1, stacked ? 0 : i, p.rect);
+            cells.push_back({p.title, stacked ? 2 * i : 0, stacked ? 0 : i});
+            cells.push_back({p.rect, stacked ? 2 * i + 1 : 1, stacked ? 0 : i});
             if (i > 0) {
                 QCPAxis* y = p.rect->axis(QCPAxis::atLeft);
                 y->setTickLabels(stacked);
                 y->setLabel(stacked ? m_panels.front().rect->axis(QCPAxis::atLeft)->label() : QString());
             }
         }
-        m_grid->addElement(1, stacked ? 1 : k, m_scale);
+        cells.push_back({m_scale, 1, stacked ? 1 : k});
+        moveElements(m_grid, cells);
         for (int r = 0; r < m_grid->rowCount(); ++r)
             m_grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
         for (int c = 0; c < m_grid->columnCount(); ++c)

@@ -460,6 +460,7 @@ void PlotPane::renderTo(QPainter* painter, const QSize& size, double font_scale)
 {
     {
         FontScaler scaler(m_plot, font_scale);
+        m_fontScale = font_scale;
         runAdjust(size);
         if (QCPPainter* qcp = asQcpPainter(painter)) {
             m_plot->toPainter(qcp, size.width(), size.height());
@@ -472,6 +473,7 @@ void PlotPane::renderTo(QPainter* painter, const QSize& size, double font_scale)
             p.end();
             painter->drawPicture(0, 0, picture);
         }
+        m_fontScale = 1.0;
     }
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
@@ -481,8 +483,10 @@ int PlotPane::measureAt(const QSize& size, double font_scale, const std::functio
     int value = 0;
     {
         FontScaler scaler(m_plot, font_scale);
+        m_fontScale = font_scale;
         runAdjust(size);
         value = read();
+        m_fontScale = 1.0;
     }
     m_plot->replot(QCustomPlot::rpQueuedReplot);
     return value;

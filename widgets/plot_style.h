@@ -80,6 +80,8 @@ public:
     void renderTo(QPainter* painter, const QSize& size, double font_scale);
     // Lays the plot out as renderTo would at `size` with fonts x font_scale and returns read() of that layout.
     int measureAt(const QSize& size, double font_scale, const std::function<int()>& read);
+    // The font scale of the layout in progress: renderTo's or measureAt's, 1 on screen (for `adjust`).
+    double fontScale() const { return m_fontScale; }
     // Lays the plot out at `size` now (element rects are then valid for that size).
     void layoutAt(const QSize& size);
 
@@ -89,6 +91,7 @@ private:
     QHBoxLayout* m_tools = nullptr;
     std::function<void(const QSize&)> m_adjust;
     bool m_adjusting = false;
+    double m_fontScale = 1.0;
 };
 
 // Base of the QCustomPlot-backed result views: a PlotPane inside a view base (ExploreView, SweepView, ...),
@@ -108,6 +111,7 @@ public:
     {
         return m_pane.measureAt(size, font_scale, read);
     }
+    double fontScale() const { return m_pane.fontScale(); }
 
 protected:
     QHBoxLayout* toolRow() const { return m_pane.toolRow(); }

@@ -71,6 +71,10 @@ void showPlotMessage(QCustomPlot* plot, const QString& text)
     plot->replot();
 }
 
+namespace {
+const QPen kLegendBorder(QColor(160, 160, 160), 0.8);
+}  // namespace
+
 QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align)
 {
     auto* legend = new QCPLegend;
@@ -78,11 +82,50 @@ QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align)
     legend->setLayer(QStringLiteral("legend"));
     legend->setFont(plotFont(kTickPt));
     legend->setBrush(QColor(255, 255, 255, 225));
-    legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
+    legend->setBorderPen(kLegendBorder);
     legend->setIconSize(22, 10);
     legend->setRowSpacing(0);
     legend->setMargins(QMargins(6, 3, 6, 3));
     return legend;
+}
+
+bool isNarrow(int width, double fontScale)
+{
+    return width < std::lround(560 * std::max(0.5, fontScale));
+}
+
+int narrowExportHeight(int width, double fontScale, int fallback, double aspect)
+{
+    if (!isNarrow(width, fontScale))
+        return fallback;
+    return std::max(fallback, std::min(static_cast<int>(std::lround(width * aspect)), kMaxExportHeight));
+}
+
+void placeLegend(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, Qt::Alignment inside, int row, bool below)
+{
+    auto* layout = plot->plotLayout();
+    if (below == (legend->layout() == layout))
+        return;
+    if (below) {
+        rect->insetLayout()->take(legend);
+        layout->addElement(row, 0, legend);
+        layout->setRowStretchFactor(row, 0.01);
+        legend->setBorderPen(Qt::NoPen);
+    } else {
+        layout->take(legend);
+        layout->simplify();
+        rect->insetLayout()->addElement(legend, inside);
+        legend->setBorderPen(kLegendBorder);
+    }
+}
+
+void moveElements(QCPLayoutGrid* grid, const std::vector<GridCell>& cells)
+{
+    for (const GridCell& c : cells)
+        grid->take(c.element);
+    grid->simplify();
+    for (const GridCell& c : cells)
+        grid->addElement(c.row, c.col, c.element);
 }
 
 void setIntegerTicks(QCPAxis* axis)

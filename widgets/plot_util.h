@@ -13,6 +13,7 @@
 class QCustomPlot;
 class QCPAxis;
 class QCPAxisRect;
+class QCPLayoutElement;
 class QCPColorMap;
 class QCPColorScale;
 class QCPItemStraightLine;
@@ -35,6 +36,23 @@ void clearPlot(QCustomPlot* plot);
 void showPlotMessage(QCustomPlot* plot, const QString& text);
 // A framed legend inside `rect` at `align`; plottables are added to it explicitly.
 QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align);
+
+// Narrow printed figures (a journal's single column, docs/cli.md): below 560 logical pixels at fonts x
+// fontScale, views put their plots one above the other and their legends under the plot, and ask for the
+// height that needs (ResultView::exportHeightFor), at most kMaxExportHeight.
+constexpr int kMaxExportHeight = 864;   // 9 in: a printed page's column
+bool isNarrow(int width, double fontScale);
+// `fallback` when `width` is not narrow, else aspect x width (at least fallback, at most kMaxExportHeight).
+int narrowExportHeight(int width, double fontScale, int fallback, double aspect);
+// The legend in `rect`'s inset at `inside`, or (below) under the plot in row `row`, column 0 of the plot's
+// layout, without its border. Does nothing when it is there already.
+void placeLegend(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, Qt::Alignment inside, int row, bool below);
+// Rearranges elements of `grid` without rebuilding them: each is taken out, then added at its new cell.
+struct GridCell {
+    QCPLayoutElement* element;
+    int row, col;
+};
+void moveElements(QCPLayoutGrid* grid, const std::vector<GridCell>& cells);
 
 // Ticks at integers only (token, grid and block indices), nice steps otherwise.
 void setIntegerTicks(QCPAxis* axis);

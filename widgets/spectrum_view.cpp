@@ -41,45 +41,17 @@ public:
     // A narrow printed figure puts the legend under the plot (adjustLayout): a little taller for it.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (!m_legend || width >= narrowWidth(font_scale))
-            return fallback;
-        return std::max(fallback, std::min(width * 11 / 10, 864));
+        return m_legend ? narrowExportHeight(width, font_scale, fallback, 1.1) : fallback;
     }
 
 protected:
     void adjustLayout(const QSize& size) override
     {
-        if (!m_legend || !m_rect)
-            return;
-        const double scale = m_title ? m_title->font().pointSizeF() / plotFont(kTitlePt, true).pointSizeF() : 1.0;
-        placeLegend(size.width() < narrowWidth(scale));
+        if (m_legend)
+            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, 2, isNarrow(size.width(), fontScale()));
     }
 
 private:
-    // Below this width (logical pixels, fonts x scale) the legend's long lines would cover the curves.
-    static int narrowWidth(double scale) { return static_cast<int>(std::lround(560 * std::max(0.5, scale))); }
-
-    // The legend inside the plot (a corner), or in a row of its own under it.
-    void placeLegend(bool below)
-    {
-        if (below == m_legendBelow)
-            return;
-        auto* layout = m_plot->plotLayout();
-        if (below) {
-            m_rect->insetLayout()->take(m_legend);
-            layout->addElement(2, 0, m_legend);
-            layout->setRowStretchFactors({0.01, 1.0, 0.01});
-            m_legend->setBorderPen(Qt::NoPen);
-        } else {
-            layout->take(m_legend);
-            layout->simplify();
-            m_rect->insetLayout()->addElement(m_legend, m_legendAlign);
-            m_legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
-        }
-        m_legendBelow = below;
-        layoutAt(m_plot->viewport().size());
-    }
-
     // What the drawn curves span: the smallest normalised value, the longest spectrum, the tolerances;
     // and why a mechanism has no curve.
     struct Drawn {
@@ -93,8 +65,6 @@ private:
     {
         m_legend = nullptr;   // whatever happens below, the old plot's elements are gone
         m_rect = nullptr;
-        m_title = nullptr;
-        m_legendBelow = false;
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see the singular value spectra."));
             return;
@@ -120,13 +90,11 @@ private:
         auto* legend = addLegend(rect, m_legendAlign);
         m_legend = legend;
         m_rect = rect;
-        m_title = title;
 
         const Drawn drawn = addCurves(rect, legend, cumulative);
         if (m_plot->graphCount() == 0) {
             m_legend = nullptr;
             m_rect = nullptr;
-            m_title = nullptr;
             showPlotMessage(m_plot, tr("No spectrum to show.\n") + drawn.notes.join('\n'));
             return;
         }
@@ -238,9 +206,7 @@ private:
     QCheckBox *m_cumBox, *m_logxBox;
     QCPLegend* m_legend = nullptr;
     QCPAxisRect* m_rect = nullptr;
-    QCPTextElement* m_title = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignBottom | Qt::AlignLeft;
-    bool m_legendBelow = false;
 };
 
 }  // namespace
