@@ -45,7 +45,7 @@ std::atomic<GemmPath>& pinned()
     return path;
 }
 
-std::string cpu_model()
+std::string read_cpu_model()
 {
     std::ifstream in("/proc/cpuinfo");
     std::string line;
@@ -57,6 +57,12 @@ std::string cpu_model()
             return v;
         }
     return "unknown CPU";
+}
+
+const std::string& cpu_model()   // read once: every cache lookup names it
+{
+    static const std::string model = read_cpu_model();
+    return model;
 }
 
 std::string cache_key(Isa isa, int threads)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -83,9 +84,30 @@ void set_threads(int count)
     openblas_set_num_threads(std::max(1, count));
 }
 
-SerialBlas::SerialBlas() : m_blas(std::max(1, openblas_get_num_threads())), m_own(own_threads().load())
+namespace {
+// SerialBlas's shared state: the first one in saves both thread counts, the last one out restores them, so
+// overlapping guards on several threads (a sweep beside the app's own computation) leave them as they were.
+struct SerialState {
+    std::mutex mutex;
+    int depth = 0;
+    int blas = 1, own = 0;
+};
+SerialState& serial_state()
 {
-    if (m_blas > 1) {
+    static SerialState state;
+    return state;
+}
+}  // namespace
+
+SerialBlas::SerialBlas()
+{
+    SerialState& st = serial_state();
+    const std::lock_guard lock(st.mutex);
+    if (st.depth++ > 0)
+        return;
+    st.blas = std::max(1, openblas_get_num_threads());
+    st.own = own_threads().load();
+    if (st.blas > 1) {
         own_threads().store(threads());   // our kernels keep their threads
         openblas_set_num_threads(1);
     }
@@ -93,15 +115,13 @@ SerialBlas::SerialBlas() : m_blas(std::max(1, openblas_get_num_threads())), m_ow
 
 SerialBlas::~SerialBlas()
 {
-    if (m_blas > 1) {
-        openblas_set_num_threads(m_blas);
-        own_threads().store(m_own);
-    }
+    SerialState& st = serial_state();
+    const std::lock_guard lock(st.mutex);
+    if (--st.depth > 0 || st.blas <= 1)
+        return;
+    openblas_set_num_threads(st.blas);
+    own_threads().store(st.own);
 }
-
-namespace {
-
-}  // namespace
 
 namespace {
 
@@ -133,6 +153,20 @@ int parallel_tiles(Index n, Index tile, const F& f)
     return status.load();
 }
 
+}  // namespace
+
+namespace {
+// The kernel built for the instruction set in use.
+template <class F>
+F for_isa(F avx512_kernel, F avx2_kernel, F generic_kernel)
+{
+    switch (active_isa()) {
+    case Isa::avx512: return avx512_kernel;
+    case Isa::avx2: return avx2_kernel;
+    case Isa::generic: break;
+    }
+    return generic_kernel;
+}
 }  // namespace
 
 std::string_view to_string(Isa isa)
@@ -237,22 +271,12 @@ void gemm(char ta, char tb, Index m, Index n, Index k, double alpha, const doubl
 
 int accumulate_entropy(const double* tile, Index rows, Index cols, Index ld, double* acc)
 {
-    switch (active_isa()) {
-    case Isa::avx512: return avx512::accumulate_entropy(tile, rows, cols, ld, acc);
-    case Isa::avx2: return avx2::accumulate_entropy(tile, rows, cols, ld, acc);
-    case Isa::generic: break;
-    }
-    return generic::accumulate_entropy(tile, rows, cols, ld, acc);
+    return for_isa(&avx512::accumulate_entropy, &avx2::accumulate_entropy, &generic::accumulate_entropy)(tile, rows, cols, ld, acc);
 }
 
 void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scale, const Index* allowed)
 {
-    switch (active_isa()) {
-    case Isa::avx512: return avx512::softmax_columns(tile, rows, cols, ld, scale, allowed);
-    case Isa::avx2: return avx2::softmax_columns(tile, rows, cols, ld, scale, allowed);
-    case Isa::generic: break;
-    }
-    generic::softmax_columns(tile, rows, cols, ld, scale, allowed);
+    for_isa(&avx512::softmax_columns, &avx2::softmax_columns, &generic::softmax_columns)(tile, rows, cols, ld, scale, allowed);
 }
 
 namespace {
@@ -262,9 +286,7 @@ constexpr Index k_entropy_tile = 128;   // queries per tile: a 512 x 128 score b
 int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
                           bool causal, double* h)
 {
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_entropy
-                  : active_isa() == Isa::avx2 ? &avx2::softmax_entropy
-                                               : &generic::softmax_entropy;
+    auto kernel = for_isa(&avx512::softmax_entropy, &avx2::softmax_entropy, &generic::softmax_entropy);
     return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
         return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, h + t0);
     });
@@ -273,9 +295,7 @@ int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk
 int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, Index m,
                       const Index* offsets, bool causal, double* P, double* R, Index ldp)
 {
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::kernel_block_sums
-                  : active_isa() == Isa::avx2 ? &avx2::kernel_block_sums
-                                               : &generic::kernel_block_sums;
+    auto kernel = for_isa(&avx512::kernel_block_sums, &avx2::kernel_block_sums, &generic::kernel_block_sums);
     return parallel_tiles(n, k_entropy_tile, [&](Index u0, Index count) {
         return kernel(A, lda, B, ldb, r, m, offsets, u0, count, causal, P, R, ldp);
     });
@@ -288,9 +308,7 @@ constexpr Index k_apply_tile = 128;   // output rows per task of softmax_apply
 int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
                             bool causal, double* lse)
 {
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_lse
-                  : active_isa() == Isa::avx2 ? &avx2::softmax_lse
-                                               : &generic::softmax_lse;
+    auto kernel = for_isa(&avx512::softmax_lse, &avx2::softmax_lse, &generic::softmax_lse);
     return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
         return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, lse + t0);
     });
@@ -301,9 +319,7 @@ void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index
 {
     if (n <= 0 || b <= 0)
         return;
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_apply_rows
-                  : active_isa() == Isa::avx2 ? &avx2::softmax_apply_rows
-                                               : &generic::softmax_apply_rows;
+    auto kernel = for_isa(&avx512::softmax_apply_rows, &avx2::softmax_apply_rows, &generic::softmax_apply_rows);
     parallel_tiles(n, k_apply_tile, [&](Index r0, Index count) {
         kernel(Q, ldq, K, ldk, n, d, scale, causal, lse, transpose, X, ldx, b, r0, count, Y, ldy);
         return 0;
@@ -315,9 +331,7 @@ void softmax_gram(const double* Q, Index ldq, const double* K, Index ldk, Index 
 {
     if (n <= 0 || b <= 0)
         return;
-    auto kernel = active_isa() == Isa::avx512 ? &avx512::softmax_gram_rows
-                  : active_isa() == Isa::avx2 ? &avx2::softmax_gram_rows
-                                               : &generic::softmax_gram_rows;
+    auto kernel = for_isa(&avx512::softmax_gram_rows, &avx2::softmax_gram_rows, &generic::softmax_gram_rows);
     const Index tiles = (n + k_apply_tile - 1) / k_apply_tile;
     const int parts = static_cast<int>(std::min<Index>(threads(), tiles));
     for (Index j = 0; j < b; ++j)

@@ -34,17 +34,14 @@ void set_threads(int count);
 // While one lives, OpenBLAS runs on one thread and the kernels keep theirs. For stretches where our kernels
 // do the parallel work between small LAPACK calls (a QR panel, a bulge chase): OpenBLAS's idle workers spin
 // on sched_yield for ~0.1 s after each threaded call, taking a core from the kernels' threads (a quarter of
-// the two-stage SVD's CPU time at N = 2048 went there). Not for concurrent use from several threads.
+// the two-stage SVD's CPU time at N = 2048 went there). Guards may overlap, on one thread or several: the
+// counts come back when the last one ends.
 class SerialBlas {
 public:
     SerialBlas();
     ~SerialBlas();
     SerialBlas(const SerialBlas&) = delete;
     SerialBlas& operator=(const SerialBlas&) = delete;
-
-private:
-    int m_blas;
-    int m_own;
 };
 
 enum class Isa { generic, avx2, avx512 };

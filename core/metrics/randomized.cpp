@@ -8,6 +8,7 @@
 
 #include <Eigen/QR>
 
+#include "metrics/random_block.h"
 #include "util/rng.h"
 
 namespace attnscope::metrics {
@@ -19,15 +20,6 @@ using Eigen::MatrixXd;
 constexpr double k_total_failure = 1e-10;   // probability that the reported residual bound is wrong
 constexpr int k_s1_max_steps = 4;           // subspace-iteration steps for the first s1 estimate (step 1)
 constexpr double k_s1_rtol = 1e-3;          // ... stopping when sigma_1 changes by at most this, relatively
-
-MatrixXd gaussian(SplitMix64& rng, Index rows, Index cols)
-{
-    MatrixXd m(rows, cols);
-    for (Index j = 0; j < cols; ++j)
-        for (Index i = 0; i < rows; ++i)
-            m(i, j) = rng.normal();
-    return m;
-}
 
 // Y <- (I - Q Q^T) Y by classical Gram-Schmidt, `passes` times ("twice is enough").
 void project_out(const Eigen::Ref<const MatrixXd>& Q, Eigen::Ref<MatrixXd> Y, int passes = 2)
@@ -66,7 +58,7 @@ MatrixXd extend_basis(const Eigen::Ref<const MatrixXd>& Q, MatrixXd Y, SplitMix6
             thin_q(Y);
             return Y;
         }
-        Y = gaussian(rng, Y.rows(), Y.cols());
+        Y = gaussian_block(rng, Y.rows(), Y.cols());
     }
 }
 
@@ -105,7 +97,7 @@ RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rt
     // Step 1: s1 by block subspace iteration; its basis is Q's first block.
     const Index b0 = std::min(block, max_rank);
     MatrixXd Y(n, b0), W(n, b0);
-    op.apply(gaussian(rng, n, b0), Y);
+    op.apply(gaussian_block(rng, n, b0), Y);
     out.products += b0;
     MatrixXd V;
     double s1 = 0;
@@ -151,7 +143,7 @@ RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rt
             deterministic = true;
             break;
         }
-        op.apply(gaussian(rng, n, block), Y);
+        op.apply(gaussian_block(rng, n, block), Y);
         out.products += block;
         project_out(Q.leftCols(k), Y);
         E = factor * max_column_norm(Y);

@@ -13,6 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "metrics/metrics.h"
+#include "metrics/random_block.h"
 #include "util/rng.h"
 
 namespace attnscope::metrics {
@@ -26,15 +27,6 @@ using Eigen::VectorXd;
 constexpr Index k_dense_below = 256;    // min(rows, cols) up to which the dense SVD is cheaper
 constexpr Index k_default_passes = 400;
 constexpr double k_floor_eps = 64.0;    // the rounding floor of a residual, in units of eps * theta_1
-
-MatrixXd gaussian(SplitMix64& rng, Index rows, Index cols)
-{
-    MatrixXd m(rows, cols);
-    for (Index j = 0; j < cols; ++j)
-        for (Index i = 0; i < rows; ++i)
-            m(i, j) = rng.normal();
-    return m;
-}
 
 // C = alpha op(A) B + beta C on the kernels' threads (kernels::gemm): the tall products of the basis, which
 // Eigen would hand to OpenBLAS, serial inside SerialBlas.
@@ -98,7 +90,7 @@ void orthonormalise(const Eigen::Ref<const MatrixXd>& Q, MatrixXd& W, MatrixXd& 
             return;
         }
     }
-    W = gaussian(rng, W.rows(), b);
+    W = gaussian_block(rng, W.rows(), b);
     for (int pass = 0; pass < 2; ++pass) {
         Ci.resize(m, b);
         product(true, Q, W, Ci);
@@ -168,7 +160,7 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
 
     SplitMix64 rng(o.seed);
     MatrixXd V(cols, cap), T = MatrixXd::Zero(cap, cap);
-    MatrixXd Vnext = gaussian(rng, cols, b), W(cols, b), C, R;
+    MatrixXd Vnext = gaussian_block(rng, cols, b), W(cols, b), C, R;
     orthonormalise(V.leftCols(0), Vnext, C, R, rng);
     Index m = 0, steps = 0;
     auto count = [&](Index columns) {

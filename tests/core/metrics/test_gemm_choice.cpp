@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <Eigen/Core>
@@ -180,6 +181,19 @@ TEST(SerialBlas, OpenBlasRunsSeriallyWhileTheKernelsKeepTheirThreads)
                          C.data(), 400);
         EXPECT_LE((C - A * B).norm(), 1e-13 * (A * B).norm());
         EXPECT_EQ(openblas_get_num_threads(), 1);
+    }
+    EXPECT_EQ(openblas_get_num_threads(), blas_before);
+    EXPECT_EQ(kernels::threads(), kernels_before);
+
+    {   // overlapping guards (nested here; threads alike): the counts come back when the last one ends
+        auto outer = std::make_unique<kernels::SerialBlas>();
+        {
+            const kernels::SerialBlas inner;
+            EXPECT_EQ(openblas_get_num_threads(), 1);
+        }
+        EXPECT_EQ(openblas_get_num_threads(), 1);
+        EXPECT_EQ(kernels::threads(), kernels_before);
+        outer.reset();
     }
     EXPECT_EQ(openblas_get_num_threads(), blas_before);
     EXPECT_EQ(kernels::threads(), kernels_before);
