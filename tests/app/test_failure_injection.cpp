@@ -375,7 +375,10 @@ TEST_F(BatchFailureInjection, DiskFullAnywhere)
     std::vector<std::uint64_t> at = {0, appended / 3, appended - 1};
     for (int k = 1; k <= 6; ++k)
         at.push_back(appended + (total - appended) * static_cast<std::uint64_t>(k) / 7);
-    at.push_back(total - 200);   // in summary.csv (timing fields make the sizes vary by a few bytes)
+    // In the middle of summary.csv, written last: the sizes before it vary between runs by up to ~200 bytes
+    // (timing fields, and the spectrum figures' PNGs, whose near-zero tails differ in the last bits with
+    // --jobs), so an offset 200 bytes from the end could fall past the run's last write.
+    at.push_back(total - fs::file_size(s_clean + "/summary.csv") / 2);
     for (std::size_t i = 0; i < at.size(); ++i) {
         const int jobs = 1 + static_cast<int>(i % 2);
         const std::string what = "full after " + std::to_string(at[i]) + " of " + std::to_string(total) + " bytes, --jobs " +
