@@ -22,7 +22,23 @@ Option names are the command line's (docs/cli.md) with '-' written '_':
     mixing (preset name, or None for the default), mixing_sigma, mixing_threshold,
     mixing_matrix (an M x M array, or a path to a .npy file), normalize (row|none|official).
 Mechanism "softmax" ignores everything but scale and causal; "linear" ignores the block and mixing options.
-Q and K are N x d arrays (rows are tokens); --prefix-tokens is the caller's business (slice Q[P:], K[P:]).
+Q and K are N x d arrays (rows are tokens); --prefix-tokens is the caller's business (slice Q[P:], K[P:],
+and gates[P:]).
+
+The families of ../shared/spec/attention.md 1.8 ("decay", "gated", "cosformer") take feature_map, favor_features,
+seed, causal and normalize (row|none) and, each its own:
+    decay:     decay (g, 0 < g <= 1; None = RetNet's default 1 - 2^(-5 - head)), head (the query head index h,
+               used for nothing but that default), grid (+ block_grid when token_order is "blocked") for the
+               Manhattan distance of the non-causal case;
+    gated:     gates (N values, one per token, of the selected head: an array or a .npy path), gates_log
+               (the values are ln g); causal only.
+    cosformer: nothing more.
+They ignore blocks, chunk and the mixing options.
+
+The measures of attention.md 2.1 (energy ranks, rank_at_rtol, support-normalised entropy, the content-free
+baseline A0, the past block) come from measures(mechanism, Q, K, **options); analyze_result(...) gives one
+whole result of the analyze JSON (metrics() and measures() together); aggregate(units) gives the statistics
+over units (means, bootstrap intervals, paired differences, sign tests).
 
 From a shell (npy in, npy / JSON out), e.g.
     python3 attnref.py --q q.npy --k k.npy --mechanism mhla --blocks 4 --out A.npy --metrics-json m.json
@@ -229,38 +245,214 @@ def load_matrix(ref):
     return np.asarray(ref, dtype=np.float64)
 
 
+def mhla_layout(N, causal=False, blocks=None, chunk=None, grid=None, block_grid=None, token_order="raster",
+                mixing=None, mixing_sigma=3.0, mixing_threshold=1.5, mixing_matrix=None):
+    """(blk, Mc) of MHLA (1.4 - 1.6): the block of each token and the M x M mixing matrix."""
+    blk, centres = block_layout(N, blocks, chunk, grid, block_grid, token_order)
+    if mixing_matrix is not None:
+        Mc = load_matrix(mixing_matrix)
+        assert Mc.shape == (centres.shape[0],) * 2
+    else:
+        Mc = mixing_preset(mixing, centres, causal, mixing_sigma, mixing_threshold)
+    return blk, Mc
+
+
+# ------------------------------------------------------------------------------------------------
+# 1.8 Other linear-attention families: decay (RetNet / RMT), gated (Mamba-2 / SSD), cosformer.
+# Each is P[t,j] = W[t,j] * phi(q_t) . phi(k_j) with a content-free factor W (0 where j is not allowed);
+# family_weights() builds W, family_attention() multiplies and normalises.
+NEW_FAMILIES = ("decay", "gated", "cosformer")
+
+
+def default_decay(head=0):
+    """RetNet's schedule: gamma = 1 - 2^(-5 - h) for query head h (h = 0, 1, ...)."""
+    return 1.0 - 2.0 ** (-5 - int(head))
+
+
+def grid_positions(N, grid, block_grid=None, token_order="raster"):
+    """N x len(grid) integer coordinates of each token on the grid (1.5).
+    raster:  token t sits at numpy.unravel_index(t, grid).
+    blocked: block b = t // (N / M) (blocks in raster order over block_grid), in-block index p = t % (N / M) in
+             raster order inside the block: position = unravel(b, block_grid) * step + unravel(p, step),
+             step = grid / block_grid (the token order block_layout() assumes)."""
+    grid = tuple(int(g) for g in grid)
+    if len(grid) not in (2, 3):
+        raise ValueError("grid must have 2 or 3 axes, got %r" % (grid,))
+    if int(np.prod(grid)) != N:
+        raise ValueError("grid %r holds %d tokens, not N = %d" % (grid, int(np.prod(grid)), N))
+    if token_order == "raster":
+        return np.stack(np.unravel_index(np.arange(N), grid), axis=1).astype(np.int64)
+    if token_order == "blocked":
+        if block_grid is None:
+            raise ValueError("token_order 'blocked' needs block_grid")
+        block_grid = tuple(int(b) for b in block_grid)
+        if len(block_grid) != len(grid) or any(g % b != 0 for g, b in zip(grid, block_grid)):
+            raise ValueError("block_grid %r does not divide grid %r" % (block_grid, grid))
+        step = tuple(g // b for g, b in zip(grid, block_grid))
+        per_block = int(np.prod(step))
+        pos = np.empty((N, len(grid)), dtype=np.int64)
+        for t in range(N):
+            b, p = divmod(t, per_block)
+            bc = np.array(np.unravel_index(b, block_grid))
+            ic = np.array(np.unravel_index(p, step))
+            pos[t] = bc * np.array(step) + ic
+        return pos
+    raise ValueError("unknown token_order " + repr(token_order))
+
+
+def load_gates(gates, N, gates_log=False):
+    """The N gates g_t in (0, 1] of one head, as given (gates_log=False) or as ln g (gates_log=True).
+    Returns (g, log_g): exactly one of them is an array, the other None (products are formed from what was
+    given: plain products of g, or exp of sums of ln g). Errors: not N values; g outside (0, 1] (NaN included);
+    ln g not finite or > 0."""
+    if gates is None:
+        raise ValueError("mechanism 'gated' needs gates (one value per token)")
+    x = load_matrix(gates)
+    if x.ndim != 1 or x.shape[0] != N:
+        raise ValueError("gates must hold one value per token: N = %d, got shape %r" % (N, tuple(x.shape)))
+    if gates_log:
+        bad = ~(np.isfinite(x) & (x <= 0.0))
+        if np.any(bad):
+            t = int(np.flatnonzero(bad)[0])
+            raise ValueError("log gates must be finite and <= 0 (gates in (0, 1]): token %d has ln g = %r"
+                             % (t, float(x[t])))
+        return None, x
+    bad = ~((x > 0.0) & (x <= 1.0))
+    if np.any(bad):
+        t = int(np.flatnonzero(bad)[0])
+        raise ValueError("gates must lie in (0, 1]: token %d has g = %r" % (t, float(x[t])))
+    return x, None
+
+
+def family_weights(mechanism, N, causal=False, decay=None, head=0, grid=None, block_grid=None,
+                   token_order="raster", gates=None, gates_log=False):
+    """W (N x N, float64) of 1.8: P = W * (phi(Q) phi(K)^T) elementwise, W = 0 where j is not allowed.
+    decay:     gamma^dist, dist = t - j (causal, j <= t), |t - j| (non-causal 1-D), Manhattan distance of the
+               grid positions (non-causal with grid). Causal with a grid still uses t - j (the spec's rule).
+    gated:     prod_{i=j+1..t} g_i for j <= t (1 on the diagonal); causal only.
+    cosformer: cos(pi/2 * (t - j) / N) (on j <= t when causal)."""
+    t_idx = np.arange(N)[:, None]
+    j_idx = np.arange(N)[None, :]
+    mask = (j_idx <= t_idx) if causal else np.ones((N, N), dtype=bool)
+    if mechanism == "decay":
+        g = default_decay(head) if decay is None else float(decay)
+        if not (0.0 < g <= 1.0):
+            raise ValueError("decay g must lie in (0, 1], got %r" % (g,))
+        if causal:
+            dist = t_idx - j_idx                      # only used where j <= t
+            if grid is not None:
+                grid_positions(N, grid, block_grid, token_order)    # validated, not used (dist is t - j)
+        elif grid is not None:
+            pos = grid_positions(N, grid, block_grid, token_order)
+            dist = np.abs(pos[:, None, :] - pos[None, :, :]).sum(axis=-1)
+        else:
+            dist = np.abs(t_idx - j_idx)
+        return np.where(mask, g ** np.where(mask, dist, 0).astype(np.float64), 0.0)
+    if mechanism == "gated":
+        if not causal:
+            raise ValueError("mechanism 'gated' is causal only (set causal=True / --causal)")
+        g, log_g = load_gates(gates, N, gates_log)
+        W = np.zeros((N, N))
+        for t in range(N):
+            W[t, t] = 1.0
+            if g is not None:
+                # W[t, j] = g_t * g_{t-1} * ... * g_{j+1}, multiplied in that order
+                for j in range(t - 1, -1, -1):
+                    W[t, j] = W[t, j + 1] * g[j + 1]
+            else:
+                # W[t, j] = exp(ln g_t + ln g_{t-1} + ... + ln g_{j+1}), summed in that order
+                acc = 0.0
+                for j in range(t - 1, -1, -1):
+                    acc += log_g[j + 1]
+                    W[t, j] = math.exp(acc)
+        return W
+    if mechanism == "cosformer":
+        return np.where(mask, np.cos(np.pi / 2.0 * (t_idx - j_idx) / N), 0.0)
+    raise ValueError("unknown mechanism " + repr(mechanism))
+
+
+def _normalise(P, normalize, mechanism):
+    if normalize == "row":
+        return P / P.sum(axis=1, keepdims=True)
+    if normalize == "none":
+        return P
+    raise ValueError("mechanism %r takes normalize row|none, not %r" % (mechanism, normalize))
+
+
+def family_attention(mechanism, phiQ, phiK, normalize="row", **weight_options):
+    """A of 1.8: P = W * (phiQ phiK^T), row-normalised (row) or not (none)."""
+    if normalize not in ("row", "none"):
+        raise ValueError("mechanism %r takes normalize row|none, not %r" % (mechanism, normalize))
+    N = phiQ.shape[0]
+    W = family_weights(mechanism, N, **weight_options)
+    P = np.where(W != 0.0, W * (phiQ @ phiK.T), 0.0)     # W is 0 off the mask: no -0.0 there
+    return _normalise(P, normalize, mechanism)
+
+
+def cosformer_factors(phiQ, phiK, causal=False):
+    """The cos/sin split of cosformer (1.8): cos(a(t - j)) = cos(at)cos(aj) + sin(at)sin(aj), a = pi / (2N), so
+    non-causally P = [phiQ cos, phiQ sin] [phiK cos, phiK sin]^T (rank <= 2r). Returns (L, R), N x 2r each;
+    causal: P = tril(L R^T). For the identities, not for the answers."""
+    N = phiQ.shape[0]
+    a = np.pi / (2.0 * N)
+    c = np.cos(a * np.arange(N))[:, None]
+    sn = np.sin(a * np.arange(N))[:, None]
+    return np.hstack([phiQ * c, phiQ * sn]), np.hstack([phiK * c, phiK * sn])
+
+
 def attention_matrix(mechanism, Q, K, scale=None, causal=False, feature_map="relu",
                      favor_features=256, seed=0, blocks=None, chunk=None, grid=None, block_grid=None,
                      token_order="raster", mixing=None, mixing_sigma=3.0, mixing_threshold=1.5,
-                     mixing_matrix=None, normalize="row"):
-    """The N x N matrix A of docs/maths.md 1 (float64)."""
+                     mixing_matrix=None, normalize="row", decay=None, head=0, gates=None, gates_log=False):
+    """The N x N matrix A of docs/maths.md 1 and attention.md 1.8 (float64).
+    decay, head (only for decay's default), gates, gates_log: see family_weights() / load_gates()."""
     Q = np.asarray(Q, dtype=np.float64)
     K = np.asarray(K, dtype=np.float64)
     assert Q.shape == K.shape and Q.ndim == 2
     if mechanism == "softmax":
         return softmax_attention(Q, K, scale, causal)
     N = Q.shape[0]
+    if mechanism not in ("linear", "mhla") + NEW_FAMILIES:
+        raise ValueError("unknown mechanism " + repr(mechanism))
+    if mechanism == "gated" and not causal:
+        raise ValueError("mechanism 'gated' is causal only (set causal=True / --causal)")
     phiQ = apply_feature_map(feature_map, Q, favor_features, seed)
     phiK = apply_feature_map(feature_map, K, favor_features, seed)
     if mechanism == "linear":
         return kernel_attention(phiQ, phiK, np.zeros(N, dtype=np.int64), np.ones((1, 1)), causal, normalize)
     if mechanism == "mhla":
-        blk, centres = block_layout(N, blocks, chunk, grid, block_grid, token_order)
-        if mixing_matrix is not None:
-            Mc = load_matrix(mixing_matrix)
-            assert Mc.shape == (centres.shape[0],) * 2
-        else:
-            Mc = mixing_preset(mixing, centres, causal, mixing_sigma, mixing_threshold)
+        blk, Mc = mhla_layout(N, causal, blocks, chunk, grid, block_grid, token_order, mixing, mixing_sigma,
+                              mixing_threshold, mixing_matrix)
         return kernel_attention(phiQ, phiK, blk, Mc, causal, normalize)
-    raise ValueError("unknown mechanism " + repr(mechanism))
+    return family_attention(mechanism, phiQ, phiK, normalize, causal=causal, decay=decay, head=head, grid=grid,
+                            block_grid=block_grid, token_order=token_order, gates=gates, gates_log=gates_log)
+
+
+def causal_rule(mechanism, N, causal=False, blocks=None, chunk=None, grid=None, block_grid=None,
+                token_order="raster", **_ignored):
+    """N x N bool: j allowed to t by the causal rule alone (all True when not causal). MHLA: blk(j) < blk(t), or
+    the same block and j <= t; every other mechanism: j <= t."""
+    if mechanism == "gated" and not causal:
+        raise ValueError("mechanism 'gated' is causal only (set causal=True / --causal)")
+    if not causal:
+        return np.ones((N, N), dtype=bool)
+    t = np.arange(N)[:, None]
+    j = np.arange(N)[None, :]
+    if mechanism == "mhla":
+        blk, _ = block_layout(N, blocks, chunk, grid, block_grid, token_order)
+        return (blk[None, :] < blk[:, None]) | ((blk[None, :] == blk[:, None]) & (j <= t))
+    return j <= t
 
 
 def allowed_keys(mechanism, N, causal=False, blocks=None, chunk=None, grid=None, block_grid=None,
                  token_order="raster", **_ignored):
-    """n_t of docs/maths.md 2: N, or the number of keys the causal rule allows (t+1 for softmax / linear)."""
+    """n_t of docs/maths.md 2: N, or the number of keys the causal rule allows (t+1 for softmax / linear /
+    decay / gated / cosformer; MHLA's block rule). gated without causal is an error, as in attention_matrix."""
+    if mechanism == "gated" and not causal:
+        raise ValueError("mechanism 'gated' is causal only (set causal=True / --causal)")
     if not causal:
         return np.full(N, N, dtype=np.int64)
-    if mechanism in ("softmax", "linear"):
+    if mechanism in ("softmax", "linear") + NEW_FAMILIES:
         return np.arange(1, N + 1, dtype=np.int64)
     blk, _ = block_layout(N, blocks, chunk, grid, block_grid, token_order)
     t = np.arange(N)[:, None]
