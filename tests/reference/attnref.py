@@ -519,6 +519,235 @@ def metrics(A, allowed=None, rank_rtol=None, top_k=None, row_entropy=False):
 
 
 # ------------------------------------------------------------------------------------------------
+# 2.1 Measures that separate the model from the mask and the defaults.
+RTOL_KEYS = (("1e-2", 1e-2), ("1e-3", 1e-3), ("1e-4", 1e-4), ("1e-6", 1e-6), ("1e-8", 1e-8), ("1e-10", 1e-10),
+             ("1e-12", 1e-12))
+
+
+def support_mask(mechanism, N, **options):
+    """N x N bool: S_t as rows, the keys that can have a non-zero weight by construction (2.1).
+
+    The causal rule, and for MHLA Mc[blk(t), blk(j)] != 0 (a learned or preset Mc with zeros, e.g. local,
+    identity, causal-local used non-causally; a signed Mc's negative entries are non-zero and count).
+    Nothing else is structurally zero:
+      softmax:   exp(score) > 0 for every finite score;
+      linear:    phi(q).phi(k) is data, not construction (it may vanish for identity features, but only by the data);
+      decay:     gamma^dist with 0 < gamma <= 1 is > 0 for every finite dist (gamma = 1 gives 1);
+      gated:     a product of gates in (0, 1] is > 0;
+      cosformer: |t - j| <= N - 1 < N, so pi/2 (t - j)/N lies in (-pi/2, pi/2) and the cos factor is > 0
+                 (it would be 0 only at |t - j| = N, which no pair of N tokens reaches).
+    Floating-point underflow (gamma^dist or a long gate product below 1e-308, exp of a very negative score)
+    can make an entry 0.0 in A; that is not "by construction" and does not shrink S_t."""
+    allowed = causal_rule(mechanism, N, **options)
+    if mechanism == "mhla":
+        keys = ("causal", "blocks", "chunk", "grid", "block_grid", "token_order", "mixing", "mixing_sigma",
+                "mixing_threshold", "mixing_matrix")
+        blk, Mc = mhla_layout(N, **{k: v for k, v in options.items() if k in keys})
+        allowed = allowed & (Mc[np.ix_(blk, blk)] != 0.0)
+    return allowed
+
+
+def support_sizes(mechanism, N, **options):
+    """|S_t| for every row t."""
+    return support_mask(mechanism, N, **options).sum(axis=1).astype(np.int64)
+
+
+def energy_rank(s, fraction):
+    """The smallest k with s_1^2 + ... + s_k^2 >= fraction * sum_i s_i^2 (s descending). The partial sums are
+    accumulated in order (numpy.cumsum) and the total is the last partial sum, so some k <= len(s) always
+    qualifies. 0 for an all-zero spectrum (the empty sum already qualifies)."""
+    s = np.asarray(s, dtype=np.float64)
+    if s.size == 0:
+        return 0
+    c = np.cumsum(s ** 2)
+    target = fraction * c[-1]
+    if target <= 0.0:
+        return 0
+    for k in range(1, s.size + 1):
+        if c[k - 1] >= target:
+            return k
+    raise AssertionError("unreachable")
+
+
+def ranks_at_rtol(s):
+    """rank_at_rtol of 2.1: {"1e-2": #{s_i > 1e-2 s_1}, ..., "1e-12": ...} (keys are strings)."""
+    s = np.asarray(s, dtype=np.float64)
+    s1 = s[0] if s.size else 0.0
+    return {key: int(np.sum(s > r * s1)) for key, r in RTOL_KEYS}
+
+
+def spectral_measures(s):
+    """energy_rank_90, energy_rank_99 and rank_at_rtol of one spectrum."""
+    return {"energy_rank_90": energy_rank(s, 0.90), "energy_rank_99": energy_rank(s, 0.99),
+            "rank_at_rtol": ranks_at_rtol(s)}
+
+
+def past_block(A, h=None, rank_rtol=None):
+    """past_block of 2.1: the metrics of A[h:N, 0:h] (rows h.., cols ..h-1), h default floor(N/2):
+    rows, cols, rank (section 2's rule on the block's own singular values: tol = s_1 * max(rows, cols) * 2^-52,
+    or rank_rtol * s_1), effective_rank, energy_rank_90, energy_rank_99. h must be in 1..N-1 (ValueError
+    otherwise; with the default h that means N >= 2)."""
+    A = np.asarray(A, dtype=np.float64)
+    N = A.shape[0]
+    if h is None:
+        h = N // 2
+    h = int(h)
+    if not (1 <= h <= N - 1):
+        raise ValueError("past_split h must lie in 1..N-1 (N = %d), got %d" % (N, h))
+    B = A[h:N, 0:h]
+    sp = spectrum(B, rank_rtol)
+    return {"rows": int(B.shape[0]), "cols": int(B.shape[1]), "rank": sp["rank"],
+            "effective_rank": sp["effective_rank"],
+            "energy_rank_90": energy_rank(sp["singular_values"], 0.90),
+            "energy_rank_99": energy_rank(sp["singular_values"], 0.99)}
+
+
+def support_normalized_mean(A, sizes):
+    """entropy.support_normalized_mean of 2.1: mean over rows of H_t / ln|S_t|, rows with |S_t| <= 1 count as 0.
+    None when A has a negative entry (entropy is undefined, as in metrics())."""
+    A = np.asarray(A, dtype=np.float64)
+    if np.any(A < 0):
+        return None
+    H = row_entropies(A)
+    sizes = np.asarray(sizes)
+    norm = np.where(sizes > 1, H / np.log(np.maximum(sizes, 2)), 0.0)
+    return float(norm.mean())
+
+
+def baseline_matrix(mechanism, N, normalize="row", scale=None, feature_map=None, favor_features=None, seed=None,
+                    **options):
+    """A0 of 2.1: the mechanism with every phi(q_t).phi(k_j) (softmax: every score) replaced by 1, on the same
+    mask, blocks, Mc, decay and gates, normalised like A.
+      softmax:   rowsoftmax of a constant score on the causal rule = 1 / n_t on the allowed keys (scale and
+                 normalize play no part: softmax has neither a kernel nor a normalize option);
+      linear:    P0 = 1 on the causal rule;
+      mhla:      P0[t,j] = Mc[blk(t), blk(j)] on MHLA's causal rule; official normalisation: den0(t) =
+                 1e-6 + sum_b Mc[i, b] * |b| (phi(q_{b,p}) . z_b = sum_{j in b} phi(q_{b,p}).phi(k_j) with each
+                 product replaced by 1 gives the block size |b|);
+      decay, gated, cosformer: P0 = W of family_weights() (gamma^dist, the gate products, the cos factor);
+    then row (P0 / row sum), none (P0) or official (P0 / den0). The feature map plays no part (the
+    arguments are accepted so the same options dict fits every function)."""
+    if mechanism == "softmax":
+        mask = causal_rule("softmax", N, **options)
+        S0 = np.where(mask, 1.0, -np.inf)
+        S0 = S0 - S0.max(axis=1, keepdims=True)
+        E = np.exp(S0)
+        return E / E.sum(axis=1, keepdims=True)
+    causal = bool(options.get("causal", False))
+    if mechanism == "linear":
+        P0 = np.where(causal_rule("linear", N, **options), 1.0, 0.0)
+        if normalize not in ("row", "none"):
+            raise ValueError("linear attention takes normalize row|none, not %r" % (normalize,))
+        return _normalise(P0, normalize, mechanism)
+    if mechanism == "mhla":
+        keys = ("causal", "blocks", "chunk", "grid", "block_grid", "token_order", "mixing", "mixing_sigma",
+                "mixing_threshold", "mixing_matrix")
+        blk, Mc = mhla_layout(N, **{k: v for k, v in options.items() if k in keys})
+        P0 = np.where(causal_rule("mhla", N, **options), Mc[np.ix_(blk, blk)], 0.0)
+        if normalize == "official":
+            assert not causal, "official normalisation is non-causal only"
+            M = Mc.shape[0]
+            size = [int(np.sum(blk == b)) for b in range(M)]
+            assert len(set(size)) == 1, "official normalisation needs equal blocks"
+            den0 = np.array([OFFICIAL_EPS + sum(Mc[blk[t], b] * size[b] for b in range(M)) for t in range(N)])
+            return P0 / den0[:, None]
+        return _normalise(P0, normalize, mechanism)
+    if mechanism in NEW_FAMILIES:
+        keys = ("causal", "decay", "head", "grid", "block_grid", "token_order", "gates", "gates_log")
+        W = family_weights(mechanism, N, **{k: v for k, v in options.items() if k in keys})
+        return _normalise(W, normalize, mechanism)
+    raise ValueError("unknown mechanism " + repr(mechanism))
+
+
+def baseline_measures(A0, allowed, rank_rtol=None):
+    """baseline of 2.1: rank, effective_rank, stable_rank, energy_rank_90, energy_rank_99 and
+    entropy {mean, normalized_mean} (None when A0 has a negative entry) of A0; None when A0 is not finite
+    (a row normaliser <= 0 with a signed Mc: the degenerate-normaliser rule)."""
+    A0 = np.asarray(A0, dtype=np.float64)
+    if not np.all(np.isfinite(A0)):
+        return None
+    sp = spectrum(A0, rank_rtol)
+    out = {"rank": sp["rank"], "effective_rank": sp["effective_rank"], "stable_rank": sp["stable_rank"],
+           "energy_rank_90": energy_rank(sp["singular_values"], 0.90),
+           "energy_rank_99": energy_rank(sp["singular_values"], 0.99)}
+    if np.any(A0 < 0):
+        out["entropy"] = None
+    else:
+        stats, _ = entropy_stats(A0, allowed)
+        out["entropy"] = {"mean": stats["mean"], "normalized_mean": stats["normalized_mean"]}
+    return out
+
+
+def measures(mechanism, Q, K, A=None, rank_rtol=None, past_split=None, **options):
+    """The 2.1 measures of one mechanism on (Q, K), as the analyze JSON names them (cli.md "Added for the next
+    round"): energy_rank_90, energy_rank_99, rank_at_rtol, baseline, excess_effective_rank,
+    entropy_below_baseline, support_normalized_mean (goes into the result's "entropy"), past_block (present only
+    when causal or past_split is given), warnings. options: those of attention_matrix(); A may be given to skip
+    recomputing it. The full spectrum is always used (the reference has no top-k path)."""
+    Q = np.asarray(Q, dtype=np.float64)
+    N = Q.shape[0]
+    if A is None:
+        A = attention_matrix(mechanism, Q, K, **options)
+    A = np.asarray(A, dtype=np.float64)
+    warnings = []
+    causal = bool(options.get("causal", False))
+    out = {}
+    if not np.all(np.isfinite(A)):
+        warnings.append("the matrix has non-finite entries (a row normaliser is zero): no measure is reported")
+        out.update(energy_rank_90=None, energy_rank_99=None, rank_at_rtol=None, baseline=None,
+                   excess_effective_rank=None, entropy_below_baseline=None, support_normalized_mean=None)
+        if causal or past_split is not None:
+            out["past_block"] = None
+        out["warnings"] = warnings
+        return out
+    sp = spectrum(A, rank_rtol)
+    out.update(spectral_measures(sp["singular_values"]))
+    allowed = allowed_keys(mechanism, N, **options)
+    baseline_options = {k: v for k, v in options.items() if k not in ("scale", "feature_map", "favor_features",
+                                                                       "seed")}
+    if mechanism == "softmax":
+        baseline_options.pop("normalize", None)
+    A0 = baseline_matrix(mechanism, N, **baseline_options)
+    base = baseline_measures(A0, allowed, rank_rtol)
+    out["baseline"] = base
+    if base is None:
+        warnings.append("the content-free baseline has a row normaliser <= 0: no baseline is reported")
+        out["excess_effective_rank"] = None
+        out["entropy_below_baseline"] = None
+    else:
+        out["excess_effective_rank"] = sp["effective_rank"] - base["effective_rank"]
+        if base["entropy"] is None:
+            warnings.append("the content-free baseline has negative entries: its entropy is not defined")
+        if base["entropy"] is None or np.any(A < 0):
+            out["entropy_below_baseline"] = None
+        else:
+            out["entropy_below_baseline"] = base["entropy"]["mean"] - float(row_entropies(A).mean())
+    out["support_normalized_mean"] = support_normalized_mean(A, support_sizes(mechanism, N, **options))
+    if causal or past_split is not None:
+        out["past_block"] = past_block(A, past_split, rank_rtol)
+    out["warnings"] = warnings
+    return out
+
+
+def analyze_result(mechanism, Q, K, rank_rtol=None, top_k=None, row_entropy=False, past_split=None, **options):
+    """One result of the analyze JSON with the 2.1 measures: metrics() plus energy_rank_90, energy_rank_99,
+    rank_at_rtol, baseline, excess_effective_rank, entropy_below_baseline, entropy.support_normalized_mean and
+    past_block (when causal or past_split is given)."""
+    A = attention_matrix(mechanism, Q, K, **options)
+    N = A.shape[0]
+    out = metrics(A, allowed_keys(mechanism, N, **options), rank_rtol, top_k, row_entropy)
+    m = measures(mechanism, Q, K, A=A, rank_rtol=rank_rtol, past_split=past_split, **options)
+    if out["entropy"] is not None:
+        out["entropy"]["support_normalized_mean"] = m["support_normalized_mean"]
+    for key in ("energy_rank_90", "energy_rank_99", "rank_at_rtol", "baseline", "excess_effective_rank",
+                "entropy_below_baseline", "past_block"):
+        if key in m:
+            out[key] = m[key]
+    out["warnings"] += m["warnings"]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
 def _ints(s):
     return [int(x) for x in s.split(",")] if s else None
 
