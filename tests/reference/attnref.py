@@ -748,6 +748,170 @@ def analyze_result(mechanism, Q, K, rank_rtol=None, top_k=None, row_entropy=Fals
 
 
 # ------------------------------------------------------------------------------------------------
+# 2.1 Aggregation over units (inputs, heads, layers, seeds).
+#
+# The procedure, fixed here so the C++ can reproduce it number for number:
+#   values:    per (mechanism, metric) the finite values, in the order their records appear in `units`
+#              (None / NaN / missing = not measured on that unit, left out; n counts what is left).
+#   mean:      sum in that order (left to right, plain double additions) / n.
+#   std:       SAMPLE standard deviation (ddof = 1): sqrt(sum (x - mean)^2 / (n - 1)), None when n < 2.
+#              The spec says only "std"; section 2's row-entropy std is the population one. [flag for the lead]
+#   interval:  95% percentile bootstrap, 2000 resamples, a fresh SplitMix64(seed = 0) for EVERY row (each
+#              (mechanism, metric) and each (pair, metric)): for b = 0..1999: for i = 0..n-1:
+#              idx = floor(uniform() * n) (clamped to n - 1: uniform() returns exactly 1.0 with probability
+#              2^-53), total += x[idx] (in draw order, starting from 0.0); mean_b = total / n. Then
+#              ci_low, ci_high = numpy.percentile(means, [2.5, 97.5]) with the default linear method, which is
+#              (percentile_linear below): sort; v = p/100 * (B - 1); i = floor(v); f = v - i;
+#              a = m[i], b = m[i+1]; result = a + (b - a) * f if f < 0.5 else b - (b - a) * (1 - f).
+#              Rows with the same n therefore resample the same unit positions (a joint bootstrap over units).
+#   pairs:     for mechanisms a before b (order of first appearance) and every metric both have: the units
+#              (order of first appearance in `units`) where both values are finite; d_u = x_a(u) - x_b(u);
+#              n = number of such units (ties included), mean_diff and its interval as above on d.
+#   p_sign:    two-sided exact sign test on d with ties (d = 0) dropped: m = #(d != 0), k = #(d > 0);
+#              p = min(1, 2 * P(X <= min(k, m - k))), X ~ Bin(m, 1/2); p = 1 when m = 0.
+#   Rows with n = 0 are left out.
+def percentile_linear(values, p):
+    """numpy.percentile(values, p) (method 'linear', numpy 1.22+), written out."""
+    m = np.sort(np.asarray(values, dtype=np.float64))
+    v = p / 100.0 * (m.size - 1)
+    i = int(math.floor(v))
+    f = v - i
+    if i >= m.size - 1:
+        return float(m[-1])
+    a, b = m[i], m[i + 1]
+    if f >= 0.5:
+        return float(b - (b - a) * (1.0 - f))
+    return float(a + (b - a) * f)
+
+
+def bootstrap_means(x, resamples=2000, seed=0):
+    """The resampled means of x (see the procedure above)."""
+    x = [float(v) for v in x]
+    n = len(x)
+    rng = SplitMix64(seed)
+    means = np.empty(resamples)
+    for b in range(resamples):
+        total = 0.0
+        for _ in range(n):
+            idx = min(int(math.floor(rng.uniform() * n)), n - 1)
+            total += x[idx]
+        means[b] = total / n
+    return means
+
+
+def bootstrap_interval(x, resamples=2000, seed=0, level=0.95):
+    """(ci_low, ci_high): the percentile bootstrap interval of the mean of x."""
+    means = bootstrap_means(x, resamples, seed)
+    lo, hi = np.percentile(means, [50.0 * (1.0 - level), 100.0 - 50.0 * (1.0 - level)])
+    return float(lo), float(hi)
+
+
+def sign_test_p(diffs):
+    """Two-sided exact sign test: ties dropped, p = min(1, 2 P(X <= min(k, m - k))), X ~ Bin(m, 1/2)."""
+    from fractions import Fraction
+    pos = sum(1 for v in diffs if v > 0)
+    neg = sum(1 for v in diffs if v < 0)
+    m = pos + neg
+    if m == 0:
+        return 1.0
+    k = min(pos, neg)
+    tail = Fraction(sum(math.comb(m, i) for i in range(k + 1)), 2 ** m)
+    return float(min(Fraction(1), 2 * tail))
+
+
+def _mean(x):
+    total = 0.0
+    for v in x:
+        total += v
+    return total / len(x)
+
+
+def _sample_std(x):
+    if len(x) < 2:
+        return None
+    mu = _mean(x)
+    total = 0.0
+    for v in x:
+        total += (v - mu) ** 2
+    return math.sqrt(total / (len(x) - 1))
+
+
+def _finite(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def flatten_result(result, prefix=""):
+    """An analyze result as {metric: number or None} with dotted names ("entropy.mean", "baseline.rank",
+    "rank_at_rtol.1e-3", "past_block.rank"); lists (singular_values, row_entropy, warnings) and strings are
+    left out. [the naming of nested metrics in aggregate.csv is not in the spec: this is a proposal]"""
+    out = {}
+    for key, v in result.items():
+        if key in ("singular_values", "row_entropy", "warnings", "mechanism", "params"):
+            continue
+        name = prefix + str(key)
+        if isinstance(v, dict):
+            out.update(flatten_result(v, name + "."))
+        elif v is None or _finite(v):
+            out[name] = v
+    return out
+
+
+def aggregate(units, resamples=2000, seed=0):
+    """Statistics over units (attention.md 2.1, last bullet; cli.md aggregate.csv / aggregate.json).
+
+    units: a list of records, one per (unit, mechanism): {"unit": id, "mechanism": name, metric: value, ...}
+    (values are numbers, or None when not measured; flatten_result() turns an analyze result into such metrics).
+    Returns {"mechanisms": [{"mechanism", "metric", "n", "mean", "std", "ci_low", "ci_high"}, ...],
+             "pairs": [{"mechanism_a", "mechanism_b", "metric", "n", "mean_diff", "ci_low", "ci_high",
+                        "p_sign"}, ...]}
+    in order of first appearance (mechanisms, then metrics). The procedure is spelt out above."""
+    mechs, metric_names, unit_ids = [], [], []
+    table = {}                                  # (mechanism, unit) -> record
+    for rec in units:
+        u, mech = rec["unit"], rec["mechanism"]
+        if (mech, u) in table:
+            raise ValueError("unit %r appears twice for mechanism %r" % (u, mech))
+        table[(mech, u)] = rec
+        if mech not in mechs:
+            mechs.append(mech)
+        if u not in unit_ids:
+            unit_ids.append(u)
+        for key, v in rec.items():
+            if key in ("unit", "mechanism") or key in metric_names:
+                continue
+            if v is None or _finite(v):
+                metric_names.append(key)
+    rows = []
+    for mech in mechs:
+        for metric in metric_names:
+            x = [float(rec[metric]) for rec in units
+                 if rec["mechanism"] == mech and _finite(rec.get(metric))]
+            if not x:
+                continue
+            lo, hi = bootstrap_interval(x, resamples, seed)
+            rows.append({"mechanism": mech, "metric": metric, "n": len(x), "mean": _mean(x), "std": _sample_std(x),
+                         "ci_low": lo, "ci_high": hi})
+    pairs = []
+    for ia, a in enumerate(mechs):
+        for b in mechs[ia + 1:]:
+            for metric in metric_names:
+                d = []
+                for u in unit_ids:
+                    ra, rb = table.get((a, u)), table.get((b, u))
+                    if ra is None or rb is None:
+                        continue
+                    va, vb = ra.get(metric), rb.get(metric)
+                    if _finite(va) and _finite(vb):
+                        d.append(float(va) - float(vb))
+                if not d:
+                    continue
+                lo, hi = bootstrap_interval(d, resamples, seed)
+                pairs.append({"mechanism_a": a, "mechanism_b": b, "metric": metric, "n": len(d),
+                              "mean_diff": _mean(d), "ci_low": lo, "ci_high": hi, "p_sign": sign_test_p(d)})
+    return {"mechanisms": rows, "pairs": pairs}
+
+
+# ------------------------------------------------------------------------------------------------
 def _ints(s):
     return [int(x) for x in s.split(",")] if s else None
 
