@@ -40,8 +40,9 @@ baseline A0, the past block) come from measures(mechanism, Q, K, **options); ana
 whole result of the analyze JSON (metrics() and measures() together); aggregate(units) gives the statistics
 over units (means, bootstrap intervals, paired differences, sign tests).
 
-From a shell (npy in, npy / JSON out), e.g.
+From a shell (npy in, npy / JSON out; a ValueError becomes "error: ..." on stderr and exit status 2), e.g.
     python3 attnref.py --q q.npy --k k.npy --mechanism mhla --blocks 4 --out A.npy --metrics-json m.json
+    python3 attnref.py --q q.npy --k k.npy --mechanism gated --causal --gates g.npy --gates-log --metrics-json -
 """
 
 import argparse
@@ -917,10 +918,11 @@ def _ints(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="NumPy reference attention matrix and metrics (docs/maths.md)")
+    ap = argparse.ArgumentParser(description="NumPy reference attention matrix and metrics (docs/maths.md, "
+                                             "attention.md 1.8 and 2.1)")
     ap.add_argument("--q", required=True)
     ap.add_argument("--k", required=True)
-    ap.add_argument("--mechanism", default="mhla", choices=["softmax", "linear", "mhla"])
+    ap.add_argument("--mechanism", default="mhla", choices=["softmax", "linear", "mhla"] + list(NEW_FAMILIES))
     ap.add_argument("--scale", type=float)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--feature-map", default="relu")
@@ -936,28 +938,40 @@ def main():
     ap.add_argument("--mixing-sigma", type=float, default=3.0)
     ap.add_argument("--mixing-threshold", type=float, default=1.5)
     ap.add_argument("--normalize", default="row")
+    ap.add_argument("--decay", type=float, help="decay's gamma in (0, 1]; default 1 - 2^(-5 - head)")
+    ap.add_argument("--head", type=int, default=0, help="query head index (only for decay's default gamma)")
+    ap.add_argument("--gates", help=".npy file holding the N gates of the head (gated)")
+    ap.add_argument("--gates-log", action="store_true", help="--gates holds ln g")
+    ap.add_argument("--past-split", type=int, help="h of past_block (default N // 2; reported when causal)")
     ap.add_argument("--rank-rtol", type=float)
     ap.add_argument("--top-k", type=int)
     ap.add_argument("--out", help="write A here (.npy)")
-    ap.add_argument("--metrics-json", help="write metrics here ('-' for stdout)")
+    ap.add_argument("--metrics-json", help="write metrics and the 2.1 measures here ('-' for stdout)")
     a = ap.parse_args()
     Q = np.load(a.q).astype(np.float64)
     K = np.load(a.k).astype(np.float64)
     opts = dict(scale=a.scale, causal=a.causal, feature_map=a.feature_map, favor_features=a.favor_features,
                 seed=a.seed, blocks=a.blocks, chunk=a.chunk, grid=_ints(a.grid), block_grid=_ints(a.block_grid),
                 token_order=a.token_order, mixing=a.mixing, mixing_sigma=a.mixing_sigma,
-                mixing_threshold=a.mixing_threshold, mixing_matrix=a.mixing_matrix, normalize=a.normalize)
-    A = attention_matrix(a.mechanism, Q, K, **opts)
-    if a.out:
-        np.save(a.out, A)
-    if a.metrics_json:
-        m = metrics(A, allowed_keys(a.mechanism, Q.shape[0], **opts), a.rank_rtol, a.top_k)
-        text = json.dumps(m, indent=1)
-        if a.metrics_json == "-":
-            print(text)
-        else:
-            with open(a.metrics_json, "w") as f:
-                f.write(text)
+                mixing_threshold=a.mixing_threshold, mixing_matrix=a.mixing_matrix, normalize=a.normalize,
+                decay=a.decay, head=a.head, gates=a.gates, gates_log=a.gates_log)
+    try:
+        A = attention_matrix(a.mechanism, Q, K, **opts)
+        if a.out:
+            np.save(a.out, A)
+        if a.metrics_json:
+            m = analyze_result(a.mechanism, Q, K, rank_rtol=a.rank_rtol, top_k=a.top_k, past_split=a.past_split,
+                               **opts)
+            text = json.dumps(m, indent=1)
+            if a.metrics_json == "-":
+                print(text)
+            else:
+                with open(a.metrics_json, "w") as f:
+                    f.write(text)
+    except ValueError as e:
+        import sys
+        print("error: " + str(e), file=sys.stderr)
+        raise SystemExit(2)
 
 
 if __name__ == "__main__":
