@@ -621,7 +621,8 @@ def baseline_matrix(mechanism, N, normalize="row", scale=None, feature_map=None,
     mask, blocks, Mc, decay and gates, normalised like A.
       softmax:   rowsoftmax of a constant score on the causal rule = 1 / n_t on the allowed keys (scale and
                  normalize play no part: softmax has neither a kernel nor a normalize option);
-      linear:    P0 = 1 on the causal rule;
+      linear:    P0 = 1 on the causal rule (normalize as for MHLA with one block and Mc = [[1]]: attention_matrix()
+                 applies it to linear attention too, although docs/maths.md says linear is always row-normalised);
       mhla:      P0[t,j] = Mc[blk(t), blk(j)] on MHLA's causal rule; official normalisation: den0(t) =
                  1e-6 + sum_b Mc[i, b] * |b| (phi(q_{b,p}) . z_b = sum_{j in b} phi(q_{b,p}).phi(k_j) with each
                  product replaced by 1 gives the block size |b|);
@@ -635,16 +636,14 @@ def baseline_matrix(mechanism, N, normalize="row", scale=None, feature_map=None,
         E = np.exp(S0)
         return E / E.sum(axis=1, keepdims=True)
     causal = bool(options.get("causal", False))
-    if mechanism == "linear":
-        P0 = np.where(causal_rule("linear", N, **options), 1.0, 0.0)
-        if normalize not in ("row", "none"):
-            raise ValueError("linear attention takes normalize row|none, not %r" % (normalize,))
-        return _normalise(P0, normalize, mechanism)
-    if mechanism == "mhla":
-        keys = ("causal", "blocks", "chunk", "grid", "block_grid", "token_order", "mixing", "mixing_sigma",
-                "mixing_threshold", "mixing_matrix")
-        blk, Mc = mhla_layout(N, **{k: v for k, v in options.items() if k in keys})
-        P0 = np.where(causal_rule("mhla", N, **options), Mc[np.ix_(blk, blk)], 0.0)
+    if mechanism in ("linear", "mhla"):
+        if mechanism == "linear":       # as attention_matrix(): MHLA with one block and Mc = [[1]]
+            blk, Mc = np.zeros(N, dtype=np.int64), np.ones((1, 1))
+        else:
+            keys = ("causal", "blocks", "chunk", "grid", "block_grid", "token_order", "mixing", "mixing_sigma",
+                    "mixing_threshold", "mixing_matrix")
+            blk, Mc = mhla_layout(N, **{k: v for k, v in options.items() if k in keys})
+        P0 = np.where(causal_rule(mechanism, N, **options), Mc[np.ix_(blk, blk)], 0.0)
         if normalize == "official":
             assert not causal, "official normalisation is non-causal only"
             M = Mc.shape[0]
