@@ -162,6 +162,9 @@ def _colnorm(W):
 
 
 def mixing_preset(name, centres, causal=False, sigma=3.0, threshold=1.5):
+    # The non-causal default is cos here, as docs/maths.md says today. ../shared/spec/attention.md 1.6 (issue 23)
+    # makes exp the default on 1-D blocks (cos stays on grids); switch this with the C++, not before, or the
+    # known answers of tests/core/attention and tests/app disagree with the binary.
     if name is None or name == "":
         name = "causal-local" if causal else "cos"
     M = centres.shape[0]
@@ -361,7 +364,8 @@ def family_weights(mechanism, N, causal=False, decay=None, head=0, grid=None, bl
                 for j in range(t - 1, -1, -1):
                     W[t, j] = W[t, j + 1] * g[j + 1]
             else:
-                # W[t, j] = exp(ln g_t + ln g_{t-1} + ... + ln g_{j+1}), summed in that order
+                # W[t, j] = exp(ln g_t + ln g_{t-1} + ... + ln g_{j+1}), summed in that order. (An implementation
+                # by differences of one cumulative sum, exp(c_t - c_j), loses about |c_t| * 2^-52 relative.)
                 acc = 0.0
                 for j in range(t - 1, -1, -1):
                     acc += log_g[j + 1]
@@ -587,7 +591,11 @@ def past_block(A, h=None, rank_rtol=None):
     """past_block of 2.1: the metrics of A[h:N, 0:h] (rows h.., cols ..h-1), h default floor(N/2):
     rows, cols, rank (section 2's rule on the block's own singular values: tol = s_1 * max(rows, cols) * 2^-52,
     or rank_rtol * s_1), effective_rank, energy_rank_90, energy_rank_99. h must be in 1..N-1 (ValueError
-    otherwise; with the default h that means N >= 2)."""
+    otherwise; with the default h that means N >= 2).
+    The spec says every entry of the block is allowed; that holds for the j <= t rule (softmax, linear, the 1.8
+    families) and for causal MHLA on 1-D blocks, but not always for causal MHLA on a raster grid (blocks are not
+    contiguous in token order: 6x6 grid, 3x3 blocks, h = 18: 12 of 324 entries are forbidden) nor where Mc has
+    zeros (identity mixing: the whole block is structurally 0). The block is taken as it is."""
     A = np.asarray(A, dtype=np.float64)
     N = A.shape[0]
     if h is None:

@@ -240,12 +240,14 @@ def check_baselines():
          "baseline(linear, causal, none) = lower-triangular ones")
     # the baseline is the matrix of the mechanism on content-free data: identity features on q = k = 1 (d = 1)
     one = np.ones((N, 1))
-    for mech, kw in (("linear", dict(causal=True)), ("linear", dict(normalize="official")), ("decay", dict(causal=False, decay=0.9)),
+    for mech, kw in (("linear", dict(causal=True)), ("linear", dict(normalize="official")),
+                     ("decay", dict(causal=False, decay=0.9)),
                      ("decay", dict(causal=False, decay=0.9, grid=(5, 8))),
                      ("gated", dict(causal=True, gates=rng.uniform(0.5, 1, N))), ("cosformer", dict(causal=False)),
                      ("cosformer", dict(causal=True)), ("mhla", dict(blocks=5, mixing="exp")),
                      ("mhla", dict(blocks=5, mixing="exp", normalize="official")),
-                     ("mhla", dict(causal=True, blocks=5)), ("mhla", dict(grid=(5, 8), block_grid=(5, 2), mixing="local"))):
+                     ("mhla", dict(causal=True, blocks=5)),
+                     ("mhla", dict(grid=(5, 8), block_grid=(5, 2), mixing="local"))):
         for norm in (("row", "none") if kw.get("normalize") is None else (kw["normalize"],)):
             kk = dict(kw, normalize=norm)
             A_one = attnref.attention_matrix(mech, one, one, feature_map="identity", **kk)
@@ -341,8 +343,8 @@ def check_measures():
         keys_ok = keys_ok and set(b["entropy"]) == {"mean", "normalized_mean"}
         keys_ok = keys_ok and (("past_block" in res) == bool(kw.get("causal")))
         report(keys_ok, "result keys as cli.md names them: " + what)
-        same(res["excess_effective_rank"], res["effective_rank"] - b["effective_rank"], "excess_effective_rank: " + what,
-             0.0)
+        same(res["excess_effective_rank"], res["effective_rank"] - b["effective_rank"],
+             "excess_effective_rank: " + what, 0.0)
         same(res["entropy_below_baseline"], b["entropy"]["mean"] - res["entropy"]["mean"],
              "entropy_below_baseline: " + what, 1e-15)
         # support-normalised = normalised entropy when the support is the causal rule (every allowed key)
@@ -400,7 +402,8 @@ def check_past_block():
     pb = attnref.past_block(A)
     s = np.linalg.svd(A[3:, :3], compute_uv=False)
     same(pb["effective_rank"], attnref.spectrum(A[3:6, 0:3])["effective_rank"], "past_block = the block A[3:, :3]", 0.0)
-    report(pb["rank"] == int(np.sum(s > s[0] * 3 * 2.0 ** -52)), "past_block rank rule tol = s1 * max(rows, cols) * 2^-52")
+    report(pb["rank"] == int(np.sum(s > s[0] * 3 * 2.0 ** -52)),
+           "past_block rank rule tol = s1 * max(rows, cols) * 2^-52")
     for bad in (0, 6, -1):
         try:
             attnref.past_block(A, bad)
@@ -421,7 +424,8 @@ def check_aggregate():
     # percentile_linear is numpy.percentile's default method
     rng = np.random.default_rng(6)
     means = attnref.bootstrap_means(rng.standard_normal(9))
-    ok = all(attnref.percentile_linear(means, p) == float(np.percentile(means, p)) for p in (2.5, 97.5, 0, 50, 100, 12.3))
+    ok = all(attnref.percentile_linear(means, p) == float(np.percentile(means, p))
+             for p in (2.5, 97.5, 0, 50, 100, 12.3))
     report(ok, "percentile_linear = numpy.percentile (linear), bit for bit")
     # the generator stream: the first draws of SplitMix64(0) (published splitmix64 test values)
     g = attnref.SplitMix64(0)
