@@ -792,16 +792,28 @@ def percentile_linear(values, p):
     return float(a + (b - a) * f)
 
 
+_BOOTSTRAP_INDICES = {}
+
+
+def bootstrap_indices(n, resamples=2000, seed=0):
+    """The resampled positions: resamples lists of n indices, idx = min(floor(uniform() * n), n - 1), drawn in order
+    from a fresh SplitMix64(seed). They depend on n only, so they are kept (the same numbers, drawn once)."""
+    key = (n, resamples, seed)
+    if key not in _BOOTSTRAP_INDICES:
+        rng = SplitMix64(seed)
+        _BOOTSTRAP_INDICES[key] = [[min(int(math.floor(rng.uniform() * n)), n - 1) for _ in range(n)]
+                                   for _ in range(resamples)]
+    return _BOOTSTRAP_INDICES[key]
+
+
 def bootstrap_means(x, resamples=2000, seed=0):
     """The resampled means of x (see the procedure above)."""
     x = [float(v) for v in x]
     n = len(x)
-    rng = SplitMix64(seed)
     means = np.empty(resamples)
-    for b in range(resamples):
+    for b, draw in enumerate(bootstrap_indices(n, resamples, seed)):
         total = 0.0
-        for _ in range(n):
-            idx = min(int(math.floor(rng.uniform() * n)), n - 1)
+        for idx in draw:
             total += x[idx]
         means[b] = total / n
     return means
