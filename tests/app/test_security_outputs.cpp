@@ -316,8 +316,9 @@ TEST_F(SecurityOutputs, FullDiskIsAnErrorForEveryOutput)
             expect_one_error(r, {session, "No space left"}, what);
             EXPECT_EQ(r.err.find("wrote"), std::string::npos) << what << ": " << r.err;
             EXPECT_EQ(listing(dir), precious ? std::vector<std::string>{"s.attnscope"} : std::vector<std::string>{}) << what;
-            if (precious)
+            if (precious) {
                 EXPECT_EQ(read_text(session), "precious") << what;
+            }
         }
     }
 }
