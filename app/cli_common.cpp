@@ -5,7 +5,11 @@
 #include <cstring>
 #include <cstdio>
 
-#include "util/atomic_file.h"
+#include <iostream>
+
+#include "attention/mixing.h"
+#include "io/selection.h"
+#include "util/output.h"
 
 namespace attnscope::app {
 
@@ -27,7 +31,34 @@ void write_text_output(const std::string& path, const std::string& text)
                              "): the output is incomplete");
         return;
     }
-    write_file_atomically(path, text);
+    write_text_output_file(path, text);
+}
+
+void flush_standard_output()
+{
+    std::cout.flush();
+    errno = 0;
+    const bool flushed = std::fflush(stdout) == 0;
+    if (std::cout.good() && flushed && !std::ferror(stdout))
+        return;
+    throw InputError(std::string("standard output: cannot write (") + std::strerror(errno ? errno : EIO) +
+                     "): the output is incomplete");
+}
+
+void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<std::string>& refs)
+{
+    for (const std::string& ref : refs) {
+        try {
+            inputs.push_back({option, io::parse_tensor_ref(ref).file});
+        } catch (const std::exception&) {
+        }
+    }
+}
+
+void add_mixing_input(std::vector<NamedPath>& inputs, const std::string& mixing)
+{
+    if (!mixing.empty() && !attention::is_mixing_preset(mixing))
+        add_input_refs(inputs, "--mixing", {mixing});
 }
 
 std::string lower(std::string s)

@@ -1,14 +1,17 @@
 #pragma once
 // What every subcommand of the command line shares (docs/cli.md): its registration shape, the one
-// `error:` line, exit statuses from exceptions, and writing text to a file or standard output.
+// `error:` line, exit statuses from exceptions, writing text to a file or standard output, and the
+// check of its outputs against each other and its inputs (util/output.h).
 #include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "util/error.h"
+#include "util/output.h"
 
 namespace attnscope::app {
 
@@ -30,8 +33,18 @@ Command add_merge_command(CLI::App& app);
 // "error: MESSAGE" on stderr, on one line whatever the message holds.
 void print_error(const std::string& message);
 
-// Writes text to `path` atomically, or to standard output for "-".
+// Writes text to `path` (util/output.h: atomically; a device or FIFO in place), or to standard output for "-".
 void write_text_output(const std::string& path, const std::string& text);
+
+// Flushes standard output and throws InputError when anything written to it was lost (a full device, a
+// closed stream). Subcommands call it before they commit their files: a run whose standard output
+// failed leaves no file behind.
+void flush_standard_output();
+
+// The input files of FILE[:NAME] references, by option, for check_output_paths (a reference that does not
+// parse is left to the reader's message). A --mixing preset names no file.
+void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<std::string>& refs);
+void add_mixing_input(std::vector<NamedPath>& inputs, const std::string& mixing);
 
 std::string lower(std::string s);
 bool ends_with(const std::string& s, const std::string& suffix);

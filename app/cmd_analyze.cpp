@@ -14,7 +14,7 @@
 #include "cli_common.h"
 #include "cli_options.h"
 #include "io/tensor_file.h"
-#include "util/atomic_file.h"
+#include "util/output.h"
 
 namespace attnscope::app {
 
@@ -120,13 +120,28 @@ void print_summary(const ojson& doc)
 int run_analyze(const AnalyzeArgs& a)
 {
     const auto mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    // `--json /dev/stdout` is `--json -`: the document alone on standard output.
+    const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
+    std::optional<OutputFile> json_file;
+    if (a.json_out) {
+        std::vector<NamedPath> inputs;
+        add_input_refs(inputs, "--q", {a.q});
+        add_input_refs(inputs, "--k", {a.k});
+        if (a.v)
+            add_input_refs(inputs, "--v", {*a.v});
+        add_mixing_input(inputs, a.mechanism.mixing);
+        std::vector<NamedPath> outputs{{"--json", *a.json_out}};
+        if (!json_to_stdout)
+            outputs.push_back({"standard output", "-"});   // the summary: `--json o.json > o.json` would lose one
+        check_output_paths(outputs, inputs);
+        if (!json_to_stdout)
+            json_file.emplace(*a.json_out, SpecialFiles::write_in_place);   // an unwritable destination fails before the work
+    }
     ojson from_file;
     const analysis::AnalysisSetup setup = resolve_setup(a.q, a.selection, a.mechanism, &from_file);
     const analysis::MetricOptions metric_options = a.metrics.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(memory_limit);
-    if (a.json_out && *a.json_out != "-")
-        AtomicOutput probe(*a.json_out);   // fail on an unwritable destination before the work
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
     const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::with_head_mixing(setup.options, in.heads),
@@ -143,14 +158,19 @@ int run_analyze(const AnalyzeArgs& a)
     doc["results"] = std::move(list);
     doc["kernels"] = analysis::kernels_json();
 
-    if (a.json_out) {
-        write_text_output(*a.json_out, doc.dump(2) + "\n");
-        if (*a.json_out == "-")
-            return 0;
+    if (json_to_stdout) {
+        write_text_output("-", doc.dump(2) + "\n");
+        return 0;
     }
+    // The file is published only once the summary reached standard output (a failed run leaves no file).
+    if (json_file)
+        json_file->write_text(doc.dump(2) + "\n");
     print_summary(doc);
-    if (a.json_out)
+    flush_standard_output();
+    if (json_file) {
+        json_file->commit();
         std::cout << "\nwrote " << *a.json_out << "\n";
+    }
     return 0;
 }
 

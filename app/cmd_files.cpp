@@ -18,7 +18,7 @@
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "io/writers.h"
-#include "util/atomic_file.h"
+#include "util/output.h"
 
 namespace attnscope::app {
 
@@ -171,11 +171,16 @@ int run_matrix(const MatrixArgs& a)
     const bool h5 = ends_with(ext, ".h5") || ends_with(ext, ".hdf5");
     if (!npy && !h5)
         throw std::invalid_argument("--out " + a.out + ": name a .npy or .h5 file");
+    std::vector<NamedPath> inputs;
+    add_input_refs(inputs, "--q", {a.q});
+    add_input_refs(inputs, "--k", {a.k});
+    add_mixing_input(inputs, a.mechanism_args.mixing);
+    check_output_paths({{"--out", a.out}}, inputs);
     ojson from_file;
     const analysis::AnalysisSetup setup = resolve_setup(a.q, a.selection, a.mechanism_args, &from_file);
     const std::uint64_t memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(memory_limit);
-    AtomicOutput out(a.out);   // checks the folder before any work
+    OutputFile out(a.out, SpecialFiles::refuse);   // checks the folder (and refuses a device) before any work
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, std::nullopt, setup.selection);
     const auto n = in.q.values.rows();

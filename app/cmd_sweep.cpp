@@ -15,7 +15,7 @@
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "sweep_options.h"
-#include "util/atomic_file.h"
+#include "util/output.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
 #include "analysis/explore.h"
@@ -34,40 +34,34 @@ struct SweepArgs {
     std::optional<std::string> metric;
 };
 
-// Every output names its own file (two options on one path would keep one and lose the other).
-void check_distinct_outputs(const SweepArgs& a)
+// Every output names its own file, and none is an input (two options on one path would keep one and
+// lose the other; an input would be replaced).
+void check_outputs(const SweepArgs& a)
 {
-    std::vector<std::pair<std::string, std::string>> outs{{"--csv", a.csv_out}};
+    std::vector<NamedPath> outs{{"--csv", a.csv_out}};
     if (a.json_out)
-        outs.emplace_back("--json", *a.json_out);
+        outs.push_back({"--json", *a.json_out});
     if (a.plot_out)
-        outs.emplace_back("--plot", *a.plot_out);
-    for (std::size_t i = 0; i < outs.size(); ++i)
-        for (std::size_t j = i + 1; j < outs.size(); ++j) {
-            const bool both_stdout = outs[i].second == "-" && outs[j].second == "-";
-            std::error_code e1, e2;
-            const bool same = outs[i].second != "-" && outs[j].second != "-" &&
-                              std::filesystem::weakly_canonical(outs[i].second, e1) ==
-                                  std::filesystem::weakly_canonical(outs[j].second, e2);
-            if (both_stdout || same)
-                throw std::invalid_argument(outs[i].first + " and " + outs[j].first + " both write to " +
-                                            (both_stdout ? std::string("standard output") : outs[i].second) +
-                                            ": give each its own file");
-        }
+        outs.push_back({"--plot", *a.plot_out});
+    std::vector<NamedPath> inputs;
+    add_input_refs(inputs, "--q", a.sweep.q);
+    add_input_refs(inputs, "--k", a.sweep.k);
+    add_mixing_input(inputs, a.sweep.mechanism.mixing);
+    check_output_paths(outs, inputs);
 }
 
 int run_sweep(const SweepArgs& a)
 {
-    check_distinct_outputs(a);
+    check_outputs(a);
     const analysis::SweepPlan plan = analysis::plan_sweep(a.sweep.resolve());
     const analysis::SweepSpec& spec = plan.spec;
 
     // Refuse unwritable destinations (and a bad figure name) before the work.
-    std::optional<AtomicOutput> csv_out, json_out, plot_out;
+    std::optional<OutputFile> csv_out, json_out, plot_out;
     if (a.csv_out != "-")
-        csv_out.emplace(a.csv_out);
+        csv_out.emplace(a.csv_out, SpecialFiles::write_in_place);
     if (a.json_out && *a.json_out != "-")
-        json_out.emplace(*a.json_out);
+        json_out.emplace(*a.json_out, SpecialFiles::write_in_place);
 #ifdef ATTNSCOPE_WITH_GUI
     FigureTarget target;
     FigureLook look;
@@ -76,7 +70,7 @@ int run_sweep(const SweepArgs& a)
         check_figure_target("curves", target);
         check_figure_metric(a.metric);
         look.metric = a.metric;
-        plot_out.emplace(*a.plot_out);
+        plot_out.emplace(*a.plot_out, SpecialFiles::refuse);
     }
 #else
     if (a.plot_out)
@@ -86,8 +80,8 @@ int run_sweep(const SweepArgs& a)
         throw std::invalid_argument("--metric chooses what --plot shows; give --plot OUT.png too");
 
     auto records = run_sweep_with_progress(plan);
-    // The figure first (it is the step most likely to fail), then the text outputs; every file is
-    // renamed into place only when all of them are written.
+    // The figure first (it is the step most likely to fail), then the text outputs, then standard output;
+    // every file is published only when all of them are written and standard output was flushed.
     const std::string csv = analysis::sweep_csv(records);
     const std::string summary = a.json_out ? analysis::sweep_summary(spec, records, plan.inputs).dump(2) + "\n" : std::string();
 #ifdef ATTNSCOPE_WITH_GUI
@@ -98,19 +92,20 @@ int run_sweep(const SweepArgs& a)
     }
 #endif
     if (csv_out)
-        csv_out->write([&](const std::string& temp) { write_text_file(temp, csv); });
+        csv_out->write_text(csv);
     if (json_out)
-        json_out->write([&](const std::string& temp) { write_text_file(temp, summary); });
+        json_out->write_text(summary);
+    if (a.csv_out == "-")
+        write_text_output("-", csv);
+    if (a.json_out && *a.json_out == "-")
+        write_text_output("-", summary);
+    flush_standard_output();
     if (csv_out)
         csv_out->commit();
     if (json_out)
         json_out->commit();
     if (plot_out)
         plot_out->commit();
-    if (a.csv_out == "-")
-        write_text_output("-", csv);
-    if (a.json_out && *a.json_out == "-")
-        write_text_output("-", summary);
     if (a.csv_out != "-")
         std::cerr << "wrote " << a.csv_out << " (" << records.size() << " records)\n";
     if (a.plot_out)
@@ -133,6 +128,15 @@ struct FigureArgs {
 
 int run_figure(FigureArgs a)
 {
+    std::vector<NamedPath> inputs;
+    add_input_refs(inputs, "--q", a.sweep.q);
+    add_input_refs(inputs, "--k", a.sweep.k);
+    if (a.v)
+        add_input_refs(inputs, "--v", {*a.v});
+    add_mixing_input(inputs, a.sweep.mechanism.mixing);
+    if (a.session)
+        inputs.push_back({"--session", *a.session});
+    check_output_paths({{"--out", a.target.path}}, inputs);
     check_figure_target(a.view, a.target);
     FigureLook look;
     look.colormap = a.colormap;

@@ -23,7 +23,7 @@
 #include "export.h"
 #include "main_window.h"
 #include "result_view.h"
-#include "util/atomic_file.h"
+#include "util/output.h"
 #include "util/error.h"
 #include "views.h"
 
@@ -113,7 +113,7 @@ void export_to(widgets::ResultView* view, const std::string& path, const FigureT
             throw InputError(err.toStdString());
     };
     if (commit) {
-        AtomicOutput out(path);
+        OutputFile out(path, SpecialFiles::refuse);
         out.write(render);
         out.commit();
         return;
@@ -216,7 +216,7 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
         throw std::invalid_argument("--height-mm and --font-size size a printed figure: give --preset or --width-mm with them");
     if (printed && (target.width > 0 || target.height > 0))
         throw std::invalid_argument("--preset and --width-mm set the size: give no --width or --height with them");
-    AtomicOutput probe(target.path);   // the folder exists and is writable
+    OutputFile probe(target.path, SpecialFiles::refuse);   // the folder exists and is writable; not a device or FIFO
 }
 
 void check_figure_look(const std::string& view, const FigureLook& look)
@@ -296,7 +296,7 @@ void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, con
                          const FigureLook& look, const FigureTarget& target)
 {
     check_figure_target(view, target);
-    AtomicOutput out(target.path);
+    OutputFile out(target.path, SpecialFiles::refuse);
     out.write([&](const std::string& temp) { render_sweep_figure_to(std::move(sweep), view, look, target, temp); });
     out.commit();
 }

@@ -11,12 +11,13 @@
 // The scripted runs need no display (they switch to Qt's offscreen platform), exit 0, or 2 with one
 // `error:` line and no output file.
 #include <QApplication>
+#include <QBuffer>
+#include <QFile>
 #include <QFileInfo>
 #include <QImage>
 #include <QJsonArray>
 #include <QJsonObject>
 #include <QPixmap>
-#include <QSaveFile>
 #include <QStringList>
 #include <QTimer>
 
@@ -32,6 +33,8 @@
 #include "cli.h"
 #include "main_window.h"
 #include "session.h"
+#include "util/error.h"
+#include "util/output.h"
 
 namespace attnscope::app {
 
@@ -287,11 +290,19 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
                 window.setCurrentView(QString::fromStdString(args.view));   // a sweep's tab exists once it has run
             QCoreApplication::processEvents();
             const QImage image = window.grab().toImage();
-            QSaveFile file(out);
-            if (!file.open(QIODevice::WriteOnly) || !image.save(&file, "PNG") || !file.commit())
-                finish(2, QStringLiteral("%1: cannot write the screenshot (%2)").arg(out, file.errorString()));
-            else
+            // Through the core's one writer (util/output.h): atomic, a device or FIFO refused, never replaced.
+            try {
+                QByteArray png;
+                QBuffer buffer(&png);
+                if (!buffer.open(QIODevice::WriteOnly) || !image.save(&buffer, "PNG"))
+                    throw InputError(out.toStdString() + ": cannot encode the screenshot");
+                OutputFile file(QFile::encodeName(out).toStdString(), SpecialFiles::refuse);
+                file.write([&](const std::string& temp) { write_text_file(temp, png.toStdString()); });
+                file.commit();
                 finish(0, QString());
+            } catch (const std::exception& e) {
+                finish(2, QString::fromStdString(e.what()));
+            }
         });
     };
     // A session's sweeps (curves, overview) rerun too: the grab waits for them.

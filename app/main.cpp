@@ -9,8 +9,12 @@ int run_gui(int argc, char** argv);
 
 #include <cstdio>
 
+#include "util/atomic_file.h"
+
 int main(int argc, char** argv)
 {
+    // Ctrl-C, a kill or a closed terminal during a write leaves no hidden temporary file (docs/security.md "Outputs").
+    attnscope::remove_temporaries_on_signals();
     if (attnscope::app::wants_cli(argc, argv))
         return attnscope::app::run_cli(argc, argv);
 #ifdef ATTNSCOPE_WITH_GUI

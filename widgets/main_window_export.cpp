@@ -2,9 +2,9 @@
 // matrices as .npy files and the long-format CSV of a sweep.
 #include <QApplication>
 #include <QDir>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QSaveFile>
 #include <QStatusBar>
 #include <algorithm>
 
@@ -14,23 +14,43 @@
 #include "io/writers.h"
 #include "main_window_p.h"
 #include "result_view.h"
-#include "util/atomic_file.h"
+#include "util/error.h"
+#include "util/output.h"
 #include "views.h"
 
 namespace attnscope::widgets {
 
 namespace {
 
-// Writes `bytes` through a temporary file renamed on commit, so a failure never leaves half a file.
+// Writes `bytes` through the core's one writer (util/output.h): a temporary file renamed on commit, so a
+// failure never leaves half a file; a device or FIFO is written in place, never replaced.
 bool writeCsv(const QString& path, const QByteArray& bytes, QString* error)
 {
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate) || out.write(bytes) < 0 || !out.commit()) {
+    try {
+        write_text_output_file(QFile::encodeName(path).toStdString(), bytes.toStdString());
+    } catch (const std::exception& e) {
         if (error)
-            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
+            *error = QString::fromStdString(e.what());
         return false;
     }
     return true;
+}
+
+// exportView through a temporary file of the core's writer: a special file is refused, never replaced.
+QString exportViewTo(ResultView* view, const QString& path, const ExportOptions& options)
+{
+    try {
+        OutputFile out(QFile::encodeName(path).toStdString(), SpecialFiles::refuse);
+        out.write([&](const std::string& temp) {
+            const QString err = exportView(view, QFile::decodeName(QByteArray::fromStdString(temp)), options);
+            if (!err.isEmpty())
+                throw InputError(err.toStdString());
+        });
+        out.commit();
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
 }
 
 }  // namespace
@@ -80,7 +100,7 @@ void MainWindow::showExportDialog()
         }
         m_lastExportFolder = target;
     } else {
-        const QString err = exportView(view, target, dialog.options());
+        const QString err = exportViewTo(view, target, dialog.options());
         if (!err.isEmpty())
             errors << err;
         m_lastExportFolder = QFileInfo(target).absolutePath();
@@ -113,15 +133,15 @@ bool MainWindow::exportMatrices(const QString& folder, QString* error)
         for (const auto& o : m_result->outcomes) {
             if (!o.matrix)
                 continue;
-            const std::string path =
-                QDir(folder).filePath(QStringLiteral("%1.npy").arg(QString::fromLatin1(attention::to_string(o.result.mechanism)))).toStdString();
-            AtomicOutput out(path);
-            io::write_npy(out.temp_path(), *o.matrix);
+            const std::string path = QFile::encodeName(
+                QDir(folder).filePath(QStringLiteral("%1.npy").arg(QString::fromLatin1(attention::to_string(o.result.mechanism))))).toStdString();
+            OutputFile out(path, SpecialFiles::refuse);
+            out.write([&](const std::string& temp) { io::write_npy(temp, *o.matrix); });
             out.commit();
         }
         if (m_result->mixing.size() > 0) {
-            AtomicOutput out(QDir(folder).filePath(QStringLiteral("mixing.npy")).toStdString());
-            io::write_npy(out.temp_path(), m_result->mixing);
+            OutputFile out(QFile::encodeName(QDir(folder).filePath(QStringLiteral("mixing.npy"))).toStdString(), SpecialFiles::refuse);
+            out.write([&](const std::string& temp) { io::write_npy(temp, m_result->mixing); });
             out.commit();
         }
     } catch (const std::exception& e) {

@@ -6,11 +6,11 @@
 #include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
-#include <QSaveFile>
 
 #include "analysis/measure.h"
 #include "analysis/synth.h"
 #include "util/error.h"
+#include "util/output.h"
 
 namespace attnscope::widgets {
 
@@ -34,16 +34,13 @@ QString sessionResolvedPath(const QString& sessionFile, const QString& stored)
 
 bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error)
 {
-    QSaveFile out(path);
-    if (!out.open(QIODevice::WriteOnly | QIODevice::Truncate)) {
+    // Serialised by Qt, written by the core's one writer (util/output.h): atomically, a full disk an
+    // error that leaves nothing behind, a device or FIFO written in place and never replaced.
+    try {
+        write_text_output_file(QFile::encodeName(path).toStdString(), QJsonDocument(session).toJson(QJsonDocument::Indented).toStdString());
+    } catch (const std::exception& e) {
         if (error)
-            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
-        return false;
-    }
-    out.write(QJsonDocument(session).toJson(QJsonDocument::Indented));
-    if (!out.commit()) {
-        if (error)
-            *error = QObject::tr("%1: cannot write (%2)").arg(path, out.errorString());
+            *error = QString::fromStdString(e.what());
         return false;
     }
     return true;

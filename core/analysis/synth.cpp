@@ -1,7 +1,7 @@
 #include "analysis/synth.h"
 
 #include "io/writers.h"
-#include "util/atomic_file.h"
+#include "util/output.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -237,7 +237,7 @@ SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
 
 void write_synthetic_file(const std::string& path, const SynthOptions& o, std::uint64_t max_bytes)
 {
-    AtomicOutput out(path);
+    OutputFile out(path, SpecialFiles::refuse);   // a device or FIFO is refused before the work
     SynthData data = synthesize(o, max_bytes);
     std::vector<io::DatasetOut> datasets;
     for (auto [name, values] : {std::pair{"/q", &data.q}, std::pair{"/k", &data.k}, std::pair{"/v", &data.v}}) {

@@ -1,7 +1,8 @@
 #pragma once
 // Writers for the files AttnScope produces: .npy (float64, C order) and HDF5 datasets with attributes.
-// They write exactly the path given; callers wrap them in AtomicOutput (util/atomic_file.h) so that
-// a failing run leaves nothing behind.
+// They write exactly the path given (creating or truncating it); callers give them the temporary file of
+// an OutputFile (util/output.h) so that a failing run leaves nothing behind and a special file is never
+// replaced.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,7 +1,9 @@
 #include "util/atomic_file.h"
 
 #include "util/error.h"
+#include "util/output.h"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,11 +11,94 @@
 #include <random>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 namespace attnscope {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// The live temporaries, for the signal handler: a fixed array (the handler may not allocate or lock),
+// each slot free (0), being filled (1) or holding a path (2). Lock-free atomics are async-signal-safe.
+constexpr int kTemporarySlots = 128;
+constexpr std::size_t kTemporaryPathBytes = 4096;
+struct TemporarySlot {
+    std::atomic<int> state{0};
+    char path[kTemporaryPathBytes];
+};
+TemporarySlot g_temporaries[kTemporarySlots];
+static_assert(std::atomic<int>::is_always_lock_free);
+
+int register_temporary(const std::string& path)
+{
+    std::error_code ec;
+    const std::string absolute = fs::absolute(path, ec).string();   // the handler may run after a chdir
+    if (ec || absolute.size() >= kTemporaryPathBytes)
+        return -1;
+    for (int i = 0; i < kTemporarySlots; ++i) {
+        int expected = 0;
+        if (g_temporaries[i].state.compare_exchange_strong(expected, 1, std::memory_order_acquire)) {
+            std::memcpy(g_temporaries[i].path, absolute.c_str(), absolute.size() + 1);
+            g_temporaries[i].state.store(2, std::memory_order_release);
+            return i;
+        }
+    }
+    return -1;   // more than kTemporarySlots outputs at once: this one is only removed on error
+}
+
+void unregister_temporary(int slot)
+{
+    if (slot >= 0)
+        g_temporaries[slot].state.store(0, std::memory_order_release);
+}
+
+// Removes every live temporary, then lets the signal do what it would have done (SA_RESETHAND restored the
+// default action; the signal is blocked in the handler, so it is delivered, and kills, when the handler
+// returns). unlink(2) and raise(3) are async-signal-safe.
+extern "C" void remove_temporaries_and_reraise(int signal_number)
+{
+    const int saved = errno;
+    for (auto& slot : g_temporaries)
+        if (slot.state.load(std::memory_order_acquire) == 2)
+            ::unlink(slot.path);
+    errno = saved;
+    ::raise(signal_number);
+}
+
+// What kind of file `path` is when it may not be replaced by a rename: a special file or a descriptor.
+std::string unreplaceable(const std::string& path)
+{
+    if (const auto fd = descriptor_path(path))
+        return "a descriptor of this process (" + std::to_string(*fd) + ")";
+    if (const char* kind = special_file_kind(path))
+        return std::string("a ") + kind;
+    return {};
+}
+
+}  // namespace
+
+void remove_temporaries_on_signals()
+{
+    static std::atomic<bool> installed{false};
+    if (installed.exchange(true))
+        return;
+    const int signals[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    struct sigaction action {};
+    action.sa_handler = remove_temporaries_and_reraise;
+    action.sa_flags = SA_RESETHAND;
+    sigemptyset(&action.sa_mask);
+    for (const int s : signals)
+        sigaddset(&action.sa_mask, s);   // one cleanup at a time
+    for (const int s : signals) {
+        struct sigaction previous {};
+        // A signal ignored by whoever started us (nohup: SIGHUP) stays ignored.
+        if (::sigaction(s, nullptr, &previous) == 0 && previous.sa_handler == SIG_IGN)
+            continue;
+        ::sigaction(s, &action, nullptr);
+    }
+}
 
 AtomicOutput::AtomicOutput(std::string destination) : m_destination(std::move(destination))
 {
@@ -23,6 +108,9 @@ AtomicOutput::AtomicOutput(std::string destination) : m_destination(std::move(de
     std::error_code ec;
     if (fs::is_directory(dest, ec))
         throw InputError(m_destination + ": is a directory");
+    // A rename would put a regular file where a device, a FIFO or the shell's redirection was.
+    if (const std::string kind = unreplaceable(m_destination); !kind.empty())
+        throw InputError(m_destination + ": is " + kind + "; refusing to replace it");
     fs::path folder = dest.parent_path();
     if (folder.empty())
         folder = ".";
@@ -42,12 +130,14 @@ AtomicOutput::AtomicOutput(std::string destination) : m_destination(std::move(de
     name += buf;
     name += dest.extension().string();
     m_temp = (folder / name).string();
+    m_slot = register_temporary(m_temp);
 }
 
 AtomicOutput::~AtomicOutput()
 {
     if (!m_committed)
         ::unlink(m_temp.c_str());
+    unregister_temporary(m_slot);
 }
 
 std::string AtomicOutput::named(std::string message) const

@@ -4,7 +4,9 @@
 // AtomicOutput picks a temporary name in the destination's folder (so the final rename(2) is atomic
 // on the same file system). Write to temp_path(); commit() renames it over the destination. If the
 // object is destroyed without commit() (an exception, an early return) the temporary file is removed
-// and the destination is untouched.
+// and the destination is untouched; remove_temporaries_on_signals() removes it when a signal ends the
+// process too. A destination that is a special file (a device, a FIFO, a socket, /dev/stdout) is
+// refused: a rename would replace it with a regular file (util/output.h writes text into those in place).
 #include <string>
 
 #include "util/error.h"
@@ -14,7 +16,7 @@ namespace attnscope {
 class AtomicOutput {
 public:
     // Throws InputError when the destination's folder does not exist or is not writable, or the
-    // destination is a directory.
+    // destination is a directory or a special file.
     explicit AtomicOutput(std::string destination);
     ~AtomicOutput();
     AtomicOutput(const AtomicOutput&) = delete;
@@ -46,7 +48,13 @@ private:
     std::string m_destination;
     std::string m_temp;
     bool m_committed = false;
+    int m_slot = -1;   // in the registry of live temporaries (-1: not registered)
 };
+
+// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGPIPE that remove every live temporary file of an
+// AtomicOutput, then end the process by the signal's default action. Signals ignored at the time of the
+// call stay ignored. Call once, early in main (the process's handlers are process-wide).
+void remove_temporaries_on_signals();
 
 // Writes `text` to `path` as it is (a temporary file of an AtomicOutput, say). Throws InputError naming the
 // path and the cause.
