@@ -121,6 +121,18 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
     }
     if (!d.mask && attrs.contains("mask") && attrs["mask"].is_string())
         d.mask = attrs["mask"].get<std::string>();
+    if (!d.key_padding_mask && attrs.contains("key_padding_mask")) {
+        const auto& v = attrs["key_padding_mask"];
+        if (v.is_boolean())
+            d.key_padding_mask = v.get<bool>();
+        else if (v.is_number_integer())
+            d.key_padding_mask = v.get<long long>() != 0;
+        else
+            d.key_padding_mask = true;   // present but unreadable: assume the worst
+    }
+    if (!d.padded_tokens && attrs.contains("padded_tokens") && attrs["padded_tokens"].is_number_integer() &&
+        attrs["padded_tokens"].get<long long>() >= 0)
+        d.padded_tokens = attrs["padded_tokens"].get<std::int64_t>();
     if (d.tokens.empty() && attrs.contains("text") && attrs["text"].is_string())
         d.tokens = utf8_characters(attrs["text"].get<std::string>());
     if (!d.image)
@@ -201,6 +213,13 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
 {
     nlohmann::ordered_json used = nlohmann::ordered_json::object();
     const std::string file = io::parse_tensor_ref(q_ref).file;
+    // The padded keys of a key padding mask are not data: a recording that kept them, without the mask, cannot
+    // be analysed as the model saw it (docs/pytorch.md 3.2 "Masks"), and no option could say which keys to drop.
+    if (d.key_padding_mask.value_or(false) && !d.padded_tokens)
+        throw InputError(file + ": the model was given a key padding mask (attribute key_padding_mask = true), but "
+                         "the file holds every token with the padded ones, and not the mask: the padded keys would "
+                         "count as real. Record it again with tools/python/attnscope_dump.py, which drops the "
+                         "padded tokens (attribute padded_tokens), or delete the attribute if nothing was padded");
     if (!setup.given.prefix_tokens) {
         refuse_invalid(d, "prefix_tokens", file, "--prefix-tokens");
         if (d.prefix_tokens && *d.prefix_tokens > 0) {
