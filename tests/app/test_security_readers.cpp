@@ -42,10 +42,11 @@ protected:
     }
     static std::string f(const std::string& name) { return g_dir + "/" + name; }
 
-    // `env` (assignments, or `env ...`) comes first: timeout runs what follows it.
+    // `env` (assignments, or `env ...`) comes first: timeout runs what follows it. Commands run in the fixtures'
+    // folder: HDF5 looks for a relative external file in the working folder, where the fixtures put theirs.
     static CommandResult run(const std::string& args, const std::string& env = {})
     {
-        return run_attnscope(args, env + kTimeout);
+        return run_attnscope(args, "cd " + shell_quote(g_dir) + " && " + env + kTimeout);
     }
 
     static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
