@@ -167,18 +167,27 @@ void refuse_invalid(const FileDefaults& d, const char* key, const std::string& f
                          " to override it");
 }
 
-// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder
-// (or absolute), else a dataset of the queries' own file.
+// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder,
+// else a dataset of the queries' own file. A data file is data (docs/security.md, "Data files"): the file it
+// names must lie inside its folder once symlinks and `..` are resolved; an absolute path or one leading out
+// is refused, and --mixing FILE is how the user reads a matrix from elsewhere.
 std::string mixing_reference(const std::string& value, const std::string& q_file)
 {
     const io::TensorRef ref = io::parse_tensor_ref(value);
     const fs::path base = fs::path(q_file).parent_path();
+    if (ref.file.empty())
+        return q_file + ":" + value;
+    const fs::path named = fs::path(ref.file).is_absolute() ? fs::path(ref.file) : base / ref.file;
     std::error_code ec;
-    if (!ref.file.empty() && fs::path(ref.file).is_absolute() && fs::exists(ref.file, ec))
-        return value;
-    if (!ref.file.empty() && fs::exists(base / ref.file, ec))
-        return (base / ref.file).string() + (ref.name.empty() ? "" : ":" + ref.name);
-    return q_file + ":" + value;
+    if (!fs::exists(named, ec))
+        return q_file + ":" + value;
+    const fs::path folder = fs::weakly_canonical(fs::absolute(base.empty() ? fs::path(".") : base), ec);
+    const fs::path real = fs::weakly_canonical(fs::absolute(named), ec);
+    const fs::path rel = real.lexically_relative(folder);
+    if (ec || rel.empty() || rel == "." || *rel.begin() == "..")
+        throw InputError(q_file + ": the file's attribute mixing = \"" + value + "\" names a file outside the file's "
+                         "folder; refused (give --mixing to read a matrix from there)");
+    return named.string() + (ref.name.empty() ? "" : ":" + ref.name);
 }
 
 }  // namespace

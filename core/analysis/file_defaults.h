@@ -11,7 +11,7 @@
 //   block_grid     ints         MHLA blocks per grid axis (default: 4 where they divide the axis, else 2, else 1)
 //   scale          number > 0   the softmax scale the model used (the PyTorch bridge records it per layer)
 //   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
-//                               FILE[:DATASET] relative to the file's folder
+//                               FILE[:DATASET] relative to the file's folder, which it may not leave (refused)
 //   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
 //   image*         2-D numbers  the input image of a vision model (`image`, or a name starting with image_), for display
 //   mask           string       the attention mask the model applied (docs/pytorch.md): "other" (neither causal nor

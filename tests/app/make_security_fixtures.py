@@ -22,6 +22,8 @@ Usage: make_security_fixtures.py DIR. Writes into DIR (made by the test, empty):
   padding_old.h5        the PyTorch bridge's MultiheadAttention layer with key_padding_mask = True and no
                         padded_tokens (a recording whose padded keys are still in the file)
   padding_none.h5       the same with key_padding_mask = False
+  inner/mix_ok.h5       /q, /k [8, 4] whose root attribute mixing names mix.npy beside it (a 2 x 2 matrix)
+  inner/mix_up.h5       the same naming ../outside/mix.npy, inner/mix_abs.h5 the absolute path of it
 """
 import os
 import sys
@@ -108,3 +110,14 @@ for name, kpm in (("padding_old.h5", True), ("padding_none.h5", False)):
             d = f.create_dataset(f"layers/0/{role}", data=rng.standard_normal((2, 6, 4)).astype("<f4"))
             d.attrs.update({"module": "attn", "module_type": "MultiheadAttention", "scale": 0.5, "mask": "none",
                             "key_padding_mask": kpm, "extra_keys": 0})
+
+# The mixing attribute names a matrix file: beside the data file, or (refused) above it or by absolute path.
+mix = np.array([[0.9, 0.1], [0.2, 0.8]])
+np.save(p(inner, "mix.npy"), mix)
+np.save(p(outside, "mix.npy"), mix)
+for name, ref in (("mix_ok.h5", "mix.npy"), ("mix_up.h5", "../outside/mix.npy"),
+                  ("mix_abs.h5", os.path.abspath(p(outside, "mix.npy")))):
+    with h5py.File(p(inner, name), "w") as f:
+        f["q"] = rng.standard_normal((8, 4))
+        f["k"] = rng.standard_normal((8, 4))
+        f.attrs["mixing"] = ref

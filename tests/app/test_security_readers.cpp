@@ -134,6 +134,19 @@ TEST_F(SecurityReaders, VirtualDatasetsStayInsideTheirFolder)
     }
 }
 
+// A file's mixing attribute may name a matrix beside it, never one elsewhere on the machine.
+TEST_F(SecurityReaders, MixingAttributeStaysInsideTheFolder)
+{
+    const auto analyze = [&](const std::string& name) {
+        return run("analyze --mechanism mhla --q " + f(name) + ":/q --k " + f(name) + ":/k --json -");
+    };
+    const CommandResult ok = analyze("inner/mix_ok.h5");
+    ASSERT_EQ(ok.status, 0) << ok.err;
+    EXPECT_EQ(nlohmann::json::parse(ok.out)["input"]["defaults_from_file"]["mixing"], "mix.npy");
+    for (const char* name : {"inner/mix_up.h5", "inner/mix_abs.h5"})
+        expect_one_error(analyze(name), {name, "attribute mixing", "outside the file's folder", "--mixing"}, name);
+}
+
 // HDF5 would dlopen() every lib*.so in HDF5_PLUGIN_PATH looking for a filter the file names.
 TEST_F(SecurityReaders, FilterPluginsAreNeverLoaded)
 {
