@@ -657,19 +657,29 @@ private:
             if (H5Pget_layout(src_dcpl.get()) == H5D_VIRTUAL || H5Pget_external_count(src_dcpl.get()) != 0)
                 return "a virtual dataset whose source is itself virtual or external (" + source + "); refused";
             const int src_rank = H5Sget_simple_extent_ndims(src_space.get());
-            if (src_rank != H5Sget_simple_extent_ndims(ssel.get()) || src_rank < 0 || src_rank > 32)
-                return "a virtual dataset whose source has another rank than its mapping (" + source + "); refused";
-            std::vector<hsize_t> dims(static_cast<std::size_t>(src_rank)), lo(dims.size()), hi(dims.size());
-            H5Sget_simple_extent_dims(src_space.get(), dims.data(), nullptr);
-            const hssize_t src_points = H5Sget_select_npoints(ssel.get());
-            if (src_points > 0 && H5Sget_select_bounds(ssel.get(), lo.data(), hi.data()) < 0) {
+            const hssize_t src_total = H5Sget_simple_extent_npoints(src_space.get());
+            if (src_rank < 0 || src_rank > 32 || src_total < 0) {
                 H5Eclear2(H5E_DEFAULT);
-                return "a virtual dataset whose source selection cannot be read (" + source + "); refused";
+                return "a virtual dataset whose source's shape cannot be read (" + source + "); refused";
             }
-            for (std::size_t a = 0; src_points > 0 && a < dims.size(); ++a)
-                if (hi[a] >= dims[a])
-                    return "a virtual dataset that maps more of its source than the source holds (" + source +
-                           "); refused";
+            // A whole-source mapping (H5S_SEL_ALL) is stored without the source's extent: it maps every element
+            // the source has. A selection must lie within the source's extent.
+            hssize_t src_points = src_total;
+            if (H5Sget_select_type(ssel.get()) != H5S_SEL_ALL) {
+                if (src_rank != H5Sget_simple_extent_ndims(ssel.get()))
+                    return "a virtual dataset whose source has another rank than its mapping (" + source + "); refused";
+                std::vector<hsize_t> dims(static_cast<std::size_t>(src_rank)), lo(dims.size()), hi(dims.size());
+                H5Sget_simple_extent_dims(src_space.get(), dims.data(), nullptr);
+                src_points = H5Sget_select_npoints(ssel.get());
+                if (src_points > 0 && H5Sget_select_bounds(ssel.get(), lo.data(), hi.data()) < 0) {
+                    H5Eclear2(H5E_DEFAULT);
+                    return "a virtual dataset whose source selection cannot be read (" + source + "); refused";
+                }
+                for (std::size_t a = 0; src_points > 0 && a < dims.size(); ++a)
+                    if (hi[a] >= dims[a])
+                        return "a virtual dataset that maps more of its source than the source holds (" + source +
+                               "); refused";
+            }
             // The virtual side: its bounding box, for the coverage check below.
             const hssize_t points = H5Sget_select_npoints(vsel.get());
             if (points < 0 || points != src_points || H5Sget_simple_extent_ndims(vsel.get()) != rank) {

@@ -11,6 +11,7 @@ Usage: make_security_fixtures.py DIR. Writes into DIR (made by the test, empty):
                         into DIR/inner/ and DIR/outside/
   vds_ok.h5             /q virtual over src.h5:/data (same folder), /k ordinary
   vds_same.h5           /q virtual over its own /real (source file ".")
+  vds_whole.h5          /q virtual over all of src.h5:/data (a whole-source mapping, stored without its shape)
   vds_missing.h5        /q virtual over missing.h5:/data (no such file)
   vds_partial.h5        /q virtual [4, 8] with only its first two rows mapped (the rest would read as fill)
   vds_nested.h5         /q virtual over vds_ok.h5:/q (a virtual source of a virtual dataset)
@@ -76,6 +77,10 @@ def vds(path, source_file, source_name="data", rows=4, shape=(4, 8), real=False)
 
 
 vds(p(out, "vds_ok.h5"), "src.h5")
+whole = h5py.VirtualLayout(shape=(4, 8), dtype="<f8")
+whole[:] = h5py.VirtualSource("src.h5", "data", shape=(4, 8))
+with h5py.File(p(out, "vds_whole.h5"), "w") as f:
+    f.create_virtual_dataset("q", whole, fillvalue=0.0)
 vds(p(out, "vds_same.h5"), ".", "real", real=True)
 vds(p(out, "vds_missing.h5"), "missing.h5")
 vds(p(out, "vds_partial.h5"), "src.h5", rows=2)

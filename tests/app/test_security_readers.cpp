@@ -109,7 +109,7 @@ TEST_F(SecurityReaders, VirtualDatasetsNeedTheFlag)
 
     const CommandResult direct = matrix(f("src.h5") + ":/data", f("direct.npy"));
     ASSERT_EQ(direct.status, 0) << direct.err;
-    for (const char* name : {"vds_ok.h5", "vds_same.h5"}) {
+    for (const char* name : {"vds_ok.h5", "vds_same.h5", "vds_whole.h5"}) {
         const CommandResult r = matrix(f(name) + ":/q", f("vds.npy"), "--allow-virtual");
         ASSERT_EQ(r.status, 0) << name << ": " << r.err;
         EXPECT_EQ(attnscope::test::read_text(f("vds.npy")), attnscope::test::read_text(f("direct.npy"))) << name;
