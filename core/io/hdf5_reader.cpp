@@ -634,7 +634,9 @@ private:
                     return "a virtual dataset whose source file lies outside the file's folder (" + source +
                            "); refused";
                 try {
-                    FileHandle probe(real.string());   // a regular file, not a FIFO or device
+                    if (!fs::is_regular_file(real, ec))
+                        throw InputError(real.string());
+                    FileHandle probe(real.string());   // still a regular file once open, not a FIFO or device
                 } catch (const InputError&) {
                     return "a virtual dataset whose source is not a regular file (" + source + "); refused";
                 }

@@ -167,6 +167,9 @@ std::filesystem::path cache_file()
 // device or a huge file. O_NONBLOCK and O_NOFOLLOW make the open itself safe; fstat then decides.
 std::string read_cache_text(const std::filesystem::path& file)
 {
+    struct stat link {};
+    if (::lstat(file.c_str(), &link) != 0 || !S_ISREG(link.st_mode))
+        return {};   // not even opened: opening some devices has effects of its own
     const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
     if (fd < 0)
         return {};
