@@ -36,6 +36,7 @@ protected:
         attnscope::test::run_python("app/make_security_fixtures.py", {g_dir});
         fs::create_symlink("../outside/src.h5", g_dir + "/inner/link.h5");
         ASSERT_EQ(::mkfifo((g_dir + "/fifo").c_str(), 0600), 0);
+        ASSERT_EQ(::mkfifo((g_dir + "/vfifo.h5").c_str(), 0600), 0);
         for (const char* name : {"x.npy", "x.h5", "x.hdf5", "x.npz", "x.safetensors"})
             ASSERT_EQ(::mkfifo((g_dir + "/" + name).c_str(), 0600), 0) << name;
         fs::create_symlink("/dev/zero", g_dir + "/zero.npy");
@@ -103,8 +104,9 @@ TEST_F(SecurityReaders, ExternalLinksAreNeverFollowed)
 // A virtual dataset reads other files: only with --allow-virtual, and then exactly its source's values.
 TEST_F(SecurityReaders, VirtualDatasetsNeedTheFlag)
 {
-    expect_one_error(matrix(f("vds_ok.h5") + ":/q", f("vds.npy")), {"vds_ok.h5", "/q", "virtual", "--allow-virtual"},
-                     "virtual dataset without the flag");
+    for (const char* name : {"vds_ok.h5", "vds_fifo.h5"})   // a FIFO source is not even opened
+        expect_one_error(matrix(f(name) + ":/q", f("vds.npy")), {name, "/q", "virtual", "--allow-virtual"},
+                         std::string(name) + " without the flag");
     EXPECT_FALSE(fs::exists(f("vds.npy")));
 
     const CommandResult direct = matrix(f("src.h5") + ":/data", f("direct.npy"));
@@ -122,6 +124,7 @@ TEST_F(SecurityReaders, VirtualDatasetsStayInsideTheirFolder)
 {
     const std::pair<const char*, const char*> cases[] = {
         {"vds_missing.h5", "missing"},
+        {"vds_fifo.h5", "not a regular file"},
         {"vds_partial.h5", "fill value"},
         {"vds_nested.h5", "itself virtual"},
         {"inner/vds_outside.h5", "outside the file's folder"},
