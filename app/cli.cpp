@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "kernels/kernels.h"
 
 namespace attnscope::app {
 
@@ -144,7 +145,11 @@ int run_cli(int argc, char** argv)
     }
     for (const Command& c : commands)
         if (c.cmd->parsed()) {
-            const int status = guarded(c.run);
+            // A misspelt ATTNSCOPE_* override is refused before any work (docs/security.md, "Environment and caches").
+            const int status = guarded([&] {
+                kernels::check_environment();
+                return c.run();
+            });
             return status == 0 ? check_standard_output() : status;
         }
     return 2;

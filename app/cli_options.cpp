@@ -7,6 +7,7 @@
 #include "analysis/inputs.h"
 #include "analysis/vocabulary.h"
 #include "attention/mixing.h"
+#include "io/tensor_file.h"
 #include "kernels/kernels.h"
 #include "util/error.h"
 #include "util/names.h"
@@ -47,6 +48,10 @@ void SelectionArgs::add_to(CLI::App& cmd)
                    "grouped-query attention)")
         ->group("Selection");
     cmd.add_option("--prefix-tokens", prefix_tokens, "Drop the first P tokens (CLS, registers)")->group("Selection");
+    // Set while parsing: the first file is opened before the options are resolved (docs/security.md, "Data files").
+    cmd.add_flag_callback("--allow-virtual", [] { io::set_allow_virtual_datasets(true); },
+                          "Read HDF5 virtual datasets whose sources all lie in the file's own folder (default: refused)")
+        ->group("Selection");
 }
 
 io::AxisSelection SelectionArgs::resolve() const

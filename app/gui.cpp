@@ -24,12 +24,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 #include "analysis/explore.h"
 #include "attention/options.h"
 #include "data_browser.h"
 #include "figure.h"
+#include "kernels/kernels.h"
 #include "cli.h"
 #include "main_window.h"
 #include "session.h"
@@ -339,6 +341,11 @@ int run_gui(int argc, char** argv)
     const GuiArgs args = parse_args(argc, argv);
     if (!args.error.empty())
         return fail(QString::fromStdString(args.error));
+    try {
+        kernels::check_environment();   // a misspelt ATTNSCOPE_* override is an error, as on the command line
+    } catch (const std::invalid_argument& e) {
+        return fail(QString::fromStdString(e.what()));
+    }
     const Mode mode = args.mode();
     const bool headless = !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM");
     if (headless) {

@@ -121,6 +121,18 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
     }
     if (!d.mask && attrs.contains("mask") && attrs["mask"].is_string())
         d.mask = attrs["mask"].get<std::string>();
+    if (!d.key_padding_mask && attrs.contains("key_padding_mask")) {
+        const auto& v = attrs["key_padding_mask"];
+        if (v.is_boolean())
+            d.key_padding_mask = v.get<bool>();
+        else if (v.is_number_integer())
+            d.key_padding_mask = v.get<long long>() != 0;
+        else
+            d.key_padding_mask = true;   // present but unreadable: assume the worst
+    }
+    if (!d.padded_tokens && attrs.contains("padded_tokens") && attrs["padded_tokens"].is_number_integer() &&
+        attrs["padded_tokens"].get<long long>() >= 0)
+        d.padded_tokens = attrs["padded_tokens"].get<std::int64_t>();
     if (d.tokens.empty() && attrs.contains("text") && attrs["text"].is_string())
         d.tokens = utf8_characters(attrs["text"].get<std::string>());
     if (!d.image)
@@ -155,18 +167,27 @@ void refuse_invalid(const FileDefaults& d, const char* key, const std::string& f
                          " to override it");
 }
 
-// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder
-// (or absolute), else a dataset of the queries' own file.
+// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder,
+// else a dataset of the queries' own file. A data file is data (docs/security.md, "Data files"): the file it
+// names must lie inside its folder once symlinks and `..` are resolved; an absolute path or one leading out
+// is refused, and --mixing FILE is how the user reads a matrix from elsewhere.
 std::string mixing_reference(const std::string& value, const std::string& q_file)
 {
     const io::TensorRef ref = io::parse_tensor_ref(value);
     const fs::path base = fs::path(q_file).parent_path();
+    if (ref.file.empty())
+        return q_file + ":" + value;
+    const fs::path named = fs::path(ref.file).is_absolute() ? fs::path(ref.file) : base / ref.file;
     std::error_code ec;
-    if (!ref.file.empty() && fs::path(ref.file).is_absolute() && fs::exists(ref.file, ec))
-        return value;
-    if (!ref.file.empty() && fs::exists(base / ref.file, ec))
-        return (base / ref.file).string() + (ref.name.empty() ? "" : ":" + ref.name);
-    return q_file + ":" + value;
+    if (!fs::exists(named, ec))
+        return q_file + ":" + value;
+    const fs::path folder = fs::weakly_canonical(fs::absolute(base.empty() ? fs::path(".") : base), ec);
+    const fs::path real = fs::weakly_canonical(fs::absolute(named), ec);
+    const fs::path rel = real.lexically_relative(folder);
+    if (ec || rel.empty() || rel == "." || *rel.begin() == "..")
+        throw InputError(q_file + ": the file's attribute mixing = \"" + value + "\" names a file outside the file's "
+                         "folder; refused (give --mixing to read a matrix from there)");
+    return named.string() + (ref.name.empty() ? "" : ":" + ref.name);
 }
 
 }  // namespace
@@ -201,6 +222,13 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
 {
     nlohmann::ordered_json used = nlohmann::ordered_json::object();
     const std::string file = io::parse_tensor_ref(q_ref).file;
+    // The padded keys of a key padding mask are not data: a recording that kept them, without the mask, cannot
+    // be analysed as the model saw it (docs/pytorch.md 3.2 "Masks"), and no option could say which keys to drop.
+    if (d.key_padding_mask.value_or(false) && !d.padded_tokens)
+        throw InputError(file + ": the model was given a key padding mask (attribute key_padding_mask = true), but "
+                         "the file holds every token with the padded ones, and not the mask: the padded keys would "
+                         "count as real. Record it again with tools/python/attnscope_dump.py, which drops the "
+                         "padded tokens (attribute padded_tokens), or delete the attribute if nothing was padded");
     if (!setup.given.prefix_tokens) {
         refuse_invalid(d, "prefix_tokens", file, "--prefix-tokens");
         if (d.prefix_tokens && *d.prefix_tokens > 0) {

@@ -11,11 +11,14 @@
 //   block_grid     ints         MHLA blocks per grid axis (default: 4 where they divide the axis, else 2, else 1)
 //   scale          number > 0   the softmax scale the model used (the PyTorch bridge records it per layer)
 //   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
-//                               FILE[:DATASET] relative to the file's folder
+//                               FILE[:DATASET] relative to the file's folder, which it may not leave (refused)
 //   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
 //   image*         2-D numbers  the input image of a vision model (`image`, or a name starting with image_), for display
 //   mask           string       the attention mask the model applied (docs/pytorch.md): "other" (neither causal nor
 //                               padding) is not applied here, and apply_file_defaults() says so
+//   key_padding_mask bool       the model was given a key padding mask; the bridge drops the padded tokens and
+//   padded_tokens  int          records how many in padded_tokens. true without padded_tokens (older recordings
+//                               that hold the padded tokens) is refused: the padded keys would count as real
 // The grid (with its block grid) applies only when no block option was given and it holds exactly the
 // selected tokens.
 #include <cstdint>
@@ -51,6 +54,8 @@ struct FileDefaults {
     std::vector<std::string> tokens;        // `tokens`, or the characters of `text`
     std::optional<FileImage> image;
     std::optional<std::string> mask;        // `mask` as written, e.g. "causal" or "other"
+    std::optional<bool> key_padding_mask;   // `key_padding_mask` (true or 1: the model was given one)
+    std::optional<std::int64_t> padded_tokens;   // `padded_tokens`: how many the recording dropped
     // Attributes present with a value that cannot be used (a negative prefix_tokens, a grid of 4 sizes ...):
     // name -> why. Applying one is an error naming it (an explicit option instead avoids it).
     std::map<std::string, std::string> invalid;
@@ -90,7 +95,8 @@ std::vector<Index> default_block_grid(const std::vector<Index>& grid);
 // is an InputError naming the attribute, its file and the option that overrides it. Returns what was taken
 // from the file: the keys prefix_tokens, causal, grid, block_grid, mixing (the analyze JSON's
 // input.defaults_from_file), and under "not_applied" a grid that does not hold the selected tokens and a
-// mask the model applied that the analysis does not ("other").
+// mask the model applied that the analysis does not ("other"). A key padding mask whose padded tokens are
+// still in the file (key_padding_mask true, no padded_tokens) is an InputError naming the attribute.
 nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const std::string& q_ref, AnalysisSetup& setup);
 
 // read_file_defaults() and apply_file_defaults() for the queries `q_ref`.

@@ -8,6 +8,11 @@ std::unique_lock<std::recursive_mutex> hdf5_lock()
 {
     static std::recursive_mutex mutex;
     std::unique_lock lock(mutex);
+    // A file names its filters by number, and HDF5 would search HDF5_PLUGIN_PATH (or its default folder) for a
+    // shared library providing an unknown one and load it: code chosen by the file's author and the environment.
+    // Plugins are never loaded (docs/security.md "Data files"); the built-in filters (gzip, shuffle, ...) remain.
+    static std::once_flag plugins_off;
+    std::call_once(plugins_off, [] { H5PLset_loading_state(0); });
     // Per thread in thread-safe builds, global otherwise: set it every time, it is cheap.
     H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
     return lock;

@@ -1,7 +1,7 @@
 #pragma once
 // HDF5 plumbing shared by the reader and the writer (internal to core/io): owning handles, one lock
 // for every call into the library (the Debian build is not thread-safe), automatic error printing
-// switched off, and the library's error stack turned into our message text.
+// switched off, plugins never loaded, and the library's error stack turned into our message text.
 #include <mutex>
 #include <string>
 #include <utility>
@@ -10,7 +10,8 @@
 
 namespace attnscope::io::detail {
 
-// Locks the HDF5 library for the calling scope and makes sure HDF5 never prints to stderr.
+// Locks the HDF5 library for the calling scope and makes sure HDF5 never prints to stderr. The first call
+// also switches off HDF5's dynamic plugin loading for the whole process.
 std::unique_lock<std::recursive_mutex> hdf5_lock();
 
 // The innermost messages of the current HDF5 error stack (e.g. "unable to open file: file signature

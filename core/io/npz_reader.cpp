@@ -2,9 +2,11 @@
 // Opening reads only each member's .npy header; read_box() streams the member once, keeping only the
 // bytes inside the box, and reads it to the end so that libzip verifies the CRC.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
+#include <unistd.h>
 #include <zip.h>
 
 #include <fmt/format.h>
@@ -104,13 +106,20 @@ class NpzFile final : public TensorFile {
 public:
     explicit NpzFile(const std::string& path) : TensorFile(path)
     {
+        int code = 0;
         {
             FileHandle probe(path);   // distinguishes empty / unreadable files before libzip sees them
             if (probe.size() == 0)
                 throw InputError(path + ": empty file (0 bytes), not a .npz archive");
+            // libzip reads the descriptor probed as a regular file, never the path again (which could have
+            // become a FIFO since). zip_fdopen owns the duplicate from here, also when it fails.
+            const int fd = ::dup(probe.fd());
+            if (fd < 0)
+                throw InputError(fmt::format("{}: cannot open ({})", path, std::strerror(errno)));
+            m_zip = zip_fdopen(fd, ZIP_CHECKCONS, &code);
+            if (!m_zip)
+                ::close(fd);
         }
-        int code = 0;
-        m_zip = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
         if (!m_zip)
             throw InputError(fmt::format("{}: not a valid .npz (zip) archive: {}", path, zip_code_text(code)));
         try {

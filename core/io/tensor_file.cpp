@@ -21,6 +21,7 @@ namespace attnscope::io {
 namespace {
 
 std::atomic<std::uint64_t> g_read_limit{8ULL << 30};
+std::atomic<bool> g_allow_virtual{false};
 
 std::string lower(std::string_view s)
 {
@@ -157,7 +158,7 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path)
     if (S_ISDIR(st.st_mode))
         throw InputError(path + ": is a directory, not a tensor file");
     if (!S_ISREG(st.st_mode))
-        throw InputError(path + ": is not a regular file");
+        throw InputError(path + ": is not a regular file (a FIFO, device or socket is never read as data)");
 
     const std::string ext = extension_of(path);
     if (ext == ".h5" || ext == ".hdf5")
@@ -181,6 +182,8 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path)
 
 void set_read_limit_bytes(std::uint64_t bytes) { g_read_limit.store(bytes); }
 std::uint64_t read_limit_bytes() { return g_read_limit.load(); }
+void set_allow_virtual_datasets(bool allow) { g_allow_virtual.store(allow); }
+bool allow_virtual_datasets() { return g_allow_virtual.load(); }
 
 // ------------------------------------------------------------------------------------------ detail
 namespace detail {
@@ -262,7 +265,9 @@ std::size_t tensor_index(const TensorFile& file, const TensorInfo& tensor)
 
 FileHandle::FileHandle(const std::string& path) : m_path(path)
 {
-    m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: should the path have become a FIFO since the caller's stat, open() returns at once instead
+    // of waiting for a writer, and the fstat below refuses it (reads of a regular file ignore the flag).
+    m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (m_fd < 0) {
         const int err = errno;
         if (err == ENOENT)
@@ -273,7 +278,7 @@ FileHandle::FileHandle(const std::string& path) : m_path(path)
     if (::fstat(m_fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         ::close(m_fd);
         m_fd = -1;
-        throw InputError(path + ": is not a regular file");
+        throw InputError(path + ": is not a regular file (a FIFO, device or socket is never read as data)");
     }
     m_size = static_cast<std::uint64_t>(st.st_size);
 }

@@ -6,6 +6,13 @@
 // reads one axis-aligned box of one tensor (an HDF5 hyperslab, a strided gather from .npy/.safetensors),
 // widened to double. Every size the file claims is checked against the file's real size before
 // anything is allocated from it. Malformed files throw InputError naming the file (and tensor).
+//
+// A file is data, never a way to reach other files or run code (docs/security.md "Data files"): only a
+// regular file is opened (never a FIFO, device or socket, which could block or never end); HDF5 datasets
+// whose bytes live outside the file (external raw storage, external links) are listed as skipped and
+// refused when named; virtual datasets likewise, unless set_allow_virtual_datasets(true) and every source
+// is a plain dataset in a regular file inside the file's own folder that covers its mapping; HDF5 filter
+// plugins are never loaded.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -81,5 +88,11 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path);
 // Upper bound on the bytes one read_box may produce (default 8 GiB); reads beyond it throw InputError.
 void set_read_limit_bytes(std::uint64_t bytes);
 std::uint64_t read_limit_bytes();
+
+// Whether HDF5 virtual datasets may be read (default false: the command line's --allow-virtual). Even then a
+// virtual dataset is read only when each source file lies inside the virtual file's own folder (no `..`, no
+// absolute path or symlink leading out), exists, and holds a plain dataset covering what is mapped from it.
+void set_allow_virtual_datasets(bool allow);
+bool allow_virtual_datasets();
 
 }  // namespace attnscope::io

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -12,10 +13,16 @@
 #include <optional>
 #include <mutex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/atomic_file.h"
 
@@ -27,6 +34,12 @@ namespace {
 
 constexpr const char* k_cache_version = "gemm-choice-v1";
 
+// The cache holds a few lines per machine configuration: anything larger is not ours (docs/security.md
+// "Environment and caches").
+constexpr std::size_t k_max_cache_bytes = 64 * 1024;
+constexpr std::size_t k_max_cache_line = 1024;
+
+// Unknown values are refused by check_environment() before any work; here they leave the choice automatic.
 GemmPath path_from_env()
 {
     if (const char* env = std::getenv("ATTNSCOPE_GEMM")) {
@@ -149,18 +162,39 @@ std::filesystem::path cache_file()
     return {};
 }
 
-// Lines "key<TAB>general rank_k thin_output" with "own" / "openblas" in each place.
+// The cache file's bytes, or "" when it is anything but a regular file of at most k_max_cache_bytes: a
+// symlink (it could lead anywhere, /dev/urandom say), a FIFO (reading would wait for a writer forever), a
+// device or a huge file. O_NONBLOCK and O_NOFOLLOW make the open itself safe; fstat then decides.
+std::string read_cache_text(const std::filesystem::path& file)
+{
+    struct stat link {};
+    if (::lstat(file.c_str(), &link) != 0 || !S_ISREG(link.st_mode))
+        return {};   // not even opened: opening some devices has effects of its own
+    const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+    if (fd < 0)
+        return {};
+    std::string text;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) <= k_max_cache_bytes) {
+        text.resize(static_cast<std::size_t>(st.st_size));
+        std::size_t done = 0;
+        while (done < text.size()) {
+            const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0)
+                break;
+            done += static_cast<std::size_t>(got);
+        }
+        text.resize(done);
+    }
+    ::close(fd);
+    return text;
+}
+
 std::map<std::string, std::string> read_cache(const std::filesystem::path& file)
 {
-    std::map<std::string, std::string> lines;
-    std::ifstream in(file);
-    std::string line;
-    while (std::getline(in, line)) {
-        const auto tab = line.find('\t');
-        if (tab != std::string::npos)
-            lines[line.substr(0, tab)] = line.substr(tab + 1);
-    }
-    return lines;
+    return parse_gemm_cache(read_cache_text(file));
 }
 
 bool parse_choice(const std::string& text, GemmChoice& choice)
@@ -184,6 +218,10 @@ void store_cache(const std::filesystem::path& file, const std::map<std::string, 
         text += k + "\t" + v + "\n";
     std::error_code ec;
     std::filesystem::create_directories(file.parent_path(), ec);
+    // Only a regular file (or none) is replaced: never a symlink, FIFO or device someone put in its place.
+    struct stat st {};
+    if (::lstat(file.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        return;
     try {
         write_file_atomically(file.string(), text);
     } catch (const std::exception&) {
@@ -199,6 +237,52 @@ std::string format_choice(const GemmChoice& choice)
 }
 
 }  // namespace
+
+std::map<std::string, std::string> parse_gemm_cache(std::string_view text)
+{
+    std::map<std::string, std::string> lines;
+    auto usable = [](std::string_view s) {
+        return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+            return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+        });
+    };
+    while (!text.empty()) {
+        const auto end = text.find('\n');
+        const std::string_view line = text.substr(0, end);
+        text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+        const auto tab = line.find('\t');
+        if (line.size() > k_max_cache_line || tab == std::string_view::npos)
+            continue;
+        const std::string_view key = line.substr(0, tab), value = line.substr(tab + 1);
+        if (usable(key) && usable(value))
+            lines[std::string(key)] = std::string(value);
+    }
+    return lines;
+}
+
+void check_environment()
+{
+    auto check = [](const char* name, std::initializer_list<const char*> valid) {
+        const char* env = std::getenv(name);
+        if (!env || !*env)
+            return;
+        std::string list;
+        for (const char* v : valid) {
+            if (std::string_view(env) == v)
+                return;
+            list += std::string(list.empty() ? "" : ", ") + v;
+        }
+        std::string shown(env);
+        if (shown.size() > 64)
+            shown = shown.substr(0, 64) + "...";
+        for (char& c : shown)
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+                c = '?';
+        throw std::invalid_argument(std::string(name) + "=" + shown + " is not one of " + list);
+    };
+    check("ATTNSCOPE_GEMM", {"own", "openblas"});
+    check("ATTNSCOPE_SIMD", {"generic", "avx2", "avx512"});
+}
 
 std::string openblas_core()
 {

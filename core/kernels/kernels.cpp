@@ -42,6 +42,7 @@ Isa clamp_to_cpu(Isa wanted)
     return static_cast<int>(wanted) <= static_cast<int>(cpu_isa()) ? wanted : cpu_isa();
 }
 
+// Unknown values are refused by check_environment() (gemm_choice.cpp) before any work; here they keep the CPU's.
 Isa initial_isa()
 {
     Isa isa = cpu_isa();

@@ -91,6 +91,16 @@ std::map<std::string, GemmPath> measured_paths_made();
 // gemm() on the given path (automatic: as gemm()).
 void gemm_on(GemmPath path, char trans_a, char trans_b, Index m, Index n, Index k, double alpha, const double* A,
              Index lda, const double* B, Index ldb, double beta, double* C, Index ldc);
+// The kernel-choice cache's text as key -> value: lines "key<TAB>value"; a line without a tab, longer than 1 KiB,
+// or with an empty key or value or a control character is ignored (the cache is read only when it is a regular
+// file of at most 64 KiB, never through a symlink, and rewritten atomically). For the fuzzer as well.
+std::map<std::string, std::string> parse_gemm_cache(std::string_view text);
+
+// Refuses values of the ATTNSCOPE_* variables read here that are not ones they take (std::invalid_argument:
+// "ATTNSCOPE_GEMM=opnblas is not one of own, openblas"); unset or empty is fine. Front ends call it first,
+// so that a misspelt override is an error rather than silently ignored.
+void check_environment();
+
 // The kernel OpenBLAS runs on this CPU (openblas_get_corename: "Haswell", "SkylakeX", "Prescott", ...).
 std::string openblas_core();
 

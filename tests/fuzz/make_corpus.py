@@ -130,3 +130,14 @@ view = "spectrum"
 }
 for name, text in jobs.items():
     out("fuzz_toml_job", name, text.encode())
+
+# The kernel-choice cache (gemm-choice.txt): what calibrate_gemm and measured_path write, and its damage.
+key = "gemm-choice-v1|Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz|avx512|SkylakeX|threads=2"
+caches = {
+    "written.txt": f"{key}\town own openblas\n{key}|svd-stage1-b32\topenblas\n",
+    "one.txt": f"{key}\topenblas openblas openblas\n",
+    "garbage.txt": "no tab\n\t\nkey\t\n\tvalue\nctl\x01\town\n" + "x" * 1100 + "\town\n",
+    "crlf.txt": f"{key}\town own own\r\n",
+}
+for name, text in caches.items():
+    out("fuzz_gemm_cache", name, text.encode())

@@ -86,7 +86,9 @@ The file (``save``)
 Attributes of each ``q``/``k``/``v`` dataset: ``module`` (qualified module name), ``module_type``
 (class name), ``scale`` (the softmax scale the module uses, 1/sqrt(head_dim) for MultiheadAttention), ``mask``
 (``"none"``, ``"causal"``, ``"other"``: the attn_mask the module was given), ``key_padding_mask``
-(bool: one was given; AttnScope does not apply padding masks), ``extra_keys`` (keys appended by
+(bool: one was given; its padded keys, and for self-attention the padded queries, are dropped from the
+file and counted in ``padded_tokens``; AttnScope refuses a file with ``key_padding_mask`` true and no
+``padded_tokens``, written by older versions with the padded tokens in), ``extra_keys`` (keys appended by
 ``add_bias_kv`` / ``add_zero_attn``; k and v then have N + extra_keys tokens). SDPA layers have
 ``function``, ``is_causal``, ``enable_gqa``, ``dropout_p``, ``padded_tokens`` and ``mask`` also
 ``"padding"`` / ``"causal+padding"`` instead of ``key_padding_mask`` / ``extra_keys``.
@@ -543,8 +545,12 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
             extra = int(module.bias_k is not None) + int(bool(module.add_zero_attn))
             n_q, n_k = q.shape[2], k.shape[2] - extra
             rec.mask = "causal" if a.get("is_causal") else mask_kind(a.get("attn_mask"), n_q, n_k)
-            rec.key_padding_mask = a.get("key_padding_mask") is not None
+            kpm = a.get("key_padding_mask")
+            rec.key_padding_mask = kpm is not None
             rec.extra_keys = extra
+            if kpm is not None:   # padded tokens are dropped when saved, as for SDPA's padding masks
+                rec.masks = _key_padding_masks(kpm, rec.mask, q.shape[0], n_q, n_k, extra,
+                                               self_attention=a["query"] is a["key"])
             rec.scale = 1.0 / math.sqrt(module.head_dim)
         else:
             got = fn(module, args, kwargs, out)
@@ -629,8 +635,10 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                 raise ValueError(f"grid {root['grid']} + {prefix_tokens} prefix tokens != N = {n_tok} ({r.name})")
             kind, keep_q, keep_k = r.mask_of(batch)
             meta = {"module": r.name, "module_type": r.module_type, "scale": float(r.scale), "mask": kind}
-            if r.masks is None:
+            if r.masks is None or not r.meta:   # nn.MultiheadAttention or a user function
                 meta.update({"key_padding_mask": bool(r.key_padding_mask), "extra_keys": int(r.extra_keys)})
+                if r.key_padding_mask:   # dropped from the file; AttnScope refuses key_padding_mask without it
+                    meta["padded_tokens"] = 0 if keep_k is None else int((~keep_k).sum())
             else:
                 meta.update(r.meta)
                 meta["padded_tokens"] = 0 if keep_k is None else int((~keep_k).sum())
@@ -683,6 +691,34 @@ class _AsIs:
 
     def __init__(self, array: np.ndarray):
         self.array = array
+
+
+def _key_padding_masks(kpm: torch.Tensor, kind: str, batch: int, n_q: int, n_k: int, extra: int,
+                       self_attention: bool) -> list:
+    """Per batch element ``(kind, keep_q, keep_k)`` for an nn.MultiheadAttention ``key_padding_mask`` ([B, S]
+    or [S]; bool True or float -inf / finfo.min: padded). The padded keys are dropped (the ``extra`` keys of
+    ``add_bias_kv`` / ``add_zero_attn`` always stay) and, for self-attention, the padded queries with them, so
+    the file holds the real tokens only. A float mask with other values (a bias) cannot be dropped: ``"other"``."""
+    m = kpm.detach()
+    if m.dim() == 1:
+        m = m.unsqueeze(0)
+    if m.dtype == torch.uint8:
+        m = m.to(torch.bool)
+    if m.dim() != 2 or m.shape[0] != batch or m.shape[1] != n_k:
+        return [("other", None, None)] * batch
+    if m.dtype == torch.bool:
+        pad = m
+    else:
+        pad = m <= _MASKED_BIAS
+        if not bool(((m == 0) | pad).all()):
+            return [("other", None, None)] * batch
+    out = []
+    for b in range(batch):
+        real = ~pad[b].cpu()
+        keep_k = torch.cat([real, torch.ones(extra, dtype=torch.bool)])
+        keep_q = real.clone() if self_attention and n_q == n_k else None
+        out.append((kind, keep_q, keep_k))
+    return out
 
 
 def _sdpa4(t: torch.Tensor) -> torch.Tensor:
