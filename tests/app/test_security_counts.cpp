@@ -80,6 +80,7 @@ TEST_F(SecurityCounts, BatchSweepDrawsAreCheckedWhenTheJobIsRead)
 TEST_F(SecurityCounts, IntegerOptionsAreStrict)
 {
     const std::string analyze = "analyze " + qk("good.h5") + " --json " + f("a.json") + " ";
+    const std::string grid64 = "analyze " + qk("grid64.h5") + " --json " + f("a.json") + " ";
     const std::vector<std::pair<std::string, std::string>> cases = {
         {analyze + "--seed 99999999999999999999", "--seed"},
         {analyze + "--seed 0x10", "--seed"},
@@ -97,8 +98,9 @@ TEST_F(SecurityCounts, IntegerOptionsAreStrict)
         {analyze + "--threads 0x2", "--threads"},
         {analyze + "--threads 99999999999", "--threads"},
         {analyze + "--at h=99999999999999999999", "--at"},
-        {analyze + "--grid 17,4340410370284600384 --block-grid 1,1", "--grid"},
-        {analyze + "--grid 4611686018427387904,4 --block-grid 1,1", "--grid"},
+        // N = 64: the products wrapped around to 64 (and 0) and were accepted.
+        {grid64 + "--grid 17,4340410370284600384 --block-grid 1,1", "--grid"},
+        {grid64 + "--grid 4611686018427387904,4 --block-grid 1,1", "--grid"},
         {analyze + "--grid 8,0x8 --block-grid 1,1", "--grid"},
         {analyze + "--grid 6,8 --block-grid 1,99999999999999999999", "--block-grid"},
         {"sweep " + qk("good.h5") + " --vary n=16,0x20", "--vary"},

@@ -94,6 +94,7 @@ TEST(Blocks, GridProductThatWrapsIsRefused)
     spec.block_grid = {1, 1, 1};
     EXPECT_NE(refusal([&] { attention::make_blocks(spec, 64); }).find("overflows"), std::string::npos);
     spec.grid = {8, 8};
+    spec.block_grid = {2, 2};
     EXPECT_EQ(refusal([&] { attention::make_blocks(spec, 64); }), "");
 }
 
