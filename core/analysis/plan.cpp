@@ -35,12 +35,19 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
         std::iota(v.begin(), v.end(), Eigen::Index{0});
         return v;
     }
-    case AxisChoice::Kind::list:
+    case AxisChoice::Kind::list: {
         for (const Eigen::Index i : choice.indices)
             if (i < 0 || i >= size)
                 throw std::invalid_argument(choice.what + ": index " + std::to_string(i) + " is outside 0.." +
                                             std::to_string(size - 1));
+        // An index listed twice would be one unit analysed twice under one name (a long list of zeros, a
+        // hundred thousand analyses of one head).
+        std::vector<Eigen::Index> sorted = choice.indices;
+        std::sort(sorted.begin(), sorted.end());
+        if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+            throw std::invalid_argument(choice.what + ": index " + std::to_string(*twice) + " is listed twice");
         return choice.indices;
+    }
     case AxisChoice::Kind::selection:
         break;
     }

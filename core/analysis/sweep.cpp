@@ -559,10 +559,15 @@ SweepValueChoice sweep_value_choice(const SweepSpec& spec)
             }
             choice.proposed = spread(choice.valid, false);
         } else {
+            // The divisors up to N / 2, in pairs (m, N / m) up to sqrt(N): a header may claim billions of tokens.
             std::vector<Index> divisors;
-            for (Index m = 1; m <= n / 2; ++m)
+            for (Index m = 1; m <= n / m; ++m)
                 if (n % m == 0)
-                    divisors.push_back(m);
+                    for (const Index v : {m, n / m})
+                        if (v <= n / 2 && (divisors.empty() || divisors.back() != v))
+                            divisors.push_back(v);
+            std::sort(divisors.begin(), divisors.end());
+            divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
             choice.proposed = spread(divisors.empty() ? std::vector<Index>{1} : divisors, false);
         }
         return choice;

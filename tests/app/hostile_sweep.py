@@ -327,6 +327,9 @@ def run_case(case, attnscope, work, timeout):
         else:
             out, err = p.communicate(timeout=timeout)
         status = p.returncode
+    except OSError as e:   # the case itself is broken (an argument too long ...)
+        stop.set()
+        return case, "FAIL", ["harness: cannot start the case: %s" % e], ""
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
@@ -384,9 +387,10 @@ def run_case(case, attnscope, work, timeout):
         if os.path.lexists(expand(f, ctx)):
             problems.append("wrote %s (a path the case must never write)" % expand(f, ctx))
     if status == 0:
+        named = {os.fsencode(a) if isinstance(a, str) else a for a in args}
         for o in case.outputs:
-            if o.endswith("/"):
-                continue
+            if o.endswith("/") or os.fsencode(expand(o, ctx)) not in named:
+                continue   # a folder, or an output this case's command does not name
             p_out = os.path.join(sb, expand(o, ctx))
             if not os.path.lexists(p_out):
                 problems.append("exit 0 but the output %s is missing" % o)
@@ -496,7 +500,7 @@ def number_cases():
             base = figure if option == "--token-grid" else analyze
             cases.append(Case("list_%s_%d" % (option.strip("-"), i), base + extra + [option, value], ["a.json", "f.png"],
                               expect=2, note="a list item that is not a size, or a grid whose product overflows"))
-    for i, value in enumerate(["n=16,0x20", "n=99999999999999999999", "n=", "m=-1", "x=4", "n=16,,32", "m=0"]):
+    for i, value in enumerate(["n=16,0x20", "n=99999999999999999999", "n=1e3", "m=-1", "x=4", "n=16,,32", "m=0"]):
         cases.append(Case("list_vary_%d" % i, ["sweep"] + qk("good.h5") + ["--vary", value, "--csv", "a.csv"], ["a.csv"],
                           expect=2))
     for i, value in enumerate(["0x1", "99999999999999999999", "-1", "1,,2", "all,0"]):
@@ -522,7 +526,7 @@ def count_cases():
         ("synth_n", ["sweep", "--synth", "gaussian", "--vary", "m=1", "--n", "1000000000000", "--csv", "a.csv"]),
         ("synth_vary_n", ["sweep", "--synth", "gaussian", "--vary", "n=1000000000000", "--csv", "a.csv"]),
         ("synth_d", ["sweep", "--synth", "gaussian", "--vary", "n=16", "--d", "1000000000000", "--csv", "a.csv"]),
-        ("vary_long", sweep + ["--vary", "n=" + ",".join(["16"] * 200000), "--subsample", "random", "--draws", "10"]),
+        ("vary_long", sweep + ["--vary", "n=" + ",".join(["16"] * 30000), "--subsample", "random", "--draws", "40"]),
         ("heads_all_huge", ["sweep"] + qk("huge_heads.h5") + ["--heads", "all", "--vary", "n=4", "--csv", "a.csv"]),
         ("overview_huge", ["figure", "--view", "overview", "--out", "a.csv"] + qk("huge_heads.h5")),
         ("tokens_huge", ["sweep"] + qk("huge_tokens.h5") + ["--vary", "m=1,2", "--csv", "a.csv"]),
@@ -567,15 +571,17 @@ def data_cases(fx_names):
         cases.append(Case("sec_shot_" + name, ["{fx}/" + name, "--screenshot", "o.png"], ["o.png"], expect=2, note=note))
     for name in BROKEN_FILES:
         cases.append(Case("bad_info_" + name, ["info", "{fx}/" + name]))
-        cases.append(Case("bad_analyze_" + name, ["analyze"] + qk(name) + ["--json", "o.json"], ["o.json"], expect=2))
+        expect = None if name == "huge_heads.h5" else 2   # head 0 of it is a real (never written) 8 x 4 slice
+        cases.append(Case("bad_analyze_" + name, ["analyze"] + qk(name) + ["--json", "o.json"], ["o.json"], expect=expect))
         cases.append(Case("bad_matrix_" + name, ["matrix"] + qk(name) + ["--mechanism", "softmax", "--out", "o.npy"],
-                          ["o.npy"], expect=2))
+                          ["o.npy"], expect=expect))
     for name in sorted(fx_names):
         if name.startswith(("trunc_", "flip_")):
             cases.append(Case("trunc_info_" + name, ["info", "--json", "{fx}/" + name]))
             cases.append(Case("trunc_analyze_" + name, ["analyze"] + qk(name) + ["--json", "o.json"], ["o.json"]))
     for name in ("good.h5", "q.npy", "good.npz", "good.safetensors", "gaussian.h5", "char_llama_gqa.h5", "grid.h5"):
-        cases.append(Case("ok_analyze_" + name, ["analyze"] + qk(name) + ["--json", "o.json"], ["o.json"], expect=0))
+        refs = qk(name, "/layers/1/q", "/layers/1/k") if name == "char_llama_gqa.h5" else qk(name)
+        cases.append(Case("ok_analyze_" + name, ["analyze"] + refs + ["--json", "o.json"], ["o.json"], expect=0))
     # Names that are not UTF-8 (and a newline): they work, and messages show them lossily.
     bad = b"{fx}/bad\xff\xfe.h5"
     cases.append(Case("utf8_info", ["info", bad], expect=0))
@@ -586,16 +592,17 @@ def data_cases(fx_names):
     cases.append(Case("utf8_missing", ["analyze", "--q", b"{fx}/nope\xff.h5:/q", "--k", bad + b":/k"], expect=2))
     cases.append(Case("utf8_batch_jobs2", ["batch", "job.toml", "--out", "out", "--jobs", "2"], ["out/"], expect=0,
                       setup=write_into({"job.toml": 'inputs = ["d/*.h5"]\nmechanisms = ["linear"]\n[metrics]\nmetrics = "entropy"\n'},
-                                       then=lambda sb, ctx: [shutil.copy(os.path.join(ctx["fx"], "good.h5"),
-                                                                         os.fsencode(sb) + b"/d/bad\xff%d.h5" % i)
-                                                             for i in range(3)]),
+                                       then=lambda sb, ctx: [os.makedirs(os.path.join(sb, "d"), exist_ok=True)] + [
+                                           shutil.copy(os.path.join(ctx["fx"], "good.h5"), os.fsencode(sb) + b"/d/bad\xff%d.h5" % i)
+                                           for i in range(3)]),
                       note="non-UTF-8 input names must work with --jobs 2"))
     cases.append(Case("newline_analyze", ["analyze"] + qk("new\nline.h5") + ["--json", "o.json"], ["o.json"], expect=0))
     cases.append(Case("stem_collision", ["batch", "job.toml", "--out", "out"], ["out/"], expect=0,
                       setup=write_into({"job.toml": 'inputs = ["a/m.h5", "b/m.h5"]\nmechanisms = ["linear"]\n'
                                                     '[[figure]]\nview = "entropy"\n'},
-                                       then=lambda sb, ctx: [shutil.copy(os.path.join(ctx["fx"], "good.h5"),
-                                                                         os.path.join(sb, d, "m.h5")) for d in ("a", "b")])))
+                                       then=lambda sb, ctx: [(os.makedirs(os.path.join(sb, d), exist_ok=True),
+                                                              shutil.copy(os.path.join(ctx["fx"], "good.h5"), os.path.join(sb, d, "m.h5")))
+                                                             for d in ("a", "b")])))
     return cases
 
 
@@ -822,7 +829,8 @@ def batch_cases():
         ("figure_width_huge", '[[figure]]\nview = "maps"\nwidth = 2000000000\nheight = 2000000000\n', 2),
         ("figure_query_huge", '[[figure]]\nview = "maps"\nquery = 99999999999\n', 2),
         ("mixing_secret", '[attention]\nmixing = "{decoy}/secret.bin"\n', 2),
-        ("heads_huge_list", 'heads = [%s]\n' % ",".join(["0"] * 100000), None),
+        ("heads_huge_list", 'heads = [%s]\n' % ",".join(["0"] * 100000), 2),
+        ("heads_long_list", 'heads = [%s]\n' % ",".join(str(i) for i in range(100000)), 2),
         ("nested_arrays", 'x = ' + "[" * 5000 + "]" * 5000 + "\n", 2),
         ("long_key", '"%s" = 1\n' % ("k" * 5000000), 2),
         ("unknown_key", 'bogus = 1\n', 2),
@@ -972,7 +980,10 @@ def main():
             case.setup = setup
         if case.id.startswith("merge_") and not shards_ok:
             return case, "FAIL", ["setup: the shard fixtures could not be made (batch --shard failed)"], ""
-        r = run_case(case, attnscope, work, a.timeout)
+        try:
+            r = run_case(case, attnscope, work, a.timeout)
+        except Exception as e:   # a bug of the harness or of a fixture: reported, the other cases go on
+            r = (case, "FAIL", ["harness: %s: %s" % (type(e).__name__, e)], "")
         with lock:
             print("%s %s  [%s]" % (r[1], r[0].id, r[3]), flush=True)
             for p in r[2]:
