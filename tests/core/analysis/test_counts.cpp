@@ -193,3 +193,17 @@ TEST(Plan, UnitsWithinTheCap)
     EXPECT_EQ(units.size(), 2u);
     EXPECT_GE(analysis::k_max_units, 1'000'000u);
 }
+
+// A list that names one index twice would analyse one unit twice under one name (a job's `heads = [0, 0,
+// ...]` of a hundred thousand zeros ran for minutes).
+TEST(Plan, IndexListedTwiceIsRefused)
+{
+    const std::string dir = test::fresh_work_dir("plan_twice");
+    io::write_hdf5(dir + "/s.h5", {{"/q", {2, 8, 4}, std::vector<double>(64, 0.5)}});
+    const std::vector<analysis::TensorSource> inputs{{dir + "/s.h5:/q", dir + "/s.h5:/q", std::nullopt, {}}};
+    const auto layers = analysis::AxisChoice::parse("", "--layers");
+    EXPECT_EQ(analysis::plan_units(inputs, layers, analysis::AxisChoice::parse("1,0", "--heads")).size(), 2u);
+    EXPECT_NE(refusal([&] { analysis::plan_units(inputs, layers, analysis::AxisChoice::parse("0,1,0", "--heads")); })
+                  .find("--heads: index 0 is listed twice"),
+              std::string::npos);
+}
