@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -432,15 +433,22 @@ std::vector<Index> subset_tokens(Subsample how, Index available, Index n, std::u
         idx.resize(static_cast<std::size_t>(n));
         std::iota(idx.begin(), idx.end(), Index{0});
     } else if (how == Subsample::random) {
-        std::vector<Index> all(static_cast<std::size_t>(available));
-        std::iota(all.begin(), all.end(), Index{0});
+        // Partial Fisher-Yates over 0..available-1, the array kept sparse (only the positions swapped), so a
+        // draw costs O(n), not O(available): many draws of a few tokens of a long input stay cheap.
+        std::unordered_map<Index, Index> moved;
+        auto at = [&](Index p) {
+            const auto it = moved.find(p);
+            return it == moved.end() ? p : it->second;
+        };
         SplitMix64 rng(seed + static_cast<std::uint64_t>(draw));
+        idx.resize(static_cast<std::size_t>(n));
         for (Index i = 0; i < n; ++i) {
             const auto left = static_cast<double>(available - i);
             const Index j = i + std::min(static_cast<Index>(rng.uniform() * left), available - i - 1);
-            std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(j)]);
+            const Index vi = at(i), vj = at(j);
+            idx[static_cast<std::size_t>(i)] = vj;
+            moved[j] = vi;   // position i is final: only j's value is needed later
         }
-        idx.assign(all.begin(), all.begin() + n);
         std::sort(idx.begin(), idx.end());
     } else {
         const std::optional<Index> total = checked_product(grid);

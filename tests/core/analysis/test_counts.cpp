@@ -2,6 +2,7 @@
 // overflow-safe products of util/checked.h, token grids whose product wraps around, a chunk size that
 // overflows ceil(N / C), the parsers of comma lists, and a sweep's counts checked against their caps and
 // the memory budget before anything is allocated.
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 #include "io/writers.h"
 #include "support/test_support.h"
 #include "util/checked.h"
+#include "util/rng.h"
 
 using namespace attnscope;
 using Eigen::Index;
@@ -206,4 +208,32 @@ TEST(Plan, IndexListedTwiceIsRefused)
     EXPECT_NE(refusal([&] { analysis::plan_units(inputs, layers, analysis::AxisChoice::parse("0,1,0", "--heads")); })
                   .find("--heads: index 0 is listed twice"),
               std::string::npos);
+}
+
+// Random subsets cost O(n) per draw, not O(available) (many draws of a few tokens of a long input), and
+// are the very subsets of the dense partial Fisher-Yates they replace (util/rng.h's SplitMix64).
+TEST(SweepCounts, RandomSubsetsAreTheDenseFisherYates)
+{
+    auto dense = [](Index available, Index n, std::uint64_t seed, Index draw) {
+        std::vector<Index> all(static_cast<std::size_t>(available));
+        for (Index i = 0; i < available; ++i)
+            all[static_cast<std::size_t>(i)] = i;
+        SplitMix64 rng(seed + static_cast<std::uint64_t>(draw));
+        for (Index i = 0; i < n; ++i) {
+            const auto left = static_cast<double>(available - i);
+            const Index j = i + std::min(static_cast<Index>(rng.uniform() * left), available - i - 1);
+            std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(j)]);
+        }
+        std::vector<Index> out(all.begin(), all.begin() + n);
+        std::sort(out.begin(), out.end());
+        return out;
+    };
+    for (const auto& [available, n] : std::vector<std::pair<Index, Index>>{{1, 1}, {5, 5}, {10, 3}, {100, 30}, {257, 256}, {4096, 17}})
+        for (Index draw = 0; draw < 4; ++draw)
+            EXPECT_EQ(analysis::subset_tokens(analysis::Subsample::random, available, n, 7, draw), dense(available, n, 7, draw))
+                << available << " " << n << " " << draw;
+    // A billion tokens available, 16 drawn: no billion-entry array.
+    const auto big = analysis::subset_tokens(analysis::Subsample::random, Index{1} << 30, 16, 3, 0);
+    EXPECT_EQ(big.size(), 16u);
+    EXPECT_TRUE(std::is_sorted(big.begin(), big.end()));
 }
