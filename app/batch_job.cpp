@@ -259,6 +259,7 @@ void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPla
         sw.spec.given = plan.given;
         sw.spec.metrics = plan.metrics;
         sw.spec.memory_limit = plan.memory_limit;
+        analysis::validate_sweep_counts(sw.spec, {"[[sweep]] " + sw.name + ": draws", "seeds", "[[sweep]] " + sw.name + ": vary", "n"});
         plan.sweeps.push_back(std::move(sw));
     }
 }

@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "cli_options.h"
 #include "kernels/kernels.h"
 
 namespace attnscope::app {
@@ -134,6 +135,7 @@ int run_cli(int argc, char** argv)
 #endif
     commands.push_back(add_batch_command(app));
     commands.push_back(add_merge_command(app));
+    make_numbers_strict(app);   // every numeric option, plain decimal only (app/cli_options.h)
 
     try {
         app.parse(argc, argv);

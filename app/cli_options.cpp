@@ -1,5 +1,6 @@
 #include "cli_options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
@@ -9,11 +10,63 @@
 #include "attention/mixing.h"
 #include "io/tensor_file.h"
 #include "kernels/kernels.h"
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/names.h"
 
-
 namespace attnscope::app {
+
+namespace {
+
+bool all_digits(std::string_view s)
+{
+    if (!s.empty() && s.front() == '-')
+        s.remove_prefix(1);
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+CLI::Validator strict_integer(bool non_negative)
+{
+    return CLI::Validator(
+        [non_negative](std::string& text) -> std::string {
+            const auto v = parse_decimal(text);
+            if (!v && all_digits(text))
+                return "'" + text + "' is out of range (integers lie in -9223372036854775808..9223372036854775807)";
+            if (!v)
+                return "'" + text + "' is not a decimal integer";
+            if (non_negative && *v < 0)
+                return "'" + text + "' must be non-negative";
+            return {};
+        },
+        "");
+}
+
+CLI::Validator finite_number()
+{
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            if (!parse_finite(text))
+                return "'" + text + "' is not a finite decimal number";
+            return {};
+        },
+        "");
+}
+
+}  // namespace
+
+void make_numbers_strict(CLI::App& app)
+{
+    for (CLI::Option* opt : app.get_options()) {
+        std::string type = opt->get_type_name();
+        type = type.substr(0, type.find_first_of(": "));
+        if (type == "INT" || type == "UINT")
+            opt->check(strict_integer(type == "UINT"));
+        else if (type == "FLOAT")
+            opt->check(finite_number());
+    }
+    for (CLI::App* sub : app.get_subcommands({}))
+        make_numbers_strict(*sub);
+}
 
 analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const MechanismArgs& mechanism)
 {
@@ -143,6 +196,12 @@ attention::AttentionOptions MechanismArgs::resolve() const
             throw std::invalid_argument("--grid " + grid + ": give 2 or 3 sizes");
         if (o.blocks.block_grid.size() != o.blocks.grid.size())
             throw std::invalid_argument("--block-grid " + block_grid + " must have as many sizes as --grid " + grid);
+        // The tokens are the grid's product: one that wraps around would pass for a small N (17 x
+        // 4340410370284600384 wraps to 64, all tokens in one block).
+        if (!checked_product(o.blocks.grid))
+            throw std::invalid_argument("--grid " + grid + ": the product of the sizes overflows (it must equal the tokens N)");
+        if (!checked_product(o.blocks.block_grid))
+            throw std::invalid_argument("--block-grid " + block_grid + ": the product of the sizes overflows");
     }
     o.blocks.order = attention::parse_token_order(token_order);
 
@@ -217,13 +276,14 @@ std::uint64_t MemoryArgs::resolve() const
         kernels::set_threads(threads);
     if (max_memory.empty())
         return analysis::default_memory_limit();
-    std::size_t used = 0;
-    double v = 0;
-    try {
-        v = std::stod(max_memory, &used);
-    } catch (const std::exception&) {
+    // The number (digits, a point, an exponent) and a unit; strict decimal, so "0x10G" and "nanG" are refused.
+    std::size_t used = max_memory.find_first_not_of("0123456789.eE+-");
+    if (used == std::string::npos)
+        used = max_memory.size();
+    const std::optional<double> number = parse_finite(std::string_view(max_memory).substr(0, used));
+    const double v = number.value_or(0.0);
+    if (!number)
         used = 0;
-    }
     double mult = 1.0;
     const std::string suffix = max_memory.substr(used);
     if (suffix == "" || suffix == "B")

@@ -67,6 +67,13 @@ struct MetricArgs {
     analysis::MetricOptions resolve() const;
 };
 
+// Every integer and floating-point option of `app` and of its subcommands, found by the type CLI11 gives it
+// (INT, UINT, FLOAT), takes plain decimal text only: CLI11's own conversion (strtoll, strtold) clamps
+// 99999999999999999999 to INT64_MAX, reads 0x1 as hexadecimal and 010 as octal, and takes nan and inf.
+// Refusals name the option (docs/security.md, "Counts and sizes"); each option's own range is checked
+// where it is resolved.
+void make_numbers_strict(CLI::App& app);
+
 // Resources: --max-memory and --threads.
 struct MemoryArgs {
     std::string max_memory;   // e.g. "8G", "512M", bytes; empty = half the RAM

@@ -14,6 +14,7 @@
 #include "analysis/batch.h"
 #include "batch_job.h"
 #include "cli_common.h"
+#include "util/checked.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
 #include "analysis/explore.h"
@@ -45,18 +46,19 @@ std::string duration_text(double seconds)
     return fmt::format("{}s", s);
 }
 
-// --shard I/N.
+// --shard I/N: plain decimal numbers only (std::stoi read "0x1" as 0 and ignored the rest), 0 <= I < N,
+// N at most k_max_shards (docs/cli.md).
 void parse_shard(const std::string& text, analysis::BatchRunOptions& opt)
 {
+    constexpr std::int64_t k_max_shards = 1'000'000;
     const auto slash = text.find('/');
-    try {
-        if (slash == std::string::npos)
-            throw std::invalid_argument("");
-        opt.shard_index = std::stoi(text.substr(0, slash));
-        opt.shard_count = std::stoi(text.substr(slash + 1));
-    } catch (const std::exception&) {
-        throw std::invalid_argument("--shard " + text + ": expected I/N, e.g. 0/4 (I from 0 to N-1)");
-    }
+    const auto i = slash == std::string::npos ? std::nullopt : parse_decimal(std::string_view(text).substr(0, slash));
+    const auto n = slash == std::string::npos ? std::nullopt : parse_decimal(std::string_view(text).substr(slash + 1));
+    if (!i || !n || *n < 1 || *n > k_max_shards || *i < 0 || *i >= *n)
+        throw std::invalid_argument("--shard " + text + ": expected I/N in decimal, e.g. 0/4, with 0 <= I < N <= " +
+                                    std::to_string(k_max_shards));
+    opt.shard_index = static_cast<int>(*i);
+    opt.shard_count = static_cast<int>(*n);
 }
 
 // One line per finished unit: rewritten in place on a terminal, appended in a log.

@@ -15,6 +15,8 @@
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "sweep_options.h"
+#include "util/atomic_file.h"
+#include "util/checked.h"
 #include "util/output.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
@@ -206,12 +208,11 @@ int run_figure(FigureArgs a)
             if (!a.token_grid.empty()) {
                 // A grid the tokens do not fill would be dropped by the views without a word: refuse it here.
                 request.token_grid = analysis::parse_sizes(a.token_grid, "--token-grid");
-                Eigen::Index cells = 1;
-                for (const Eigen::Index g : request.token_grid)
-                    cells *= g;
+                const std::optional<Eigen::Index> cells = checked_product(request.token_grid);   // never wrapped
                 const Eigen::Index n = analysis::selected_tokens(source);
                 if (cells != n)
-                    throw std::invalid_argument("--token-grid " + a.token_grid + " has " + std::to_string(cells) +
+                    throw std::invalid_argument("--token-grid " + a.token_grid + " has " +
+                                                (cells ? std::to_string(*cells) : std::string("more than 2^63")) +
                                                 " cells, but the selection has N=" + std::to_string(n) + " tokens");
             }
             render_explore_figure(request, a.view, look, a.target);

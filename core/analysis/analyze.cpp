@@ -57,12 +57,12 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
     if (metric_options.rank_rtol && !(*metric_options.rank_rtol > 0.0 && *metric_options.rank_rtol < 1.0))
         throw std::invalid_argument("--rank-rtol must lie in (0, 1)");
 
-    // Tiles of streaming entropy and the factors: a few times N x (d + 4096) doubles at most.
-    const long double light = static_cast<long double>(n) * (static_cast<long double>(d) * 8.0L + 4096.0L) * 8.0L;
-    if (light > static_cast<long double>(memory_limit))
-        throw InputError("N=" + std::to_string(n) + " tokens: even the streaming analysis needs about " +
-                         human_bytes(static_cast<std::uint64_t>(light)) + ", over the memory limit of " +
-                         human_bytes(memory_limit) + " (--max-memory)");
+    // Q, K, the factors and the streamed entropy's working space (measure.h); dense work is checked per
+    // mechanism when its path is chosen.
+    const std::uint64_t light = streaming_memory_bytes(n, d, mechanisms, options, metric_options);
+    if (light > memory_limit)
+        throw InputError("N=" + std::to_string(n) + " tokens: even the streaming analysis needs about " + human_bytes(light) +
+                         ", over the memory limit of " + human_bytes(memory_limit) + " (--max-memory)");
 
     // Every mechanism's parameters first, so that an impossible option fails before any work.
     for (const Mechanism m : mechanisms)

@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "analysis/measure.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
 
@@ -162,8 +163,14 @@ std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_
         total += bytes;
         largest = std::max(largest, bytes);
     }
+    // The least any analysis of them holds besides Q and K (one mechanism's streamed entropy, measure.h);
+    // analyze() checks its own options and metrics before any work.
     const auto [n, d] = slices.front();
-    const long double light = static_cast<long double>(n) * (static_cast<long double>(d) * 8.0L + 4096.0L) * 8.0L;
+    MetricOptions entropy_only;
+    entropy_only.spectrum = false;
+    const long double light = static_cast<long double>(streaming_memory_bytes(
+                                  static_cast<Index>(n), static_cast<Index>(d), {attention::Mechanism::softmax}, {}, entropy_only)) -
+                              2.0L * static_cast<long double>(n) * static_cast<long double>(d) * 8.0L;
     const long double need = total + largest + light;
     return need > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(need);
 }

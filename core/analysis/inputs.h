@@ -44,8 +44,9 @@ struct LoadedInputs {
 };
 
 // Bytes a run over these inputs needs at its peak, from their headers alone: every selected slice as
-// float64, the largest once more (it is copied while read), and the streamed analysis' tiles and factors
-// (N x (d + 4096) doubles). Compressed files are measured by what they decompress to.
+// float64, the largest once more (it is copied while read), and the least working space any analysis of
+// them needs (analysis::streaming_memory_bytes of one mechanism's streamed entropy; analyze() checks its
+// own options and metrics before any work). Compressed files are measured by what they decompress to.
 std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
                                  const io::AxisSelection& selection);
 

@@ -67,6 +67,15 @@ struct MechanismResult {
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
 std::uint64_t dense_memory_bytes(Index n);
+// Bytes an analysis of N x d queries and keys holds at its peak when nothing N x N is formed, Q and K
+// included (docs/performance.md, "Memory of the streamed analysis"). Per token, in doubles: Q and K (2d),
+// the softmax pieces (3d + 16), each kernel mechanism's factors (4r + 16; r = d, or m for FAVOR+), the
+// streamed kernel entropy's sorted copies and block sums (6r + 8M + 16, once: linear and MHLA share one
+// pass or take turns); plus the M x M mixing matrices and 32 MiB of tiles. A spectrum that is asked for
+// without the dense matrix (structured, top-k, randomized) keeps the allowance of N x (8d + 4096) doubles
+// for its basis. An upper bound of the peak resident memory measured for N = 65536, not a wild one.
+std::uint64_t streaming_memory_bytes(Index n, Index d, const std::vector<attention::Mechanism>& mechanisms,
+                                     const attention::AttentionOptions& options, const MetricOptions& metrics);
 // Half the machine's physical memory: the default --max-memory.
 std::uint64_t default_memory_limit();
 // "1.5 GiB": a byte count for messages.

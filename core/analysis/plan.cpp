@@ -1,6 +1,7 @@
 #include "analysis/plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <stdexcept>
@@ -25,16 +26,28 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
     const Eigen::Index size = info.shape[pos];
     switch (choice.kind) {
     case AxisChoice::Kind::all: {
+        // A header may claim any size: the count is checked before the indices are allocated.
+        if (size < 0 || static_cast<std::uint64_t>(size) > k_max_units)
+            throw std::invalid_argument(choice.what + " all: the '" + std::string(1, axis) + "' axis has " + std::to_string(size) +
+                                        " indices, over the cap of " + std::to_string(k_max_units) +
+                                        " units per plan (docs/cli.md, \"Counts and caps\"); list the ones to visit");
         std::vector<Eigen::Index> v(static_cast<std::size_t>(size));
         std::iota(v.begin(), v.end(), Eigen::Index{0});
         return v;
     }
-    case AxisChoice::Kind::list:
+    case AxisChoice::Kind::list: {
         for (const Eigen::Index i : choice.indices)
             if (i < 0 || i >= size)
                 throw std::invalid_argument(choice.what + ": index " + std::to_string(i) + " is outside 0.." +
                                             std::to_string(size - 1));
+        // An index listed twice would be one unit analysed twice under one name (a long list of zeros, a
+        // hundred thousand analyses of one head).
+        std::vector<Eigen::Index> sorted = choice.indices;
+        std::sort(sorted.begin(), sorted.end());
+        if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+            throw std::invalid_argument(choice.what + ": index " + std::to_string(*twice) + " is listed twice");
         return choice.indices;
+    }
     case AxisChoice::Kind::selection:
         break;
     }
@@ -77,6 +90,12 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
         const std::string layout = io::resolve_layout(info, src.selection, "--q " + src.q_ref);
         const auto ls = axis_values(info, layout, 'l', layers, src.selection);
         const auto hs = axis_values(info, layout, 'h', heads, src.selection);
+        const std::uint64_t count = static_cast<std::uint64_t>(std::max<std::size_t>(ls.size(), 1)) *
+                                    std::max<std::size_t>(hs.size(), 1);   // each at most k_max_units: no overflow
+        if (count > k_max_units - std::min<std::uint64_t>(units.size(), k_max_units))
+            throw std::invalid_argument("--q " + src.q_ref + ": " + std::to_string(units.size() + count) +
+                                        " units (inputs x layers x heads) are over the cap of " + std::to_string(k_max_units) +
+                                        " per plan (docs/cli.md, \"Counts and caps\")");
         for (std::size_t li = 0; li < std::max<std::size_t>(ls.size(), 1); ++li)
             for (std::size_t hi = 0; hi < std::max<std::size_t>(hs.size(), 1); ++hi) {
                 Unit u;

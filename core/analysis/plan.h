@@ -3,6 +3,7 @@
 // layers, then heads), for sweeps, batches, the command line and the desktop app. Only headers are read,
 // so a plan is checked completely before any tensor data is.
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "analysis/vocabulary.h"
 
 namespace attnscope::analysis {
+
+// At most this many units in one plan (docs/cli.md, "Counts and caps"): `all` the heads of a file whose
+// header claims a billion of them, or a billion listed layers, are refused before anything is allocated.
+constexpr std::uint64_t k_max_units = 1'000'000;
 
 // One (input, layer, head): the selection it reads and the indices it stands for.
 struct Unit {

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <stdexcept>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "attention/blocks.h"
 #include "io/selection.h"
 #include "io/tensor_file.h"
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/names.h"
 #include "util/rng.h"
@@ -42,15 +44,15 @@ std::vector<Index> crop_sizes(const std::vector<Index>& grid, Index n)
 {
     if (grid.size() < 2)
         throw std::invalid_argument("--subsample crop needs grid data (--grid G1,G2[,G3])");
-    const double total = static_cast<double>(std::accumulate(grid.begin(), grid.end(), Index{1}, std::multiplies<>()));
+    double total = 1.0;   // in double: an Index product could overflow (the same value for any real grid)
+    for (const Index g : grid)
+        total *= static_cast<double>(g);
     const double f = std::pow(static_cast<double>(n) / total, 1.0 / static_cast<double>(grid.size()));
     std::vector<Index> c;
-    Index prod = 1;
-    for (Index g : grid) {
+    for (Index g : grid)
         c.push_back(static_cast<Index>(std::llround(static_cast<double>(g) * f)));
-        prod *= c.back();
-    }
-    if (prod != n || std::any_of(c.begin(), c.end(), [](Index v) { return v < 1; }))
+    const std::optional<Index> prod = checked_product(c);   // a product that wraps could pass for N
+    if (!prod || *prod != n || std::any_of(c.begin(), c.end(), [](Index v) { return v < 1; }))
         throw std::invalid_argument("--subsample crop: N=" + std::to_string(n) + " is not a centred crop of the " +
                                     sizes_text(grid, "x") + " grid with its aspect ratio");
     return c;
@@ -222,14 +224,85 @@ std::vector<SweepPoint> plan_points(const SweepSpec& spec, const attention::Atte
     return points;
 }
 
+std::uint64_t budget_of(const SweepSpec& spec) { return spec.memory_limit ? spec.memory_limit : default_memory_limit(); }
+
+std::string count_cap_text()
+{
+    return "the cap of " + std::to_string(k_max_sweep_analyses) + " analyses per sweep (docs/cli.md, \"Counts and caps\")";
+}
+
+// Bytes one copy of `o` holds (every point keeps its own: a learned mixing matrix is copied with it).
+long double options_bytes(const attention::AttentionOptions& o)
+{
+    long double bytes = sizeof(attention::AttentionOptions) +
+                        8.0L * static_cast<long double>(o.blocks.grid.size() + o.blocks.block_grid.size());
+    if (o.mixing.matrix)
+        bytes += 8.0L * static_cast<long double>(o.mixing.matrix->size());
+    for (const MatrixXd& m : o.mixing.head_matrices)
+        bytes += 8.0L * static_cast<long double>(m.size()) + sizeof(MatrixXd);
+    return bytes;
+}
+
+// Bytes one record of N tokens keeps: the record, its singular values and its row entropies (N each at most).
+long double record_bytes(Index n) { return sizeof(SweepRecord) + 256.0L + 16.0L * static_cast<long double>(n); }
+
+// The analyses and the memory of a plan, before its points are made: per source i (`available[i]` tokens,
+// options[i]) repeated `units[i]` times (its layers x heads, or a synthetic N's seeds), its points (N or M
+// values x draws), their token subsets and every record they will make. Overflow-safe: counts in checked
+// integers, bytes in long double.
+void check_plan_size(const SweepSpec& spec, const std::vector<attention::AttentionOptions>& options,
+                     const std::vector<Index>& available, const std::vector<std::uint64_t>& units)
+{
+    const std::uint64_t draws = spec.subsample == Subsample::random ? static_cast<std::uint64_t>(spec.draws) : 1;
+    const auto mechanisms = static_cast<std::uint64_t>(spec.mechanisms.size());
+    std::uint64_t analyses = 0;
+    long double bytes = 0;
+    bool overflow = false;
+    for (std::size_t i = 0; i < available.size(); ++i) {
+        // (N, subset size) of every point: --vary m analyses all tokens at each M; --vary n each N, `draws` times.
+        std::vector<std::pair<Index, Index>> points;
+        if (spec.vary == 'm')
+            points.assign(spec.values.size(), {available[i], 0});
+        else
+            for (const Index n : spec.values.empty() ? std::vector<Index>{available[i]} : spec.values)
+                points.emplace_back(std::min(n, available[i]), std::min(n, available[i]));   // larger N: refused by plan_points
+        const auto count = checked_mul(static_cast<std::uint64_t>(points.size()), spec.vary == 'm' ? 1 : draws);
+        const auto per_unit = count ? checked_mul(*count, mechanisms) : std::nullopt;
+        const auto all = per_unit ? checked_mul(*per_unit, units[i]) : std::nullopt;
+        const auto sum = all ? checked_add(analyses, *all) : std::nullopt;
+        if (!sum) {
+            overflow = true;
+            break;
+        }
+        analyses = *sum;
+        // Each unit keeps its own copy of the points (options and token subsets) and a record per point and
+        // mechanism.
+        long double unit_bytes = 0;
+        const long double copies = spec.vary == 'm' ? 1.0L : static_cast<long double>(draws);
+        for (const auto& [n, subset] : points)
+            unit_bytes += copies * (sizeof(SweepPoint) + options_bytes(options[i]) + 8.0L * static_cast<long double>(subset) +
+                                    static_cast<long double>(mechanisms) * record_bytes(n));
+        bytes += static_cast<long double>(units[i]) * unit_bytes;
+    }
+    if (overflow || analyses > k_max_sweep_analyses)
+        throw std::invalid_argument("the sweep asks for " + (overflow ? std::string("more than 2^64") : std::to_string(analyses)) +
+                                    " analyses (units x N or M values x draws x seeds x mechanisms), over " + count_cap_text() +
+                                    ": sweep fewer heads, layers, values or draws");
+    const std::uint64_t budget = budget_of(spec);
+    if (bytes > static_cast<long double>(budget))
+        throw std::invalid_argument("the sweep's plan and records need about " +
+                                    human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
+                                    ", over the memory limit of " + human_bytes(budget) +
+                                    " (--max-memory): sweep fewer heads, layers, values or draws");
+}
+
 void check_spec(const SweepSpec& spec)
 {
     if (spec.vary != 'n' && spec.vary != 'm')
         throw std::invalid_argument("--vary takes n=LIST or m=LIST");
     if (spec.inputs.empty() == !spec.synth.has_value())
         throw std::invalid_argument("a sweep needs either inputs (--q/--k) or --synth KIND");
-    if (spec.draws < 1)
-        throw std::invalid_argument("--draws must be at least 1");
+    validate_sweep_counts(spec);
     if (spec.draws > 1 && spec.subsample != Subsample::random)
         throw std::invalid_argument("--draws needs --subsample random");
     if (spec.mechanisms.empty())
@@ -248,6 +321,13 @@ void plan_synthetic(SweepPlan& plan)
     const std::vector<Index> ns = spec.vary == 'n' ? spec.values : std::vector<Index>{s.n};
     if (ns.empty())
         throw std::invalid_argument("--vary n with --synth needs a list of sizes, e.g. --vary n=256,1024,4096");
+    // Each N is one source of one point per M (or one point), analysed once per seed.
+    SweepSpec per_n = spec;
+    per_n.subsample = Subsample::first;
+    if (spec.vary == 'n')
+        per_n.values.clear();
+    check_plan_size(per_n, std::vector<attention::AttentionOptions>(ns.size(), spec.options), ns,
+                    std::vector<std::uint64_t>(ns.size(), static_cast<std::uint64_t>(s.seeds)));
     for (Index n : ns) {
         SweepSpec one = spec;
         one.values = spec.vary == 'n' ? std::vector<Index>{n} : spec.values;
@@ -286,14 +366,62 @@ void plan_loaded(SweepPlan& plan)
         options.push_back(setup.options);
     }
     const std::vector<Unit> units = plan_units(inputs, spec.layers, spec.heads, spec.input_layers);
+    std::vector<Index> available(inputs.size());
+    std::vector<std::uint64_t> units_of(inputs.size(), 0);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        available[i] = selected_tokens(inputs[i]);
+    for (const Unit& u : units)
+        ++units_of[u.input];
+    check_plan_size(spec, options, available, units_of);
     std::vector<std::vector<SweepPoint>> points(inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i)
-        points[i] = plan_points(spec, options[i], selected_tokens(inputs[i]));
+        points[i] = plan_points(spec, options[i], available[i]);
     for (const Unit& u : units)
         plan.jobs.push_back(SweepJob{u, 0, points[u.input]});
 }
 
 }  // namespace
+
+void validate_sweep_counts(const SweepSpec& spec, const SweepCountNames& names)
+{
+    const std::uint64_t cap = k_max_sweep_analyses;
+    if (spec.draws < 1)
+        throw std::invalid_argument(names.draws + " must be at least 1 (got " + std::to_string(spec.draws) + ")");
+    if (static_cast<std::uint64_t>(spec.draws) > cap)
+        throw std::invalid_argument(names.draws + " " + std::to_string(spec.draws) + " is over " + count_cap_text());
+    if (spec.values.size() > cap)
+        throw std::invalid_argument(names.values + " lists " + std::to_string(spec.values.size()) + " values, over " +
+                                    count_cap_text());
+    std::uint64_t seeds = 1;
+    if (spec.synth) {
+        if (spec.synth->seeds < 1)
+            throw std::invalid_argument(names.seeds + " must be at least 1 (got " + std::to_string(spec.synth->seeds) + ")");
+        seeds = static_cast<std::uint64_t>(spec.synth->seeds);
+        if (seeds > cap)
+            throw std::invalid_argument(names.seeds + " " + std::to_string(seeds) + " is over " + count_cap_text());
+    }
+    // Values, draws, seeds and mechanisms are each at most the cap: their product fits in 128 bits.
+    const unsigned __int128 analyses = static_cast<unsigned __int128>(std::max<std::size_t>(spec.values.size(), 1)) *
+                                       static_cast<std::uint64_t>(spec.subsample == Subsample::random ? spec.draws : 1) * seeds *
+                                       std::max<std::size_t>(spec.mechanisms.size(), 1);
+    if (analyses > cap)
+        throw std::invalid_argument("the sweep asks for more than " + std::to_string(cap) + " analyses (" + names.values +
+                                    " values x " + names.draws + " x " + names.seeds + " x mechanisms), over " +
+                                    count_cap_text());
+    if (!spec.synth)
+        return;
+    // Synthetic activations: N x d queries, keys and values per draw, as synthesize() makes them.
+    const std::uint64_t budget = budget_of(spec);
+    const bool vary_n = spec.vary == 'n';
+    for (const Index n : vary_n ? spec.values : std::vector<Index>{spec.synth->n}) {
+        const long double bytes = static_cast<long double>(n) * static_cast<long double>(spec.synth->d) * 3.0L * 12.0L;
+        if (bytes > static_cast<long double>(budget))
+            throw std::invalid_argument((vary_n ? names.values + " n=" : names.n + " ") + std::to_string(n) + " with --d " +
+                                        std::to_string(spec.synth->d) + ": the synthetic activations need about " +
+                                        human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
+                                        ", over the memory limit of " + human_bytes(budget) + " (--max-memory)");
+    }
+}
 
 std::vector<Index> subset_tokens(Subsample how, Index available, Index n, std::uint64_t seed, Index draw,
                                  const std::vector<Index>& grid)
@@ -305,19 +433,26 @@ std::vector<Index> subset_tokens(Subsample how, Index available, Index n, std::u
         idx.resize(static_cast<std::size_t>(n));
         std::iota(idx.begin(), idx.end(), Index{0});
     } else if (how == Subsample::random) {
-        std::vector<Index> all(static_cast<std::size_t>(available));
-        std::iota(all.begin(), all.end(), Index{0});
+        // Partial Fisher-Yates over 0..available-1, the array kept sparse (only the positions swapped), so a
+        // draw costs O(n), not O(available): many draws of a few tokens of a long input stay cheap.
+        std::unordered_map<Index, Index> moved;
+        auto at = [&](Index p) {
+            const auto it = moved.find(p);
+            return it == moved.end() ? p : it->second;
+        };
         SplitMix64 rng(seed + static_cast<std::uint64_t>(draw));
+        idx.resize(static_cast<std::size_t>(n));
         for (Index i = 0; i < n; ++i) {
             const auto left = static_cast<double>(available - i);
             const Index j = i + std::min(static_cast<Index>(rng.uniform() * left), available - i - 1);
-            std::swap(all[static_cast<std::size_t>(i)], all[static_cast<std::size_t>(j)]);
+            const Index vi = at(i), vj = at(j);
+            idx[static_cast<std::size_t>(i)] = vj;
+            moved[j] = vi;   // position i is final: only j's value is needed later
         }
-        idx.assign(all.begin(), all.begin() + n);
         std::sort(idx.begin(), idx.end());
     } else {
-        const Index total = std::accumulate(grid.begin(), grid.end(), Index{1}, std::multiplies<>());
-        if (grid.empty() || total != available)
+        const std::optional<Index> total = checked_product(grid);
+        if (grid.empty() || !total || *total != available)
             throw std::invalid_argument("--subsample crop: the grid " + sizes_text(grid, "x") + " does not hold the " +
                                         std::to_string(available) + " tokens");
         const auto crop = crop_sizes(grid, n);
@@ -432,10 +567,15 @@ SweepValueChoice sweep_value_choice(const SweepSpec& spec)
             }
             choice.proposed = spread(choice.valid, false);
         } else {
+            // The divisors up to N / 2, in pairs (m, N / m) up to sqrt(N): a header may claim billions of tokens.
             std::vector<Index> divisors;
-            for (Index m = 1; m <= n / 2; ++m)
+            for (Index m = 1; m <= n / m; ++m)
                 if (n % m == 0)
-                    divisors.push_back(m);
+                    for (const Index v : {m, n / m})
+                        if (v <= n / 2 && (divisors.empty() || divisors.back() != v))
+                            divisors.push_back(v);
+            std::sort(divisors.begin(), divisors.end());
+            divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
             choice.proposed = spread(divisors.empty() ? std::vector<Index>{1} : divisors, false);
         }
         return choice;

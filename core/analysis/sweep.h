@@ -100,6 +100,28 @@ struct SweepPlan {
     std::size_t analyses() const;            // points x draws x mechanisms
 };
 
+// The stated caps of a sweep (docs/cli.md, "Counts and caps"; docs/security.md, "Counts and sizes"): a few
+// words of input must not ask for days of work or for memory the machine does not have, unseen. An
+// analysis is one (unit, N or M, draw or seed, mechanism); a million of them is far beyond a real study
+// (a 32-layer, 32-head model overview under three mechanisms is about 3,000) and still bounded.
+constexpr std::uint64_t k_max_sweep_analyses = 1'000'000;
+
+// How a front end names the counts of a sweep in its messages ("--draws"; "[[sweep]] curves: draws").
+struct SweepCountNames {
+    std::string draws = "--draws";
+    std::string seeds = "--seeds";
+    std::string values = "--vary";
+    std::string n = "--n";
+};
+
+// Checks the counts `spec` holds itself before anything is read or allocated: draws, synthetic seeds, the
+// number of N or M values, their product with the mechanisms (at most k_max_sweep_analyses, with
+// overflow-safe arithmetic) and each synthetic N x d against the memory budget (spec.memory_limit, else
+// default_memory_limit()). plan_sweep calls it, and again checks the units the inputs' headers give
+// (layers x heads) and the plan's and the records' memory. Throws std::invalid_argument naming the count
+// (through `names`) and the cap.
+void validate_sweep_counts(const SweepSpec& spec, const SweepCountNames& names = {});
+
 // The model overview: every (layer, head) of one input at its full N, per mechanism (a sweep that varies
 // nothing: spec.vary = 'n', no values, all heads and layers). Records carry layer and head. Layers are
 // the layout's `l` axis or, without one, sibling datasets that differ only in one numeric path

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -193,9 +194,11 @@ SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
     if (!grid.empty()) {
         if (grid.size() != 2)
             throw std::invalid_argument("--grid takes two sizes H,W for synth");
-        if (grid[0] < 1 || grid[1] < 1 || grid[0] * grid[1] != o.n)
+        const std::optional<Index> cells = checked_product(grid);   // a product that wraps could pass for N
+        if (grid[0] < 1 || grid[1] < 1 || !cells || *cells != o.n)
             throw std::invalid_argument("--grid " + std::to_string(grid[0]) + "," + std::to_string(grid[1]) + " has " +
-                                        std::to_string(grid[0] * grid[1]) + " tokens but --n is " + std::to_string(o.n));
+                                        (cells ? std::to_string(*cells) : std::string("more than 2^63")) +
+                                        " tokens but --n is " + std::to_string(o.n));
     } else if (o.kind == "local2d") {
         const auto s = static_cast<Index>(std::llround(std::sqrt(static_cast<double>(o.n))));
         if (s * s != o.n)

@@ -1,7 +1,10 @@
 #include "analysis/vocabulary.h"
 
 #include <cctype>
+#include <optional>
 #include <stdexcept>
+
+#include "util/checked.h"
 
 namespace attnscope::analysis {
 
@@ -30,16 +33,11 @@ std::vector<Index> parse_integers(const std::string& list, const std::string& te
 {
     std::vector<Index> out;
     for (const std::string& item : split_list(list)) {
-        std::size_t used = 0;
-        long long v = min - 1;
-        try {
-            v = std::stoll(item, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (item.empty() || used != item.size() || v < min)
+        // Plain decimal within int64 (util/checked.h): no clamping, no "0x", no '+'.
+        const std::optional<std::int64_t> v = parse_decimal(item);
+        if (!v || *v < min)
             throw std::invalid_argument(what + " " + text + ": '" + item + "' is not " + expected);
-        out.push_back(static_cast<Index>(v));
+        out.push_back(static_cast<Index>(*v));
     }
     return out;
 }

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/checked.h"
+
 namespace attnscope::attention {
 
 namespace {
@@ -55,7 +57,7 @@ BlockLayout chunk_blocks(Index c, Index n)
         throw std::invalid_argument("chunk C=" + std::to_string(c) + " must be >= 1");
     BlockLayout layout;
     layout.num_tokens = n;
-    layout.num_blocks = (n + c - 1) / c;
+    layout.num_blocks = (n - 1) / c + 1;   // ceil(N / C) without N + C - 1, which overflows for a huge C
     layout.block_of_token.resize(static_cast<std::size_t>(n));
     for (Index t = 0; t < n; ++t)
         layout.block_of_token[static_cast<std::size_t>(t)] = t / c;
@@ -86,8 +88,13 @@ BlockLayout grid_blocks(const BlockSpec& spec, Index n)
             throw std::invalid_argument("grid axis " + std::to_string(a) + ": " + std::to_string(g[a]) + " % " +
                                         std::to_string(bg[a]) + " != 0");
         step[a] = g[a] / bg[a];
-        total *= g[a];
-        m *= bg[a];
+        // A product that wraps around would pass for a small N (17 x 4340410370284600384 wraps to 64).
+        const auto t = checked_mul(total, g[a]);
+        if (!t)
+            throw std::invalid_argument("grid " + join_dims(g) + ": the product of the sizes overflows (it must equal N=" +
+                                        std::to_string(n) + ")");
+        total = *t;
+        m *= bg[a];   // bg[a] <= g[a], so m <= total
     }
     if (total != n)
         throw std::invalid_argument("grid " + join_dims(g) + " has " + std::to_string(total) + " tokens but N=" +
