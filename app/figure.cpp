@@ -10,10 +10,12 @@
 #include <QThread>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "analysis/explore.h"
@@ -22,6 +24,7 @@
 #include "curves.h"
 #include "export.h"
 #include "main_window.h"
+#include "qt_platform.h"
 #include "result_view.h"
 #include "util/atomic_file.h"
 #include "util/error.h"
@@ -41,18 +44,18 @@ void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& mes
         std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
 }
 
-// The QApplication of one figure: offscreen unless the caller chose a platform, created before any
-// widget and destroyed after them. Nested use (a test that already has an application) reuses it.
+// The QApplication of one figure: always on the offscreen platform (an `offscreen:...` value of
+// QT_QPA_PLATFORM keeps its options), created before any widget and destroyed after them. Nested use (a test that already has an application) reuses it.
 class GuiScope {
 public:
     GuiScope()
     {
         if (QCoreApplication::instance())
             return;
-        if (!std::getenv("QT_QPA_PLATFORM"))
-            ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        (void)prepare_qt_platform(QtUse::headless);   // offscreen, whatever QT_QPA_PLATFORM says (docs/cli.md)
         if (!std::getenv("ATTNSCOPE_QT_MESSAGES"))
             m_previous = qInstallMessageHandler(quiet_handler);
+        QtFatalGuard guard;   // Qt aborts when a platform fails to start: one error line, exit 2
         m_app = std::make_unique<QApplication>(m_argc, m_argv);
         QApplication::setApplicationName(QStringLiteral("AttnScope"));
         QApplication::setOrganizationName(QStringLiteral("AttnScope"));
@@ -202,6 +205,13 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (ext != ".png" && ext != ".pdf" && ext != ".svg")
         throw std::invalid_argument("--out " + target.path + ": name a .png, .pdf or .svg file");
+    // CLI11's range checks let NaN through (every comparison with NaN is false), and a NaN size was then
+    // ignored as "unset": every real-valued size option must be a finite number.
+    for (const auto& [name, value] : {std::pair{"--width-mm", target.width_mm}, std::pair{"--height-mm", target.height_mm},
+                                      std::pair{"--font-size", target.font_pt}, std::pair{"--dpi", target.dpi},
+                                      std::pair{"--font-scale", target.font_scale}})
+        if (!std::isfinite(value))
+            throw std::invalid_argument(std::string(name) + " must be a finite number (got " + std::to_string(value) + ")");
     if (target.width < 0 || target.height < 0 || (target.width > 0 && target.width < 16) || (target.height > 0 && target.height < 16) ||
         target.width > 20000 || target.height > 20000)
         throw std::invalid_argument("--width/--height must lie in 16..20000 logical pixels");

@@ -168,7 +168,7 @@ Head make_local2d(SplitMix64& rng, Index n, Index d, Index gh, Index gw)
 
 std::vector<std::string> synth_kinds() { return {"gaussian", "lowrank", "local1d", "local2d"}; }
 
-SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
+std::vector<Index> check_synth_options(const SynthOptions& o, std::uint64_t max_bytes)
 {
     if (o.n < 1)
         throw std::invalid_argument("--n must be at least 1 (got " + std::to_string(o.n) + ")");
@@ -193,15 +193,24 @@ SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
     if (!grid.empty()) {
         if (grid.size() != 2)
             throw std::invalid_argument("--grid takes two sizes H,W for synth");
-        if (grid[0] < 1 || grid[1] < 1 || grid[0] * grid[1] != o.n)
+        Index cells = 0;   // H*W, checked: two huge sizes must not wrap around to N
+        const bool wraps = __builtin_mul_overflow(grid[0], grid[1], &cells);
+        if (grid[0] < 1 || grid[1] < 1 || wraps || cells != o.n)
             throw std::invalid_argument("--grid " + std::to_string(grid[0]) + "," + std::to_string(grid[1]) + " has " +
-                                        std::to_string(grid[0] * grid[1]) + " tokens but --n is " + std::to_string(o.n));
+                                        (wraps ? std::string("more than 2^63") : std::to_string(cells)) + " tokens but --n is " +
+                                        std::to_string(o.n));
     } else if (o.kind == "local2d") {
         const auto s = static_cast<Index>(std::llround(std::sqrt(static_cast<double>(o.n))));
         if (s * s != o.n)
             throw std::invalid_argument("local2d needs --grid H,W with H*W = N (N=" + std::to_string(o.n) + " is not a square)");
         grid = {s, s};
     }
+    return grid;
+}
+
+SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
+{
+    const std::vector<Index> grid = check_synth_options(o, max_bytes);
 
     SynthData out;
     const std::size_t total = static_cast<std::size_t>(o.heads * o.n * o.d);
