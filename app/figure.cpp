@@ -20,6 +20,7 @@
 
 #include "analysis/explore.h"
 #include "analysis/job.h"
+#include "analysis/measure.h"
 #include "analysis/sweep.h"
 #include "curves.h"
 #include "export.h"
@@ -226,6 +227,25 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
         throw std::invalid_argument("--height-mm and --font-size size a printed figure: give --preset or --width-mm with them");
     if (printed && (target.width > 0 || target.height > 0))
         throw std::invalid_argument("--preset and --width-mm set the size: give no --width or --height with them");
+    // A size Qt cannot draw is refused before any work when it is known now (given in pixels, or a printed
+    // width and height); a size that follows the view (its preferred size, or its aspect) is checked
+    // when the figure is drawn (widgets::exportView, the same rule).
+    std::optional<QSize> known;
+    if (target.width > 0 && target.height > 0)
+        known = QSize(target.width, target.height);
+    const widgets::ExportPreset* preset = widgets::findExportPreset(QString::fromStdString(target.preset));
+    const double width_mm = preset ? preset->widthMm : target.width_mm;
+    const double height_mm = target.height_mm > 0 ? target.height_mm : preset && preset->aspect > 0 ? preset->widthMm * preset->aspect : 0.0;
+    if (width_mm > 0 && height_mm > 0) {
+        const widgets::ExportOptions o = widgets::printOptions(width_mm, height_mm, kDefaultFontPt, QSize(), target.dpi);
+        known = QSize(o.width, o.height);
+    }
+    if (known) {
+        const QString problem = widgets::exportSizeProblem(QString::fromStdString(ext.substr(1)), known->width(), known->height(),
+                                                           target.dpi, analysis::default_memory_limit());
+        if (!problem.isEmpty())
+            throw std::invalid_argument(std::string(printed ? "--width-mm/--height-mm: " : "--width/--height: ") + problem.toStdString());
+    }
     AtomicOutput probe(target.path);   // the folder exists and is writable
 }
 

@@ -194,6 +194,7 @@ TEST_F(SecuritySessions, GenerateMakesItsFileInsideTheSessionFolder)
               {"generate", {{"generated/g.h5", {{"kind", "gaussian"}, {"n", 16}, {"d", 4}, {"heads", 1}, {"seed", 3}}}}},
               {"files", {"generated/g.h5"}},
               {"tensors", {{"q", {{"file", "generated/g.h5"}, {"name", "/q"}}}, {"k", {{"file", "generated/g.h5"}, {"name", "/k"}}}}},
+              {"mechanism", {{"blocks", 4}}},
               {"view", "maps"}};
     const std::string session = write_session(dir, s);
     const CommandResult r = run_attnscope("figure --session " + shell_quote(session) + " --view maps --out " + shell_quote(dir + "/f.png"),
