@@ -31,7 +31,7 @@ long long integer(const json& v, const std::string& key, long long lo, long long
     const std::string range = " (" + std::to_string(lo) + ".." + std::to_string(hi) + ")";
     if (v.is_number_unsigned()) {
         const auto u = v.get<std::uint64_t>();
-        if (u > static_cast<std::uint64_t>(hi))
+        if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
             refuse(key, std::to_string(u) + " is out of range" + range);
         return static_cast<long long>(u);
     }

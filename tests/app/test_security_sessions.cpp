@@ -326,7 +326,7 @@ TEST_F(SecuritySessions, QtPlatformFailuresAreOneErrorLine)
     const std::string data = shell_quote(s_root + "/data.h5");
     const std::string fig = "figure --view maps --q " + shell_quote(s_root + "/data.h5:/q") + " --k " +
                             shell_quote(s_root + "/data.h5:/k") + " --mechanism softmax --out ";
-    for (const std::string env : {"env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=xcb ", "env DISPLAY=:9731 -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM ",
+    for (const std::string env : {"env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=xcb ", "env -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM DISPLAY=:9731 ",
                                   "env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=nosuchplatform "}) {
         const CommandResult r = run_attnscope(fig + shell_quote(dir + "/f.png"), "timeout 300 " + env);
         EXPECT_EQ(r.status, 0) << env << r.err;
@@ -336,7 +336,7 @@ TEST_F(SecuritySessions, QtPlatformFailuresAreOneErrorLine)
     // The window: refused, never opened (timeout guards against a window that would wait for a user).
     expect_one_error(run_attnscope(data, "timeout 60 env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=xcb "),
                      {"no display", "DISPLAY is not set"}, "window, xcb, no DISPLAY");
-    expect_one_error(run_attnscope(data, "timeout 60 env DISPLAY=:9731 -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM "),
+    expect_one_error(run_attnscope(data, "timeout 60 env -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM DISPLAY=:9731 "),
                      {"no display", "DISPLAY=:9731"}, "window, unreachable X server");
     expect_one_error(run_attnscope(data, "timeout 60 env -u DISPLAY -u WAYLAND_DISPLAY QT_QPA_PLATFORM=nosuchplatform "),
                      {"nosuchplatform"}, "window, no such platform");
@@ -346,7 +346,7 @@ TEST_F(SecuritySessions, QtPlatformFailuresAreOneErrorLine)
                      {"QT_QPA_PLATFORM=xcb", "DISPLAY"}, "--screenshot, xcb, no DISPLAY");
     EXPECT_FALSE(fs::exists(dir + "/s.png"));
     const CommandResult fallback =
-        run_attnscope(data + " --screenshot " + shell_quote(dir + "/s.png") + " --size 640x480", "timeout 300 env DISPLAY=:9731 -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM ");
+        run_attnscope(data + " --screenshot " + shell_quote(dir + "/s.png") + " --size 640x480", "timeout 300 env -u WAYLAND_DISPLAY -u QT_QPA_PLATFORM DISPLAY=:9731 ");
     EXPECT_EQ(fallback.status, 0) << fallback.err;
     EXPECT_TRUE(fs::exists(dir + "/s.png"));
 }
