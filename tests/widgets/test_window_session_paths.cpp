@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "io/writers.h"
+#include "support/test_support.h"
 #include "data_browser.h"
 #include "main_window.h"
 #include "mechanism_panel.h"
