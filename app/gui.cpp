@@ -364,8 +364,7 @@ int run_gui(int argc, char** argv)
         if (mode == Mode::window)
             return fail(QString::fromStdString("no display for the desktop app (" + problem +
                                                "): cannot open a window; run headless with a subcommand: " + subcommand_list() +
-                                               " (attnscope --help), with --screenshot or --save-session, or set "
-                                               "QT_QPA_PLATFORM=offscreen"));
+                                               " (attnscope --help), or with --screenshot or --save-session"));
         return fail(QString::fromStdString("no display for " + std::string(mode == Mode::screenshot ? "--screenshot" : "--save-session") +
                                            " (" + problem + "): unset QT_QPA_PLATFORM or set it to offscreen"));
     }
