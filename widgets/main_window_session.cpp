@@ -246,8 +246,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     // The whole document is checked before the window lets go of what it shows: a refused session changes
     // nothing and writes nothing (docs/security.md "Sessions").
     try {
-        analysis::check_session_document(nlohmann::json::parse(QJsonDocument(s).toJson(QJsonDocument::Compact).toStdString()),
-                                         analysis::default_memory_limit());
+        analysis::check_session_document(sessionDocumentForCore(s), analysis::default_memory_limit());
     } catch (const std::exception& e) {
         const QString text = tr("session %1: %2").arg(sessionFile, QString::fromStdString(e.what()));
         if (error)

@@ -16,15 +16,16 @@
 
 namespace attnscope::widgets {
 
-namespace {
-
-// The document for the core's rules (analysis/session_rules.h). Qt writes what it parsed as valid UTF-8.
-nlohmann::json toCore(const QJsonObject& session)
+// Qt has parsed the document already; what it writes back fails to parse only where a string held an
+// unpaired UTF-16 surrogate escape ("\ud800"), which Qt keeps and nlohmann refuses.
+nlohmann::json sessionDocumentForCore(const QJsonObject& session)
 {
-    return nlohmann::json::parse(QJsonDocument(session).toJson(QJsonDocument::Compact).toStdString());
+    try {
+        return nlohmann::json::parse(QJsonDocument(session).toJson(QJsonDocument::Compact).toStdString());
+    } catch (const nlohmann::json::exception&) {
+        throw InputError("not a session: it holds text that is not valid Unicode (an unpaired \\u surrogate escape)");
+    }
 }
-
-}  // namespace
 
 QString sessionStoredPath(const QString& sessionFile, const QString& path)
 {
@@ -82,7 +83,7 @@ std::optional<QJsonObject> readSessionFile(const QString& path, QString* error)
     const QJsonObject o = doc.object();
     // Every key the app reads, checked before anything acts on the session (docs/security.md "Sessions").
     try {
-        analysis::check_session_document(toCore(o), analysis::default_memory_limit());
+        analysis::check_session_document(sessionDocumentForCore(o), analysis::default_memory_limit());
     } catch (const std::exception& e) {
         return fail(QString::fromStdString(e.what()));
     }
@@ -105,7 +106,7 @@ bool generateSessionData(const QJsonObject& session, const QString& sessionFile,
         return true;
     try {
         const std::filesystem::path dir(QFile::encodeName(QFileInfo(sessionFile).absolutePath()).toStdString());
-        for (const auto& p : analysis::make_session_data(toCore(session), dir, analysis::default_memory_limit()))
+        for (const auto& p : analysis::make_session_data(sessionDocumentForCore(session), dir, analysis::default_memory_limit()))
             if (made)
                 *made << QFile::decodeName(QByteArray::fromStdString(p.string()));
     } catch (const std::exception& e) {

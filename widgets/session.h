@@ -36,6 +36,10 @@ bool generateSessionData(const QJsonObject& session, const QString& sessionFile,
 // The resolved paths a session can generate.
 QStringList generatedSessionPaths(const QJsonObject& session, const QString& sessionFile);
 
+// The document as the core's session rules take it (analysis::check_session_document). Throws InputError
+// for text Qt kept that is not valid Unicode (an unpaired surrogate escape).
+nlohmann::json sessionDocumentForCore(const QJsonObject& session);
+
 // Writes the document (indented) atomically. Returns false and sets *error on failure.
 bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error);
 // Reads and checks the document: a JSON object with "attnscope_session" <= kSessionVersion whose keys pass

@@ -264,6 +264,11 @@ TEST_F(SecuritySessions, IndicesOutOfRangeAreRefused)
         const std::string session = write_session(dir, session_on_data(c.extra));
         expect_session_refused(session, c.needles, c.extra.dump());
     }
+    // Text Qt keeps but that is not Unicode (an unpaired surrogate escape): refused in words, not as a
+    // JSON library's exception text.
+    const std::string surrogate = dir + "/surrogate.attnscope";
+    std::ofstream(surrogate) << R"({"attnscope_session": 1, "data_note": "\ud800x", "files": []})";
+    expect_session_refused(surrogate, {"not valid Unicode"}, "unpaired surrogate");
     // In range: renders.
     const std::string ok = write_session(dir, session_on_data({{"selection", {{"at", {{"h", 1}}}}}, {"query", 15}}), "ok.attnscope");
     const CommandResult r = run_attnscope("figure --session " + shell_quote(ok) + " --view maps --out " + shell_quote(dir + "/ok.png"), kNoDisplay);
