@@ -10,18 +10,22 @@
 #include <QThread>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "analysis/explore.h"
 #include "analysis/job.h"
+#include "analysis/measure.h"
 #include "analysis/sweep.h"
 #include "curves.h"
 #include "export.h"
 #include "main_window.h"
+#include "qt_platform.h"
 #include "result_view.h"
 #include "util/output.h"
 #include "util/error.h"
@@ -41,18 +45,18 @@ void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& mes
         std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
 }
 
-// The QApplication of one figure: offscreen unless the caller chose a platform, created before any
-// widget and destroyed after them. Nested use (a test that already has an application) reuses it.
+// The QApplication of one figure: always on the offscreen platform (an `offscreen:...` value of
+// QT_QPA_PLATFORM keeps its options), created before any widget and destroyed after them. Nested use (a test that already has an application) reuses it.
 class GuiScope {
 public:
     GuiScope()
     {
         if (QCoreApplication::instance())
             return;
-        if (!std::getenv("QT_QPA_PLATFORM"))
-            ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        (void)prepare_qt_platform(QtUse::headless);   // offscreen, whatever QT_QPA_PLATFORM says (docs/cli.md)
         if (!std::getenv("ATTNSCOPE_QT_MESSAGES"))
             m_previous = qInstallMessageHandler(quiet_handler);
+        QtFatalGuard guard;   // Qt aborts when a platform fails to start: one error line, exit 2
         m_app = std::make_unique<QApplication>(m_argc, m_argv);
         QApplication::setApplicationName(QStringLiteral("AttnScope"));
         QApplication::setOrganizationName(QStringLiteral("AttnScope"));
@@ -202,6 +206,13 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
     std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (ext != ".png" && ext != ".pdf" && ext != ".svg")
         throw std::invalid_argument("--out " + target.path + ": name a .png, .pdf or .svg file");
+    // CLI11's range checks let NaN through (every comparison with NaN is false), and a NaN size was then
+    // ignored as "unset": every real-valued size option must be a finite number.
+    for (const auto& [name, value] : {std::pair{"--width-mm", target.width_mm}, std::pair{"--height-mm", target.height_mm},
+                                      std::pair{"--font-size", target.font_pt}, std::pair{"--dpi", target.dpi},
+                                      std::pair{"--font-scale", target.font_scale}})
+        if (!std::isfinite(value))
+            throw std::invalid_argument(std::string(name) + " must be a finite number (got " + std::to_string(value) + ")");
     if (target.width < 0 || target.height < 0 || (target.width > 0 && target.width < 16) || (target.height > 0 && target.height < 16) ||
         target.width > 20000 || target.height > 20000)
         throw std::invalid_argument("--width/--height must lie in 16..20000 logical pixels");
@@ -216,6 +227,25 @@ void check_figure_target(const std::string& view, const FigureTarget& target)
         throw std::invalid_argument("--height-mm and --font-size size a printed figure: give --preset or --width-mm with them");
     if (printed && (target.width > 0 || target.height > 0))
         throw std::invalid_argument("--preset and --width-mm set the size: give no --width or --height with them");
+    // A size Qt cannot draw is refused before any work when it is known now (given in pixels, or a printed
+    // width and height); a size that follows the view (its preferred size, or its aspect) is checked
+    // when the figure is drawn (widgets::exportView, the same rule).
+    std::optional<QSize> known;
+    if (target.width > 0 && target.height > 0)
+        known = QSize(target.width, target.height);
+    const widgets::ExportPreset* preset = widgets::findExportPreset(QString::fromStdString(target.preset));
+    const double width_mm = preset ? preset->widthMm : target.width_mm;
+    const double height_mm = target.height_mm > 0 ? target.height_mm : preset && preset->aspect > 0 ? preset->widthMm * preset->aspect : 0.0;
+    if (width_mm > 0 && height_mm > 0) {
+        const widgets::ExportOptions o = widgets::printOptions(width_mm, height_mm, kDefaultFontPt, QSize(), target.dpi);
+        known = QSize(o.width, o.height);
+    }
+    if (known) {
+        const QString problem = widgets::exportSizeProblem(QString::fromStdString(ext.substr(1)), known->width(), known->height(),
+                                                           target.dpi, analysis::default_memory_limit());
+        if (!problem.isEmpty())
+            throw std::invalid_argument(std::string(printed ? "--width-mm/--height-mm: " : "--width/--height: ") + problem.toStdString());
+    }
     OutputFile probe(target.path, SpecialFiles::refuse);   // the folder exists and is writable; not a device or FIFO
 }
 

@@ -21,11 +21,15 @@
 #include <QStringList>
 #include <QTimer>
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "analysis/explore.h"
 #include "attention/options.h"
@@ -34,6 +38,7 @@
 #include "kernels/kernels.h"
 #include "cli.h"
 #include "main_window.h"
+#include "qt_platform.h"
 #include "session.h"
 #include "util/error.h"
 #include "util/output.h"
@@ -58,6 +63,34 @@ struct GuiArgs {
         return !screenshot.empty() ? Mode::screenshot : !saveSession.empty() ? Mode::saveSession : Mode::window;
     }
 };
+
+// The --screenshot window: at least 320 x 240, at most 8000 x 8000 logical pixels.
+constexpr std::pair<int, int> kMinWindow{320, 240};
+constexpr int kMaxWindow = 8000;
+
+// "WxH" (or "WXH"): two decimal numbers of digits only, each parsed whole with overflow detected (sscanf's
+// %d wrapped 4294967616 round to 320), inside the limits above.
+bool parseWindowSize(const std::string& text, int* width, int* height)
+{
+    const std::size_t x = text.find_first_of("xX");
+    if (x == std::string::npos)
+        return false;
+    auto number = [](std::string_view digits, int* out) {
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+            return false;
+        const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out);
+        return ec == std::errc() && end == digits.data() + digits.size();
+    };
+    const std::string_view all(text);
+    int w = 0, h = 0;
+    if (!number(all.substr(0, x), &w) || !number(all.substr(x + 1), &h))
+        return false;
+    if (w < kMinWindow.first || h < kMinWindow.second || w > kMaxWindow || h > kMaxWindow)
+        return false;
+    *width = w;
+    *height = h;
+    return true;
+}
 
 bool isSessionFile(const QString& path) { return path.endsWith(QLatin1String(".attnscope"), Qt::CaseInsensitive); }
 
@@ -97,15 +130,12 @@ GuiArgs parse_args(int argc, char** argv)
             return a;
     }
     if (!a.size.empty()) {
-        int w = 0, h = 0;
-        char x = 0, rest = 0;
-        if (std::sscanf(a.size.c_str(), "%d%c%d%c", &w, &x, &h, &rest) != 3 || (x != 'x' && x != 'X') || w < 320 || h < 240 ||
-            w > 8000 || h > 8000)
-            a.error = "--size " + a.size + ": give the window's width and height in pixels as WxH, e.g. 1280x720 (320x240 to 8000x8000)";
+        if (!parseWindowSize(a.size, &a.width, &a.height))
+            a.error = "--size " + a.size + ": give the window's width and height in pixels as WxH, e.g. 1280x720 (" +
+                      std::to_string(kMinWindow.first) + "x" + std::to_string(kMinWindow.second) + " to " +
+                      std::to_string(kMaxWindow) + "x" + std::to_string(kMaxWindow) + ")";
         else if (a.screenshot.empty())
             a.error = "--size sets the window of --screenshot; give --screenshot OUT.png with it";
-        a.width = w;
-        a.height = h;
     }
     if (!a.error.empty())
         return a;
@@ -347,21 +377,22 @@ int run_gui(int argc, char** argv)
         return fail(QString::fromStdString(e.what()));
     }
     const Mode mode = args.mode();
-    const bool headless = !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY") && !std::getenv("QT_QPA_PLATFORM");
-    if (headless) {
-        if (mode == Mode::window) {
-            // Without a display Qt would abort with a cryptic xcb message; say what to do instead.
-            const std::string text = "error: no display for the desktop app (DISPLAY is not set); run headless with a "
-                                     "subcommand: " + subcommand_list() + " (attnscope --help), or with --screenshot or "
-                                     "--save-session\n";
-            std::fputs(text.c_str(), stderr);
-            return 2;
-        }
-        ::setenv("QT_QPA_PLATFORM", "offscreen", 1);   // a scripted run needs no display
+    // Qt aborts when its platform cannot start: checked first (app/qt_platform.h).
+    if (const std::string problem = prepare_qt_platform(mode == Mode::window ? QtUse::window : QtUse::scripted); !problem.empty()) {
+        if (mode == Mode::window)
+            return fail(QString::fromStdString("no display for the desktop app (" + problem +
+                                               "): cannot open a window; run headless with a subcommand: " + subcommand_list() +
+                                               " (attnscope --help), or with --screenshot or --save-session"));
+        return fail(QString::fromStdString("no display for " + std::string(mode == Mode::screenshot ? "--screenshot" : "--save-session") +
+                                           " (" + problem + "): unset QT_QPA_PLATFORM or set it to offscreen"));
     }
     if (mode != Mode::window && !std::getenv("ATTNSCOPE_QT_MESSAGES"))
         qInstallMessageHandler(quiet_handler);
-    QApplication qapp(argc, argv);
+    std::unique_ptr<QApplication> qappOwner;
+    {
+        QtFatalGuard guard;   // a platform that fails anyway: one error line, exit 2
+        qappOwner = std::make_unique<QApplication>(argc, argv);
+    }
     QApplication::setApplicationName(QStringLiteral("AttnScope"));
     QApplication::setOrganizationName(QStringLiteral("AttnScope"));
     QApplication::setApplicationVersion(QStringLiteral(ATTNSCOPE_VERSION));

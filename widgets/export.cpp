@@ -17,6 +17,7 @@
 #include <cmath>
 #include <qcustomplot.h>
 
+#include "analysis/measure.h"
 #include "plot_style.h"
 #include "result_view.h"
 
@@ -90,6 +91,42 @@ double tickPointSize(const ExportOptions& options)
     return kTickPt * (options.font_scale > 0 ? options.font_scale : 1.0);
 }
 
+QString exportSizeProblem(const QString& format, int width, int height, double dpi, quint64 memoryLimit)
+{
+    auto millions = [](qint64 n) { return QString::number(double(n) / 1e6, 'f', 1); };
+    auto side = [](qint64 area) { return qint64(std::floor(std::sqrt(double(area)))); };
+    const qint64 budget = qint64(std::min<quint64>(memoryLimit, quint64(1) << 62));
+    if (format == QLatin1String("png")) {
+        if (!std::isfinite(dpi) || dpi <= 0)
+            return QObject::tr("the dpi must be a positive number");
+        const double scale = dpi / 96.0;
+        const double w = std::round(std::max(width, 0) * scale), h = std::round(std::max(height, 0) * scale);
+        const qint64 cap = std::min(kMaxRasterPixels, budget / kRasterBytesPerPixel);
+        if (w * h <= double(cap))
+            return {};
+        const QString why = cap < kMaxRasterPixels
+                                ? QObject::tr("need about %1 MiB, over the memory limit of %2 MiB")
+                                      .arg(qint64(w * h * kRasterBytesPerPixel / 1048576.0))
+                                      .arg(budget / 1048576)
+                                : QObject::tr("are more than Qt draws into one image");
+        return QObject::tr("%1 x %2 pixels (%3 x %4 at %5 dpi) %6; the largest PNG that works has %7 million pixels "
+                           "(e.g. %8 x %8): lower the dpi or the size")
+            .arg(qint64(w)).arg(qint64(h)).arg(width).arg(height).arg(dpi).arg(why).arg(millions(cap)).arg(side(cap));
+    }
+    const qint64 area = qint64(std::max(width, 0)) * std::max(height, 0);
+    const qint64 cap = std::min(kMaxVectorArea, budget / kVectorBytesPerPixel);
+    if (area <= cap)
+        return {};
+    const QString why = cap < kMaxVectorArea
+                            ? QObject::tr("needs about %1 MiB to draw, over the memory limit of %2 MiB")
+                                  .arg(area / 1048576 * kVectorBytesPerPixel)
+                                  .arg(budget / 1048576)
+                            : QObject::tr("is more than Qt draws on one %1 page").arg(format.toUpper());
+    return QObject::tr("%1 x %2 logical pixels %3; the largest that works has %4 million logical pixels (e.g. %5 x %5, "
+                       "or 20000 x %6)")
+        .arg(width).arg(height).arg(why).arg(millions(cap)).arg(side(cap)).arg(cap / 20000);
+}
+
 QString exportView(ResultView* view, const QString& path, const ExportOptions& options)
 {
     const QString suffix = QFileInfo(path).suffix().toLower();
@@ -105,6 +142,8 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
     if (size.width() < 16 || size.height() < 16 || size.width() > 20000 || size.height() > 20000)
         return QStringLiteral("cannot export %1: size %2x%3 out of range").arg(path).arg(size.width()).arg(size.height());
     const double dpi = options.dpi > 0 ? options.dpi : 96.0;
+    if (const QString p = exportSizeProblem(suffix, size.width(), size.height(), dpi, analysis::default_memory_limit()); !p.isEmpty())
+        return QStringLiteral("cannot export %1: %2").arg(path, p);
     const double font_scale = options.font_scale > 0 ? options.font_scale : 1.0;
 
     QSaveFile file(path);
@@ -120,8 +159,6 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
     if (suffix == "png") {
         const double scale = dpi / 96.0;
         const QSize px(static_cast<int>(std::lround(size.width() * scale)), static_cast<int>(std::lround(size.height() * scale)));
-        if (static_cast<qint64>(px.width()) * px.height() > 400LL * 1000 * 1000)
-            return QStringLiteral("cannot export %1: %2x%3 pixels is too large (lower the dpi)").arg(path).arg(px.width()).arg(px.height());
         QImage image(px, QImage::Format_ARGB32_Premultiplied);
         if (image.isNull())
             return QStringLiteral("cannot export %1: out of memory for %2x%3 pixels").arg(path).arg(px.width()).arg(px.height());

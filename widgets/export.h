@@ -2,6 +2,7 @@
 // Figure export of result views: PNG, PDF and SVG, chosen by the file's extension.
 #include <QList>
 #include <QSize>
+#include <QtGlobal>
 #include <QString>
 
 namespace attnscope::widgets {
@@ -35,6 +36,23 @@ ExportOptions printOptions(double widthMm, double heightMm, double fontPt, const
 ExportOptions presetOptions(const ExportPreset& preset, const QSize& preferred, double dpi = 300.0);
 // The size in points of the tick labels of a figure exported with `options` (at 96 logical px per inch).
 double tickPointSize(const ExportOptions& options);
+
+// The largest figures Qt draws, measured (docs/security.md "Counts and sizes" > Figures):
+// - PDF and SVG: QCustomPlot draws a colour map of a vector figure through a pixmap of its axis rect at 3x
+//   the resolution (4 bytes a pixel), and Qt's PDF writer crashes (QPdfEnginePrivate::addImage) once that
+//   pixmap passes 2 GiB: a page of at most kMaxVectorArea logical pixels keeps even a map filling the page
+//   below it (one map at 7723 x 7723 drew in 6.1 GB; at 10000 x 10000 Qt crashed). Peak memory is about
+//   kVectorBytesPerPixel bytes per logical pixel of the page.
+// - PNG: at most kMaxRasterPixels pixels (size x dpi / 96 on each side; 20000 x 20000 at 96 dpi drew in
+//   3.2 GB), about kRasterBytesPerPixel bytes each (the image, its RGB32 copy, the encoder).
+inline constexpr qint64 kMaxVectorArea = (qint64(1) << 31) / (9 * 4);
+inline constexpr qint64 kVectorBytesPerPixel = 108;
+inline constexpr qint64 kMaxRasterPixels = 400LL * 1000 * 1000;
+inline constexpr qint64 kRasterBytesPerPixel = 9;
+// Why a figure of width x height logical pixels at `dpi` cannot be exported as `format` ("png", "pdf",
+// "svg") within `memoryLimit` bytes: one sentence stating the largest that works ("" when it can).
+// Overflow-safe for any int sizes and any dpi.
+QString exportSizeProblem(const QString& format, int width, int height, double dpi, quint64 memoryLimit);
 
 // Writes `view` to `path` (.png, .pdf or .svg). Written to a temporary file in the same folder and
 // renamed, so a failure leaves nothing behind and never clobbers an existing file.

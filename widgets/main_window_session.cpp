@@ -7,6 +7,8 @@
 #include <QStatusBar>
 #include <QTabWidget>
 
+#include "analysis/measure.h"
+#include "analysis/session_rules.h"
 #include "curves.h"
 #include "data_browser.h"
 #include "main_window_p.h"
@@ -67,7 +69,11 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
     }
     s[QStringLiteral("tensors")] = tensors;
     s[QStringLiteral("selection")] = m_selection->saveState();
-    s[QStringLiteral("mechanism")] = m_mechanism->saveState();
+    // The learned mixing file, like every path of a session, relative to the session file (the panel
+    // holds it as chosen: absolute, or relative to the working directory).
+    QJsonObject mechanism = m_mechanism->saveState();
+    mechanism[QStringLiteral("mixing_file")] = sessionStoredPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
+    s[QStringLiteral("mechanism")] = mechanism;
     if (ResultView* v = currentView())
         s[QStringLiteral("view")] = v->viewName();
     s[QStringLiteral("query")] = m_query;
@@ -96,6 +102,43 @@ namespace {
 QJsonObject toQt(const nlohmann::ordered_json& j)
 {
     return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
+}
+
+// Why the session's indices do not fit the data it opened ("" when they do): every axis index of
+// "selection.at" within its axis of the queries' shape, "selection.prefix_tokens" below N, and the query a
+// token (or -1). The panels would clamp them silently (head 99 of 4 drawn as head 3).
+QString sessionIndexProblem(const QJsonObject& s, const std::optional<TensorEntry>& queries, const QString& layout, qint64 tokens)
+{
+    if (!queries)
+        return {};
+    const QJsonObject selection = s.value(QStringLiteral("selection")).toObject();
+    const bool fits = layout.size() == queries->shape.size();
+    const QJsonObject at = selection.value(QStringLiteral("at")).toObject();
+    for (auto it = at.begin(); it != at.end() && fits; ++it) {
+        const qsizetype axis = layout.indexOf(it.key());
+        if (axis < 0 || it.key() == QLatin1String("n") || it.key() == QLatin1String("d"))
+            continue;   // not an index axis of this layout: unused
+        const std::string p = analysis::session_index_problem("selection.at." + it.key().toStdString(), it->toInteger(),
+                                                              queries->shape[axis]);
+        if (!p.empty()) {
+            QStringList shape;
+            for (qint64 n : queries->shape)
+                shape << QString::number(n);
+            return QString::fromStdString(p) + QObject::tr(" (the queries %1 have shape %2, layout %3)")
+                                                   .arg(queries->ref(), shape.join(QStringLiteral(" x ")), layout);
+        }
+    }
+    const qsizetype nAxis = layout.indexOf(QLatin1Char('n'));
+    if (fits && nAxis >= 0 && selection.contains(QStringLiteral("prefix_tokens")))
+        if (const std::string p = analysis::session_index_problem(
+                "selection.prefix_tokens", selection.value(QStringLiteral("prefix_tokens")).toInteger(), queries->shape[nAxis]);
+            !p.empty())
+            return QString::fromStdString(p);
+    if (tokens > 0 && s.contains(QStringLiteral("query")))
+        if (const std::string p = analysis::session_index_problem("query", s.value(QStringLiteral("query")).toInteger(), tokens, true);
+            !p.empty())
+            return QString::fromStdString(p) + QObject::tr(" (a token of N=%1)").arg(tokens);
+    return {};
 }
 
 }  // namespace
@@ -200,6 +243,17 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
         updateCentral();
         return false;
     };
+    // The whole document is checked before the window lets go of what it shows: a refused session changes
+    // nothing and writes nothing (docs/security.md "Sessions").
+    try {
+        analysis::check_session_document(sessionDocumentForCore(s), analysis::default_memory_limit());
+    } catch (const std::exception& e) {
+        const QString text = tr("session %1: %2").arg(sessionFile, QString::fromStdString(e.what()));
+        if (error)
+            *error = text;
+        showMessage(text, true);
+        return false;
+    }
     m_debounce.stop();
     m_applyingSession = true;
     resetSweeps();
@@ -237,9 +291,14 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     }
     m_selection->setTensor(m_browser->assigned(TensorRole::queries));
     m_selection->restoreState(s.value(QStringLiteral("selection")).toObject());
+    if (const QString p = sessionIndexProblem(s, m_browser->assigned(TensorRole::queries), m_selection->layout(), m_selection->tokens());
+        !p.isEmpty())
+        return fail(p);
     m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid(), !m_selection->gridGuessed());
     m_mechanism->setFeatureDim(m_selection->features());
-    m_mechanism->restoreState(s.value(QStringLiteral("mechanism")).toObject());
+    QJsonObject mechanism = s.value(QStringLiteral("mechanism")).toObject();
+    mechanism[QStringLiteral("mixing_file")] = sessionResolvedPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
+    m_mechanism->restoreState(mechanism);
     const QJsonObject views = s.value(QStringLiteral("views")).toObject();
     for (ResultView* v : m_views)
         if (views.contains(v->viewName()))

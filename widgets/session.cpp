@@ -7,12 +7,25 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/measure.h"
-#include "analysis/synth.h"
+#include "analysis/session_rules.h"
 #include "util/error.h"
 #include "util/output.h"
 
 namespace attnscope::widgets {
+
+// Qt has parsed the document already; what it writes back fails to parse only where a string held an
+// unpaired UTF-16 surrogate escape ("\ud800"), which Qt keeps and nlohmann refuses.
+nlohmann::json sessionDocumentForCore(const QJsonObject& session)
+{
+    try {
+        return nlohmann::json::parse(QJsonDocument(session).toJson(QJsonDocument::Compact).toStdString());
+    } catch (const nlohmann::json::exception&) {
+        throw InputError("not a session: it holds text that is not valid Unicode (an unpaired \\u surrogate escape)");
+    }
+}
 
 QString sessionStoredPath(const QString& sessionFile, const QString& path)
 {
@@ -65,11 +78,12 @@ std::optional<QJsonObject> readSessionFile(const QString& path, QString* error)
     if (!doc.isObject())
         return fail(QObject::tr("not a session (expected a JSON object)"));
     const QJsonObject o = doc.object();
-    const QJsonValue v = o.value(QStringLiteral("attnscope_session"));
-    if (!v.isDouble())
-        return fail(QObject::tr("not an AttnScope session (no \"attnscope_session\" version)"));
-    if (v.toInt() > kSessionVersion)
-        return fail(QObject::tr("session version %1 is newer than this AttnScope understands (%2)").arg(v.toInt()).arg(kSessionVersion));
+    // Every key the app reads, checked before anything acts on the session (docs/security.md "Sessions").
+    try {
+        analysis::check_session_document(sessionDocumentForCore(o), analysis::default_memory_limit());
+    } catch (const std::exception& e) {
+        return fail(QString::fromStdString(e.what()));
+    }
     return o;
 }
 
@@ -78,37 +92,24 @@ QStringList generatedSessionPaths(const QJsonObject& session, const QString& ses
     QStringList out;
     const QJsonObject recipes = session.value(QStringLiteral("generate")).toObject();
     for (auto it = recipes.begin(); it != recipes.end(); ++it)
-        out << sessionResolvedPath(sessionFile, it.key());
+        if (analysis::session_recipe_name_problem(it.key().toStdString()).empty())   // the others are refused on loading
+            out << sessionResolvedPath(sessionFile, it.key());
     return out;
 }
 
 bool generateSessionData(const QJsonObject& session, const QString& sessionFile, QStringList* made, QString* error)
 {
-    const QJsonObject recipes = session.value(QStringLiteral("generate")).toObject();
-    for (auto it = recipes.begin(); it != recipes.end(); ++it) {
-        const QString path = sessionResolvedPath(sessionFile, it.key());
-        if (QFileInfo::exists(path))
-            continue;
-        const QJsonObject r = it.value().toObject();
-        analysis::SynthOptions o;
-        o.kind = r.value(QStringLiteral("kind")).toString(QStringLiteral("gaussian")).toStdString();
-        o.n = r.value(QStringLiteral("n")).toInteger();
-        o.d = r.value(QStringLiteral("d")).toInteger();
-        o.heads = r.value(QStringLiteral("heads")).toInteger(1);
-        o.seed = std::uint64_t(r.value(QStringLiteral("seed")).toInteger(0));
-        for (const auto& g : r.value(QStringLiteral("grid")).toArray())
-            o.grid.push_back(g.toInteger());
-        try {
-            if (!QDir().mkpath(QFileInfo(path).absolutePath()))
-                throw InputError(path.toStdString() + ": cannot create its folder");
-            analysis::write_synthetic_file(path.toStdString(), o, analysis::default_memory_limit());
-        } catch (const std::exception& e) {
-            if (error)
-                *error = QObject::tr("cannot make %1 (the session's \"generate\" recipe): %2").arg(path, QString::fromStdString(e.what()));
-            return false;
-        }
-        if (made)
-            *made << path;
+    if (!session.contains(QStringLiteral("generate")))
+        return true;
+    try {
+        const std::filesystem::path dir(QFile::encodeName(QFileInfo(sessionFile).absolutePath()).toStdString());
+        for (const auto& p : analysis::make_session_data(sessionDocumentForCore(session), dir, analysis::default_memory_limit()))
+            if (made)
+                *made << QFile::decodeName(QByteArray::fromStdString(p.string()));
+    } catch (const std::exception& e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
     }
     return true;
 }

@@ -169,7 +169,7 @@ Head make_local2d(SplitMix64& rng, Index n, Index d, Index gh, Index gw)
 
 std::vector<std::string> synth_kinds() { return {"gaussian", "lowrank", "local1d", "local2d"}; }
 
-SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
+std::vector<Index> check_synth_options(const SynthOptions& o, std::uint64_t max_bytes)
 {
     if (o.n < 1)
         throw std::invalid_argument("--n must be at least 1 (got " + std::to_string(o.n) + ")");
@@ -205,6 +205,12 @@ SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
             throw std::invalid_argument("local2d needs --grid H,W with H*W = N (N=" + std::to_string(o.n) + " is not a square)");
         grid = {s, s};
     }
+    return grid;
+}
+
+SynthData synthesize(const SynthOptions& o, std::uint64_t max_bytes)
+{
+    const std::vector<Index> grid = check_synth_options(o, max_bytes);
 
     SynthData out;
     const std::size_t total = static_cast<std::size_t>(o.heads * o.n * o.d);

@@ -39,6 +39,9 @@ struct SynthData {
 // Throws std::invalid_argument for impossible options (naming them) and InputError when the data
 // would exceed `max_bytes` (as float32 on disk, times three tensors).
 SynthData synthesize(const SynthOptions& options, std::uint64_t max_bytes);
+// The checks synthesize() makes before it allocates anything, throwing the same errors; returns the grid
+// the data will have (local2d without a grid: the square root of N, twice; else the options' grid).
+std::vector<Eigen::Index> check_synth_options(const SynthOptions& options, std::uint64_t max_bytes);
 
 std::vector<std::string> synth_kinds();
 

@@ -141,3 +141,25 @@ caches = {
 }
 for name, text in caches.items():
     out("fuzz_gemm_cache", name, text.encode())
+
+# Sessions (fuzz_session): one as the app saves it, recipes that may write (tiny) and the hostile ones
+# of docs/security.md "Sessions" (absolute, "..", a dot-file, through the folder's symlink `out`).
+session = {
+    "attnscope_session": 1,
+    "files": ["../data/vit_local2d.h5"],
+    "tensors": {"q": {"file": "../data/vit_local2d.h5", "name": "/q"}, "k": {"file": "../data/vit_local2d.h5", "name": "/k"}},
+    "selection": {"layout": "", "at": {"h": 2}, "prefix_tokens": 0, "token_grid": [16, 16]},
+    "mechanism": {"scale": None, "causal": False, "feature_map": "relu", "blocks": 16, "mixing": "file",
+                  "mixing_file": "mix.npy", "mixing_dataset": ""},
+    "view": "maps", "query": 7, "views": {"maps": {"colormap": "viridis", "log": False}},
+}
+out("fuzz_session", "saved.json", json.dumps(session, indent=4).encode())
+recipes = {
+    "tiny.json": {"tiny.h5": {"kind": "gaussian", "n": 4, "d": 2}},
+    "subfolder.json": {"generated/local.h5": {"kind": "local2d", "n": 9, "d": 2, "heads": 2, "seed": 3, "grid": [3, 3]}},
+    "hostile.json": {".bashrc": {"n": 4, "d": 2}, "/tmp/x.h5": {"n": 4, "d": 2}, "../../x.h5": {"n": 4, "d": 2},
+                     "sub/../../x.h5": {"n": 4, "d": 2}, "out/x.h5": {"n": 4, "d": 2}, "exists.h5": {"n": 4, "d": 2}},
+    "huge.json": {"big.h5": {"n": 4294967296, "d": -1, "heads": 1e300}},
+}
+for name, generate in recipes.items():
+    out("fuzz_session", name, json.dumps({"attnscope_session": 1, "generate": generate, "files": list(generate)}).encode())

@@ -365,7 +365,7 @@ TEST_F(HeadlessWindow, SessionOnGeneratedDataMakesItOnFirstUse)
 
         // A stand-in recipe of the same kind at N = 512 (another file): the session opens, computes, renders.
         QJsonObject small = doc;
-        const QString standIn = QStringLiteral("../data/generated/stand_in_n512.h5");
+        const QString standIn = QStringLiteral("generated/stand_in_n512.h5");
         QJsonObject recipe = recipes.begin()->toObject();
         recipe[QStringLiteral("n")] = 512;
         small[QStringLiteral("generate")] = QJsonObject{{standIn, recipe}};

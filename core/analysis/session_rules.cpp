@@ -1,0 +1,359 @@
+// The rules of a session document (session_rules.h).
+#include "analysis/session_rules.h"
+
+#include <climits>
+#include <cmath>
+#include <system_error>
+
+#include "util/error.h"
+
+namespace attnscope::analysis {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr long long kMaxIndex = INT_MAX;         // the app's spin boxes and indices are ints
+constexpr long long kMaxSize = INT_MAX;          // n, d, heads, grid sides of a recipe (then the memory budget)
+constexpr std::size_t kMaxPathBytes = 4096;      // PATH_MAX
+constexpr std::size_t kMaxNamePart = 128;        // one part of a recipe's name
+constexpr std::size_t kMaxFiles = 1024;          // "files" of one session
+
+// A key or name as JSON writes it (quoted, escaped; bytes that are not UTF-8 replaced), for messages.
+std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+
+[[noreturn]] void refuse(const std::string& key, const std::string& why) { throw InputError(key + ": " + why); }
+
+// An integer in lo..hi (an integral floating-point value too, as Qt's JSON may write one); refused by key.
+long long integer(const json& v, const std::string& key, long long lo, long long hi)
+{
+    const std::string range = " (" + std::to_string(lo) + ".." + std::to_string(hi) + ")";
+    if (v.is_number_unsigned()) {
+        const auto u = v.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo)))
+            refuse(key, std::to_string(u) + " is out of range" + range);
+        return static_cast<long long>(u);
+    }
+    if (v.is_number_integer()) {
+        const auto i = v.get<std::int64_t>();
+        if (i < lo || i > hi)
+            refuse(key, std::to_string(i) + " is out of range" + range);
+        return i;
+    }
+    if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || d != std::floor(d) || d < static_cast<double>(lo) || d > static_cast<double>(hi))
+            refuse(key, v.dump() + " is not a whole number in range" + range);
+        return static_cast<long long>(d);
+    }
+    refuse(key, "expected a whole number" + range + ", got " + std::string(v.type_name()));
+}
+
+void expect(const json& v, json::value_t type, const std::string& key)
+{
+    if (v.type() != type)
+        refuse(key, "expected " + std::string(json(type).type_name()) + ", got " + std::string(v.type_name()));
+}
+
+void expect_object(const json& v, const std::string& key)
+{
+    if (!v.is_object())
+        refuse(key, "expected an object, got " + std::string(v.type_name()));
+}
+
+void expect_path(const json& v, const std::string& key)
+{
+    if (!v.is_string())
+        refuse(key, "expected a path (a string), got " + std::string(v.type_name()));
+    if (const std::string p = session_path_problem(v.get<std::string>()); !p.empty())
+        refuse(key, p);
+}
+
+// One part of a recipe's name: a letter, digit or '_' first (no dot-files, no "." or "..", nothing that
+// reads as an option), then letters, digits, '_', '.', '-'.
+bool plain_part(const std::string& part)
+{
+    if (part.empty() || part.size() > kMaxNamePart)
+        return false;
+    auto word = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; };
+    if (!word(part.front()))
+        return false;
+    for (char c : part)
+        if (!word(c) && c != '.' && c != '-')
+            return false;
+    return true;
+}
+
+SessionRecipe recipe(const std::string& name, const json& r, std::uint64_t max_bytes)
+{
+    const std::string key = "generate[" + quoted(name) + "]";
+    if (const std::string p = session_recipe_name_problem(name); !p.empty())
+        refuse(key, p);
+    expect_object(r, key);
+    SessionRecipe out;
+    out.name = name;
+    for (auto it = r.begin(); it != r.end(); ++it) {
+        const std::string k = key + "." + it.key();
+        const json& v = it.value();
+        if (it.key() == "kind") {
+            expect(v, json::value_t::string, k);
+            out.options.kind = v.get<std::string>();
+        } else if (it.key() == "n") {
+            out.options.n = integer(v, k, 1, kMaxSize);
+        } else if (it.key() == "d") {
+            out.options.d = integer(v, k, 1, kMaxSize);
+        } else if (it.key() == "heads") {
+            out.options.heads = integer(v, k, 1, kMaxSize);
+        } else if (it.key() == "seed") {
+            if (v.is_number_unsigned())
+                out.options.seed = v.get<std::uint64_t>();
+            else
+                out.options.seed = static_cast<std::uint64_t>(integer(v, k, 0, LLONG_MAX));
+        } else if (it.key() == "grid") {
+            if (!v.is_array() || v.size() != 2)
+                refuse(k, "expected two sizes [H, W]");
+            for (std::size_t i = 0; i < 2; ++i)
+                out.options.grid.push_back(integer(v[i], k + "[" + std::to_string(i) + "]", 1, kMaxSize));
+        } else {
+            refuse(k, "unknown recipe key (kind, n, d, heads, seed, grid)");
+        }
+    }
+    if (!r.contains("n") || !r.contains("d"))
+        refuse(key, "a recipe needs n and d (the options of attnscope synth: kind, n, d, heads, seed, grid)");
+    try {
+        (void)check_synth_options(out.options, max_bytes);
+    } catch (const std::exception& e) {
+        refuse(key, e.what());
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string session_recipe_name_problem(const std::string& name)
+{
+    const std::string rule = "a recipe writes a plain name ending in .h5 inside the session's folder (letters, digits, "
+                             "'_', '.', '-'; not starting with a dot; at most one subfolder, e.g. generated/data.h5)";
+    if (name.empty())
+        return "an empty name: " + rule;
+    if (name.front() == '/' || name.front() == '\\' || name.front() == '~')
+        return "an absolute path: " + rule;
+    const std::size_t slash = name.find('/');
+    const std::string folder = slash == std::string::npos ? std::string() : name.substr(0, slash);
+    const std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
+    for (const std::string& part : {folder, file})
+        if (part == ".." || part.rfind("../", 0) == 0 || part.find("/..") != std::string::npos)
+            return "leads out of the session's folder: " + rule;
+    if (file.find('/') != std::string::npos)
+        return "more than one folder level: " + rule;
+    if ((slash != std::string::npos && !plain_part(folder)) || !plain_part(file))
+        return "not a plain name: " + rule;
+    if (file.size() <= 3 || file.compare(file.size() - 3, 3, ".h5") != 0)
+        return "not an .h5 file: " + rule;
+    return {};
+}
+
+std::string session_path_problem(const std::string& path)
+{
+    if (path.find('\0') != std::string::npos)
+        return "a path with a NUL character";
+    if (path.size() > kMaxPathBytes)
+        return "a path longer than " + std::to_string(kMaxPathBytes) + " bytes";
+    return {};
+}
+
+std::string session_index_problem(const std::string& key, long long value, long long count, bool none_allowed)
+{
+    const long long lo = none_allowed ? -1 : 0;
+    if (value >= lo && value < count)
+        return {};
+    if (count <= 0)
+        return key + " = " + std::to_string(value) + " is out of range (the axis is empty)";
+    return key + " = " + std::to_string(value) + " is out of range (" + std::to_string(lo) + ".." + std::to_string(count - 1) +
+           (none_allowed ? ", -1: none" : "") + ")";
+}
+
+std::vector<SessionRecipe> session_recipes(const json& session, std::uint64_t max_bytes)
+{
+    std::vector<SessionRecipe> out;
+    if (!session.is_object() || !session.contains("generate"))
+        return out;
+    const json& g = session.at("generate");
+    expect_object(g, "generate");
+    if (g.size() > kMaxSessionRecipes)
+        refuse("generate", std::to_string(g.size()) + " recipes; a session makes at most " + std::to_string(kMaxSessionRecipes));
+    for (auto it = g.begin(); it != g.end(); ++it)
+        out.push_back(recipe(it.key(), it.value(), max_bytes));
+    return out;
+}
+
+void check_session_document(const json& s, std::uint64_t max_bytes)
+{
+    if (!s.is_object())
+        throw InputError("not a session (expected a JSON object)");
+    if (!s.contains("attnscope_session"))
+        throw InputError("not an AttnScope session (no \"attnscope_session\" version)");
+    const json& version = s.at("attnscope_session");
+    const bool newer = version.is_number_unsigned() ? version.get<std::uint64_t>() > kSessionVersion
+                       : version.is_number_integer() ? version.get<std::int64_t>() > kSessionVersion
+                       : version.is_number_float() && version.get<double>() > kSessionVersion;
+    if (newer)
+        throw InputError("session version " + version.dump() + " is newer than this AttnScope understands (" +
+                         std::to_string(kSessionVersion) + ")");
+    (void)integer(version, "attnscope_session", 1, kSessionVersion);
+
+    if (s.contains("files")) {
+        const json& files = s.at("files");
+        if (!files.is_array())
+            refuse("files", "expected an array of paths, got " + std::string(files.type_name()));
+        if (files.size() > kMaxFiles)
+            refuse("files", std::to_string(files.size()) + " files; a session opens at most " + std::to_string(kMaxFiles));
+        for (std::size_t i = 0; i < files.size(); ++i)
+            expect_path(files[i], "files[" + std::to_string(i) + "]");
+    }
+    if (s.contains("tensors")) {
+        const json& t = s.at("tensors");
+        expect_object(t, "tensors");
+        for (auto it = t.begin(); it != t.end(); ++it) {
+            const std::string key = "tensors." + it.key();
+            if (it.key() != "q" && it.key() != "k" && it.key() != "v")
+                refuse(key, "unknown role (q, k, v)");
+            expect_object(it.value(), key);
+            if (it.value().contains("file"))
+                expect_path(it.value().at("file"), key + ".file");
+            if (it.value().contains("name"))
+                expect(it.value().at("name"), json::value_t::string, key + ".name");
+        }
+    }
+    if (s.contains("selection")) {
+        const json& sel = s.at("selection");
+        expect_object(sel, "selection");
+        if (sel.contains("layout"))
+            expect(sel.at("layout"), json::value_t::string, "selection.layout");
+        if (sel.contains("at")) {
+            const json& at = sel.at("at");
+            expect_object(at, "selection.at");
+            for (auto it = at.begin(); it != at.end(); ++it) {
+                const std::string key = "selection.at." + it.key();
+                const std::string& axis = it.key();
+                if (axis.size() != 1 || !((axis[0] >= 'a' && axis[0] <= 'z') || (axis[0] >= 'A' && axis[0] <= 'Z')))
+                    refuse(key, "an axis is one letter of the layout (h, b, l, ...)");
+                (void)integer(it.value(), key, 0, kMaxIndex);
+            }
+        }
+        if (sel.contains("prefix_tokens"))
+            (void)integer(sel.at("prefix_tokens"), "selection.prefix_tokens", 0, kMaxIndex);
+        if (sel.contains("token_grid")) {
+            const json& grid = sel.at("token_grid");
+            if (!grid.is_array() || grid.size() > 8)
+                refuse("selection.token_grid", "expected up to 8 sizes, e.g. [16, 16]");
+            for (std::size_t i = 0; i < grid.size(); ++i)
+                (void)integer(grid[i], "selection.token_grid[" + std::to_string(i) + "]", 1, kMaxSize);
+        }
+    }
+    if (s.contains("mechanism")) {
+        const json& m = s.at("mechanism");
+        expect_object(m, "mechanism");
+        if (m.contains("mixing_file"))
+            expect_path(m.at("mixing_file"), "mechanism.mixing_file");
+    }
+    if (s.contains("view"))
+        expect(s.at("view"), json::value_t::string, "view");
+    if (s.contains("query"))
+        (void)integer(s.at("query"), "query", -1, kMaxIndex);
+    for (const char* key : {"views", "sweeps", "sweep_dialog"})
+        if (s.contains(key))
+            expect_object(s.at(key), key);
+    if (s.contains("views"))
+        for (auto it = s.at("views").begin(); it != s.at("views").end(); ++it)
+            expect_object(it.value(), "views." + it.key());
+    if (s.contains("data_note"))
+        expect(s.at("data_note"), json::value_t::string, "data_note");
+    (void)session_recipes(s, max_bytes);
+}
+
+fs::path session_recipe_target(const fs::path& session_dir, const std::string& name)
+{
+    const std::string key = "generate[" + quoted(name) + "]";
+    if (const std::string p = session_recipe_name_problem(name); !p.empty())
+        refuse(key, p);
+    std::error_code ec;
+    const fs::path dir = fs::canonical(session_dir, ec);
+    if (ec)
+        refuse(key, "the session's folder " + session_dir.string() + " cannot be resolved (" + ec.message() + ")");
+    const fs::path target = dir / name;
+    const fs::path parent = target.parent_path();
+    if (parent != dir) {
+        const fs::file_status st = fs::symlink_status(parent, ec);
+        if (fs::is_symlink(st))
+            refuse(key, "its folder " + parent.string() + " is a symbolic link: a recipe writes only inside the session's folder");
+        if (fs::exists(st) && !fs::is_directory(st))
+            refuse(key, parent.string() + " is not a folder");
+        if (fs::exists(st) && fs::canonical(parent, ec) != parent)
+            refuse(key, "its folder " + parent.string() + " leads out of the session's folder");
+    }
+    const fs::file_status st = fs::symlink_status(target, ec);
+    if (!fs::exists(st) && st.type() != fs::file_type::not_found)
+        refuse(key, target.string() + " cannot be inspected (" + ec.message() + ")");
+    if (fs::is_symlink(st)) {
+        // A link to a regular file is data like any other (read, never written); a dangling one would be
+        // replaced by the file the recipe writes.
+        if (!fs::is_regular_file(fs::status(target, ec)))
+            refuse(key, target.string() + " is a symbolic link to no regular file: a recipe never replaces it");
+        return {};
+    }
+    if (fs::is_regular_file(st))
+        return {};
+    if (fs::exists(st))
+        refuse(key, target.string() + " exists and is not a regular file: a recipe never replaces it");
+    return target;
+}
+
+std::vector<fs::path> make_session_data(const json& session, const fs::path& session_dir, std::uint64_t max_bytes)
+{
+    const std::vector<SessionRecipe> recipes = session_recipes(session, max_bytes);
+    struct Job {
+        const SessionRecipe* recipe;
+        fs::path target;
+    };
+    std::vector<Job> jobs;
+    for (const SessionRecipe& r : recipes)
+        if (fs::path target = session_recipe_target(session_dir, r.name); !target.empty())
+            jobs.push_back({&r, std::move(target)});
+    std::vector<fs::path> made, folders;
+    auto undo = [&] {
+        std::error_code ec;
+        for (const fs::path& p : made)
+            fs::remove(p, ec);
+        for (auto it = folders.rbegin(); it != folders.rend(); ++it)
+            fs::remove(*it, ec);   // only when empty
+    };
+    for (const Job& job : jobs) {
+        const std::string key = "generate[" + quoted(job.recipe->name) + "]";
+        try {
+            const fs::path parent = job.target.parent_path();
+            std::error_code ec;
+            if (!fs::exists(fs::symlink_status(parent, ec))) {
+                if (!fs::create_directory(parent, ec) || ec)
+                    refuse(key, "cannot create the folder " + parent.string() + (ec ? " (" + ec.message() + ")" : std::string()));
+                folders.push_back(parent);
+            }
+            // Checked again just before writing: the target may have appeared meanwhile.
+            if (fs::exists(fs::symlink_status(job.target, ec)))
+                refuse(key, job.target.string() + " appeared while the session was opened: a recipe never replaces a file");
+            write_synthetic_file(job.target.string(), job.recipe->options, max_bytes);
+            made.push_back(job.target);
+        } catch (const InputError& e) {
+            undo();
+            const std::string what = e.what();
+            throw InputError(what.rfind(key, 0) == 0 ? what : key + ": " + what);
+        } catch (const std::exception& e) {
+            undo();
+            refuse(key, e.what());
+        }
+    }
+    return made;
+}
+
+}  // namespace attnscope::analysis
