@@ -15,6 +15,7 @@
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "util/atomic_file.h"
+#include "util/json_text.h"
 
 namespace attnscope::app {
 
@@ -65,7 +66,7 @@ void print_summary(const ojson& doc)
                     not_applied += "\nwarning (file attribute " + what + "): " + why.get<std::string>();
                 continue;
             }
-            used += (used.empty() ? "" : " ") + key + "=" + value.dump();
+            used += (used.empty() ? "" : " ") + key + "=" + json_text(value);
         }
         if (!used.empty())
             std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
@@ -89,7 +90,7 @@ void print_summary(const ojson& doc)
         }
         std::string params;
         for (const auto& [key, value] : r["params"].items())
-            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
         std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", r["mechanism"].get<std::string>(),
                                  rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
                                  params);
@@ -144,7 +145,7 @@ int run_analyze(const AnalyzeArgs& a)
     doc["kernels"] = analysis::kernels_json();
 
     if (a.json_out) {
-        write_text_output(*a.json_out, doc.dump(2) + "\n");
+        write_text_output(*a.json_out, json_text(doc, 2) + "\n");
         if (*a.json_out == "-")
             return 0;
     }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <unistd.h>
@@ -45,18 +46,25 @@ std::string duration_text(double seconds)
     return fmt::format("{}s", s);
 }
 
-// --shard I/N.
+// --shard I/N: two decimal numbers, read whole as 64-bit (0x1/2 or 4294967297/2 never become 0/2 or 1/2),
+// with 0 <= I < N <= analysis::kMaxShards.
 void parse_shard(const std::string& text, analysis::BatchRunOptions& opt)
 {
+    const auto number = [](const std::string& digits) -> std::optional<std::uint64_t> {
+        if (digits.empty() || digits.size() > 19 || digits.find_first_not_of("0123456789") != std::string::npos)
+            return std::nullopt;
+        return std::stoull(digits);
+    };
     const auto slash = text.find('/');
-    try {
-        if (slash == std::string::npos)
-            throw std::invalid_argument("");
-        opt.shard_index = std::stoi(text.substr(0, slash));
-        opt.shard_count = std::stoi(text.substr(slash + 1));
-    } catch (const std::exception&) {
+    const auto i = slash == std::string::npos ? std::nullopt : number(text.substr(0, slash));
+    const auto n = slash == std::string::npos ? std::nullopt : number(text.substr(slash + 1));
+    if (!i || !n)
         throw std::invalid_argument("--shard " + text + ": expected I/N, e.g. 0/4 (I from 0 to N-1)");
-    }
+    if (*n < 1 || *n > analysis::kMaxShards || *i >= *n)
+        throw std::invalid_argument("--shard " + text + ": expected I/N with 0 <= I < N <= " +
+                                    std::to_string(analysis::kMaxShards));
+    opt.shard_index = static_cast<int>(*i);
+    opt.shard_count = static_cast<int>(*n);
 }
 
 // One line per finished unit: rewritten in place on a terminal, appended in a log.
@@ -91,11 +99,13 @@ void render_if_missing(const fs::path& figures, const std::string& name, const s
 void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::path& figures)
 {
     const analysis::BatchPlan& plan = job.plan;
-    const std::string stem = fs::path(u.file).stem().string();
     for (const BatchFigure& f : job.figures) {
+        const std::optional<std::string> name = unit_figure_name(f, u);
+        if (!name)
+            continue;
         if (f.view == "overview") {
-            // One overview per file (its name does not depend on the unit: drawn once).
-            render_if_missing(figures, stem + "_overview_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+            // One overview per file (every unit of the file names the same figure: drawn once).
+            render_if_missing(figures, *name, [&](const std::string& out) {
                 const analysis::TensorSource src{u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt, plan.selection};
                 auto sweep = std::make_shared<analysis::SweepResult>();
                 sweep->spec = analysis::overview_spec(src, plan.options, plan.metrics);
@@ -108,16 +118,7 @@ void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::p
             });
             continue;
         }
-        if (!is_explore_view(f.view))
-            continue;
-        if (f.heads && (!u.head || std::find(f.heads->begin(), f.heads->end(), *u.head) == f.heads->end()))
-            continue;
-        std::string name = stem;
-        if (u.layer)
-            name += "_l" + std::to_string(*u.layer);
-        if (u.head)
-            name += "_h" + std::to_string(*u.head);
-        render_if_missing(figures, name + "_" + f.view + "." + f.format, [&](const std::string& out) {
+        render_if_missing(figures, *name, [&](const std::string& out) {
             analysis::ExploreRequest req;
             req.source = u.source;
             req.mechanisms = plan.mechanisms;
@@ -137,9 +138,10 @@ void sweep_figures(const BatchJob& job, const analysis::BatchSweep& sw, const an
 {
     auto shared = std::make_shared<const analysis::SweepResult>(result);
     for (const BatchFigure& f : job.figures) {
-        if (f.view != "curves" || !f.sweep || *f.sweep != sw.name)
+        const std::optional<std::string> name = sweep_figure_name(f, sw);
+        if (!name)
             continue;
-        render_if_missing(figures, sw.name + "_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+        render_if_missing(figures, *name, [&](const std::string& out) {
             FigureTarget t = f.size;
             t.path = out;
             render_sweep_figure(shared, "curves", f.look, t);
@@ -150,6 +152,10 @@ void sweep_figures(const BatchJob& job, const analysis::BatchSweep& sw, const an
 
 void set_figure_hooks(const BatchJob& job, const std::string& job_path, analysis::BatchRunOptions& opt)
 {
+    // The names are known without drawing (and without the GUI): set even when the job draws nothing, so
+    // that a rerun removes the figures of tables the job no longer has.
+    opt.unit_figure_files = [&job](const analysis::BatchUnit& u) { return unit_figure_files(job, u); };
+    opt.sweep_figure_files = [&job](const analysis::BatchSweep& sw) { return sweep_figure_files(job, sw); };
     if (job.figures.empty())
         return;
 #ifdef ATTNSCOPE_WITH_GUI
@@ -177,6 +183,8 @@ int run_batch(const BatchArgs& a)
     const analysis::BatchReport report = analysis::run_batch(job.plan, opt);
     if (tty)
         std::fprintf(stderr, "\n");
+    for (const std::string& note : report.notes)
+        std::cerr << "note: " << note << "\n";
     std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps -> {}\n", a.job,
                              report.units, report.skipped, report.analysed, report.records, report.sweeps, opt.out_dir);
     if (report.failures.empty())

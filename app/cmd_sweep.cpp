@@ -16,6 +16,7 @@
 #include "io/tensor_file.h"
 #include "sweep_options.h"
 #include "util/atomic_file.h"
+#include "util/json_text.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
 #include "analysis/explore.h"
@@ -89,7 +90,7 @@ int run_sweep(const SweepArgs& a)
     // The figure first (it is the step most likely to fail), then the text outputs; every file is
     // renamed into place only when all of them are written.
     const std::string csv = analysis::sweep_csv(records);
-    const std::string summary = a.json_out ? analysis::sweep_summary(spec, records, plan.inputs).dump(2) + "\n" : std::string();
+    const std::string summary = a.json_out ? json_text(analysis::sweep_summary(spec, records, plan.inputs), 2) + "\n" : std::string();
 #ifdef ATTNSCOPE_WITH_GUI
     if (plot_out) {
         auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});

@@ -15,6 +15,7 @@
 #include "selection_panel.h"
 #include "session.h"
 #include "sweep_dialog.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 
@@ -95,7 +96,7 @@ namespace {
 
 QJsonObject toQt(const nlohmann::ordered_json& j)
 {
-    return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
+    return QJsonDocument::fromJson(QByteArray::fromStdString(json_text(j))).object();
 }
 
 }  // namespace
