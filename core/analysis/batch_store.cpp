@@ -599,7 +599,10 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
             throw InputError(shards[i].dir + ": results come from a job with other settings than " + first_dir +
                              (diff.empty() ? std::string() : " (" + diff + ")"));
         }
-        if (s.shards != first.shards || s.units_total != first.units_total || s.mechanisms != first.mechanisms)
+        if (s.mechanisms != first.mechanisms)
+            throw InputError(shards[i].dir + ": its shard.json lists the mechanisms " + json_text(json(s.mechanisms)) + ", " +
+                             first_dir + "'s " + json_text(json(first.mechanisms)));
+        if (s.shards != first.shards || s.units_total != first.units_total)
             throw InputError(shards[i].dir + ": shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
                              " does not belong to the same sharding as " + first_dir + " (shard " +
                              std::to_string(first.shard) + "/" + std::to_string(first.shards) + ")");
