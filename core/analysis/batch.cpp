@@ -788,6 +788,10 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     shard.shard = static_cast<std::uint64_t>(opt.shard_index);
     shard.shards = static_cast<std::uint64_t>(opt.shard_count);
     shard.units_total = all_units.size();
+    json keys = json::array();
+    for (const BatchUnit& u : all_units)
+        keys.push_back(u.key);
+    shard.plan = settings_hash(keys);   // shards of one job name the same units
     for (const BatchUnit& u : all_units)
         if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index) {
             units.push_back(&u);

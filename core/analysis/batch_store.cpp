@@ -425,6 +425,8 @@ json shard_json(const ShardInfo& info)
     j["units_total"] = info.units_total;
     j["units"] = info.units;
     j["mechanisms"] = info.mechanisms;
+    if (!info.plan.empty())
+        j["plan"] = info.plan;
     if (!info.settings_detail.is_null())
         j["job_settings"] = info.settings_detail;
     return j;
@@ -478,6 +480,12 @@ ShardInfo parse_shard_info(std::string_view text, const std::string& where)
     if (!s.settings_detail.is_null() && (!s.settings_detail.is_object() || settings_hash(s.settings_detail) != s.settings))
         throw InputError(where + ": \"job_settings\" do not match the settings hash " + s.settings +
                          " (the shard description was edited)");
+    const json& plan = field(j, "plan");
+    if (!plan.is_null()) {
+        s.plan = plan.is_string() ? plan.get<std::string>() : std::string();
+        if (s.plan.empty() || s.plan.size() > 64 || s.plan.find_first_not_of("0123456789abcdef") != std::string::npos)
+            throw InputError(where + ": \"plan\" must be the hash of the job's units (hex digits)");
+    }
     s.shards = count_field(j, "shards", where);
     s.shard = count_field(j, "shard", where);
     s.units_total = count_field(j, "units_total", where);
@@ -543,7 +551,7 @@ void write_shard_info(const std::string& dir, const ShardInfo& info)
                              " of this job, not " + std::to_string(info.shard) + "/" + std::to_string(info.shards) +
                              "; use another --out folder");
         if (old.units_total == info.units_total && old.units == info.units && old.mechanisms == info.mechanisms &&
-            old.settings_detail == info.settings_detail)
+            old.settings_detail == info.settings_detail && old.plan == info.plan)
             return;
         // The same shard of a job whose inputs changed: described anew (run_batch drops the records of units
         // no longer in it).
@@ -602,6 +610,9 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
         if (s.mechanisms != first.mechanisms)
             throw InputError(shards[i].dir + ": its shard.json lists the mechanisms " + json_text(json(s.mechanisms)) + ", " +
                              first_dir + "'s " + json_text(json(first.mechanisms)));
+        if (!s.plan.empty() && !first.plan.empty() && s.plan != first.plan)
+            throw InputError(shards[i].dir + ": is a shard of a job with other inputs than " + first_dir +
+                             " (the same settings, but other files, layers or heads)");
         if (s.shards != first.shards || s.units_total != first.units_total)
             throw InputError(shards[i].dir + ": shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
                              " does not belong to the same sharding as " + first_dir + " (shard " +
@@ -738,7 +749,10 @@ struct TempFolder {
     fs::path path;
     explicit TempFolder(const fs::path& out)
     {
-        std::string tmpl = (out.parent_path() / ("." + out.filename().string() + ".merge-XXXXXX")).string();
+        std::string name = ".";
+        name += out.filename().string();
+        name += ".merge-XXXXXX";
+        std::string tmpl = (out.parent_path() / name).string();
         if (!::mkdtemp(tmpl.data()))
             throw InputError("--out " + out.string() + ": cannot create a folder beside it (" + why(errno) + ")");
         path = tmpl;

@@ -76,6 +76,7 @@ void write_failures(const std::string& dir, std::vector<std::string>& failures);
 struct ShardInfo {
     std::string settings;                   // the settings hash every record carries
     nlohmann::ordered_json settings_detail; // what was hashed (null in folders of older versions)
+    std::string plan;                       // hash of the whole job's unit keys ("" in folders of older versions)
     std::uint64_t shard = 0, shards = 1;
     std::uint64_t units_total = 0;          // units of the whole job
     std::vector<std::uint64_t> units;       // this shard's units
