@@ -164,6 +164,34 @@ std::optional<std::uint64_t> count_of(const json& v)
 
 constexpr std::uint64_t kNoUnit = std::numeric_limits<std::uint64_t>::max();
 
+// Records and shard descriptions nest a few levels; copying, comparing and writing a JSON value recurse
+// once per level, so a hostile line nested a million deep would overflow the stack. Counted before parsing.
+constexpr int kMaxJsonDepth = 64;
+
+bool nested_too_deeply(std::string_view text)
+{
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (const char c : text) {
+        if (in_string) {
+            if (escaped)
+                escaped = false;
+            else if (c == '\\')
+                escaped = true;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                return true;
+        } else if (c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return false;
+}
+
 // The complete lines of a results.jsonl text: each must be a JSON object with a string "key". A last line
 // without its newline is a torn write (a kill mid-append): it is left out and `good` ends before it.
 struct RecordLines {
@@ -181,6 +209,9 @@ RecordLines parse_record_lines(std::string_view text, const std::string& where)
             break;   // torn tail
         ++line_no;
         const std::string_view line = text.substr(pos, nl - pos);
+        if (nested_too_deeply(line))
+            throw InputError(where + ": line " + std::to_string(line_no) + " is nested more than " +
+                             std::to_string(kMaxJsonDepth) + " levels deep (not a batch record)");
         json rec = json::parse(line.begin(), line.end(), nullptr, false);
         if (rec.is_discarded())
             throw InputError(where + ": line " + std::to_string(line_no) + " is not a JSON record");
@@ -467,6 +498,9 @@ std::string settings_difference(const json& a, const json& b)
 
 ShardInfo parse_shard_info(std::string_view text, const std::string& where)
 {
+    if (nested_too_deeply(text))
+        throw InputError(where + ": not a valid shard description (nested more than " + std::to_string(kMaxJsonDepth) +
+                         " levels deep)");
     const json j = json::parse(text.begin(), text.end(), nullptr, false);
     if (j.is_discarded() || !j.is_object())
         throw InputError(where + ": not a valid shard description (not a JSON object)");

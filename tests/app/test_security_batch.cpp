@@ -259,7 +259,12 @@ TEST_F(SecurityBatch, MergeChecksShardJsonAgainstTheRecords)
     expect_one_error(run("merge " + s0 + " " + s1 + " --out " + dir + "/m7"), {"shards", "2000000000"}, "shards: 2e9");
     edit_shard_json(s1, [](nlohmann::ordered_json& j) { j["shards"] = 2; });
     restore();
-    for (const std::string m : {"m2", "m3", "m4", "m5", "m6", "m7"})
+    // A record nested a million levels deep (copying or writing it would recurse that deep) is refused.
+    const std::string results = read_text(s1 + "/results.jsonl");
+    put(s1 + "/results.jsonl", results + std::string(1000000, '[') + "\n");
+    expect_one_error(run("merge " + s0 + " " + s1 + " --out " + dir + "/m8"), {"line 5", "nested"}, "deep nesting");
+    put(s1 + "/results.jsonl", results);
+    for (const std::string m : {"m2", "m3", "m4", "m5", "m6", "m7", "m8"})
         EXPECT_FALSE(fs::exists(dir + "/" + m)) << m;
     ASSERT_EQ(run("merge " + s0 + " " + s1 + " --out " + dir + "/again").status, 0);
 }
