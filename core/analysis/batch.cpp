@@ -567,7 +567,9 @@ std::vector<std::string> input_names(const std::vector<std::string>& files)
         names[i] = stem.empty() ? parts[i].back() : stem;
         by_stem[names[i]].push_back(i);
     }
-    for (const auto& [stem, group] : by_stem) {
+    for (const auto& entry : by_stem) {
+        const std::string& stem = entry.first;   // (not a structured binding: lambdas below capture it; clang 14)
+        const std::vector<std::size_t>& group = entry.second;
         if (group.size() < 2)
             continue;
         // The folders every file of this stem shares are left out of its name.
