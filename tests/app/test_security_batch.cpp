@@ -158,9 +158,11 @@ TEST_F(SecurityBatch, RerunRecomputesAChangedInput)
     fs::create_directories(dir);
     write_acts(dir + "/x.h5", 1);
     write_acts(dir + "/y.h5", 2);
-    put(dir + "/job.toml", "inputs = [\"x.h5\", \"y.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n");
+    put(dir + "/job.toml", "inputs = [\"x.h5\", \"y.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n"
+                           "[[sweep]]\nname = \"n\"\nvary = \"n=8,16\"\n");
     ASSERT_EQ(run("batch " + dir + "/job.toml --out " + dir + "/out").status, 0);
     const auto before = records(dir + "/out");
+    const json sweep_before = json::parse(read_text(dir + "/out/sweeps/n.json"));
     ASSERT_EQ(before.size(), 4u);
 
     write_acts(dir + "/x.h5", 7);   // new values, same shape
@@ -169,6 +171,10 @@ TEST_F(SecurityBatch, RerunRecomputesAChangedInput)
     EXPECT_NE(r.err.find("input changed"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("x.h5"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("2 already recorded, 2 analysed"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sweep n"), std::string::npos) << r.err;   // the sweep runs again too
+    const json sweep_after = json::parse(read_text(dir + "/out/sweeps/n.json"));
+    EXPECT_NE(sweep_after["batch"]["fingerprint"], sweep_before["batch"]["fingerprint"]);
+    EXPECT_NE(sweep_after["points"], sweep_before["points"]);
     const auto after = records(dir + "/out");
     ASSERT_EQ(after.size(), 4u);
     for (const auto& [key, rec] : after) {
@@ -195,9 +201,13 @@ TEST_F(SecurityBatch, RerunDropsInputsNoLongerInTheJob)
     write_acts(dir + "/x.h5", 1);
     write_acts(dir + "/y.h5", 2);
     write_acts(dir + "/w.h5", 3);
-    put(dir + "/job.toml", "inputs = [\"x.h5\", \"y.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n");
+    const std::string figure = ATTNSCOPE_WITH_FIGURES ? "[[figure]]\nview = \"spectrum\"\nformat = \"svg\"\nwidth = 200\nheight = 150\n" : "";
+    put(dir + "/job.toml", "inputs = [\"x.h5\", \"y.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n" + figure);
     ASSERT_EQ(run("batch " + dir + "/job.toml --out " + dir + "/out").status, 0);
-    put(dir + "/job.toml", "inputs = [\"w.h5\", \"x.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n");
+    if (ATTNSCOPE_WITH_FIGURES) {
+        EXPECT_TRUE(fs::exists(dir + "/out/figures/y_h1_spectrum.svg"));
+    }
+    put(dir + "/job.toml", "inputs = [\"w.h5\", \"x.h5\"]\nq = \"/q\"\nk = \"/k\"\nheads = \"all\"\nmechanisms = [\"linear\"]\n" + figure);
     const CommandResult r = run("batch " + dir + "/job.toml --out " + dir + "/out");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("no longer in"), std::string::npos) << r.err;
@@ -211,6 +221,10 @@ TEST_F(SecurityBatch, RerunDropsInputsNoLongerInTheJob)
         EXPECT_EQ(rec["unit"].get<std::size_t>() < 2, is_w) << key;   // w.h5 sorts first now
     }
     EXPECT_EQ(units, (std::set<std::size_t>{0, 1, 2, 3}));
+    if (ATTNSCOPE_WITH_FIGURES) {   // the figures of the input that left the job are gone
+        EXPECT_EQ(listing(dir + "/out/figures"), (std::set<std::string>{"w_h0_spectrum.svg", "w_h1_spectrum.svg",
+                                                                        "x_h0_spectrum.svg", "x_h1_spectrum.svg"}));
+    }
     const std::string summary = read_text(dir + "/out/summary.csv");
     EXPECT_EQ(std::count(summary.begin(), summary.end(), '\n'), 5) << summary;
     // Other settings are still refused, naming the setting.
