@@ -239,8 +239,10 @@ void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPla
         r.check_keys(t, {"name", "vary", "subsample", "draws", "subsample_seed", "heads", "layers"}, "[[sweep]]");
         analysis::BatchSweep sw;
         sw.name = r.str(t, "name").value_or("");
-        if (sw.name.empty() || sw.name.find('/') != std::string::npos || !names.insert(sw.name).second)
-            r.fail(&node, "every [[sweep]] needs a unique 'name' without '/'");
+        // The name becomes file names (sweeps/NAME.csv, figures/NAME_*.svg): one plain, visible name.
+        if (sw.name.empty() || sw.name.find_first_of(std::string("/\0", 2)) != std::string::npos || sw.name.front() == '.' ||
+            !names.insert(sw.name).second)
+            r.fail(&node, "every [[sweep]] needs a unique 'name' without '/' that does not start with '.'");
         const std::string vary = r.str(t, "vary").value_or("");
         if (vary.size() < 3 || (vary[0] != 'n' && vary[0] != 'm') || vary[1] != '=')
             r.fail(&node, "[[sweep]] " + sw.name + ": 'vary' must be \"n=LIST\" or \"m=LIST\"");

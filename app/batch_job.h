@@ -28,4 +28,15 @@ struct BatchJob {
 
 BatchJob parse_batch_job(const std::string& path);
 
+// The file that [[figure]] table `f` draws into DIR/figures/ for unit `u` / sweep `sw` (nullopt: the table
+// draws nothing for it): <file name>[_l<L>][_h<H>]_<view>.<format>, <file name>_overview_<metric>.<format>,
+// <sweep>_<metric>.<format>, where <file name> is the unit's name unique in the job (analysis::input_names).
+// Defined in figure_names.cpp (Qt-free): the batch's figure hooks draw exactly these names.
+std::optional<std::string> unit_figure_name(const BatchFigure& f, const analysis::BatchUnit& u);
+std::optional<std::string> sweep_figure_name(const BatchFigure& f, const analysis::BatchSweep& sw);
+// Every figure file of the job for one unit / one sweep, with what each draws (run_batch checks that no
+// two drawings share a name and removes the figures a rerun no longer draws).
+std::vector<analysis::FigureFile> unit_figure_files(const BatchJob& job, const analysis::BatchUnit& u);
+std::vector<analysis::FigureFile> sweep_figure_files(const BatchJob& job, const analysis::BatchSweep& sw);
+
 }  // namespace attnscope::app

@@ -14,6 +14,8 @@
 #include "cli_common.h"
 #include "cli_options.h"
 #include "io/tensor_file.h"
+#include "util/atomic_file.h"
+#include "util/json_text.h"
 #include "util/output.h"
 
 namespace attnscope::app {
@@ -65,7 +67,7 @@ void print_summary(const ojson& doc)
                     not_applied += "\nwarning (file attribute " + what + "): " + why.get<std::string>();
                 continue;
             }
-            used += (used.empty() ? "" : " ") + key + "=" + value.dump();
+            used += (used.empty() ? "" : " ") + key + "=" + json_text(value);
         }
         if (!used.empty())
             std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
@@ -89,7 +91,7 @@ void print_summary(const ojson& doc)
         }
         std::string params;
         for (const auto& [key, value] : r["params"].items())
-            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+            params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
         std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", r["mechanism"].get<std::string>(),
                                  rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
                                  params);
@@ -159,12 +161,12 @@ int run_analyze(const AnalyzeArgs& a)
     doc["kernels"] = analysis::kernels_json();
 
     if (json_to_stdout) {
-        write_text_output("-", doc.dump(2) + "\n");
+        write_text_output("-", json_text(doc, 2) + "\n");
         return 0;
     }
     // The file is published only once the summary reached standard output (a failed run leaves no file).
     if (json_file)
-        json_file->write_text(doc.dump(2) + "\n");
+        json_file->write_text(json_text(doc, 2) + "\n");
     print_summary(doc);
     flush_standard_output();
     if (json_file) {

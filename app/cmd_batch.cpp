@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <unistd.h>
@@ -47,10 +48,10 @@ std::string duration_text(double seconds)
 }
 
 // --shard I/N: plain decimal numbers only (std::stoi read "0x1" as 0 and ignored the rest), 0 <= I < N,
-// N at most k_max_shards (docs/cli.md).
+// N at most analysis::kMaxShards (docs/cli.md).
 void parse_shard(const std::string& text, analysis::BatchRunOptions& opt)
 {
-    constexpr std::int64_t k_max_shards = 1'000'000;
+    constexpr auto k_max_shards = static_cast<std::int64_t>(analysis::kMaxShards);
     const auto slash = text.find('/');
     const auto i = slash == std::string::npos ? std::nullopt : parse_decimal(std::string_view(text).substr(0, slash));
     const auto n = slash == std::string::npos ? std::nullopt : parse_decimal(std::string_view(text).substr(slash + 1));
@@ -93,11 +94,13 @@ void render_if_missing(const fs::path& figures, const std::string& name, const s
 void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::path& figures)
 {
     const analysis::BatchPlan& plan = job.plan;
-    const std::string stem = fs::path(u.file).stem().string();
     for (const BatchFigure& f : job.figures) {
+        const std::optional<std::string> name = unit_figure_name(f, u);
+        if (!name)
+            continue;
         if (f.view == "overview") {
-            // One overview per file (its name does not depend on the unit: drawn once).
-            render_if_missing(figures, stem + "_overview_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+            // One overview per file (every unit of the file names the same figure: drawn once).
+            render_if_missing(figures, *name, [&](const std::string& out) {
                 const analysis::TensorSource src{u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt, plan.selection};
                 auto sweep = std::make_shared<analysis::SweepResult>();
                 sweep->spec = analysis::overview_spec(src, plan.options, plan.metrics);
@@ -110,16 +113,7 @@ void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::p
             });
             continue;
         }
-        if (!is_explore_view(f.view))
-            continue;
-        if (f.heads && (!u.head || std::find(f.heads->begin(), f.heads->end(), *u.head) == f.heads->end()))
-            continue;
-        std::string name = stem;
-        if (u.layer)
-            name += "_l" + std::to_string(*u.layer);
-        if (u.head)
-            name += "_h" + std::to_string(*u.head);
-        render_if_missing(figures, name + "_" + f.view + "." + f.format, [&](const std::string& out) {
+        render_if_missing(figures, *name, [&](const std::string& out) {
             analysis::ExploreRequest req;
             req.source = u.source;
             req.mechanisms = plan.mechanisms;
@@ -139,9 +133,10 @@ void sweep_figures(const BatchJob& job, const analysis::BatchSweep& sw, const an
 {
     auto shared = std::make_shared<const analysis::SweepResult>(result);
     for (const BatchFigure& f : job.figures) {
-        if (f.view != "curves" || !f.sweep || *f.sweep != sw.name)
+        const std::optional<std::string> name = sweep_figure_name(f, sw);
+        if (!name)
             continue;
-        render_if_missing(figures, sw.name + "_" + f.look.metric.value_or("rank") + "." + f.format, [&](const std::string& out) {
+        render_if_missing(figures, *name, [&](const std::string& out) {
             FigureTarget t = f.size;
             t.path = out;
             render_sweep_figure(shared, "curves", f.look, t);
@@ -152,6 +147,10 @@ void sweep_figures(const BatchJob& job, const analysis::BatchSweep& sw, const an
 
 void set_figure_hooks(const BatchJob& job, const std::string& job_path, analysis::BatchRunOptions& opt)
 {
+    // The names are known without drawing (and without the GUI): set even when the job draws nothing, so
+    // that a rerun removes the figures of tables the job no longer has.
+    opt.unit_figure_files = [&job](const analysis::BatchUnit& u) { return unit_figure_files(job, u); };
+    opt.sweep_figure_files = [&job](const analysis::BatchSweep& sw) { return sweep_figure_files(job, sw); };
     if (job.figures.empty())
         return;
 #ifdef ATTNSCOPE_WITH_GUI
@@ -179,6 +178,8 @@ int run_batch(const BatchArgs& a)
     const analysis::BatchReport report = analysis::run_batch(job.plan, opt);
     if (tty)
         std::fprintf(stderr, "\n");
+    for (const std::string& note : report.notes)
+        std::cerr << "note: " << note << "\n";
     std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps -> {}\n", a.job,
                              report.units, report.skipped, report.analysed, report.records, report.sweeps, opt.out_dir);
     if (report.failures.empty())

@@ -18,6 +18,8 @@
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "io/writers.h"
+#include "util/atomic_file.h"
+#include "util/json_text.h"
 #include "util/output.h"
 
 namespace attnscope::app {
@@ -36,7 +38,7 @@ std::string shape_text(const std::vector<std::int64_t>& shape)
 
 std::string compact(const nlohmann::json& j)
 {
-    std::string s = j.dump();
+    std::string s = json_text(j);
     if (s.size() > 120)
         s = s.substr(0, 117) + "...";
     return s;
@@ -112,7 +114,7 @@ int run_info(const InfoArgs& a)
         const ojson shown = display_inputs(*file);
         j["tokens"] = shown.contains("tokens") ? shown["tokens"] : ojson(nullptr);
         j["image"] = shown.contains("image") ? shown["image"] : ojson(nullptr);
-        std::cout << j.dump(2) << "\n";
+        std::cout << json_text(j, 2) << "\n";
         return 0;
     }
     std::cout << a.file << " (" << file->format() << ", " << file->tensors().size() << " tensor"
@@ -124,7 +126,7 @@ int run_info(const InfoArgs& a)
         const ojson& t = carried["tokens"];
         std::string first;
         for (const auto& s : t["first"])
-            first += " " + s.dump();   // JSON-quoted: a newline shows as "\n"
+            first += " " + json_text(s);   // JSON-quoted: a newline shows as "\n"
         std::cout << "  tokens: " << t["count"].get<std::size_t>() << " (@" << t["attribute"].get<std::string>()
                   << "):" << first << (t["count"].get<std::size_t>() > t["first"].size() ? " ..." : "") << "\n";
     }
@@ -211,11 +213,11 @@ int run_matrix(const MatrixArgs& a)
             for (Eigen::Index j = 0; j < n; ++j)
                 ds.data[static_cast<std::size_t>(t * n + j)] = A(t, j);
         ds.attributes["mechanism"] = std::string(attention::to_string(mechanism));
-        ds.attributes["params"] = params.dump();
+        ds.attributes["params"] = json_text(params);
         ojson input = in.input_json;
         if (!from_file.empty())
             input["defaults_from_file"] = from_file;
-        ds.attributes["input"] = input.dump();
+        ds.attributes["input"] = json_text(input);
         ds.attributes["attnscope_version"] = ATTNSCOPE_VERSION;
         out.write([&](const std::string& temp) { io::write_hdf5(temp, {ds}); });
     }

@@ -17,6 +17,7 @@
 #include "sweep_options.h"
 #include "util/atomic_file.h"
 #include "util/checked.h"
+#include "util/json_text.h"
 #include "util/output.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
@@ -85,7 +86,7 @@ int run_sweep(const SweepArgs& a)
     // The figure first (it is the step most likely to fail), then the text outputs, then standard output;
     // every file is published only when all of them are written and standard output was flushed.
     const std::string csv = analysis::sweep_csv(records);
-    const std::string summary = a.json_out ? analysis::sweep_summary(spec, records, plan.inputs).dump(2) + "\n" : std::string();
+    const std::string summary = a.json_out ? json_text(analysis::sweep_summary(spec, records, plan.inputs), 2) + "\n" : std::string();
 #ifdef ATTNSCOPE_WITH_GUI
     if (plot_out) {
         auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});

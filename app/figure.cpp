@@ -29,6 +29,7 @@
 #include "result_view.h"
 #include "util/output.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "views.h"
 
 namespace attnscope::app {
@@ -160,7 +161,7 @@ QJsonObject state_for(const std::string& view, const FigureLook& look, const QJs
     if (look.metric)
         s[QStringLiteral("metric")] = QString::fromStdString(*look.metric);
     if (look.state.is_object()) {
-        const QJsonDocument extra = QJsonDocument::fromJson(QByteArray::fromStdString(look.state.dump()));
+        const QJsonDocument extra = QJsonDocument::fromJson(QByteArray::fromStdString(json_text(look.state)));
         const QJsonObject o = extra.object();
         // The keys the view saves, and those it saves only in some states (a zoomed maps view, hidden curves).
         QStringList known = saved.keys();

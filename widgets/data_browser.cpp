@@ -17,6 +17,7 @@
 #include <QVBoxLayout>
 
 #include "io/tensor_file.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 
@@ -30,7 +31,7 @@ QJsonObject toQt(const nlohmann::json& j)
 {
     if (!j.is_object())
         return {};
-    return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
+    return QJsonDocument::fromJson(QByteArray::fromStdString(json_text(j))).object();
 }
 
 QString shapeText(const QVector<qint64>& shape)

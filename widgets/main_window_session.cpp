@@ -17,6 +17,7 @@
 #include "selection_panel.h"
 #include "session.h"
 #include "sweep_dialog.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 
@@ -101,7 +102,7 @@ namespace {
 
 QJsonObject toQt(const nlohmann::ordered_json& j)
 {
-    return QJsonDocument::fromJson(QByteArray::fromStdString(j.dump())).object();
+    return QJsonDocument::fromJson(QByteArray::fromStdString(json_text(j))).object();
 }
 
 // Why the session's indices do not fit the data it opened ("" when they do): every axis index of

@@ -17,6 +17,7 @@
 #include "mechanism_panel.h"
 #include "selection_panel.h"
 #include "sweep_dialog.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 
@@ -237,7 +238,7 @@ void MainWindow::finishSweep(const QString& view, SweepResultPtr result)
     } else {
         const QString base = curveSetName(*result);
         const auto specText = [](const analysis::SweepResult& r) {
-            return analysis::sweep_result_json(analysis::SweepResult{r.spec, {}})["spec"].dump();
+            return json_text(analysis::sweep_result_json(analysis::SweepResult{r.spec, {}})["spec"]);
         };
         // The records without their timings.
         const auto valuesText = [](const analysis::SweepResult& r) {

@@ -18,6 +18,7 @@
 #include "plot_style.h"
 #include "view_base.h"
 #include "views.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 namespace {
@@ -28,7 +29,7 @@ QString paramsText(const nlohmann::ordered_json& params)
     if (params.is_object())
         for (auto it = params.begin(); it != params.end(); ++it)
             parts << QString::fromStdString(it.key()) + '=' +
-                         QString::fromStdString(it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+                         QString::fromStdString(it.value().is_string() ? it.value().get<std::string>() : json_text(it.value()));
     return parts.join(", ");
 }
 

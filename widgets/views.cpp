@@ -6,6 +6,7 @@
 
 #include "analysis/explore.h"
 #include "plot_style.h"
+#include "util/json_text.h"
 
 namespace attnscope::widgets {
 
@@ -61,7 +62,7 @@ QString metricsCsv(const analysis::ExploreResult& result)
         } else {
             row << "" << "" << "" << "" << "";
         }
-        row << QString::fromStdString(r.params.dump());
+        row << QString::fromStdString(json_text(r.params));
         QStringList warnings;
         for (const auto& w : r.warnings)
             warnings << QString::fromStdString(w);

@@ -4,10 +4,14 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -21,6 +25,7 @@
 #include "util/atomic_file.h"
 #include "util/error.h"
 #include "util/parallel.h"
+#include "util/json_text.h"
 
 
 namespace attnscope::analysis {
@@ -53,13 +58,15 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& patterns,
 
 namespace {
 
-std::string unit_key(const std::string& file, std::optional<Index> layer, std::optional<Index> head)
+// `display`: the file's path as shown (lossy UTF-8), so that a key read back from results.jsonl equals it.
+std::string unit_key(const std::string& display, std::optional<Index> layer, std::optional<Index> head)
 {
-    return file + "|l=" + (layer ? std::to_string(*layer) : "-") + "|h=" + (head ? std::to_string(*head) : "-");
+    return display + "|l=" + (layer ? std::to_string(*layer) : "-") + "|h=" + (head ? std::to_string(*head) : "-");
 }
 
-// Identifies the analysis settings: records made with other settings are not reused.
-std::string settings_hash(const BatchPlan& plan)
+// Identifies the analysis settings: records made with other settings are not reused. The JSON itself goes
+// into shard.json, so that a refusal can name the setting that differs.
+json settings_json(const BatchPlan& plan)
 {
     json j;
     j["q"] = plan.q_name;
@@ -93,14 +100,7 @@ std::string settings_hash(const BatchPlan& plan)
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),
                     plan.metrics.rank_rtol ? *plan.metrics.rank_rtol : -1.0,
                     plan.metrics.top_k ? *plan.metrics.top_k : Index{-1}, plan.metrics.row_entropy};
-    const std::string text = j.dump();
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
-    std::string hex;
-    for (unsigned int i = 0; i < 8; ++i)
-        hex += fmt::format("{:02x}", digest[i]);
-    return hex;
+    return j;
 }
 
 std::string ref(const std::string& file, const std::string& name) { return name.empty() ? file : file + ":" + name; }
@@ -179,13 +179,53 @@ void make_output_folder(const std::string& dir)
         throw InputError(dir + ": the output folder is not writable (" + std::strerror(errno) + ")");
 }
 
+// A folder of ours inside the output folder (figures/, sweeps/) must not be a link: a rerun removes files
+// in it. False when it does not exist.
+bool own_subfolder(const fs::path& dir)
+{
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(dir, ec);
+    if (!fs::exists(st))
+        return false;
+    if (fs::is_symlink(st) || !fs::is_directory(st))
+        throw InputError(dir.string() + ": is " + (fs::is_symlink(st) ? "a symbolic link" : "not a folder") +
+                         "; a batch folder's files must be its own (use another --out folder)");
+    return true;
+}
+
+void remove_file(const fs::path& path)
+{
+    std::error_code ec;
+    fs::remove(path, ec);   // a link is removed, never followed
+}
+
+// Every input hashed once per run, shared by the rerun's check and the units (thread-safe).
+class HashCache {
+public:
+    std::string get(const std::string& file)
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            if (const auto it = m_sha.find(file); it != m_sha.end())
+                return it->second;
+        }
+        const std::string sha = file_sha256(file);
+        std::lock_guard lock(m_mutex);
+        return m_sha[file] = sha;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::map<std::string, std::string> m_sha;
+};
+
 // Runs the units of one shard on the job's threads into the store: progress, failures and the first
 // fatal error (results that cannot be saved) are gathered here.
 class UnitRunner {
 public:
     UnitRunner(const BatchPlan& plan, const BatchRunOptions& opt, const std::string& settings, ResultStore& store,
-               BatchReport& report)
-        : m_plan(plan), m_opt(opt), m_settings(settings), m_store(store), m_report(report)
+               HashCache& hashes, BatchReport& report)
+        : m_plan(plan), m_opt(opt), m_settings(settings), m_store(store), m_hashes(hashes), m_report(report)
     {
     }
 
@@ -200,15 +240,37 @@ public:
         parallel_for(todo.size(), m_opt.jobs, [&](std::size_t i) {
             if (m_opt.cancel.cancelled())
                 return false;
-            return run_one(*todo[i]);
+            // The exception barrier (util/parallel.h: nothing may escape a worker): whatever run_one lets
+            // through stops the batch with one error line instead of ending the process.
+            try {
+                return run_one(*todo[i]);
+            } catch (const std::exception& e) {
+                stop(todo[i]->key + ": " + e.what(), true);
+            } catch (...) {
+                stop(todo[i]->key + ": unknown exception", true);
+            }
+            return false;
         });
-        if (!m_fatal.empty())
-            throw InputError(m_fatal + "; the " + std::to_string(m_store.size()) +
-                             " records before it are kept: run the batch again to go on");
+        if (!m_fatal.empty()) {
+            const std::string text = m_fatal + "; the " + std::to_string(m_store.size()) +
+                                     " records before it are kept: run the batch again to go on";
+            if (m_internal)
+                throw std::runtime_error(text);   // exit 1: a defect, not the user's input
+            throw InputError(text);
+        }
         m_report.cancelled = m_opt.cancel.cancelled();
     }
 
 private:
+    void stop(const std::string& why, bool internal = false)
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_fatal.empty()) {
+            m_fatal = why;
+            m_internal = internal;
+        }
+    }
+
     // False when the batch must stop (results can no longer be saved).
     bool run_one(const BatchUnit& u)
     {
@@ -217,9 +279,7 @@ private:
         try {
             analyse(u);
         } catch (const AppendFailure& e) {
-            std::lock_guard lock(m_mutex);
-            if (m_fatal.empty())
-                m_fatal = e.what();
+            stop(e.what());
             return false;
         } catch (const InputError& e) {
             failure = e.what();
@@ -230,21 +290,9 @@ private:
         return true;
     }
 
-    std::string sha256(const std::string& file)
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            if (const auto it = m_sha.find(file); it != m_sha.end())
-                return it->second;
-        }
-        const std::string sha = file_sha256(file);
-        std::lock_guard lock(m_mutex);
-        return m_sha[file] = sha;
-    }
-
     void analyse(const BatchUnit& u)
     {
-        const std::string sha = sha256(u.file);
+        const std::string sha = m_hashes.get(u.file);
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
         const attention::AttentionOptions options = with_head_mixing(u.options, in.heads);
         for (std::size_t mi = 0; mi < m_plan.mechanisms.size(); ++mi) {
@@ -263,7 +311,7 @@ private:
             json input = in.input_json;
             if (!u.defaults_from_file.empty())
                 input["defaults_from_file"] = u.defaults_from_file;
-            input["file"] = u.file;
+            input["file"] = u.display;
             input["sha256"] = sha;
             rec["input"] = std::move(input);
             rec["layer"] = u.layer ? json(*u.layer) : json();
@@ -310,19 +358,54 @@ private:
     const BatchRunOptions& m_opt;
     const std::string& m_settings;
     ResultStore& m_store;
+    HashCache& m_hashes;
     BatchReport& m_report;
-    std::mutex m_mutex;          // guards the report, the SHA cache, the progress count and m_fatal
+    std::mutex m_mutex;          // guards the report, the progress count and m_fatal
     std::string m_fatal;
-    std::map<std::string, std::string> m_sha;
+    bool m_internal = false;
     std::size_t m_finished = 0;
     std::uint64_t m_limit = 0;
     std::chrono::steady_clock::time_point m_start;
 };
 
+// What a sweep's results depend on: the job's settings, the sweep's spec, and every input (path and
+// SHA-256). Written into sweeps/NAME.json; a rerun whose fingerprint differs runs the sweep again.
+std::string sweep_fingerprint(const BatchPlan& plan, const BatchSweep& sw, const SweepPlan& sp, const std::string& settings,
+                              HashCache& hashes)
+{
+    json j;
+    j["settings"] = settings;
+    j["spec"] = sweep_result_json(SweepResult{sp.spec, {}})["spec"];
+    const auto axis = [](const AxisChoice& a) { return json{static_cast<int>(a.kind), a.indices}; };
+    j["heads"] = axis(sw.spec.heads);
+    j["layers"] = axis(sw.spec.layers);
+    json files = json::array();
+    for (const std::string& f : plan.files)
+        files.push_back({display_path(f), hashes.get(f)});
+    j["files"] = files;
+    return settings_hash(j);
+}
+
+// The fingerprint recorded in a finished sweep's JSON ("" when there is none or it cannot be read).
+std::string recorded_fingerprint(const fs::path& js)
+{
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(js, ec)))
+        return "";
+    std::ifstream in(js, std::ios::binary);
+    const json doc = json::parse(in, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object() || !doc.contains("batch") || !doc["batch"].is_object())
+        return "";
+    const json& fp = doc["batch"].contains("fingerprint") ? doc["batch"]["fingerprint"] : json();
+    return fp.is_string() ? fp.get<std::string>() : "";
+}
+
 // The sweeps of this shard (after the units: they are the long-running part). A sweep whose files exist
-// is done; figures come first, so a figure that failed (e.g. on a full disk) is drawn by the rerun.
-void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std::size_t units, const BatchRunOptions& opt,
-                BatchReport& report)
+// and whose fingerprint matches is done; a stale one (an input or the spec changed) loses its files and
+// figures first and runs again. Figures come first, so a figure that failed (e.g. on a full disk) is drawn
+// by the rerun.
+void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std::size_t units, const std::string& settings,
+                HashCache& hashes, const BatchRunOptions& opt, BatchReport& report)
 {
     const fs::path dir = fs::path(opt.out_dir) / "sweeps";
     JobContext ctx;
@@ -332,18 +415,32 @@ void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std:
             continue;
         const BatchSweep& sw = plan.sweeps[j];
         const fs::path csv = dir / (sw.name + ".csv"), js = dir / (sw.name + ".json");
-        if (fs::exists(csv) && fs::exists(js))
-            continue;
         try {
+            const std::string fingerprint = sweep_fingerprint(plan, sw, plans[j], settings, hashes);
             std::error_code ec;
+            const bool had_csv = fs::exists(fs::symlink_status(csv, ec)), had_json = fs::exists(fs::symlink_status(js, ec));
+            if (had_csv && had_json && recorded_fingerprint(js) == fingerprint)
+                continue;
+            if (had_csv || had_json) {
+                // Stale (or half written): the JSON goes first, so a kill never leaves a stale sweep looking done.
+                remove_file(js);
+                remove_file(csv);
+                if (opt.sweep_figure_files)
+                    for (const FigureFile& f : opt.sweep_figure_files(sw))
+                        remove_file(fs::path(opt.out_dir) / "figures" / f.name);
+                if (had_csv && had_json)
+                    report.notes.push_back("sweep " + sw.name + ": its inputs or spec changed since it ran: run again");
+            }
             fs::create_directories(dir, ec);
             if (!fs::is_directory(dir))
                 throw InputError(dir.string() + ": cannot create the folder (" + ec.message() + ")");
             auto recs = run_sweep(plans[j], ctx);
             if (opt.on_sweep_figures)
                 opt.on_sweep_figures(sw, SweepResult{plans[j].spec, recs});
-            write_file_atomically(js.string(), sweep_summary(plans[j].spec, recs, plans[j].inputs).dump(2) + "\n");
+            json summary = sweep_summary(plans[j].spec, recs, plans[j].inputs);
+            summary["batch"] = {{"fingerprint", fingerprint}};
             write_file_atomically(csv.string(), sweep_csv(recs));
+            write_file_atomically(js.string(), json_text(summary, 2) + "\n");   // last: the sweep is done
             ++report.sweeps;
         } catch (const JobCancelled&) {
             report.cancelled = true;
@@ -413,10 +510,114 @@ std::vector<BatchInput> batch_inputs(const BatchPlan& plan, const std::string& f
 
 }  // namespace
 
+namespace {
+
+// The path's components as shown, without empty and "." ones ("./a//m.h5" -> a, m.h5).
+std::vector<std::string> path_parts(const std::string& display)
+{
+    std::vector<std::string> parts;
+    std::size_t pos = 0;
+    while (pos <= display.size()) {
+        const std::size_t slash = std::min(display.find('/', pos), display.size());
+        const std::string part = display.substr(pos, slash - pos);
+        if (!part.empty() && part != ".")
+            parts.push_back(part);
+        pos = slash + 1;
+    }
+    if (parts.empty())
+        parts.push_back(display);
+    return parts;
+}
+
+std::string short_hash(const std::string& text)
+{
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
+    std::string hex;
+    for (unsigned int i = 0; i < 4; ++i)
+        hex += fmt::format("{:02x}", digest[i]);
+    return hex;
+}
+
+// At most `max` bytes of `s`, not cutting a UTF-8 sequence.
+std::string utf8_prefix(const std::string& s, std::size_t max)
+{
+    if (s.size() <= max)
+        return s;
+    std::size_t n = max;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+        --n;
+    return s.substr(0, n);
+}
+
+}  // namespace
+
+std::vector<std::string> input_names(const std::vector<std::string>& files)
+{
+    constexpr std::size_t kMaxName = 100;
+    const std::size_t n = files.size();
+    std::vector<std::string> shown(n), names(n);
+    std::vector<std::vector<std::string>> parts(n);
+    std::map<std::string, std::vector<std::size_t>> by_stem;
+    for (std::size_t i = 0; i < n; ++i) {
+        shown[i] = display_path(files[i]);
+        parts[i] = path_parts(shown[i]);
+        std::string stem = fs::path(parts[i].back()).stem().string();
+        names[i] = stem.empty() ? parts[i].back() : stem;
+        by_stem[names[i]].push_back(i);
+    }
+    for (const auto& entry : by_stem) {
+        const std::string& stem = entry.first;   // (not a structured binding: lambdas below capture it; clang 14)
+        const std::vector<std::size_t>& group = entry.second;
+        if (group.size() < 2)
+            continue;
+        // The folders every file of this stem shares are left out of its name.
+        std::size_t common = parts[group.front()].size() - 1;
+        for (const std::size_t i : group)
+            common = std::min(common, parts[i].size() - 1);
+        std::size_t shared = 0;
+        while (shared < common && std::all_of(group.begin(), group.end(), [&](std::size_t i) {
+                   return parts[i][shared] == parts[group.front()][shared];
+               }))
+            ++shared;
+        const auto joined = [&](std::size_t i, bool extension) {
+            std::string name;
+            for (std::size_t c = shared; c + 1 < parts[i].size(); ++c)
+                name += parts[i][c] + "_";
+            return name + (extension ? parts[i].back() : stem);
+        };
+        std::map<std::string, int> uses;
+        for (const std::size_t i : group)
+            ++uses[joined(i, false)];
+        for (const std::size_t i : group)
+            names[i] = joined(i, uses[joined(i, false)] > 1);
+    }
+    // A figure name never starts with '.' (a hidden file, which merge leaves out); anything still shared or
+    // too long for a file name gets a short hash of the path.
+    for (std::string& name : names)
+        if (!name.empty() && name.front() == '.')
+            name = "_" + name;
+    std::map<std::string, int> uses;
+    for (const std::string& name : names)
+        ++uses[name];
+    for (std::size_t i = 0; i < n; ++i)
+        if (uses[names[i]] > 1 || names[i].size() > kMaxName || names[i].empty())
+            names[i] = utf8_prefix(names[i], 60) + "-" + short_hash(shown[i]);
+    return names;
+}
+
 std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
 {
+    const std::vector<std::string> names = input_names(plan.files);
+    std::map<std::string, std::string> shown_as;   // display -> file
     std::vector<BatchUnit> units;
-    for (const std::string& file : plan.files)
+    for (std::size_t fi = 0; fi < plan.files.size(); ++fi) {
+        const std::string& file = plan.files[fi];
+        const std::string display = display_path(file);
+        if (const auto [it, fresh] = shown_as.emplace(display, file); !fresh && it->second != file)
+            throw InputError("inputs " + display + " and another file show as the same name (their paths differ only in "
+                             "bytes that are not UTF-8): rename one");
         for (const BatchInput& in : batch_inputs(plan, file)) {
             AnalysisSetup setup{in.source.selection, plan.options, plan.given};
             const json from_file = resolve_file_defaults(in.source.q_ref, setup);
@@ -426,37 +627,173 @@ std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
                 BatchUnit b;
                 b.index = units.size();
                 b.file = file;
+                b.display = display;
+                b.name = names[fi];
                 b.layer = u.layer;
                 b.head = u.head;
-                b.key = unit_key(b.file, b.layer, b.head);
+                b.key = unit_key(b.display, b.layer, b.head);
                 b.source = std::move(u.source);
                 b.options = setup.options;
                 b.defaults_from_file = from_file;
                 units.push_back(std::move(b));
             }
         }
+    }
     return units;
 }
 
+namespace {
+
+// Every figure file of the whole job, by name (refusing two different drawings on one name before
+// anything is created), and those of this shard.
+std::set<std::string> check_figure_files(const BatchPlan& plan, const std::vector<BatchUnit>& all_units,
+                                         const BatchRunOptions& opt)
+{
+    std::map<std::string, std::string> what_of;
+    std::set<std::string> ours;
+    const auto add = [&](const FigureFile& f, bool this_shard) {
+        if (f.name.empty() || f.name.find('/') != std::string::npos || f.name.front() == '.')
+            throw std::invalid_argument("figure name '" + f.name + "' is not a plain file name");
+        const auto [it, fresh] = what_of.emplace(f.name, f.what);
+        if (!fresh && it->second != f.what)
+            throw InputError("two figures of the job would be written to figures/" + f.name + ": " + it->second + " and " +
+                             f.what + " (nothing was created)");
+        if (this_shard)
+            ours.insert(f.name);
+    };
+    const auto shard_of = [&](std::size_t i) { return static_cast<int>(i % static_cast<std::size_t>(opt.shard_count)); };
+    if (opt.unit_figure_files)
+        for (const BatchUnit& u : all_units)
+            for (const FigureFile& f : opt.unit_figure_files(u))
+                add(f, shard_of(u.index) == opt.shard_index);
+    if (opt.sweep_figure_files)
+        for (std::size_t j = 0; j < plan.sweeps.size(); ++j)
+            for (const FigureFile& f : opt.sweep_figure_files(plan.sweeps[j]))
+                add(f, shard_of(all_units.size() + j) == opt.shard_index);
+    return ours;
+}
+
+// A rerun: the records of this shard's folder that still answer the job as it is now. A record of a unit no
+// longer in this shard (its input left the job, the heads or layers changed) or whose input's SHA-256
+// changed is dropped, and the figures of a changed input are removed first (a kill in between leaves
+// records without figures, which the next run draws, never figures without their records); the rest keep
+// their records with the unit's current index. results.jsonl is rewritten atomically, only when something
+// changed.
+void reconcile(ResultStore& store, const BatchPlan& plan, const std::vector<const BatchUnit*>& units, HashCache& hashes,
+               const BatchRunOptions& opt, BatchReport& report)
+{
+    std::map<std::string, std::pair<const BatchUnit*, std::size_t>> wanted;
+    for (const BatchUnit* u : units)
+        for (std::size_t mi = 0; mi < plan.mechanisms.size(); ++mi)
+            wanted[mechanism_key(*u, plan.mechanisms[mi])] = {u, mi};
+    std::map<std::string, json> records = store.records();
+    std::set<const BatchUnit*> changed;
+    std::set<std::string> changed_files, gone_files;
+    std::size_t gone = 0, renumbered = 0, dropped_changed = 0;
+    for (auto it = records.begin(); it != records.end();) {
+        json& rec = it->second;
+        const auto w = wanted.find(it->first);
+        if (w == wanted.end()) {
+            const json& input = rec.contains("input") && rec["input"].is_object() ? rec["input"] : json();
+            gone_files.insert(input.contains("file") && input["file"].is_string() ? input["file"].get<std::string>() : it->first);
+            ++gone;
+            it = records.erase(it);
+            continue;
+        }
+        const BatchUnit& u = *w->second.first;
+        const json sha = rec.contains("input") && rec["input"].is_object() && rec["input"].contains("sha256")
+                             ? rec["input"]["sha256"]
+                             : json();
+        if (!sha.is_string() || sha.get<std::string>() != hashes.get(u.file)) {
+            changed.insert(&u);
+            changed_files.insert(u.display);
+            ++dropped_changed;
+            it = records.erase(it);
+            continue;
+        }
+        if (rec["unit"] != json(u.index) || rec["mechanism_index"] != json(w->second.second)) {
+            rec["unit"] = u.index;
+            rec["mechanism_index"] = w->second.second;
+            ++renumbered;
+        }
+        ++it;
+    }
+    if (gone == 0 && changed.empty() && renumbered == 0)
+        return;
+    const fs::path figures = fs::path(opt.out_dir) / "figures";
+    if (opt.unit_figure_files && own_subfolder(figures))
+        for (const BatchUnit* u : changed)
+            for (const FigureFile& f : opt.unit_figure_files(*u))
+                remove_file(figures / f.name);
+    store.replace(std::move(records));
+    report.dropped += gone + dropped_changed;
+    for (const std::string& f : changed_files)
+        report.notes.push_back("input changed since its records were made: " + f + " (its units are analysed again)");
+    if (gone)
+        report.notes.push_back(std::to_string(gone) + " records of units no longer in this shard of the job were dropped (" +
+                               std::to_string(gone_files.size()) + " inputs, e.g. " + *gone_files.begin() + ")");
+}
+
+// Figures in DIR/figures/ that the job does not draw any more (their input left the job, a [[figure]] table
+// changed): removed, so that the folder holds only what the job makes.
+void remove_stale_figures(const BatchRunOptions& opt, const std::set<std::string>& ours, BatchReport& report)
+{
+    if (!opt.unit_figure_files && !opt.sweep_figure_files)
+        return;
+    const fs::path figures = fs::path(opt.out_dir) / "figures";
+    if (!own_subfolder(figures))
+        return;
+    std::vector<fs::path> stale;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(figures, ec)) {
+        const std::string ext = e.path().extension().string();
+        const bool figure = ext == ".png" || ext == ".pdf" || ext == ".svg";
+        // A link where a figure belongs is never taken for the figure (merge refuses links): drawn anew.
+        if (figure && (!ours.count(e.path().filename().string()) || e.is_symlink(ec)))
+            stale.push_back(e.path());
+    }
+    for (const fs::path& p : stale)
+        remove_file(p);
+    if (!stale.empty())
+        report.notes.push_back(std::to_string(stale.size()) + " figures the job no longer draws were removed from " +
+                               figures.string());
+}
+
+}  // namespace
+
 BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
 {
-    if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count)
+    if (opt.shard_count < 1 || opt.shard_index < 0 || opt.shard_index >= opt.shard_count ||
+        static_cast<std::uint64_t>(opt.shard_count) > kMaxShards)
         throw std::invalid_argument("--shard " + std::to_string(opt.shard_index) + "/" + std::to_string(opt.shard_count) +
-                                    ": expected I/N with 0 <= I < N");
+                                    ": expected I/N with 0 <= I < N <= " + std::to_string(kMaxShards));
     if (opt.jobs < 1)
         throw std::invalid_argument("--jobs must be at least 1");
     if (plan.files.empty())
         throw InputError("the job names no input file");
 
     // The whole plan is known to be possible before the folder is made.
-    const std::string settings = settings_hash(plan);
+    const json settings_detail = settings_json(plan);
+    const std::string settings = settings_hash(settings_detail);
     const std::vector<BatchUnit> all_units = plan_batch_units(plan);
     const std::vector<SweepPlan> sweep_plans = plan_sweeps(plan);
     check_units(plan, all_units,
                 plan.memory_limit ? plan.memory_limit : default_memory_limit() / static_cast<unsigned>(opt.jobs));
+    const std::set<std::string> our_figures = check_figure_files(plan, all_units, opt);
     make_output_folder(opt.out_dir);
+    own_subfolder(fs::path(opt.out_dir) / "figures");
+    own_subfolder(fs::path(opt.out_dir) / "sweeps");
     std::vector<const BatchUnit*> units;
-    ShardInfo shard{settings, opt.shard_index, opt.shard_count, all_units.size(), {}, {}};
+    ShardInfo shard;
+    shard.settings = settings;
+    shard.settings_detail = settings_detail;
+    shard.shard = static_cast<std::uint64_t>(opt.shard_index);
+    shard.shards = static_cast<std::uint64_t>(opt.shard_count);
+    shard.units_total = all_units.size();
+    json keys = json::array();
+    for (const BatchUnit& u : all_units)
+        keys.push_back(u.key);
+    shard.plan = settings_hash(keys);   // shards of one job name the same units
     for (const BatchUnit& u : all_units)
         if (static_cast<int>(u.index % static_cast<std::size_t>(opt.shard_count)) == opt.shard_index) {
             units.push_back(&u);
@@ -467,13 +804,16 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     write_shard_info(opt.out_dir, shard);
 
     ResultStore store(opt.out_dir, settings);
+    BatchReport report;
+    HashCache hashes;
+    reconcile(store, plan, units, hashes, opt, report);
+    remove_stale_figures(opt, our_figures, report);
     const auto recorded = [&](const BatchUnit& u) {
         for (Mechanism m : plan.mechanisms)
             if (!store.has(mechanism_key(u, m)))
                 return false;
         return true;
     };
-    BatchReport report;
     report.units = units.size();
     std::vector<const BatchUnit*> todo;
     for (const BatchUnit* u : units) {
@@ -482,9 +822,9 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
         else
             todo.push_back(u);
     }
-    UnitRunner(plan, opt, settings, store, report).run(todo);
+    UnitRunner(plan, opt, settings, store, hashes, report).run(todo);
     if (!report.cancelled)
-        run_sweeps(plan, sweep_plans, all_units.size(), opt, report);
+        run_sweeps(plan, sweep_plans, all_units.size(), settings, hashes, opt, report);
     if (!report.cancelled)
         run_unit_figures(units, opt, report);
 

@@ -8,6 +8,10 @@
 // the analyze result plus provenance (tool version, the input file's SHA-256, every parameter, what came
 // from the file), kept by a ResultStore (analysis/batch_store.h). Shards (--shard I/N) take the units with
 // index % N == I; merge_batches() combines their folders.
+//
+// A rerun reconciles the folder with the job as it is now (docs/batch.md, "Interrupted? Run it again"):
+// records whose input's SHA-256 changed, or of units no longer in this shard of the job, are dropped (with
+// their figures) before anything runs; a sweep whose inputs or spec changed is run again.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -57,7 +61,9 @@ struct BatchProgress {
 // One unit of work: (file, layer, head) in the job's order, with the file's defaults applied.
 struct BatchUnit {
     std::size_t index = 0;
-    std::string file;
+    std::string file;                          // the path as bytes (what is read)
+    std::string display;                       // the path shown: lossy UTF-8 (util/json_text.h), unique in the job
+    std::string name;                          // the file's name in figure names: unique in the job (input_names)
     std::optional<Eigen::Index> layer, head;
     std::string key;                           // file|l=..|h=..
     TensorSource source;                       // the unit's selection
@@ -66,8 +72,23 @@ struct BatchUnit {
 };
 
 // The units of the whole job (every shard), in plan order. Reads headers only; throws InputError /
-// std::invalid_argument for a file, layer or head that does not exist.
+// std::invalid_argument for a file, layer or head that does not exist, or for two files whose paths show
+// as the same text (they differ only in bytes that are not UTF-8).
 std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan);
+
+// The name of each file (in `files`' order) in figure names: its stem when no other file of the job has the
+// same stem; else its path from the folder the files of that stem share, '/' written '_' and without the
+// extension (a/m.h5, b/m.h5 -> a_m, b_m), with the extension when that is still ambiguous (m.h5, m.npz ->
+// m.h5, m.npz), and a short hash of the path when even that collides or is longer than 100 bytes. It
+// depends only on the whole list, so every shard of a job names a file alike.
+std::vector<std::string> input_names(const std::vector<std::string>& files);
+
+// One figure file of a batch: its name in DIR/figures/ and what it draws (two different drawings may never
+// share a name; the same drawing asked by several units, a file's overview, may).
+struct FigureFile {
+    std::string name;
+    std::string what;
+};
 
 struct BatchRunOptions {
     std::string out_dir;
@@ -81,11 +102,18 @@ struct BatchRunOptions {
     // like a failed unit and the batch goes on.
     std::function<void(const BatchUnit&)> on_unit_figures;
     std::function<void(const BatchSweep&, const SweepResult&)> on_sweep_figures;
+    // The figure files the hooks above draw for a unit / a sweep (Qt-free, so they are known before anything
+    // runs). With them set, the whole job's names are checked to be unique before the folder is made, and a
+    // rerun removes figures of dropped records and any figure in DIR/figures/ the job no longer draws.
+    std::function<std::vector<FigureFile>(const BatchUnit&)> unit_figure_files;
+    std::function<std::vector<FigureFile>(const BatchSweep&)> sweep_figure_files;
 };
 
 struct BatchReport {
     std::size_t units = 0, skipped = 0, analysed = 0, records = 0, sweeps = 0;
+    std::size_t dropped = 0;               // records dropped on a rerun (input changed, or not in the job any more)
     bool cancelled = false;
+    std::vector<std::string> notes;        // what a rerun changed, one line each ("input changed: ...")
     std::vector<std::string> failures;     // "file l=.. h=..: message" (bad units are recorded as failures, others go on)
 };
 

@@ -9,6 +9,7 @@
 #include "attention/mixing.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::analysis {
 
@@ -75,26 +76,26 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
         if (v.is_number_integer() && v.get<std::int64_t>() >= 0)
             d.prefix_tokens = v.get<std::int64_t>();
         else
-            d.invalid["prefix_tokens"] = "= " + v.dump() + " is not a non-negative integer";
+            d.invalid["prefix_tokens"] = "= " + json_text(v) + " is not a non-negative integer";
     }
     if (d.grid.empty() && seen("grid")) {
         if (auto g = positive_ints(attrs["grid"]); g && (g->size() == 2 || g->size() == 3))
             d.grid = std::move(*g);
         else
-            d.invalid["grid"] = "= " + attrs["grid"].dump() + " is not 2 or 3 positive integers";
+            d.invalid["grid"] = "= " + json_text(attrs["grid"]) + " is not 2 or 3 positive integers";
     }
     if (d.block_grid.empty() && seen("block_grid")) {
         if (auto g = positive_ints(attrs["block_grid"]); g && (g->size() == 2 || g->size() == 3))
             d.block_grid = std::move(*g);
         else
-            d.invalid["block_grid"] = "= " + attrs["block_grid"].dump() + " is not 2 or 3 positive integers";
+            d.invalid["block_grid"] = "= " + json_text(attrs["block_grid"]) + " is not 2 or 3 positive integers";
     }
     if (!d.scale && seen("scale")) {
         const auto& v = attrs["scale"];
         if (v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0.0)
             d.scale = v.get<double>();
         else
-            d.invalid["scale"] = "= " + v.dump() + " is not a positive number";
+            d.invalid["scale"] = "= " + json_text(v) + " is not a positive number";
     }
     if (!d.causal && seen("causal")) {
         const auto& c = attrs["causal"];
@@ -103,13 +104,13 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
         else if (c.is_number_integer() && (c.get<long long>() == 0 || c.get<long long>() == 1))
             d.causal = c.get<long long>() != 0;
         else
-            d.invalid["causal"] = "= " + c.dump() + " is not true or false";
+            d.invalid["causal"] = "= " + json_text(c) + " is not true or false";
     }
     if (!d.mixing && seen("mixing")) {
         if (attrs["mixing"].is_string() && !attrs["mixing"].get<std::string>().empty())
             d.mixing = attrs["mixing"].get<std::string>();
         else
-            d.invalid["mixing"] = "= " + attrs["mixing"].dump() + " is not a preset name or a dataset";
+            d.invalid["mixing"] = "= " + json_text(attrs["mixing"]) + " is not a preset name or a dataset";
     }
     if (d.tokens.empty() && attrs.contains("tokens") && attrs["tokens"].is_array()) {
         std::vector<std::string> t;
@@ -153,8 +154,8 @@ std::vector<Index> block_grid_for(const FileDefaults& d, const std::string& file
     for (std::size_t a = 0; fits && a < d.grid.size(); ++a)
         fits = d.grid[a] % d.block_grid[a] == 0;
     if (!fits)
-        throw InputError(file + ": the file's attribute block_grid = " + nlohmann::json(d.block_grid).dump() +
-                         " does not cut its grid " + nlohmann::json(d.grid).dump() +
+        throw InputError(file + ": the file's attribute block_grid = " + json_text(nlohmann::json(d.block_grid)) +
+                         " does not cut its grid " + json_text(nlohmann::json(d.grid)) +
                          " into equal parts; give --blocks, --chunk or --grid with --block-grid to override it");
     return d.block_grid;
 }
@@ -276,7 +277,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
             used["grid"] = b.grid;
             used["block_grid"] = b.block_grid;
         } else {
-            used["not_applied"]["grid"] = "the grid " + nlohmann::json(d.grid).dump() + " holds " + std::to_string(cells) +
+            used["not_applied"]["grid"] = "the grid " + json_text(nlohmann::json(d.grid)) + " holds " + std::to_string(cells) +
                                           " tokens, the selection has " + std::to_string(selected);
         }
     }

@@ -16,6 +16,7 @@
 #include "io/detail.h"
 #include "io/hdf5_util.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::io {
 
@@ -157,7 +158,7 @@ void write_attribute(const std::string& path, hid_t object, const std::string& o
         return;
     }
     if (value.is_object()) {
-        write_attribute(path, object, object_name, key, nlohmann::json(value.dump()));
+        write_attribute(path, object, object_name, key, nlohmann::json(json_text(value)));
         return;
     }
     std::vector<hsize_t> dims;
@@ -207,7 +208,7 @@ void write_attribute(const std::string& path, hid_t object, const std::string& o
         create_and_write(type.get(), space.get(), type.get(), ptrs.empty() ? nullptr : ptrs.data());
     } else {
         // Mixed or ragged arrays: keep them readable as JSON text.
-        write_attribute(path, object, object_name, key, nlohmann::json(value.dump()));
+        write_attribute(path, object, object_name, key, nlohmann::json(json_text(value)));
     }
 }
 

@@ -163,3 +163,43 @@ recipes = {
 }
 for name, generate in recipes.items():
     out("fuzz_session", name, json.dumps({"attnscope_session": 1, "generate": generate, "files": list(generate)}).encode())
+
+
+# fuzz_shard: up to two shards, each shard.json NUL results.jsonl (tests/fuzz/fuzz_shard.cpp).
+def settings_hash(settings):
+    import hashlib
+    text = json.dumps(settings, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+job_settings = {"q": "q", "k": "k", "layout": "", "prefix_tokens": 0, "at": {}, "mechanisms": ["softmax", "linear"],
+                "scale": -1.0, "causal": False}
+S = settings_hash(job_settings)
+
+
+def shard_json(shard, shards, total, detail=True):
+    j = {"attnscope_version": "0.0", "settings": S, "shard": shard, "shards": shards, "units_total": total,
+         "units": list(range(shard, total, shards)), "mechanisms": ["softmax", "linear"]}
+    if detail:
+        j["job_settings"] = job_settings
+    return json.dumps(j, indent=2, ensure_ascii=False).encode()
+
+
+def results(shard, shards, total, files=("acts/a.h5", "acts/b.h5"), heads=2):
+    lines = []
+    for u in range(shard, total, shards):
+        f, h = files[u // heads], u % heads
+        for mi, m in enumerate(["softmax", "linear"]):
+            rec = {"key": f"{f}|l=-|h={h}|{m}", "unit": u, "mechanism_index": mi, "settings": S,
+                   "input": {"file": f, "sha256": "00" * 32, "n": 16, "d": 4}, "layer": None, "head": h,
+                   "mechanism": m, "rank": 16 - mi, "effective_rank": 9.5, "entropy": {"mean": 2.0, "std": 0.1},
+                   "seconds": 0.01}
+            lines.append(json.dumps(rec, separators=(",", ":"), ensure_ascii=False))
+    return ("\n".join(lines) + "\n").encode()
+
+
+out("fuzz_shard", "one_shard", shard_json(0, 1, 4) + b"\0" + results(0, 1, 4))
+out("fuzz_shard", "two_shards", shard_json(0, 2, 4) + b"\0" + results(0, 2, 4) + b"\0" + shard_json(1, 2, 4) + b"\0" +
+    results(1, 2, 4))
+out("fuzz_shard", "partial", shard_json(1, 2, 4, detail=False) + b"\0" + results(1, 2, 4) + b"\0" + shard_json(0, 2, 4))
+out("fuzz_shard", "torn_tail", shard_json(0, 1, 4) + b"\0" + results(0, 1, 4)[:-40])

@@ -17,13 +17,13 @@ gen=()
 command -v ninja >/dev/null && [ ! -f build-fuzz/CMakeCache.txt ] && gen=(-G Ninja)
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DATTNSCOPE_FUZZ=ON -DATTNSCOPE_BUILD_GUI=OFF -DATTNSCOPE_BUILD_TESTS=OFF >/dev/null || exit 2
-targets=(fuzz_npy fuzz_npz fuzz_safetensors fuzz_selection fuzz_toml_job fuzz_gemm_cache fuzz_session)
+targets=(fuzz_npy fuzz_npz fuzz_safetensors fuzz_selection fuzz_toml_job fuzz_gemm_cache fuzz_session fuzz_shard)
 [ $# -gt 0 ] && targets=("$@")
 cmake --build build-fuzz -j "$jobs" --target "${targets[@]}" >/dev/null || {
   cmake --build build-fuzz -j 1 --target "${targets[@]}"   # again, to show the error
   exit 2
 }
-declare -A maxlen=([fuzz_npy]=4096 [fuzz_npz]=8192 [fuzz_safetensors]=4096 [fuzz_selection]=256 [fuzz_toml_job]=4096 [fuzz_gemm_cache]=4096 [fuzz_session]=4096)
+declare -A maxlen=([fuzz_npy]=4096 [fuzz_npz]=8192 [fuzz_safetensors]=4096 [fuzz_selection]=256 [fuzz_toml_job]=4096 [fuzz_gemm_cache]=4096 [fuzz_session]=4096 [fuzz_shard]=8192)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 fresh_root=""
