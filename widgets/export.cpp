@@ -5,6 +5,7 @@
 
 #include <QBuffer>
 #include <QDir>
+#include <QFile>
 #include <QFileInfo>
 #include <QImage>
 #include <QPageSize>
@@ -18,6 +19,8 @@
 #include <qcustomplot.h>
 
 #include "analysis/measure.h"
+#include "util/error.h"
+#include "util/output.h"
 #include "plot_style.h"
 #include "result_view.h"
 
@@ -212,6 +215,22 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
     return {};
 }
 
+QString exportViewTo(ResultView* view, const QString& path, const ExportOptions& options)
+{
+    try {
+        OutputFile out(QFile::encodeName(path).toStdString(), SpecialFiles::refuse);
+        out.write([&](const std::string& temp) {
+            const QString err = exportView(view, QFile::decodeName(QByteArray::fromStdString(temp)), options);
+            if (!err.isEmpty())
+                throw InputError(err.toStdString());
+        });
+        out.commit();
+    } catch (const std::exception& e) {
+        return QString::fromStdString(e.what());
+    }
+    return {};
+}
+
 QStringList exportAllViews(const QList<ResultView*>& views, const QString& folder, const QString& format,
                            const ExportOptions& options)
 {
@@ -224,7 +243,7 @@ QStringList exportAllViews(const QList<ResultView*>& views, const QString& folde
     for (ResultView* v : views) {
         if (!v)
             continue;
-        const QString msg = exportView(v, QDir(folder).filePath(v->viewName() + '.' + fmt), options);
+        const QString msg = exportViewTo(v, QDir(folder).filePath(v->viewName() + '.' + fmt), options);
         if (!msg.isEmpty())
             errors << msg;
     }

@@ -58,6 +58,9 @@ QString exportSizeProblem(const QString& format, int width, int height, double d
 // renamed, so a failure leaves nothing behind and never clobbers an existing file.
 // Returns an empty string on success, else a one-line error message naming the path.
 QString exportView(ResultView* view, const QString& path, const ExportOptions& options);
+// exportView through the core's one writer (core/util/output.h): a temporary renamed into place; a device,
+// FIFO or socket at `path` is refused, never replaced (docs/security.md, "Outputs").
+QString exportViewTo(ResultView* view, const QString& path, const ExportOptions& options);
 
 // Exports every view into `folder` as <viewName>.<format> (format: png, pdf or svg). Returns the
 // messages of the failures (empty on success).

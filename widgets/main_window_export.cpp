@@ -36,23 +36,6 @@ bool writeCsv(const QString& path, const QByteArray& bytes, QString* error)
     return true;
 }
 
-// exportView through a temporary file of the core's writer: a special file is refused, never replaced.
-QString exportViewTo(ResultView* view, const QString& path, const ExportOptions& options)
-{
-    try {
-        OutputFile out(QFile::encodeName(path).toStdString(), SpecialFiles::refuse);
-        out.write([&](const std::string& temp) {
-            const QString err = exportView(view, QFile::decodeName(QByteArray::fromStdString(temp)), options);
-            if (!err.isEmpty())
-                throw InputError(err.toStdString());
-        });
-        out.commit();
-    } catch (const std::exception& e) {
-        return QString::fromStdString(e.what());
-    }
-    return {};
-}
-
 }  // namespace
 
 QList<ResultView*> MainWindow::exportableViews() const

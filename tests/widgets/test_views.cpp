@@ -8,6 +8,7 @@
 #include <QSignalSpy>
 #include <QTest>
 #include <cstdlib>
+#include <sys/stat.h>
 #include <memory>
 #include <qcustomplot.h>
 
@@ -265,6 +266,24 @@ TEST(Export, Errors)
     ASSERT_EQ(widgets::exportView(view.get(), dir + "/fig.png", {}), QString());
     EXPECT_EQ(QDir(dir).entryList(QDir::Files | QDir::Hidden).size(), 1);
     EXPECT_FALSE(widgets::exportAllViews({view.get()}, dir, "tiff", {}).isEmpty());
+}
+
+// Exporting every view into a folder goes through the one writer: a FIFO already in the folder under a view's
+// name is refused, never replaced by a regular file, and the other views are still written (docs/security.md).
+TEST(Views, ExportAllNeverReplacesASpecialFile)
+{
+    std::unique_ptr<ResultView> spectrum(widgets::createSpectrumView());
+    std::unique_ptr<ResultView> metrics(widgets::createMetricsView());
+    const QString dir = QString::fromStdString(test::fresh_work_dir("views_export_fifo"));
+    const QString fifo = dir + "/" + spectrum->viewName() + ".svg";
+    ASSERT_EQ(::mkfifo(QFile::encodeName(fifo).constData(), 0600), 0);
+    const QStringList errors = widgets::exportAllViews({spectrum.get(), metrics.get()}, dir, "svg", {});
+    ASSERT_EQ(errors.size(), 1);
+    EXPECT_TRUE(errors[0].contains(fifo)) << errors[0].toStdString();
+    struct stat st {};
+    ASSERT_EQ(::lstat(QFile::encodeName(fifo).constData(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    EXPECT_TRUE(QFileInfo::exists(dir + "/" + metrics->viewName() + ".svg"));
 }
 
 // Documentation figures (docs/views-<name>.png); only when ATTNSCOPE_SCREENSHOTS is set. The maps are
