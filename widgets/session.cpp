@@ -7,6 +7,13 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 
+#include <cerrno>
+#include <cstring>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "analysis/measure.h"
@@ -66,9 +73,21 @@ std::optional<QJsonObject> readSessionFile(const QString& path, QString* error)
             *error = QStringLiteral("%1: %2").arg(path, why);
         return std::nullopt;
     };
-    QFile in(path);
-    if (!in.open(QIODevice::ReadOnly))
+    // Opened without blocking and checked to be a regular file before anything is read: a FIFO would wait
+    // for a writer forever, a device never ends (docs/security.md "Sessions").
+    const int fd = ::open(QFile::encodeName(path).constData(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return fail(QString::fromLocal8Bit(std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return fail(QObject::tr("is not a regular file (a FIFO, device or socket is never read as a session)"));
+    }
+    QFile in;
+    if (!in.open(fd, QIODevice::ReadOnly, QFileDevice::AutoCloseHandle)) {
+        ::close(fd);
         return fail(in.errorString());
+    }
     if (in.size() > 64 * 1024 * 1024)
         return fail(QObject::tr("too large for a session file"));
     QJsonParseError pe;

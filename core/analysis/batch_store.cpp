@@ -692,7 +692,11 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
             if (u_it->second != identity || i_it->second != *unit)
                 throw InputError(at + ": unit " + std::to_string(*unit) + " (" + shortened(identity) +
                                  ") disagrees with another record (a unit is one input, layer and head)");
-            present.insert({*unit, *mi});
+            // A shard's run writes each record once (a resume skips what it has): a second record under one key
+            // is more than the shard made, and which of the two is right cannot be told.
+            if (!present.insert({*unit, *mi}).second || merged.count(key))
+                throw InputError(at + ": a second record of '" + shortened(key) + "' (unit " + std::to_string(*unit) +
+                                 ", " + mechanism + "); a shard holds one record per unit and mechanism");
             merged[key] = std::move(rec);
         }
     }

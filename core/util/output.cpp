@@ -103,7 +103,14 @@ Identity identify(const std::string& path)
         return id;
     }
     std::error_code ec;
-    const fs::path absolute = fs::absolute(path, ec);
+    fs::path absolute = fs::absolute(path, ec);
+    // A dangling symlink names where it points (`l.out -> x.out` and `x.out` are one output); a bounded chain.
+    for (int hop = 0; hop < 40 && fs::is_symlink(absolute, ec); ++hop) {
+        const fs::path target = fs::read_symlink(absolute, ec);
+        if (ec)
+            break;
+        absolute = target.is_absolute() ? target : absolute.parent_path() / target;
+    }
     fs::path resolved = fs::weakly_canonical(absolute, ec);
     if (ec)
         resolved = absolute.lexically_normal();
