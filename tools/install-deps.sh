@@ -7,7 +7,8 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
   clang-14 libclang-rt-14-dev   # the libFuzzer smoke run of tools/test.sh (tests/fuzz)
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
-  libeigen3-dev libspectra-dev libhdf5-dev libopenblas-dev liblapacke-dev
+  libeigen3-dev libhdf5-dev libopenblas-dev liblapacke-dev
+  libspectra-dev                # tests only: the second opinion on the block top-k (tests/core/metrics)
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libzip-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
