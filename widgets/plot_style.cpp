@@ -99,15 +99,6 @@ QCPColorGradient colorGradient(ColorMap m)
     return g;
 }
 
-QFont plotFont(double point_size, bool bold)
-{
-    QFont f(QStringLiteral("DejaVu Sans"));
-    f.setPointSizeF(point_size);
-    f.setBold(bold);
-    f.setStyleStrategy(QFont::PreferAntialias);
-    return f;
-}
-
 QString fmtNum(double v, int digits)
 {
     if (!std::isfinite(v))

@@ -1,8 +1,8 @@
 #pragma once
 // Shared look of the result views (private to widgets/): mechanism colours and names, perceptual colour
-// maps, publication fonts, the metrics of sweep records, and PlotViewOf, the base of every QCustomPlot-backed
-// view (export rendering with scaled fonts). The plots' building blocks are in plot_util.h. qcustomplot.h
-// stays out of this header (it is slow to compile).
+// maps, publication fonts (plot_font.h, included here), the metrics of sweep records, and PlotViewOf, the
+// base of every QCustomPlot-backed view (export rendering with scaled fonts). The plots' building blocks are
+// in plot_util.h. qcustomplot.h stays out of this header (it is slow to compile).
 #include <QColor>
 #include <QFont>
 #include <QPen>
@@ -17,6 +17,7 @@
 #include <Eigen/Core>
 
 #include "attention/options.h"
+#include "plot_font.h"
 #include "result_view.h"
 
 class QComboBox;
@@ -47,10 +48,6 @@ ColorMap colorMapFromName(const QString& name, ColorMap fallback = ColorMap::vir
 QCPColorGradient colorGradient(ColorMap m);
 // A combo box of the perceptual maps (viridis, magma, cividis) by name.
 QComboBox* colorMapBox(QWidget* parent);
-
-// The font of every plot text ("DejaVu Sans": SVG export names it explicitly). Sizes in points.
-QFont plotFont(double point_size, bool bold = false);
-constexpr double kTickPt = 8.5, kLabelPt = 9.5, kTitlePt = 10.5;
 
 // Human number: 3 significant digits, no trailing zeros.
 QString fmtNum(double v, int digits = 3);

@@ -1,8 +1,9 @@
 #pragma once
 // Building blocks of the QCustomPlot views (private to widgets/): styled axis rects, heatmap axes and
-// cells, labelled colour scales, logarithmic axes, reference lines, notes and legends, in the look of
-// plot_style.h; square heatmap cells, titles that elide to their column and tick density that follows the
-// axis length (docs/gui.md "Screen sizes"). qcustomplot.h stays out of this header (it is slow to compile).
+// cells, labelled colour scales, logarithmic axes, reference lines, notes and legends, in the fonts of
+// plot_font.h (plot_util.cpp); square heatmap cells, titles that elide to their column and tick density that
+// follows the axis length (docs/gui.md "Screen sizes"; plot_fit.cpp). qcustomplot.h stays out of this header
+// (it is slow to compile).
 #include <QPen>
 #include <QSize>
 #include <QString>
