@@ -1,0 +1,70 @@
+#pragma once
+// Pieces shared by the batch result store (batch_store.cpp) and merge (batch_merge.cpp), internal to
+// core/analysis: reading files of an untrusted folder safely, the fields of a record, results.jsonl and
+// summary.csv texts, shard.json as JSON.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/batch_store.h"
+
+namespace attnscope::analysis::store_detail {
+
+using json = nlohmann::ordered_json;
+
+// An open file descriptor, closed on scope exit.
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f = -1) : fd(f) {}
+    ~Fd()
+    {
+        if (fd >= 0)
+            ::close(fd);
+    }
+    Fd(Fd&& o) noexcept : fd(o.release()) {}
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    Fd& operator=(Fd&&) = delete;
+    int release()
+    {
+        const int f = fd;
+        fd = -1;
+        return f;
+    }
+};
+
+std::string why(int err);
+// Opens `name` inside the folder `dirfd` for reading without following a symbolic link and without blocking
+// on a FIFO; it must be a regular file. -1 when it does not exist; throws InputError naming `shown` otherwise.
+int open_regular_at(int dirfd, const std::string& name, const std::string& shown);
+// The whole content of `fd` (a regular file of bounded size); throws InputError naming `shown`.
+std::string read_all(int fd, const std::string& shown);
+// obj[key], or null when obj is not an object or lacks it.
+const json& field(const json& obj, const char* key);
+std::string string_field(const json& obj, const char* key);
+// A non-negative integer held by `v`, else nullopt.
+std::optional<std::uint64_t> count_of(const json& v);
+
+// The complete lines of a results.jsonl text: each must be a JSON object with a string "key". A last line
+// without its newline is a torn write (a kill mid-append): it is left out and `good` ends before it.
+struct RecordLines {
+    std::vector<std::pair<std::size_t, json>> records;   // (line number, record)
+    std::size_t good = 0;                                 // bytes of complete lines
+};
+RecordLines parse_record_lines(std::string_view text, const std::string& where);
+std::string num(const json& v);
+std::string summary_csv(const std::vector<json>& records);
+std::vector<json> ordered(const std::map<std::string, json>& records);
+std::string results_text(const std::vector<json>& list);
+std::string shortened(const std::string& s, std::size_t max = 60);
+json shard_json(const ShardInfo& info);
+
+}  // namespace attnscope::analysis::store_detail
