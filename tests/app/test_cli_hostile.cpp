@@ -14,6 +14,7 @@
 
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
+using attnscope::test::expect_one_error;
 using attnscope::test::run_attnscope;
 
 namespace {
@@ -30,14 +31,6 @@ protected:
     static std::string f(const std::string& name) { return g_dir + "/" + name; }
     static std::string qk(const std::string& file) { return "--q " + f(file) + ":/q --k " + f(file) + ":/k"; }
 
-    static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
-    {
-        EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
-        for (const auto& n : needles)
-            EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
-    }
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
+using attnscope::test::expect_one_error;
 using attnscope::test::run_attnscope;
 using attnscope::test::shell_quote;
 using json = nlohmann::json;
@@ -72,15 +73,6 @@ protected:
     static void SetUpTestSuite() { g_dir = attnscope::test::fresh_work_dir("security_batch"); }
     static std::string f(const std::string& name) { return g_dir + "/" + name; }
     static CommandResult run(const std::string& args) { return run_attnscope(args); }
-
-    static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
-    {
-        EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
-        for (const auto& n : needles)
-            EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
-    }
 
     // A two-shard job over two files, run into DIR/s0 and DIR/s1 (and unsharded into DIR/all).
     static void two_shards(const std::string& dir, const std::string& extra_settings = "")

@@ -31,6 +31,7 @@
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
 using attnscope::test::read_text;
+using attnscope::test::expect_one_error;
 using attnscope::test::run_attnscope;
 using attnscope::test::run_command;
 using attnscope::test::shell_quote;
@@ -58,15 +59,6 @@ protected:
     }
 
     static CommandResult run(const std::string& args) { return run_attnscope(args, kEnv); }
-
-    static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
-    {
-        EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
-        for (const auto& n : needles)
-            EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
-    }
 
     // A character device like /dev/null (1, 3) at `path`; false when mknod is not allowed (not root).
     static bool make_null_device(const std::string& path)

@@ -18,6 +18,7 @@
 
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
+using attnscope::test::expect_one_error;
 using attnscope::test::run_attnscope;
 using attnscope::test::shell_quote;
 
@@ -48,15 +49,6 @@ protected:
     static CommandResult run(const std::string& args, const std::string& env = {})
     {
         return run_attnscope(args, "cd " + shell_quote(g_dir) + " && " + env + kTimeout);
-    }
-
-    static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
-    {
-        EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
-        for (const auto& n : needles)
-            EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
     }
 
     // `matrix` of the queries `q` against src.h5's keys into `out` (removed first).

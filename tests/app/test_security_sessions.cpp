@@ -28,6 +28,7 @@
 namespace fs = std::filesystem;
 using attnscope::test::CommandResult;
 using attnscope::test::kNoDisplay;
+using attnscope::test::expect_one_error;
 using attnscope::test::run_attnscope;
 using attnscope::test::run_command;
 using attnscope::test::shell_quote;
@@ -83,15 +84,6 @@ protected:
         const std::string path = dir + "/" + name;
         std::ofstream(path) << s.dump(2);
         return path;
-    }
-
-    static void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
-    {
-        EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
-        EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
-        for (const auto& n : needles)
-            EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
     }
 
     // Every path under `dir` (links not followed), for "nothing appeared".

@@ -1,6 +1,7 @@
 #pragma once
 // Running the real attnscope executable from a test: for the test targets that define ATTNSCOPE_BINARY
 // (its path, from $<TARGET_FILE:attnscope>).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,17 @@ inline const std::string kNoDisplay = "env -u DISPLAY -u WAYLAND_DISPLAY -u QT_Q
 inline CommandResult run_attnscope(const std::string& args, const std::string& env_prefix = {})
 {
     return run_command(env_prefix + ATTNSCOPE_BINARY + " " + args);
+}
+
+// One refusal as the command line promises it (docs/cli.md): exit 2 and exactly one line on stderr, starting
+// "error: " and naming every needle; `what` says which case failed.
+inline void expect_one_error(const CommandResult& r, const std::vector<std::string>& needles, const std::string& what)
+{
+    EXPECT_EQ(r.status, 2) << what << "\nstderr: " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << what << "\nstderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << "\nstderr: " << r.err;
+    for (const auto& n : needles)
+        EXPECT_NE(r.err.find(n), std::string::npos) << what << ": missing '" << n << "' in " << r.err;
 }
 
 // Runs `python3 tests/SCRIPT ATTNSCOPE WORKDIR EXTRA...` in a fresh work folder named `work`: the script
