@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include "analysis/inputs.h"
 #include "analysis/plan.h"

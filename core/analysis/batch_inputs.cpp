@@ -1,6 +1,7 @@
 // A batch job's inputs (analysis/batch.h): its glob patterns expanded to regular files, and a name per input
 // for its figures that stays unique per input path and the same in every shard (docs/batch.md).
 #include "analysis/batch.h"
+#include "analysis/batch_store.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -10,7 +11,6 @@
 #include <glob.h>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include "util/error.h"
 #include "util/json_text.h"
@@ -59,16 +59,7 @@ std::vector<std::string> path_parts(const std::string& display)
     return parts;
 }
 
-std::string short_hash(const std::string& text)
-{
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
-    std::string hex;
-    for (unsigned int i = 0; i < 4; ++i)
-        hex += fmt::format("{:02x}", digest[i]);
-    return hex;
-}
+std::string short_hash(const std::string& text) { return sha256_hex_prefix(text, 4); }
 
 // At most `max` bytes of `s`, not cutting a UTF-8 sequence.
 std::string utf8_prefix(const std::string& s, std::size_t max)

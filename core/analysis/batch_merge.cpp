@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include "attention/options.h"
 #include "util/atomic_file.h"

@@ -57,17 +57,18 @@ std::string file_sha256(const std::string& path)
     return hex;
 }
 
-std::string settings_hash(const nlohmann::ordered_json& settings)
+std::string sha256_hex_prefix(std::string_view text, std::size_t bytes)
 {
-    const std::string text = json_text(settings);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
     std::string hex;
-    for (unsigned int i = 0; i < 8; ++i)
+    for (std::size_t i = 0; i < std::min<std::size_t>(bytes, len); ++i)
         hex += fmt::format("{:02x}", digest[i]);
     return hex;
 }
+
+std::string settings_hash(const nlohmann::ordered_json& settings) { return sha256_hex_prefix(json_text(settings), 8); }
 
 namespace store_detail {
 

@@ -95,6 +95,9 @@ ShardInfo parse_shard_info(std::string_view text, const std::string& where);
 // compact JSON, in hex.
 std::string settings_hash(const nlohmann::ordered_json& settings);
 
+// The first `bytes` bytes of SHA-256(text), in lowercase hex (2 * bytes characters; bytes <= 32).
+std::string sha256_hex_prefix(std::string_view text, std::size_t bytes);
+
 // The first setting in which two settings descriptions differ, as "name: A vs B" (empty when equal or
 // unknown).
 std::string settings_difference(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b);
