@@ -201,7 +201,8 @@ MechanismArgs read_attention(const toml::table& root, const JobReader& r, const 
     if (!mech.mixing.empty() && !attention::is_mixing_preset(mech.mixing) && !fs::path(mech.mixing).is_absolute()) {
         const auto candidate = fs::path(base) / mech.mixing;   // files relative to the job
         const std::string file_part = mech.mixing.substr(0, mech.mixing.find(':'));
-        if (fs::exists(fs::path(base) / file_part))
+        std::error_code ec;   // a name the system refuses (too long ...) stays as given: reading it says why
+        if (fs::exists(fs::path(base) / file_part, ec))
             mech.mixing = candidate.string();
     }
     mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
@@ -310,8 +311,13 @@ BatchFigure read_figure(const toml::node& node, const JobReader& r, const analys
 
 BatchJob parse_batch_job(const std::string& path)
 {
-    if (!fs::is_regular_file(path))
-        throw InputError(path + ": no such job file");
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) {
+        std::string why = path + ": no such job file";
+        if (ec && ec != std::errc::no_such_file_or_directory)
+            why.append(" (").append(ec.message()).append(")");
+        throw InputError(why);
+    }
     toml::table root;
     try {
         root = toml::parse_file(path);

@@ -2,6 +2,7 @@
 // What every subcommand of the command line shares (docs/cli.md): its registration shape, the one
 // `error:` line, exit statuses from exceptions, writing text to a file or standard output, and the
 // check of its outputs against each other and its inputs (util/output.h).
+#include <filesystem>
 #include <functional>
 #include <new>
 #include <stdexcept>
@@ -64,6 +65,12 @@ int guarded(F&& body)
         return 2;
     } catch (const std::out_of_range& e) {
         print_error(e.what());
+        return 2;
+    } catch (const std::filesystem::filesystem_error& e) {   // a path the system refuses (too long, ...)
+        std::string where = e.path1().string();
+        if (!e.path2().empty())
+            where += ", " + e.path2().string();
+        print_error((where.empty() ? std::string() : where + ": ") + e.code().message());
         return 2;
     } catch (const std::bad_alloc&) {
         print_error("out of memory (select fewer tokens or lower --max-memory)");

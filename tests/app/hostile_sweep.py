@@ -842,6 +842,7 @@ def batch_cases():
         ("unknown_key", 'bogus = 1\n', 2),
         ("at_huge", 'at = { h = 99999999999 }\n', 2),
         ("prefix_huge", 'prefix_tokens = 9223372036854775807\n', 2),
+        ("mixing_name_too_long", '[attention]\nblocks = 4\nmixing = "%s.npy"\n' % ("F" * 300), 2),
     ]
     cases = []
     for name, extra, expect in rows:
@@ -859,6 +860,8 @@ def batch_cases():
              setup=write_into({"job.toml": 'inputs = ["{decoy}/*"]\n'})),
         Case("batch_inputs_external", ["batch", "job.toml", "--out", "out"], ["out/"],
              setup=write_into({"job.toml": 'inputs = ["{fx}/ext_secret.h5"]\nmechanisms = ["linear"]\n'})),
+        Case("batch_out_name_too_long", ["batch", "{fx}/job/job.toml", "--out", "F" * 300], expect=2,
+             note="a name the system refuses is an input error, not an internal one"),
         Case("batch_out_is_file", ["batch", "{fx}/job/job.toml", "--out", "f"], expect=2, setup=write_into({"f": b"x"})),
         Case("batch_ok", ["batch", "{fx}/job/job.toml", "--out", "out", "--jobs", "2"], ["out/"], expect=0),
         Case("batch_rerun_changed", ["batch", "job.toml", "--out", "out"], ["out/"], expect=0,
