@@ -40,6 +40,7 @@ QCPScatterStyle::ScatterShape markerOf(Mechanism m)
     case Mechanism::softmax: return QCPScatterStyle::ssCircle;
     case Mechanism::linear: return QCPScatterStyle::ssSquare;
     case Mechanism::mhla: return QCPScatterStyle::ssTriangle;
+    default: break;
     }
     return QCPScatterStyle::ssDisc;
 }

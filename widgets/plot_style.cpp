@@ -24,6 +24,7 @@ QColor mechanismColor(attention::Mechanism m)
     case attention::Mechanism::softmax: return QColor(0x00, 0x72, 0xB2);   // blue
     case attention::Mechanism::linear: return QColor(0xE6, 0x9F, 0x00);    // orange
     case attention::Mechanism::mhla: return QColor(0x00, 0x9E, 0x73);      // bluish green
+    default: break;
     }
     return Qt::black;
 }
@@ -40,6 +41,7 @@ QString mechanismLabel(attention::Mechanism m)
     case attention::Mechanism::softmax: return QStringLiteral("softmax");
     case attention::Mechanism::linear: return QStringLiteral("linear");
     case attention::Mechanism::mhla: return QStringLiteral("MHLA");
+    default: break;
     }
     return {};
 }

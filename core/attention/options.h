@@ -13,7 +13,8 @@ namespace attnscope::attention {
 
 using Index = Eigen::Index;
 
-enum class Mechanism { softmax, linear, mhla };
+// The mechanisms of docs/maths.md section 1; what each takes and offers is in attention/mechanisms.h.
+enum class Mechanism { softmax, linear, mhla, decay, gated, cosformer };
 enum class FeatureMapKind { relu, elu1, identity, favor };
 enum class Normalize { row, none, official };
 enum class TokenOrder { raster, blocked };
@@ -60,6 +61,18 @@ struct MixingSpec {
     std::optional<Eigen::Index> head;
 };
 
+// decay (docs/maths.md 1.8): P[t,j] = gamma^dist(t,j) phi(q_t) . phi(k_j).
+struct DecaySpec {
+    std::optional<double> gamma;   // 0 < gamma <= 1; default RetNet's schedule 1 - 2^(-5 - h) for query head h
+};
+
+// gated (docs/maths.md 1.8, causal only): P[t,j] = (prod_{i=j+1..t} g_i) phi(q_t) . phi(k_j), one gate per token.
+struct GateSpec {
+    std::string source;            // where the gates came from (a tensor reference), for reports
+    bool log = false;              // `values` hold ln g (Mamba-2's dt * A), not g
+    Eigen::VectorXd values;        // N values of the selected head, prefix tokens dropped
+};
+
 struct AttentionOptions {
     std::optional<double> scale;   // softmax scale; default 1/sqrt(d)
     bool causal = false;
@@ -67,6 +80,9 @@ struct AttentionOptions {
     BlockSpec blocks;
     MixingSpec mixing;
     Normalize normalize = Normalize::row;
+    DecaySpec decay;
+    GateSpec gates;
+    Index query_head = 0;          // the query head analysed (decay's default gamma depends on it)
 };
 
 }  // namespace attnscope::attention
