@@ -180,7 +180,7 @@ MechanismArgs read_attention(const toml::table& root, const JobReader& r, const 
     if (!t)
         return mech;
     r.check_keys(*t, {"scale", "causal", "feature_map", "favor_features", "seed", "blocks", "chunk", "grid", "block_grid",
-                      "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize"},
+                      "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize", "decay", "gates", "gates_log"},
                  "[attention]");
     mech.scale = r.number(*t, "scale");
     if (const auto causal = r.boolean(*t, "causal"))
@@ -208,6 +208,15 @@ MechanismArgs read_attention(const toml::table& root, const JobReader& r, const 
     mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
     mech.mixing_threshold = r.number(*t, "mixing_threshold").value_or(1.5);
     mech.normalize = r.str(*t, "normalize").value_or("row");
+    mech.decay = r.number(*t, "decay");
+    mech.gates = r.str(*t, "gates").value_or("");
+    if (!mech.gates.empty() && !fs::path(mech.gates).is_absolute()) {   // relative to the job, like mixing
+        std::error_code ec;
+        const std::string file_part = mech.gates.substr(0, mech.gates.find(':'));
+        if (fs::exists(fs::path(base) / file_part, ec))
+            mech.gates = (fs::path(base) / mech.gates).string();
+    }
+    mech.gates_log = r.boolean(*t, "gates_log").value_or(false);
     return mech;
 }
 

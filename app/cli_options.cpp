@@ -76,6 +76,7 @@ analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const
     given.scale = mechanism.scale.has_value();
     given.blocks = mechanism.blocks || mechanism.chunk || !mechanism.grid.empty() || !mechanism.block_grid.empty();
     given.mixing = !mechanism.mixing.empty();
+    given.gates = !mechanism.gates.empty();
     return given;
 }
 
@@ -153,7 +154,13 @@ void MechanismArgs::add_to(CLI::App& cmd)
     cmd.add_option("--mixing-sigma", mixing_sigma, "exp mixing: sigma (default 3)")->group(g);
     cmd.add_option("--mixing-threshold", mixing_threshold, "local mixing: threshold tau (default 1.5)")->group(g);
     cmd.add_option("--normalize", normalize,
-                   "MHLA: " + joined(attention::normalize_names(), " | ") + " (default row)")->group(g);
+                   "MHLA: " + joined(attention::normalize_names(), " | ") + " (default row); decay, gated, cosformer: row | none")
+        ->group(g);
+    cmd.add_option("--decay", decay, "decay: gamma in (0, 1] (default RetNet's 1 - 2^(-5 - h) for query head h)")->group(g);
+    cmd.add_option("--gates", gates,
+                   "gated: the gates, one per token and head: FILE[:NAME] laid out like --q without its feature axis")
+        ->group(g);
+    cmd.add_flag("--gates-log", gates_log, "gated: --gates holds ln g (Mamba-2's dt * A), not g")->group(g);
 }
 
 attention::AttentionOptions MechanismArgs::resolve() const
@@ -165,6 +172,9 @@ attention::AttentionOptions MechanismArgs::resolve() const
         o.scale = *scale;
     }
     o.causal = causal;
+    o.decay.gamma = decay;
+    o.gates.source = gates;
+    o.gates.log = gates_log;
     o.feature_map.kind = attention::parse_feature_map(feature_map);
     if (favor_features < 1 || favor_features > 1'000'000)
         throw std::invalid_argument("--favor-features must lie in 1..1000000 (got " + std::to_string(favor_features) + ")");

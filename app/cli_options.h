@@ -44,6 +44,9 @@ struct MechanismArgs {
     double mixing_sigma = 3.0;
     double mixing_threshold = 1.5;
     std::string normalize = "row";
+    std::optional<double> decay;
+    std::string gates;
+    bool gates_log = false;
     void add_to(CLI::App& cmd);
     // Validates and converts; loads a mixing matrix named by --mixing FILE[:DATASET].
     attention::AttentionOptions resolve() const;

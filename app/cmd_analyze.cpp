@@ -11,11 +11,13 @@
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "cli_common.h"
 #include "cli_options.h"
 #include "io/tensor_file.h"
 #include "util/atomic_file.h"
 #include "util/json_text.h"
+#include "util/names.h"
 #include "util/output.h"
 
 namespace attnscope::app {
@@ -27,7 +29,7 @@ using ojson = nlohmann::ordered_json;
 struct AnalyzeArgs {
     std::string q, k;
     std::optional<std::string> v;
-    std::string mechanisms = "softmax,linear,mhla";
+    std::string mechanisms = attention::default_mechanism_text();
     std::optional<std::string> json_out;
     SelectionArgs selection;
     MechanismArgs mechanism;
@@ -146,7 +148,7 @@ int run_analyze(const AnalyzeArgs& a)
     io::set_read_limit_bytes(memory_limit);
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
-    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::with_head_mixing(setup.options, in.heads),
+    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::options_for_inputs(setup.options, in),
                                            metric_options, memory_limit);
 
     ojson doc;
@@ -185,7 +187,7 @@ Command add_analyze_command(CLI::App& app)
     cmd->add_option("--q", a->q, "Queries FILE[:NAME]")->required();
     cmd->add_option("--k", a->k, "Keys FILE[:NAME]")->required();
     cmd->add_option("--v", a->v, "Values FILE[:NAME] (optional; checked and recorded)");
-    cmd->add_option("--mechanism", a->mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    cmd->add_option("--mechanism", a->mechanisms, "Comma list of " + joined(attention::mechanism_names()) + " (default " + attention::default_mechanism_text() + ")");
     cmd->add_option("--json", a->json_out, "Write the JSON document to OUT, or - for standard output");
     a->selection.add_to(*cmd);
     a->mechanism.add_to(*cmd);

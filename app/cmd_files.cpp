@@ -13,6 +13,7 @@
 #include "analysis/measure.h"
 #include "analysis/synth.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "attention/operator.h"
 #include "cli_common.h"
 #include "cli_options.h"
@@ -20,6 +21,7 @@
 #include "io/writers.h"
 #include "util/atomic_file.h"
 #include "util/json_text.h"
+#include "util/names.h"
 #include "util/output.h"
 
 namespace attnscope::app {
@@ -195,7 +197,7 @@ int run_matrix(const MatrixArgs& a)
     analysis::MetricOptions nothing;
     nothing.spectrum = nothing.entropy = false;
     const analysis::PreparedMechanism p =
-        analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, analysis::with_head_mixing(setup.options, in.heads),
+        analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, analysis::options_for_inputs(setup.options, in),
                                     nothing, memory_limit);
     const ojson& params = p.result.params;
     const Eigen::MatrixXd A = p.op->dense();
@@ -272,7 +274,7 @@ Command add_matrix_command(CLI::App& app)
     auto* cmd = app.add_subcommand("matrix", "Write one N x N attention matrix (float64) to .npy or .h5 (/attention)");
     cmd->add_option("--q", a->q, "Queries FILE[:NAME]")->required();
     cmd->add_option("--k", a->k, "Keys FILE[:NAME]")->required();
-    cmd->add_option("--mechanism", a->mechanism, "softmax | linear | mhla")->required();
+    cmd->add_option("--mechanism", a->mechanism, joined(attention::mechanism_names(), " | "))->required();
     cmd->add_option("--out", a->out, "FILE.npy or FILE.h5")->required();
     a->selection.add_to(*cmd);
     a->mechanism_args.add_to(*cmd);

@@ -7,7 +7,9 @@
 
 #include "analysis/synth.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "io/tensor_file.h"
+#include "util/names.h"
 
 namespace attnscope::app {
 
@@ -39,7 +41,7 @@ void SweepOptions::add_to(CLI::App& cmd, bool vary_required)
     cmd.add_option("--subsample-seed", subsample_seed, "Seed of random subsets and of synthetic draws (default 0)");
     cmd.add_option("--heads", heads, "all or a comma list of heads (default: the selection's)");
     cmd.add_option("--layers", layers, "all or a comma list of layers (axis l; default: the selection's)");
-    cmd.add_option("--mechanism", mechanisms, "Comma list of softmax, linear, mhla (default all three)");
+    cmd.add_option("--mechanism", mechanisms, "Comma list of " + joined(attention::mechanism_names()) + " (default " + attention::default_mechanism_text() + ")");
     selection.add_to(cmd);
     mechanism.add_to(cmd);
     metrics.add_to(cmd);

@@ -24,7 +24,7 @@ struct SweepOptions {
     std::int64_t draws = 1;
     std::int64_t subsample_seed = 0;
     std::string heads, layers;
-    std::string mechanisms = "softmax,linear,mhla";
+    std::string mechanisms = attention::default_mechanism_text();
     SelectionArgs selection;
     MechanismArgs mechanism;
     MetricArgs metrics;

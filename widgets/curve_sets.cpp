@@ -291,9 +291,9 @@ QString sourceText(const analysis::SweepSpec& spec)
         if (spec.synth->seeds > 1)
             s += SweepView::tr(", %1 seeds").arg(spec.synth->seeds);
     }
-    const bool mhla = std::find(spec.mechanisms.begin(), spec.mechanisms.end(), Mechanism::mhla) != spec.mechanisms.end();
-    if (mhla && !spec.options.mixing.preset.empty())
-        s += SweepView::tr("; MHLA mixing: %1").arg(QString::fromStdString(spec.options.mixing.preset));
+    for (const Mechanism m : spec.mechanisms)
+        if (attention::mechanism_info(m).has_mixing() && !spec.options.mixing.preset.empty())
+            s += SweepView::tr("; %1 mixing: %2").arg(mechanismLabel(m), QString::fromStdString(spec.options.mixing.preset));
     return s;
 }
 

@@ -38,7 +38,7 @@ struct CurvePoint {
 };
 
 struct Curve {
-    attention::Mechanism mechanism = attention::Mechanism::softmax;
+    attention::Mechanism mechanism{};
     int run = 0;                      // index into the drawn runs (its line style)
     std::vector<CurvePoint> points;   // ascending x
 };

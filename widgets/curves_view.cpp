@@ -36,13 +36,14 @@ using attention::Mechanism;
 
 QCPScatterStyle::ScatterShape markerOf(Mechanism m)
 {
-    switch (m) {
-    case Mechanism::softmax: return QCPScatterStyle::ssCircle;
-    case Mechanism::linear: return QCPScatterStyle::ssSquare;
-    case Mechanism::mhla: return QCPScatterStyle::ssTriangle;
-    default: break;
-    }
-    return QCPScatterStyle::ssDisc;
+    return static_cast<QCPScatterStyle::ScatterShape>(mechanismStyle(m).marker);
+}
+
+// The marker of a mechanism's curve points (hollow ones filled white).
+QCPScatterStyle markerStyle(Mechanism m, const QColor& color)
+{
+    const MechanismStyle style = mechanismStyle(m);
+    return QCPScatterStyle(markerOf(m), color, style.hollow ? QColor(Qt::white) : color, style.marker_size);
 }
 
 // y = f(x) sampled densely (straight on any combination of linear and log axes).
@@ -351,7 +352,9 @@ private:
             f.yhi = std::max(f.yhi, 1.0);
         }
         const bool rankLike = f.key == "rank" || f.key == "relative_rank";
-        const bool hasLinear = std::any_of(m_curves.begin(), m_curves.end(), [](const Curve& c) { return c.mechanism == Mechanism::linear; });
+        // Mechanisms whose rank is at most their feature dimension (linear attention, attention/mechanisms.h).
+        const bool hasLinear = std::any_of(m_curves.begin(), m_curves.end(),
+                                           [](const Curve& c) { return attention::mechanism_info(c.mechanism).rank_bound_factor == 1; });
         // One line per distinct bound among the drawn runs that know it (synthetic data).
         std::set<double> drawnBounds;
         for (const CurveRun* run : rankLike && hasLinear ? m_drawn : std::vector<const CurveRun*>{}) {
@@ -407,12 +410,11 @@ private:
             auto* g = m_plot->addGraph(x, y);
             g->setData(px, pm, true);
             QPen pen = mechanismPen(c.mechanism, 1.0);
-            pen.setWidthF(c.mechanism == Mechanism::linear ? 2.4 : 1.7);
+            pen.setWidthF(mechanismStyle(c.mechanism).curve_width);
             if (m_drawn.size() > 1)
                 pen.setStyle(runStyle(c.run));
             g->setPen(pen);
-            g->setScatterStyle(QCPScatterStyle(markerOf(c.mechanism), color, c.mechanism == Mechanism::softmax ? Qt::white : color,
-                                               c.mechanism == Mechanism::mhla ? 8 : 7));
+            g->setScatterStyle(markerStyle(c.mechanism, color));
             g->setName(curveName(c, m_drawn));
             if (m_drawn.size() < 2)
                 g->addToLegend(legend);
@@ -437,7 +439,9 @@ private:
             pen.setWidthF(1.7);
             g->setPen(pen);
             const QColor color = mechanismColor(m);
-            g->setScatterStyle(QCPScatterStyle(markerOf(m), color, m == Mechanism::softmax ? Qt::white : color, 7));
+            QCPScatterStyle marker = markerStyle(m, color);
+            marker.setSize(7);   // the legend's markers all of one size
+            g->setScatterStyle(marker);
             g->setName(mechanismLabel(m));
             g->setSelectable(QCP::stNone);
             g->addToLegend(legend);

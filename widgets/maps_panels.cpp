@@ -203,7 +203,7 @@ void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group,
         p.scale->axis()->ticker()->setTickCount(4);
         p.map->setColorScale(p.scale);
     }
-    if (o.result.mechanism == Mechanism::mhla && blockLines) {
+    if (attention::mechanism_info(o.result.mechanism).has_blocks() && blockLines) {
         std::vector<Index> cuts = blockCuts();
         if (!cuts.empty()) {
             p.blocks = new BlockBoundaries(m_plot, p.rect, std::move(cuts));
@@ -236,7 +236,7 @@ QString MapPanels::panelTitle(const Panel& p) const
         return t + tr(": failed");
     if (o.result.spectrum)
         t += tr("  (rank %1 / %2)").arg(o.result.spectrum->rank).arg(m_result->n);
-    if (o.result.mechanism == Mechanism::mhla && m_result->blocks)
+    if (attention::mechanism_info(o.result.mechanism).has_blocks() && m_result->blocks)
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
     if (o.result.same_as_linear)
         t += tr(" = linear by construction");

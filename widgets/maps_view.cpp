@@ -188,6 +188,24 @@ protected:
     }
 
 private:
+    // "matrices"; the matrices with one difference panel (each mechanism with mixing minus each other); each
+    // matrix minus one of them. Data "x:A:B" and "d:B" (Mechanism values).
+    QList<std::pair<QString, QVariant>> differenceChoices() const
+    {
+        QList<std::pair<QString, QVariant>> items{{tr("matrices"), QString()}};
+        for (const attention::MechanismInfo& a : attention::mechanism_table()) {
+            if (!a.has_mixing())
+                continue;
+            for (const attention::MechanismInfo& b : attention::mechanism_table())
+                if (b.id != a.id && b.default_set)
+                    items.push_back({tr("matrices + %1 \u2212 %2").arg(mechanismLabel(a.id), mechanismLabel(b.id)),
+                                     QStringLiteral("x:%1:%2").arg(int(a.id)).arg(int(b.id))});
+        }
+        for (const attention::MechanismInfo& b : attention::mechanism_table())
+            items.push_back({tr("difference to %1").arg(mechanismLabel(b.id)), QStringLiteral("d:%1").arg(int(b.id))});
+        return items;
+    }
+
     void buildTools()
     {
         auto* tools = toolRow();
@@ -224,13 +242,7 @@ private:
         if (auto* v = qobject_cast<QVBoxLayout*>(layout()))
             v->insertLayout(1, row);
         row->addWidget(new QLabel(tr("Show"), this));
-        const auto code = [](Mechanism a, Mechanism b) { return QStringLiteral("x:%1:%2").arg(int(a)).arg(int(b)); };
-        m_diffBox = comboBox(this, {{tr("matrices"), QString()},
-                                    {tr("matrices + MHLA \u2212 softmax"), code(Mechanism::mhla, Mechanism::softmax)},
-                                    {tr("matrices + MHLA \u2212 linear"), code(Mechanism::mhla, Mechanism::linear)},
-                                    {tr("difference to softmax"), QStringLiteral("d:%1").arg(int(Mechanism::softmax))},
-                                    {tr("difference to linear"), QStringLiteral("d:%1").arg(int(Mechanism::linear))},
-                                    {tr("difference to MHLA"), QStringLiteral("d:%1").arg(int(Mechanism::mhla))}},
+        m_diffBox = comboBox(this, differenceChoices(),
                              tr("The matrices; the matrices and one difference panel; or each matrix minus one of them"));
         row->addWidget(m_diffBox);
         row->addSpacing(8);
@@ -450,7 +462,7 @@ private:
                           .arg(QString::number(v, 'g', 6));
         if (!allowed)
             msg += tr(" (not allowed: causal)");
-        if (m_result->blocks && o.result.mechanism == Mechanism::mhla)
+        if (m_result->blocks && attention::mechanism_info(o.result.mechanism).has_blocks())
             msg += tr("   blocks %1 \u2192 %2")
                        .arg(m_result->blocks->block_of_token[static_cast<std::size_t>(t)])
                        .arg(m_result->blocks->block_of_token[static_cast<std::size_t>(j)]);

@@ -33,6 +33,15 @@ namespace {
 using analysis::ExploreResult;
 using Eigen::Index;
 
+// The mechanism whose blocks are mixed by the matrix this view shows (MHLA: the first with mixing in the table).
+attention::Mechanism mixingMechanism()
+{
+    for (const attention::MechanismInfo& info : attention::mechanism_table())
+        if (info.has_mixing())
+            return info.id;
+    return attention::default_mechanisms().front();
+}
+
 class MixingView : public PlotView {
 public:
     explicit MixingView(QWidget* parent) : PlotView(parent, QStringLiteral("mixing"), tr("Mixing matrix"), QSize(1000, 460))
@@ -86,7 +95,7 @@ private:
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K to see MHLA's mixing matrix."));
             return;
         }
-        const auto* mhla = m_result->find(attention::Mechanism::mhla);
+        const auto* mhla = m_result->find(mixingMechanism());
         if (m_result->mixing.size() == 0) {
             QString why = tr("MHLA was not computed, so there is no mixing matrix.");
             if (mhla && !mhla->error.empty())
@@ -175,7 +184,7 @@ private:
         auto* bars = new QCPBars(sx, sy);
         bars->setWidth(0.7);
         bars->setPen(Qt::NoPen);
-        bars->setBrush(mechanismColor(attention::Mechanism::mhla));
+        bars->setBrush(mechanismColor(mixingMechanism()));
         bars->setBaseValue(smax > 0 ? std::max(smin / 10, smax * 1e-18) : 1e-18);
         bars->setData(xs, ys, true);
         sx->setRange(0.3, static_cast<double>(s.size()) + 0.7);

@@ -113,7 +113,7 @@ protected:
 
 private:
     struct Panel {
-        Mechanism mechanism = Mechanism::softmax;
+        Mechanism mechanism{};
         QCPAxisRect* rect = nullptr;
         QCPTextElement* title = nullptr;
         QCPColorMap* map = nullptr;

@@ -18,32 +18,35 @@
 
 namespace attnscope::widgets {
 
-QColor mechanismColor(attention::Mechanism m)
+MechanismStyle mechanismStyle(attention::Mechanism m)
 {
-    switch (m) {
-    case attention::Mechanism::softmax: return QColor(0x00, 0x72, 0xB2);   // blue
-    case attention::Mechanism::linear: return QColor(0xE6, 0x9F, 0x00);    // orange
-    case attention::Mechanism::mhla: return QColor(0x00, 0x9E, 0x73);      // bluish green
-    default: break;
-    }
-    return Qt::black;
+    // Linear is drawn wider underneath MHLA so that nearly equal curves stay visible.
+    static const MechanismStyle styles[] = {
+        {QColor(0x00, 0x72, 0xB2), 1.5, 1.7, QCPScatterStyle::ssCircle, true, 7},            // blue
+        {QColor(0xE6, 0x9F, 0x00), 2.8, 2.4, QCPScatterStyle::ssSquare, false, 7},           // orange
+        {QColor(0x00, 0x9E, 0x73), 1.2, 1.7, QCPScatterStyle::ssTriangle, false, 8},         // bluish green
+        {QColor(0xD5, 0x5E, 0x00), 1.5, 1.7, QCPScatterStyle::ssDiamond, false, 8},          // vermillion
+        {QColor(0xCC, 0x79, 0xA7), 1.5, 1.7, QCPScatterStyle::ssTriangleInverted, false, 8}, // reddish purple
+        {QColor(0x56, 0xB4, 0xE9), 1.5, 1.7, QCPScatterStyle::ssCrossSquare, false, 8},      // sky blue
+        {QColor(0x00, 0x00, 0x00), 1.5, 1.7, QCPScatterStyle::ssStar, false, 8},             // black
+    };
+    constexpr int count = static_cast<int>(sizeof styles / sizeof styles[0]);
+    const int slot = attention::mechanism_info(m).style_slot;
+    return styles[slot >= 0 && slot < count ? slot : count - 1];
 }
+
+QColor mechanismColor(attention::Mechanism m) { return mechanismStyle(m).color; }
 
 QPen mechanismPen(attention::Mechanism m, double scale)
 {
-    const double w = m == attention::Mechanism::linear ? 2.8 : (m == attention::Mechanism::mhla ? 1.2 : 1.5);
-    return QPen(mechanismColor(m), w * scale);
+    const MechanismStyle style = mechanismStyle(m);
+    return QPen(style.color, style.pen_width * scale);
 }
 
 QString mechanismLabel(attention::Mechanism m)
 {
-    switch (m) {
-    case attention::Mechanism::softmax: return QStringLiteral("softmax");
-    case attention::Mechanism::linear: return QStringLiteral("linear");
-    case attention::Mechanism::mhla: return QStringLiteral("MHLA");
-    default: break;
-    }
-    return {};
+    const std::string_view label = attention::mechanism_info(m).label;
+    return QString::fromUtf8(label.data(), static_cast<qsizetype>(label.size()));
 }
 
 QString colorMapName(ColorMap m)
@@ -194,7 +197,7 @@ double sweepMetricValue(const analysis::SweepRecord& r, const QString& key)
 
 bool mechanismFromName(const std::string& name, attention::Mechanism& out)
 {
-    for (auto m : {attention::Mechanism::softmax, attention::Mechanism::linear, attention::Mechanism::mhla})
+    for (const attention::Mechanism m : attention::all_mechanisms())
         if (attention::to_string(m) == name) {
             out = m;
             return true;

@@ -34,11 +34,23 @@ struct SweepRecord;
 
 namespace attnscope::widgets {
 
-// One colour per mechanism, used by every view (Okabe-Ito: distinguishable with colour-vision deficiency).
+// How a mechanism is drawn, by its table's style slot (attention/mechanisms.h): Okabe-Ito colours
+// (distinguishable with colour-vision deficiency), line widths, and the marker of curves (a QCPScatterStyle
+// shape; hollow markers are filled white).
+struct MechanismStyle {
+    QColor color;
+    double pen_width = 1.5;      // maps' and spectra's lines
+    double curve_width = 1.7;    // sweep curves
+    int marker = 0;              // QCPScatterStyle::ScatterShape
+    bool hollow = false;
+    double marker_size = 7;
+};
+MechanismStyle mechanismStyle(attention::Mechanism m);
+// One colour per mechanism, used by every view.
 QColor mechanismColor(attention::Mechanism m);
 // Line pen of a mechanism: linear is drawn wider underneath MHLA so nearly equal curves stay visible.
 QPen mechanismPen(attention::Mechanism m, double scale = 1.0);
-// "softmax", "linear", "MHLA".
+// The table's label: "softmax", "linear", "MHLA" ...
 QString mechanismLabel(attention::Mechanism m);
 
 enum class ColorMap { viridis, magma, cividis, diverging };
@@ -59,7 +71,7 @@ QStringList sweepMetricKeys();
 QString sweepMetricLabel(const QString& key);
 // The record's value of a metric; NaN when the record lacks it (no spectrum, entropy undefined).
 double sweepMetricValue(const analysis::SweepRecord& record, const QString& key);
-// The mechanism a record names ("softmax", "linear", "mhla"); false for anything else.
+// The mechanism a record names (a name of the mechanism table); false for anything else.
 bool mechanismFromName(const std::string& name, attention::Mechanism& out);
 
 // The plot of a QCustomPlot-backed view with a tool row above it. The tool row is a QHBoxLayout to its

@@ -43,6 +43,12 @@ QStringList qNames(const std::vector<std::string>& names)
     return out;
 }
 
+}  // namespace
+
+QStringList defaultMechanismNames() { return qNames(attention::mechanism_name_list(attention::default_mechanisms())); }
+
+namespace {
+
 std::vector<Eigen::Index> parseValues(const QString& text, QChar vary)
 {
     std::vector<Eigen::Index> out;

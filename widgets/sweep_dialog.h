@@ -27,6 +27,9 @@ class QSpinBox;
 
 namespace attnscope::widgets {
 
+// The default mechanisms' names (attention/mechanisms.h): the sweep dialog's initial choice.
+QStringList defaultMechanismNames();
+
 // The dialog's parameters; sessions store the last ones ("sweep_dialog") so that the dialog opens with them
 // again (they never start a sweep by themselves).
 struct SweepParams {
@@ -43,7 +46,7 @@ struct SweepParams {
     int draws = 1;                             // random subsets per N
     qint64 seed = 0;                           // subsample seed and synthetic seed offset
     bool allHeads = false;                     // every head of the 'h' axis instead of the current one
-    QStringList mechanisms = {QStringLiteral("softmax"), QStringLiteral("linear"), QStringLiteral("mhla")};
+    QStringList mechanisms = defaultMechanismNames();
     QString metric = QStringLiteral("rank");   // what the Curves tab shows first
 
     QJsonObject toJson() const;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attention/mechanisms.h"
 #include "kernels/kernels.h"
 #include "metrics/streaming.h"
 #include "util/error.h"
@@ -15,8 +16,9 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-// Linear and MHLA attention share their raw scores phi(q) . phi(k): when both stream their entropy
-// (non-causal), one pass over the N^2 scores gives both (metrics::kernel_block_sums).
+// Linear and MHLA attention share their raw scores phi(q) . phi(k) (attention::MechanismInfo::
+// plain_kernel_scores): when two such mechanisms stream their entropy (non-causal), one pass over the N^2 scores
+// gives both (metrics::kernel_block_sums, taken over the blocked one's blocks).
 std::vector<std::optional<metrics::RowEntropies>> shared_kernel_entropy(const std::vector<PreparedMechanism>& prepared,
                                                                         const attention::AttentionOptions& options,
                                                                         const MetricOptions& mo)
@@ -24,14 +26,12 @@ std::vector<std::optional<metrics::RowEntropies>> shared_kernel_entropy(const st
     std::vector<std::optional<metrics::RowEntropies>> shared(prepared.size());
     if (!mo.entropy || options.causal)
         return shared;
-    std::optional<std::size_t> lin, mhla;
+    std::optional<std::size_t> lin, mhla;   // the one without blocks, the one with
     for (std::size_t i = 0; i < prepared.size(); ++i) {
-        if (prepared[i].path == SpectrumPath::dense)
+        const attention::MechanismInfo& info = attention::mechanism_info(prepared[i].result.mechanism);
+        if (prepared[i].path == SpectrumPath::dense || !info.plain_kernel_scores)
             continue;
-        if (prepared[i].result.mechanism == Mechanism::linear)
-            lin = i;
-        else if (prepared[i].result.mechanism == Mechanism::mhla)
-            mhla = i;
+        (info.has_blocks() ? mhla : lin) = i;
     }
     if (!lin || !mhla)
         return shared;

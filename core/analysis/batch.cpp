@@ -75,6 +75,10 @@ json settings_json(const BatchPlan& plan)
     for (const Eigen::MatrixXd& m : o.mixing.head_matrices)
         j["mixing_head_matrices"].push_back(std::vector<double>(m.data(), m.data() + m.size()));
     j["normalize"] = std::string(attention::to_string(o.normalize));
+    if (o.decay.gamma)   // only when given: older settings keep their hash
+        j["decay"] = *o.decay.gamma;
+    if (!o.gates.source.empty())
+        j["gates"] = {o.gates.source, o.gates.log};
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),
                     plan.metrics.rank_rtol ? *plan.metrics.rank_rtol : -1.0,
                     plan.metrics.top_k ? *plan.metrics.top_k : Index{-1}, plan.metrics.row_entropy};
@@ -133,9 +137,8 @@ void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std
             const Index n = selected_tokens(s), d = info.shape[layout.find('d')];
             for (const Mechanism m : plan.mechanisms) {
                 (void)mechanism_params(m, options_for(m, options), n, d);
-                if (m == Mechanism::mhla)
-                    if (const std::string p = attention::mhla_options_problem(options, n); !p.empty())
-                        throw std::invalid_argument("mhla: " + p);
+                if (const std::string p = attention::mechanism_problem(m, options, n); !p.empty())
+                    throw std::invalid_argument(std::string(attention::to_string(m)).append(": ").append(p));
             }
         } catch (const std::exception& e) {
             problems.push_back(u.key + ": " + e.what());
@@ -272,7 +275,7 @@ private:
     {
         const std::string sha = m_hashes.get(u.file);
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
-        const attention::AttentionOptions options = with_head_mixing(u.options, in.heads);
+        const attention::AttentionOptions options = options_for_inputs(u.options, in);
         for (std::size_t mi = 0; mi < m_plan.mechanisms.size(); ++mi) {
             const Mechanism m = m_plan.mechanisms[mi];
             if (m_store.has(mechanism_key(u, m)))

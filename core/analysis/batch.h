@@ -27,6 +27,7 @@
 #include "analysis/plan.h"
 #include "analysis/sweep.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "io/selection.h"
 
 namespace attnscope::analysis {
@@ -43,8 +44,7 @@ struct BatchPlan {
     io::AxisSelection selection;               // layout, fixed --at, prefix tokens
     AxisChoice heads = AxisChoice::parse("", "heads");
     AxisChoice layers = AxisChoice::parse("", "layers");
-    std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
-                                                    attention::Mechanism::mhla};
+    std::vector<attention::Mechanism> mechanisms = attention::default_mechanisms();
     attention::AttentionOptions options;
     ExplicitChoices given;                     // keys the job sets: each file's attributes fill the rest
     MetricOptions metrics;

@@ -9,6 +9,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
+#include "attention/mechanisms.h"
 #include "attention/mixing.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
@@ -144,7 +145,8 @@ void measure_kept(Planned& p, const MetricOptions& mo, StageProgress& progress)
 // MHLA's block layout and mixing matrix with its spectrum (when MHLA was requested and its options are valid).
 void describe_mixing(ExploreResult& out, const ExploreRequest& request)
 {
-    if (std::find(request.mechanisms.begin(), request.mechanisms.end(), Mechanism::mhla) == request.mechanisms.end())
+    if (std::none_of(request.mechanisms.begin(), request.mechanisms.end(),
+                     [](Mechanism m) { return attention::mechanism_info(m).has_mixing(); }))
         return;
     try {
         attention::BlockLayout layout = attention::make_blocks(request.options.blocks, out.n);
@@ -204,7 +206,7 @@ ExploreResult explore(const ExploreRequest& asked, const JobContext& ctx)
     const std::uint64_t limit = request.memory_limit ? request.memory_limit : default_memory_limit();
     const LoadedInputs in = load_inputs(request.source.q_ref, request.source.k_ref, request.source.v_ref,
                                         request.source.selection);
-    request.options = with_head_mixing(request.options, in.heads);
+    request.options = options_for_inputs(request.options, in);
     ExploreResult out;
     out.input = in.input_json;
     out.n = in.q.values.rows();

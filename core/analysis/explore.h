@@ -18,6 +18,7 @@
 #include "analysis/measure.h"
 #include "analysis/job.h"
 #include "attention/blocks.h"
+#include "attention/mechanisms.h"
 #include "attention/options.h"
 #include "io/selection.h"
 
@@ -25,8 +26,7 @@ namespace attnscope::analysis {
 
 struct ExploreRequest {
     TensorSource source;
-    std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
-                                                    attention::Mechanism::mhla};
+    std::vector<attention::Mechanism> mechanisms = attention::default_mechanisms();
     attention::AttentionOptions options;
     std::optional<double> rank_rtol;
     std::uint64_t memory_limit = 0;          // 0: default_memory_limit()

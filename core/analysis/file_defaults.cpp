@@ -112,6 +112,12 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
         else
             d.invalid["mixing"] = "= " + json_text(attrs["mixing"]) + " is not a preset name or a dataset";
     }
+    if (!d.gates && seen("gates")) {
+        if (attrs["gates"].is_string() && !attrs["gates"].get<std::string>().empty())
+            d.gates = attrs["gates"].get<std::string>();
+        else
+            d.invalid["gates"] = "= " + json_text(attrs["gates"]) + " is not a dataset";
+    }
     if (d.tokens.empty() && attrs.contains("tokens") && attrs["tokens"].is_array()) {
         std::vector<std::string> t;
         for (const auto& x : attrs["tokens"])
@@ -168,11 +174,12 @@ void refuse_invalid(const FileDefaults& d, const char* key, const std::string& f
                          " to override it");
 }
 
-// A mixing attribute that is not a preset names a matrix: FILE[:DATASET] relative to the queries' folder,
-// else a dataset of the queries' own file. A data file is data (docs/security.md, "Data files"): the file it
-// names must lie inside its folder once symlinks and `..` are resolved; an absolute path or one leading out
-// is refused, and --mixing FILE is how the user reads a matrix from elsewhere.
-std::string mixing_reference(const std::string& value, const std::string& q_file)
+// A mixing attribute that is not a preset names a matrix, a gates attribute a tensor: FILE[:DATASET] relative
+// to the queries' folder, else a dataset of the queries' own file. A data file is data (docs/security.md, "Data
+// files"): the file it names must lie inside its folder once symlinks and `..` are resolved; an absolute path or
+// one leading out is refused, and the option (--mixing, --gates) is how the user reads one from elsewhere.
+std::string attribute_reference(const std::string& value, const std::string& q_file, const std::string& attribute,
+                                const std::string& option)
 {
     const io::TensorRef ref = io::parse_tensor_ref(value);
     const fs::path base = fs::path(q_file).parent_path();
@@ -186,8 +193,8 @@ std::string mixing_reference(const std::string& value, const std::string& q_file
     const fs::path real = fs::weakly_canonical(fs::absolute(named), ec);
     const fs::path rel = real.lexically_relative(folder);
     if (ec || rel.empty() || rel == "." || *rel.begin() == "..")
-        throw InputError(q_file + ": the file's attribute mixing = \"" + value + "\" names a file outside the file's "
-                         "folder; refused (give --mixing to read a matrix from there)");
+        throw InputError(q_file + ": the file's attribute " + attribute + " = \"" + value +
+                         "\" names a file outside the file's folder; refused (give " + option + " to read one from there)");
     return named.string() + (ref.name.empty() ? "" : ":" + ref.name);
 }
 
@@ -289,7 +296,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                 m.preset = *d.mixing;
                 m.matrix.reset();
             } else {
-                load_mixing(m, mixing_reference(*d.mixing, file), "the file's mixing attribute");
+                load_mixing(m, attribute_reference(*d.mixing, file, "mixing", "--mixing"), "the file's mixing attribute");
                 // A learned M x M matrix fixes the block count: with no block option and no grid from the
                 // file, 1-D blocks, M of them (docs/cli.md "Defaults from the file's attributes").
                 const Index learned_m = m.matrix ? m.matrix->rows() : m.head_matrices.front().rows();
@@ -300,6 +307,13 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                 }
             }
             used["mixing"] = *d.mixing;
+        }
+    }
+    if (!setup.given.gates) {
+        refuse_invalid(d, "gates", file, "--gates");
+        if (d.gates) {
+            setup.options.gates.source = attribute_reference(*d.gates, file, "gates", "--gates");
+            used["gates"] = *d.gates;
         }
     }
     // No option applies a mask that is neither causal nor padding (docs/pytorch.md 3.2 "Masks"): say so.

@@ -12,6 +12,8 @@
 //   scale          number > 0   the softmax scale the model used (the PyTorch bridge records it per layer)
 //   mixing         string       a mixing preset, or the learned mixing matrix: a dataset of the same file or
 //                               FILE[:DATASET] relative to the file's folder, which it may not leave (refused)
+//   gates          string       the gates of `gated` (docs/maths.md 1.8): a dataset of the same file or
+//                               FILE[:DATASET] inside the file's folder, laid out like the queries without d
 //   tokens         strings      the token strings, for display (else `text`: a string, one token per character)
 //   image*         2-D numbers  the input image of a vision model (`image`, or a name starting with image_), for display
 //   mask           string       the attention mask the model applied (docs/pytorch.md): "other" (neither causal nor
@@ -51,6 +53,7 @@ struct FileDefaults {
     std::vector<Index> grid;
     std::vector<Index> block_grid;
     std::optional<std::string> mixing;      // as written in the file
+    std::optional<std::string> gates;       // as written in the file
     std::vector<std::string> tokens;        // `tokens`, or the characters of `text`
     std::optional<FileImage> image;
     std::optional<std::string> mask;        // `mask` as written, e.g. "causal" or "other"
@@ -75,6 +78,7 @@ struct ExplicitChoices {
     bool scale = false;      // --scale
     bool blocks = false;     // any of --blocks, --chunk, --grid, --block-grid
     bool mixing = false;
+    bool gates = false;      // --gates
     bool operator==(const ExplicitChoices&) const = default;
 };
 

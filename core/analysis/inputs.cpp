@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "analysis/measure.h"
+#include "attention/mechanisms.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
 
@@ -163,13 +164,14 @@ std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_
         total += bytes;
         largest = std::max(largest, bytes);
     }
-    // The least any analysis of them holds besides Q and K (one mechanism's streamed entropy, measure.h);
+    // The least any analysis of them holds besides Q and K (one mechanism's streamed entropy, measure.h: the
+    // first default mechanism's, softmax's, the lightest);
     // analyze() checks its own options and metrics before any work.
     const auto [n, d] = slices.front();
     MetricOptions entropy_only;
     entropy_only.spectrum = false;
     const long double light = static_cast<long double>(streaming_memory_bytes(
-                                  static_cast<Index>(n), static_cast<Index>(d), {attention::Mechanism::softmax}, {}, entropy_only)) -
+                                  static_cast<Index>(n), static_cast<Index>(d), {attention::default_mechanisms().front()}, {}, entropy_only)) -
                               2.0L * static_cast<long double>(n) * static_cast<long double>(d) * 8.0L;
     const long double need = total + largest + light;
     return need > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(need);
@@ -273,6 +275,7 @@ void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const
 attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& options, const HeadPairing& heads)
 {
     attention::AttentionOptions o = options;
+    o.query_head = heads.q_head.value_or(0);
     const auto& stack = options.mixing.head_matrices;
     if (stack.empty())
         return o;

@@ -67,9 +67,18 @@ Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what
 // analysed head's). spec.preset names the reference. Throws InputError naming `what` like load_matrix().
 void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const std::string& what = "--mixing");
 
-// `options` for the query head `heads` selects: with a per-head mixing file, that head's matrix as
-// mixing.matrix and the head in mixing.head; unchanged otherwise. Throws InputError when the file's head
-// count differs from the queries' or the queries have no head axis.
+// `options` for the query head `heads` selects: the head as query_head (decay's default gamma, docs/maths.md
+// 1.8); with a per-head mixing file, that head's matrix as mixing.matrix and the head in mixing.head. Throws
+// InputError when the file's head count differs from the queries' or the queries have no head axis.
 attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& options, const HeadPairing& heads);
+
+// The N gates of `gated` (docs/maths.md 1.8) at the queries' selection: the tensor `FILE[:NAME]` is laid out
+// like the queries without their feature axis (same index axes and tokens; prefix tokens dropped alike).
+// Values are returned as stored (g, or ln g); the operator checks them. Throws InputError naming the tensor.
+Eigen::VectorXd load_gates(const std::string& ref_text, const io::SelectedMatrix& q);
+
+// with_head_mixing() for the loaded inputs, plus the gates read (load_gates) when options.gates names a tensor
+// and holds no values yet: the options every analysis of `in` computes with.
+attention::AttentionOptions options_for_inputs(const attention::AttentionOptions& options, const LoadedInputs& in);
 
 }  // namespace attnscope::analysis

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "attention/mechanisms.h"
+
 namespace attnscope::analysis {
 
 using Eigen::Index;
@@ -16,7 +18,7 @@ CausalMask CausalMask::of(const ExploreResult& result, const MechanismOutcome& o
         return {};
     CausalMask m;
     m.m_key.resize(static_cast<std::size_t>(n));
-    const bool blocks = outcome.result.mechanism == attention::Mechanism::mhla && result.blocks &&
+    const bool blocks = attention::mechanism_info(outcome.result.mechanism).has_blocks() && result.blocks &&
                         static_cast<Index>(result.blocks->block_of_token.size()) == n;
     for (Index t = 0; t < n; ++t)
         m.m_key[static_cast<std::size_t>(t)] = blocks ? result.blocks->block_of_token[static_cast<std::size_t>(t)] * n + t : t;

@@ -8,8 +8,7 @@
 
 #include <unistd.h>
 
-#include "attention/blocks.h"
-#include "attention/mixing.h"
+#include "attention/mechanisms.h"
 #include "metrics/bidiag_svd.h"
 #include "metrics/structured.h"
 #include "metrics/svd_two_stage.h"
@@ -25,50 +24,13 @@ using json = nlohmann::ordered_json;
 json mechanism_params(Mechanism mechanism, const attention::AttentionOptions& options, Index n, Index d)
 {
     json p = json::object();
-    if (mechanism == Mechanism::softmax) {
-        const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
-        p["scale"] = scale;
-        p["causal"] = options.causal;
-        return p;
-    }
-    p["feature_map"] = std::string(attention::to_string(options.feature_map.kind));
-    if (options.feature_map.kind == attention::FeatureMapKind::favor) {
-        p["favor_features"] = options.feature_map.favor_features;
-        p["seed"] = options.feature_map.seed;
-    }
-    p["causal"] = options.causal;
-    if (mechanism == Mechanism::linear)
-        return p;
-
-    const attention::BlockLayout layout = attention::make_blocks(options.blocks, n);
-    p["blocks"] = layout.num_blocks;
-    using Kind = attention::BlockSpec::Kind;
-    if (options.blocks.kind == Kind::chunk) {
-        p["chunk"] = options.blocks.chunk;
-    } else if (options.blocks.kind == Kind::grid) {
-        p["grid"] = options.blocks.grid;
-        p["block_grid"] = options.blocks.block_grid;
-        p["token_order"] = std::string(attention::to_string(options.blocks.order));
-    }
-    const std::string mixing = options.mixing.matrix ? options.mixing.preset
-                                                     : attention::resolved_mixing_name(options.mixing, options.causal);
-    p["mixing"] = mixing;
-    if (options.mixing.matrix && options.mixing.head)
-        p["mixing_head"] = *options.mixing.head;   // a per-head mixing file: the analysed head's matrix
-    if (!options.mixing.matrix && (mixing == "exp" || mixing == "causal-local"))
-        p["mixing_sigma"] = options.mixing.sigma;
-    if (!options.mixing.matrix && mixing == "local")
-        p["mixing_threshold"] = options.mixing.threshold;
-    p["normalize"] = std::string(attention::to_string(options.normalize));
+    attention::mechanism_info(mechanism).params(p, options, n, d);
     return p;
 }
 
 attention::AttentionOptions options_for(Mechanism mechanism, const attention::AttentionOptions& options)
 {
-    attention::AttentionOptions o = options;
-    if (mechanism == Mechanism::linear)
-        o.normalize = attention::Normalize::row;
-    return o;
+    return attention::effective_options(mechanism, options);
 }
 
 namespace {
@@ -241,11 +203,10 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
     p.result.mechanism = mechanism;
     p.options = options_for(mechanism, options);
     p.result.params = mechanism_params(mechanism, p.options, Q.rows(), Q.cols());
-    if (mechanism == attention::Mechanism::mhla)
-        if (std::string same = attention::mhla_same_as_linear(p.options, Q.rows()); !same.empty()) {
-            p.result.warnings.push_back(std::move(same));
-            p.result.same_as_linear = true;
-        }
+    if (std::string same = attention::mechanism_info(mechanism).same_as(p.options, Q.rows()); !same.empty()) {
+        p.result.warnings.push_back(std::move(same));
+        p.result.same_as_linear = true;
+    }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
     p.path = choose_spectrum_path(*p.op, metric_options, memory_limit);
     p.result.spectrum_why = spectrum_path_reason(*p.op, metric_options, memory_limit, p.path);
@@ -321,7 +282,8 @@ void entropy_warnings(MechanismResult& r, bool negative, const attention::Attent
         r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
                              std::string(attention::to_string(options.feature_map.kind)) +
                              "), so its rows are not distributions");
-    else if (r.mechanism == Mechanism::mhla && options.normalize != attention::Normalize::row)
+    else if (attention::mechanism_info(r.mechanism).takes(attention::opt_normalize) &&
+             options.normalize != attention::Normalize::row)
         r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
                              std::string(attention::to_string(options.normalize)) +
                              "); entropy is computed from the entries as they are");
@@ -480,7 +442,7 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
 
 std::string non_finite_reason(const attention::AttentionOperator& op)
 {
-    const std::string name = op.mechanism() == Mechanism::mhla ? "MHLA" : std::string(attention::to_string(op.mechanism()));
+    const std::string name(attention::mechanism_info(op.mechanism()).label);
     std::string why;
     if (const attention::KernelFactors* f = op.kernel_pieces(); f && f->unnormalisable_row) {
         char sum[64];
@@ -488,7 +450,7 @@ std::string non_finite_reason(const attention::AttentionOperator& op)
         why = "the kernel scores phi(q) . phi(k) of query t=" + std::to_string(*f->unnormalisable_row) +
               " over the keys it sees sum to " + sum + ", so its row cannot be normalised (features that cancel, "
               "such as identity on signed data, a mixing row of zeros, or scores that overflow)";
-    } else if (op.mechanism() == Mechanism::softmax) {
+    } else if (op.softmax_pieces()) {
         why = "its scaled scores scale * q . k are not finite (they overflow double precision: rescale the inputs "
               "or give a smaller --scale)";
     } else {

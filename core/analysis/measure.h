@@ -50,7 +50,7 @@ struct MetricOptions {
 };
 
 struct MechanismResult {
-    attention::Mechanism mechanism = attention::Mechanism::softmax;
+    attention::Mechanism mechanism{};
     nlohmann::ordered_json params;                      // every parameter that shaped the matrix, resolved
     std::optional<metrics::SpectrumMetrics> spectrum;   // absent when not requested or not computable
     std::optional<metrics::EntropyStats> entropy;       // absent when not requested or undefined

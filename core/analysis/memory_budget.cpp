@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "attention/blocks.h"
+#include "attention/mechanisms.h"
 
 namespace attnscope::analysis {
 
@@ -73,13 +74,14 @@ std::uint64_t streaming_memory_bytes(Index n, Index d, const std::vector<attenti
     long double fixed = 32.0L * 1024 * 1024;
     bool kernel = false;
     for (const attention::Mechanism m : mechanisms) {
-        if (m == attention::Mechanism::softmax) {
+        const attention::MechanismInfo& info = attention::mechanism_info(m);
+        if (info.structure == attention::Structure::scores) {
             per_token += 3.0L * D + 16.0L;
             continue;
         }
         kernel = true;
         per_token += 4.0L * r + 16.0L;
-        const long double blocks = m == attention::Mechanism::mhla ? block_count(options.blocks, n) : 1.0L;
+        const long double blocks = info.has_blocks() ? block_count(options.blocks, n) : 1.0L;
         fixed += blocks * blocks * 8.0L;
     }
     if (kernel && metrics.entropy)

@@ -23,6 +23,7 @@
 #include "analysis/measure.h"
 #include "analysis/plan.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "attention/options.h"
 
 namespace attnscope::analysis {
@@ -50,8 +51,7 @@ struct SweepSpec {
     std::uint64_t seed = 0;
     AxisChoice heads = AxisChoice::parse("", "--heads");     // the 'h' indices visited
     AxisChoice layers = AxisChoice::parse("", "--layers");   // the 'l' indices visited
-    std::vector<attention::Mechanism> mechanisms = {attention::Mechanism::softmax, attention::Mechanism::linear,
-                                                    attention::Mechanism::mhla};
+    std::vector<attention::Mechanism> mechanisms = attention::default_mechanisms();
     attention::AttentionOptions options;     // grid options describe the full token grid of the inputs
     ExplicitChoices given;                   // options chosen explicitly: each input's attributes fill the rest
     MetricOptions metrics;                   // spectrum + entropy by default

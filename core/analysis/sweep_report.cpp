@@ -285,7 +285,7 @@ SweepResult sweep_result_from_json(const nlohmann::json& doc)
     try {
         spec.subsample = parse_subsample(field<std::string>(s, "subsample", "first"));
         spec.mechanisms.clear();
-        for (const std::string& m : field<std::vector<std::string>>(s, "mechanisms", {"softmax", "linear", "mhla"}))
+        for (const std::string& m : field<std::vector<std::string>>(s, "mechanisms", attention::mechanism_name_list(attention::default_mechanisms())))
             spec.mechanisms.push_back(attention::parse_mechanism(m));
         spec.options.feature_map.kind = attention::parse_feature_map(field<std::string>(s, "feature_map", "relu"));
     } catch (const std::invalid_argument& e) {

@@ -169,7 +169,9 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
         ctx.progress(done / total, unit + " reading");
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
         for (SweepPoint p : job.points) {
-            p.options = with_head_mixing(p.options, in.heads);
+            p.options = options_for_inputs(p.options, in);
+            if (!p.tokens.empty() && p.options.gates.values.size() == in.q.values.rows())   // the gates of the tokens taken
+                p.options.gates.values = take_rows(Eigen::MatrixXd(p.options.gates.values), p.tokens);
             const std::string label = unit + " " + point_label(spec, p);
             ctx.progress(done / total, label);
             const PointProgress where{ctx, done / total, 1.0 / total, label};

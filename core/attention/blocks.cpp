@@ -150,6 +150,20 @@ bool BlockLayout::equal_sizes() const
     return true;
 }
 
+BlockLayout one_block(Index n)
+{
+    BlockLayout layout;
+    layout.num_tokens = n;
+    layout.num_blocks = 1;
+    layout.block_of_token.assign(static_cast<std::size_t>(n), 0);
+    layout.tokens.assign(1, {});
+    for (Index t = 0; t < n; ++t)
+        layout.tokens[0].push_back(t);
+    layout.centres = Eigen::MatrixXd::Constant(1, 1, 0.5);
+    layout.block_grid = {1};
+    return layout;
+}
+
 BlockLayout make_blocks(const BlockSpec& spec, Index n)
 {
     if (n < 1)

@@ -23,4 +23,7 @@ struct BlockLayout {
 // "grid 14x14 has 196 tokens but N=197", "grid axis 1: 14 % 3 != 0").
 BlockLayout make_blocks(const BlockSpec& spec, Index n);
 
+// One block holding all N tokens (linear attention and the families without blocks).
+BlockLayout one_block(Index n);
+
 }  // namespace attnscope::attention

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "attention/feature_map.h"
 #include "attention/mixing.h"
 #include "kernels/kernels.h"
 
@@ -256,32 +255,17 @@ struct SortedKernel {
 
 class KernelOperator final : public AttentionOperator {
 public:
-    KernelOperator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
-                   const AttentionOptions& options)
-        : AttentionOperator(Q.rows()), m_mechanism(mechanism), m_causal(options.causal)
+    // phi_q, phi_k: N by r feature rows; `layout` and `mixing` (M x M) the blocks (linear attention: one block,
+    // [[1]]); `negative`: entries may be negative (entropy undefined).
+    KernelOperator(Mechanism mechanism, MatrixXd phi_q, MatrixXd phi_k, const BlockLayout& layout, MatrixXd mixing,
+                   const AttentionOptions& options, bool negative)
+        : AttentionOperator(phi_q.rows()), m_mechanism(mechanism), m_causal(options.causal), m_negative(negative)
     {
-        const FeatureMap phi(options.feature_map, Q.cols());
-        m_negative = !phi.non_negative();
-
-        BlockLayout layout;
-        if (mechanism == Mechanism::mhla) {
-            layout = make_blocks(options.blocks, m_n);
-            m_f.mixing = make_mixing(options.mixing, layout, options.causal);
-        } else {   // linear attention: one block, mixing [[1]]
-            layout.num_tokens = m_n;
-            layout.num_blocks = 1;
-            layout.block_of_token.assign(static_cast<std::size_t>(m_n), 0);
-            layout.tokens.assign(1, {});
-            for (Index t = 0; t < m_n; ++t)
-                layout.tokens[0].push_back(t);
-            layout.centres = MatrixXd::Constant(1, 1, 0.5);
-            layout.block_grid = {1};
-            m_f.mixing = MatrixXd::Ones(1, 1);
-        }
+        m_f.mixing = std::move(mixing);
         check_normalization(options, layout);
 
-        m_f.phi_q = phi(Q);
-        m_f.phi_k = phi(K);
+        m_f.phi_q = std::move(phi_q);
+        m_f.phi_k = std::move(phi_k);
         m_f.block = layout.block_of_token;
         m_f.causal = options.causal;
 
@@ -445,7 +429,9 @@ private:
     SortedKernel m_rev;          // P^T (positions reversed when causal)
 };
 
-void check_inputs(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K)
+}  // namespace
+
+void check_queries_and_keys(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K)
 {
     if (Q.rows() != K.rows() || Q.cols() != K.cols())
         throw std::invalid_argument("Q is " + std::to_string(Q.rows()) + "x" + std::to_string(Q.cols()) + " but K is " +
@@ -460,7 +446,6 @@ void check_inputs(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const Ma
             throw std::invalid_argument(std::string(M == &Q ? "Q" : "K") + " has non-finite entries");
 }
 
-}  // namespace
 
 std::string mhla_options_problem(const AttentionOptions& options, Index n)
 {
@@ -515,17 +500,18 @@ std::string mhla_same_as_linear(const AttentionOptions& options, Index n)
     return what + "every row of the mixing matrix is constant over the blocks a query sees, and row normalisation cancels it";
 }
 
-std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q,
-                                                 const Eigen::Ref<const MatrixXd>& K, const AttentionOptions& options)
+std::unique_ptr<AttentionOperator> make_softmax_operator(const Eigen::Ref<const MatrixXd>& Q,
+                                                         const Eigen::Ref<const MatrixXd>& K, double scale, bool causal)
 {
-    check_inputs(Q, K);
-    if (mechanism == Mechanism::softmax) {
-        const double scale = options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(Q.cols()));
-        if (!std::isfinite(scale))
-            throw std::invalid_argument("scale must be finite");
-        return std::make_unique<SoftmaxOperator>(Q, K, scale, options.causal);
-    }
-    return std::make_unique<KernelOperator>(mechanism, Q, K, options);
+    return std::make_unique<SoftmaxOperator>(Q, K, scale, causal);
+}
+
+std::unique_ptr<AttentionOperator> make_kernel_operator(Mechanism mechanism, Eigen::MatrixXd phi_q, Eigen::MatrixXd phi_k,
+                                                        const BlockLayout& layout, Eigen::MatrixXd mixing,
+                                                        const AttentionOptions& options, bool may_be_negative)
+{
+    return std::make_unique<KernelOperator>(mechanism, std::move(phi_q), std::move(phi_k), layout, std::move(mixing), options,
+                                            may_be_negative);
 }
 
 }  // namespace attnscope::attention

@@ -104,10 +104,26 @@ std::string mhla_options_problem(const AttentionOptions& options, Index n);
 // block ...), in words for reports; empty when it is not (or the options are impossible).
 std::string mhla_same_as_linear(const AttentionOptions& options, Index n);
 
-// Q, K  N by d, one token per row. Throws std::invalid_argument for mismatched shapes or impossible
-// options (official normalisation with causal or unequal blocks, bad blocks, bad mixing matrix).
+// The operator of `mechanism` (its factory in attention/mechanisms.h) on Q, K  N by d, one token per row.
+// Throws std::invalid_argument for mismatched shapes or impossible options (official normalisation with causal
+// or unequal blocks, bad blocks, bad mixing matrix, a causal-only mechanism without the mask ...).
 std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                                  const Eigen::Ref<const Eigen::MatrixXd>& K,
                                                  const AttentionOptions& options);
+
+// Q and K of one shape, at least one token and one feature, finite; std::invalid_argument naming what is not.
+void check_queries_and_keys(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K);
+
+// The two operator kinds the factories of attention/mechanisms.cpp build on.
+// Softmax (docs/maths.md 1.1): rowsoftmax(scale Q K^T), tile by tile.
+std::unique_ptr<AttentionOperator> make_softmax_operator(const Eigen::Ref<const Eigen::MatrixXd>& Q,
+                                                         const Eigen::Ref<const Eigen::MatrixXd>& K, double scale,
+                                                         bool causal);
+// A kernel operator (KernelFactors above) of feature rows phi_q, phi_k (N by r) on `layout`'s blocks mixed by
+// `mixing` (M x M), normalised as options.normalize says, causal as options.causal says; `may_be_negative`:
+// its entries can be negative (feature maps that are not positive).
+std::unique_ptr<AttentionOperator> make_kernel_operator(Mechanism mechanism, Eigen::MatrixXd phi_q, Eigen::MatrixXd phi_k,
+                                                        const BlockLayout& layout, Eigen::MatrixXd mixing,
+                                                        const AttentionOptions& options, bool may_be_negative);
 
 }  // namespace attnscope::attention

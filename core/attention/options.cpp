@@ -8,9 +8,8 @@ namespace attnscope::attention {
 
 namespace {
 
-// One table per enum: the names are the command line's (docs/cli.md), in declaration order.
-constexpr std::array<std::pair<Mechanism, std::string_view>, 3> k_mechanisms{
-    {{Mechanism::softmax, "softmax"}, {Mechanism::linear, "linear"}, {Mechanism::mhla, "mhla"}}};
+// One table per enum (the mechanisms' names live in their table, attention/mechanisms.cpp): the names are the
+// command line's (docs/cli.md), in declaration order.
 constexpr std::array<std::pair<FeatureMapKind, std::string_view>, 4> k_feature_maps{
     {{FeatureMapKind::relu, "relu"},
      {FeatureMapKind::elu1, "elu1"},
@@ -33,17 +32,14 @@ E parse_from(const std::array<std::pair<E, std::string_view>, N>& table, std::st
 
 }  // namespace
 
-std::vector<std::string_view> mechanism_names() { return names_of(k_mechanisms); }
 std::vector<std::string_view> feature_map_names() { return names_of(k_feature_maps); }
 std::vector<std::string_view> normalize_names() { return names_of(k_normalize); }
 std::vector<std::string_view> token_order_names() { return names_of(k_token_orders); }
 
-std::string_view to_string(Mechanism m) { return name_of(k_mechanisms, m); }
 std::string_view to_string(FeatureMapKind f) { return name_of(k_feature_maps, f); }
 std::string_view to_string(Normalize n) { return name_of(k_normalize, n); }
 std::string_view to_string(TokenOrder o) { return name_of(k_token_orders, o); }
 
-Mechanism parse_mechanism(std::string_view s) { return parse_from(k_mechanisms, s, "mechanism"); }
 FeatureMapKind parse_feature_map(std::string_view s) { return parse_from(k_feature_maps, s, "feature map"); }
 Normalize parse_normalize(std::string_view s) { return parse_from(k_normalize, s, "normalization"); }
 TokenOrder parse_token_order(std::string_view s) { return parse_from(k_token_orders, s, "token order"); }

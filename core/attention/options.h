@@ -23,7 +23,8 @@ std::string_view to_string(Mechanism m);
 std::string_view to_string(FeatureMapKind f);
 std::string_view to_string(Normalize n);
 std::string_view to_string(TokenOrder o);
-// Every name, in declaration order (util/names.h joins them for messages and help texts).
+// Every name, in declaration order (util/names.h joins them for messages and help texts); the mechanisms'
+// come from their table (attention/mechanisms.cpp), in its order.
 std::vector<std::string_view> mechanism_names();
 std::vector<std::string_view> feature_map_names();
 std::vector<std::string_view> normalize_names();

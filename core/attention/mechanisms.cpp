@@ -1,0 +1,265 @@
+#include "attention/mechanisms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "attention/blocks.h"
+#include "attention/feature_map.h"
+#include "attention/mixing.h"
+#include "util/names.h"
+
+namespace attnscope::attention {
+
+using json = nlohmann::ordered_json;
+using Eigen::MatrixXd;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------
+// What each mechanism records (the analyze JSON's "params"), piece by piece, in the order they appear.
+
+void feature_map_params(json& p, const AttentionOptions& o)
+{
+    p["feature_map"] = std::string(to_string(o.feature_map.kind));
+    if (o.feature_map.kind == FeatureMapKind::favor) {
+        p["favor_features"] = o.feature_map.favor_features;
+        p["seed"] = o.feature_map.seed;
+    }
+    p["causal"] = o.causal;
+}
+
+void block_params(json& p, const AttentionOptions& o, Index n)
+{
+    const BlockLayout layout = make_blocks(o.blocks, n);
+    p["blocks"] = layout.num_blocks;
+    using Kind = BlockSpec::Kind;
+    if (o.blocks.kind == Kind::chunk) {
+        p["chunk"] = o.blocks.chunk;
+    } else if (o.blocks.kind == Kind::grid) {
+        p["grid"] = o.blocks.grid;
+        p["block_grid"] = o.blocks.block_grid;
+        p["token_order"] = std::string(to_string(o.blocks.order));
+    }
+}
+
+void mixing_params(json& p, const AttentionOptions& o)
+{
+    const std::string mixing = o.mixing.matrix ? o.mixing.preset : resolved_mixing_name(o.mixing, o.causal);
+    p["mixing"] = mixing;
+    if (o.mixing.matrix && o.mixing.head)
+        p["mixing_head"] = *o.mixing.head;   // a per-head mixing file: the analysed head's matrix
+    if (!o.mixing.matrix && (mixing == "exp" || mixing == "causal-local"))
+        p["mixing_sigma"] = o.mixing.sigma;
+    if (!o.mixing.matrix && mixing == "local")
+        p["mixing_threshold"] = o.mixing.threshold;
+}
+
+void softmax_params(json& p, const AttentionOptions& o, Index, Index d)
+{
+    p["scale"] = softmax_scale(o, d);
+    p["causal"] = o.causal;
+}
+
+void linear_params(json& p, const AttentionOptions& o, Index, Index) { feature_map_params(p, o); }
+
+void mhla_params(json& p, const AttentionOptions& o, Index n, Index)
+{
+    feature_map_params(p, o);
+    block_params(p, o, n);
+    mixing_params(p, o);
+    p["normalize"] = std::string(to_string(o.normalize));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Factories.
+
+std::unique_ptr<AttentionOperator> make_softmax(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
+                                                const AttentionOptions& o)
+{
+    const double scale = softmax_scale(o, Q.cols());
+    if (!std::isfinite(scale))
+        throw std::invalid_argument("scale must be finite");
+    return make_softmax_operator(Q, K, scale, o.causal);
+}
+
+// Linear attention: one block, mixing [[1]] (docs/maths.md 1.3).
+std::unique_ptr<AttentionOperator> make_linear(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
+                                               const AttentionOptions& o)
+{
+    const FeatureMap phi(o.feature_map, Q.cols());
+    return make_kernel_operator(Mechanism::linear, phi(Q), phi(K), one_block(Q.rows()), MatrixXd::Ones(1, 1), o,
+                                !phi.non_negative());
+}
+
+std::unique_ptr<AttentionOperator> make_mhla(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
+                                             const AttentionOptions& o)
+{
+    const FeatureMap phi(o.feature_map, Q.cols());
+    BlockLayout layout = make_blocks(o.blocks, Q.rows());
+    MatrixXd mixing = make_mixing(o.mixing, layout, o.causal);
+    return make_kernel_operator(Mechanism::mhla, phi(Q), phi(K), std::move(layout), std::move(mixing), o,
+                                !phi.non_negative());
+}
+
+std::string no_problem(const AttentionOptions&, Index) { return {}; }
+
+std::vector<MechanismInfo> build_table()
+{
+    std::vector<MechanismInfo> t;
+    MechanismInfo softmax;
+    softmax.id = Mechanism::softmax;
+    softmax.name = "softmax";
+    softmax.label = "softmax";
+    softmax.summary = "rowsoftmax(scale Q K^T)";
+    softmax.options = opt_scale;
+    softmax.default_set = true;
+    softmax.style_slot = 0;
+    softmax.structure = Structure::scores;
+    softmax.make = make_softmax;
+    softmax.params = softmax_params;
+    softmax.problem = no_problem;
+    softmax.same_as = no_problem;
+    t.push_back(softmax);
+
+    MechanismInfo linear;
+    linear.id = Mechanism::linear;
+    linear.name = "linear";
+    linear.label = "linear";
+    linear.summary = "phi(Q) phi(K)^T, row-normalised";
+    linear.options = opt_feature_map;
+    linear.default_set = true;
+    linear.plain_kernel_scores = true;
+    linear.style_slot = 1;
+    linear.rank_bound_factor = 1;
+    linear.structure = Structure::kernel;
+    linear.make = make_linear;
+    linear.params = linear_params;
+    linear.problem = no_problem;
+    linear.same_as = no_problem;
+    t.push_back(linear);
+
+    MechanismInfo mhla;
+    mhla.id = Mechanism::mhla;
+    mhla.name = "mhla";
+    mhla.label = "MHLA";
+    mhla.summary = "token-level multi-head linear attention: M blocks mixed by an M x M matrix";
+    mhla.options = opt_feature_map | opt_blocks | opt_mixing | opt_normalize;
+    mhla.official_normalize = true;
+    mhla.default_set = true;
+    mhla.plain_kernel_scores = true;
+    mhla.style_slot = 2;
+    mhla.structure = Structure::kernel;
+    mhla.make = make_mhla;
+    mhla.params = mhla_params;
+    mhla.problem = mhla_options_problem;
+    mhla.same_as = mhla_same_as_linear;
+    t.push_back(mhla);
+    return t;
+}
+
+}  // namespace
+
+const std::vector<MechanismInfo>& mechanism_table()
+{
+    static const std::vector<MechanismInfo> table = build_table();
+    return table;
+}
+
+const MechanismInfo& mechanism_info(Mechanism m)
+{
+    for (const MechanismInfo& info : mechanism_table())
+        if (info.id == m)
+            return info;
+    throw std::logic_error("mechanism_info: a mechanism without a table entry");
+}
+
+std::vector<Mechanism> default_mechanisms()
+{
+    std::vector<Mechanism> out;
+    for (const MechanismInfo& info : mechanism_table())
+        if (info.default_set)
+            out.push_back(info.id);
+    return out;
+}
+
+std::vector<Mechanism> all_mechanisms()
+{
+    std::vector<Mechanism> out;
+    for (const MechanismInfo& info : mechanism_table())
+        out.push_back(info.id);
+    return out;
+}
+
+std::string default_mechanism_text()
+{
+    std::vector<std::string_view> names;
+    for (const Mechanism m : default_mechanisms())
+        names.push_back(mechanism_info(m).name);
+    return joined(names, ",");
+}
+
+std::vector<std::string> mechanism_name_list(const std::vector<Mechanism>& mechanisms)
+{
+    std::vector<std::string> out;
+    for (const Mechanism m : mechanisms)
+        out.emplace_back(mechanism_info(m).name);
+    return out;
+}
+
+std::vector<std::string_view> mechanism_names()
+{
+    std::vector<std::string_view> out;
+    for (const MechanismInfo& info : mechanism_table())
+        out.push_back(info.name);
+    return out;
+}
+
+std::string_view to_string(Mechanism m)
+{
+    for (const MechanismInfo& info : mechanism_table())
+        if (info.id == m)
+            return info.name;
+    return "?";
+}
+
+Mechanism parse_mechanism(std::string_view s)
+{
+    for (const MechanismInfo& info : mechanism_table())
+        if (info.name == s)
+            return info.id;
+    throw std::invalid_argument("unknown mechanism '" + std::string(s) + "' (valid: " + joined(mechanism_names()) + ")");
+}
+
+double softmax_scale(const AttentionOptions& options, Index d)
+{
+    return options.scale ? *options.scale : 1.0 / std::sqrt(static_cast<double>(d));
+}
+
+AttentionOptions effective_options(Mechanism m, const AttentionOptions& options)
+{
+    AttentionOptions o = options;
+    if (!mechanism_info(m).takes(opt_normalize))
+        o.normalize = Normalize::row;
+    return o;
+}
+
+std::string mechanism_problem(Mechanism m, const AttentionOptions& options, Index n)
+{
+    const MechanismInfo& info = mechanism_info(m);
+    if (info.causal_only && !options.causal)
+        return std::string(info.name) + " attention is causal only (" + std::string(info.summary) + ")";
+    return info.problem(effective_options(m, options), n);
+}
+
+std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eigen::Ref<const MatrixXd>& Q,
+                                                 const Eigen::Ref<const MatrixXd>& K, const AttentionOptions& options)
+{
+    check_queries_and_keys(Q, K);
+    const MechanismInfo& info = mechanism_info(mechanism);
+    if (info.causal_only && !options.causal)
+        throw std::invalid_argument(std::string(info.name) + " attention is causal only (" + std::string(info.summary) + ")");
+    return info.make(Q, K, options);
+}
+
+}  // namespace attnscope::attention
