@@ -145,17 +145,19 @@ void line_scan(const MatrixXd& Lt, const MatrixXd& Rt, const VectorXd& f, const 
 // one column per raster position; the axis has `len` positions `stride` columns apart. Per line, the forward
 // sums F_i = V_i + gamma F_{i-1}, then (since gamma (W V)_{i+1} = (sum over q > i) + gamma^2 F_i)
 // (W V)_i = (1 - gamma^2) F_i + gamma (W V)_{i+1}: two passes, no buffer, only factors <= 1.
-void decay_axis(MatrixXd& V, Index len, Index stride, double gamma)
+// (Only the first `rows` rows of V are in use.)
+void decay_axis(MatrixXd& V, Index rows, Index len, Index stride, double gamma)
 {
     const Index n = V.cols();
     const double c = 1.0 - gamma * gamma;
+    auto col = [&](Index p) { return V.col(p).head(rows); };
     for (Index base = 0; base < n; base += len * stride)
         for (Index off = 0; off < stride; ++off) {
             const Index p0 = base + off;
             for (Index i = 1; i < len; ++i)
-                V.col(p0 + i * stride) += gamma * V.col(p0 + (i - 1) * stride);
+                col(p0 + i * stride) += gamma * col(p0 + (i - 1) * stride);
             for (Index i = len - 1; i-- > 0;)
-                V.col(p0 + i * stride) = c * V.col(p0 + i * stride) + gamma * V.col(p0 + (i + 1) * stride);
+                col(p0 + i * stride) = c * col(p0 + i * stride) + gamma * col(p0 + (i + 1) * stride);
         }
 }
 
@@ -220,6 +222,14 @@ std::string gates_problem(const AttentionOptions& options, Index n)
 DecayOperator::DecayOperator(Pieces pieces)
     : AttentionOperator(pieces.phi_q.rows()), m_p(std::move(pieces)), m_qt(m_p.phi_q.transpose()), m_kt(m_p.phi_k.transpose())
 {
+    if (!m_p.positions.empty()) {   // raster index of every token: sum_a p_a(t) * (product of the later sizes)
+        m_raster.assign(static_cast<std::size_t>(m_n), 0);
+        for (std::size_t a = 0; a < m_p.grid.size(); ++a)
+            for (Index t = 0; t < m_n; ++t) {
+                Index& p = m_raster[static_cast<std::size_t>(t)];
+                p = p * m_p.grid[a] + m_p.positions[a][static_cast<std::size_t>(t)];
+            }
+    }
     if (m_p.mechanism == Mechanism::decay) {   // gamma^d for every distance d (at most N - 1, also on grids)
         m_powers.resize(m_n);
         for (Index d = 0; d < m_n; ++d)
@@ -244,8 +254,7 @@ void DecayOperator::raw_product(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<
     // when causal; the non-causal decay weights are symmetric.
     const MatrixXd& Lt = transpose ? m_kt : m_qt;
     const MatrixXd& Rt = transpose ? m_qt : m_kt;
-    const Index r = Lt.rows(), k = X.cols();
-    MatrixXd Yt = MatrixXd::Zero(k, m_n);
+    MatrixXd Yt = MatrixXd::Zero(X.cols(), m_n);
     if (m_p.causal) {
         const MatrixXd Xt = X.transpose();
         line_scan(Lt, Rt, m_p.line, Xt, Yt, transpose, true);
@@ -254,30 +263,37 @@ void DecayOperator::raw_product(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<
         line_scan(Lt, Rt, m_p.line, Xt, Yt, false, true);
         line_scan(Lt, Rt, m_p.line, Xt, Yt, true, false);
     } else {
-        // Manhattan decay factors over the axes: W = W_1 kron W_2 (kron W_3) in raster order. Column p of V
-        // is vec(r_t x_t^T) for the token t at raster position p; W runs along each axis in turn.
-        const std::size_t nd = m_p.grid.size();
-        std::vector<Index> raster(static_cast<std::size_t>(m_n), 0);
-        for (std::size_t a = 0; a < nd; ++a)
-            for (Index t = 0; t < m_n; ++t)
-                raster[static_cast<std::size_t>(t)] =
-                    raster[static_cast<std::size_t>(t)] * m_p.grid[a] + m_p.positions[a][static_cast<std::size_t>(t)];
-        MatrixXd V(r * k, m_n);
+        grid_product(Lt, Rt, X, Yt);
+    }
+    Y = Yt.transpose();
+}
+
+void DecayOperator::grid_product(const MatrixXd& Lt, const MatrixXd& Rt, const Eigen::Ref<const MatrixXd>& X,
+                                 MatrixXd& Yt) const
+{
+    // Manhattan decay factors over the axes: W = W_1 kron W_2 (kron W_3) in raster order. Column p of V is
+    // vec(r_t x_t^T) for the token t at raster position p; W runs along each axis in turn. V holds r * kc
+    // numbers per token: the columns of X go kc at a time, kc chosen to keep V near 8 MiB (at least one,
+    // so O(N r) memory).
+    const Index r = Rt.rows(), k = X.cols();
+    const Index kc = std::clamp<Index>((Index{8} << 20) / (8 * r * m_n), 1, k);
+    MatrixXd V(r * kc, m_n);
+    for (Index c0 = 0; c0 < k; c0 += kc) {
+        const Index w = std::min(kc, k - c0);
         for (Index t = 0; t < m_n; ++t) {
-            Eigen::Map<MatrixXd> Vt(V.col(raster[static_cast<std::size_t>(t)]).data(), r, k);
-            Vt.noalias() = Rt.col(t) * X.row(t);
+            Eigen::Map<MatrixXd> Vt(V.col(m_raster[static_cast<std::size_t>(t)]).data(), r, w);
+            Vt.noalias() = Rt.col(t) * X.block(t, c0, 1, w);
         }
         Index stride = 1;
-        for (std::size_t a = nd; a-- > 0;) {
-            decay_axis(V, m_p.grid[a], stride, m_p.gamma);
+        for (std::size_t a = m_p.grid.size(); a-- > 0;) {
+            decay_axis(V, r * w, m_p.grid[a], stride, m_p.gamma);
             stride *= m_p.grid[a];
         }
         for (Index t = 0; t < m_n; ++t) {
-            const Eigen::Map<const MatrixXd> Vt(V.col(raster[static_cast<std::size_t>(t)]).data(), r, k);
-            Yt.col(t).noalias() = Vt.transpose() * Lt.col(t);
+            const Eigen::Map<const MatrixXd> Vt(V.col(m_raster[static_cast<std::size_t>(t)]).data(), r, w);
+            Yt.block(c0, t, w, 1).noalias() = Vt.transpose() * Lt.col(t);
         }
     }
-    Y = Yt.transpose();
 }
 
 void DecayOperator::apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const

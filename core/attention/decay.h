@@ -76,11 +76,15 @@ public:
 private:
     // Y = P X (transpose false) or P^T X (true), P unnormalised.
     void raw_product(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y, bool transpose) const;
+    // Yt (k by N) = (P X)^T for the non-causal grid decay (or P^T X: Lt, Rt exchanged).
+    void grid_product(const Eigen::MatrixXd& Lt, const Eigen::MatrixXd& Rt, const Eigen::Ref<const Eigen::MatrixXd>& X,
+                      Eigen::MatrixXd& Yt) const;
     void weight_row(Index t, double* w) const;
 
     Pieces m_p;
     Eigen::MatrixXd m_qt, m_kt;    // phi_q^T, phi_k^T (r by N): one token per column for the recurrences
     Eigen::VectorXd m_powers;      // decay: gamma^d, d = 0 .. N-1 (std::pow, as the definition reads)
+    std::vector<Index> m_raster;   // non-causal grid decay: the raster index of each token's grid position
     Eigen::VectorXd m_row_scale;   // 1/z_t (row) or 1 (none)
     std::optional<Index> m_unnormalisable_row;
     double m_unnormalisable_sum = 0.0;

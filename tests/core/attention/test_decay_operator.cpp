@@ -410,6 +410,7 @@ TEST(DecayOperator, StreamedEntropyMatchesDense)
 
 // ---------------------------------------------------------------------------------------------------
 // Large N: products by recurrences only (O(N r k) memory; N x N would be 3.2 GB), checked on a few rows.
+// (The grid's columns go 3 + 1 through its 8 MiB buffer.)
 
 TEST(DecayOperator, LargeProductsNeverFormTheMatrix)
 {
