@@ -7,7 +7,7 @@
 //          blocked as docs/maths.md 1.5 lays tokens out);
 //   gated  w = prod_{i=j+1..t} g_i for j <= t (causal only), one gate g_i in (0, 1] per token.
 // Products never form N x N: w factors along the token line (and along each grid axis), so A X and A^T X
-// are first-order recurrences S_t = w_t S_{t-1} + phi(k_t) x_t^T, O(N r k) time and O(N r k) memory at most
+// are first-order recurrences S_t = w_t S_{t-1} + phi(k_t) x_t^T, O(N r k) time and O(N (r + k)) memory
 // (docs/maths.md 1.8). The recurrences only ever multiply by weights <= 1: nothing overflows, and weights
 // far in the past underflow to 0 as they should.
 #include <memory>
@@ -37,16 +37,15 @@ std::string gates_problem(const AttentionOptions& options, Index n);
 // The operator of both families. Built by the factories below; the class is public for its accessors.
 class DecayOperator final : public AttentionOperator {
 public:
-    // phi_q, phi_k  N by r feature rows; `line` the weight of one step along the token line (the N gates,
-    // or gamma N times); `positions` N by (2 or 3) grid coordinates for the non-causal Manhattan decay, empty
-    // otherwise; `log_line` (gated with log gates) the ln of the gates, used for exact dense rows.
+    // What the factories resolve from the options (build operators through them: they check the pieces).
+    // `line` holds the weight of one step along the token line, w(t, t-1): the gates, or gamma N times.
     struct Pieces {
         Mechanism mechanism = Mechanism::decay;
         bool causal = false;
         bool row_normalised = true;
         bool negative = false;                 // the feature map can give negative entries
         double gamma = 1.0;                    // decay only
-        Eigen::MatrixXd phi_q, phi_k;
+        Eigen::MatrixXd phi_q, phi_k;          // N by r feature rows
         Eigen::VectorXd line;                  // N: g_t (gated) or gamma (decay)
         Eigen::VectorXd log_line;              // N: ln g_t when the gates were given as logs, else empty
         std::vector<std::vector<Index>> positions;   // per axis, N grid coordinates (non-causal grid decay)
