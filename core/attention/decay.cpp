@@ -37,7 +37,8 @@ std::string normalisation_problem(const AttentionOptions& options, const char* f
 {
     if (options.normalize != Normalize::official)
         return {};
-    return std::string(family).append(" attention is normalised by rows or not at all; the official normalisation is MHLA's");
+    return std::string(family).append(" attention is normalised by rows or not at all; "
+                                      "the official normalisation is MHLA's");
 }
 
 // Grid coordinates of every token (docs/maths.md 1.5), per axis. raster: token t sits at unravel(t, grid);
@@ -179,7 +180,9 @@ std::string decay_problem(const AttentionOptions& options, Index n)
     if (!(gamma > 0.0 && gamma <= 1.0)) {
         std::string s = "the decay gamma must lie in (0, 1], got " + number(gamma);
         if (!options.decay.gamma)
-            s.append(" (RetNet's 1 - 2^(-5 - h) for query head h=").append(std::to_string(options.query_head)).append(")");
+            s.append(" (RetNet's 1 - 2^(-5 - h) for query head h=")
+                .append(std::to_string(options.query_head))
+                .append(")");
         return s;
     }
     if (std::string s = normalisation_problem(options, "decay"); !s.empty())
@@ -194,13 +197,18 @@ std::string decay_problem(const AttentionOptions& options, Index n)
     return {};
 }
 
-std::string gates_problem(const AttentionOptions& options, Index n)
+namespace {
+
+// gates_problem(); with `loaded` false, gates named by a source but not read yet pass (checked when read).
+std::string gates_problem(const AttentionOptions& options, Index n, bool loaded)
 {
     if (!options.causal)
         return "gated attention is causal only (a token's gate decays the keys before it): choose causal attention";
     if (std::string s = normalisation_problem(options, "gated"); !s.empty())
         return s;
     const VectorXd& x = options.gates.values;
+    if (x.size() == 0 && !loaded && !options.gates.source.empty())
+        return {};
     if (x.size() == 0)
         return "gated attention needs the gates, one value per token (N=" + std::to_string(n) + ")";
     if (x.size() != n)
@@ -217,10 +225,15 @@ std::string gates_problem(const AttentionOptions& options, Index n)
     return {};
 }
 
+}  // namespace
+
+std::string gates_problem(const AttentionOptions& options, Index n) { return gates_problem(options, n, false); }
+
 // ---------------------------------------------------------------------------------------------------
 
 DecayOperator::DecayOperator(Pieces pieces)
-    : AttentionOperator(pieces.phi_q.rows()), m_p(std::move(pieces)), m_qt(m_p.phi_q.transpose()), m_kt(m_p.phi_k.transpose())
+    : AttentionOperator(pieces.phi_q.rows()), m_p(std::move(pieces)), m_qt(m_p.phi_q.transpose()),
+      m_kt(m_p.phi_k.transpose())
 {
     if (!m_p.positions.empty()) {   // raster index of every token: sum_a p_a(t) * (product of the later sizes)
         m_raster.assign(static_cast<std::size_t>(m_n), 0);
@@ -417,7 +430,7 @@ std::unique_ptr<AttentionOperator> make_gated_operator(const Eigen::Ref<const Ma
 {
     check_inputs(Q, K);
     const Index n = Q.rows();
-    if (const std::string problem = gates_problem(options, n); !problem.empty())
+    if (const std::string problem = gates_problem(options, n, true); !problem.empty())
         throw std::invalid_argument(problem);
     DecayOperator::Pieces p = feature_pieces(Mechanism::gated, Q, K, options);
     if (options.gates.log) {

@@ -31,7 +31,8 @@ double decay_gamma(const AttentionOptions& options);
 std::string decay_problem(const AttentionOptions& options, Index n);
 
 // Why gated cannot be computed on N tokens with `options` (not causal, its normalisation, the gates: their
-// number and the first token whose gate lies outside (0, 1]); empty when it can. Needs no data.
+// number and the first token whose gate lies outside (0, 1]); empty when it can. Needs no data: gates that
+// name a source but are not read yet (empty values) are checked by make_gated_operator() when they are.
 std::string gates_problem(const AttentionOptions& options, Index n);
 
 // The operator of both families. Built by the factories below; the class is public for its accessors.

@@ -188,7 +188,8 @@ TEST(DecayOperator, RecurrencesAgreeWithDense)
         // The normaliser: with row normalisation A 1 = 1; without, P 1 is the dense row sums.
         MatrixXd ones = MatrixXd::Ones(n, 1), z(n, 1);
         op->apply(ones, z);
-        const VectorXd expected = c.options.normalize == Normalize::row ? VectorXd::Ones(n) : VectorXd(A.rowwise().sum());
+        const VectorXd expected =
+            c.options.normalize == Normalize::row ? VectorXd::Ones(n) : VectorXd(A.rowwise().sum());
         const double dz = test::max_rel_diff(z, expected);
         worst = std::max(worst, dz);
         EXPECT_LE(dz, 1e-12);
@@ -311,6 +312,12 @@ TEST(DecayOperator, BadOptionsAreClearErrors)
     EXPECT_EQ(gated_with(VectorXd::Constant(n - 1, 0.5), false),
               "the gates must hold one value per token: N=10 tokens, got 9 gates");
     EXPECT_EQ(gated_with(VectorXd(), false), "gated attention needs the gates, one value per token (N=10)");
+    g.gates.source = "gates.npy:/g";   // named, not read yet: only the factory, which needs the values, refuses
+    g.gates.values = VectorXd();
+    EXPECT_EQ(gates_problem(g, n), "");
+    EXPECT_EQ(message_of([&] { make_gated_operator(Q, Q, g); }),
+              "gated attention needs the gates, one value per token (N=10)");
+    g.gates.source.clear();
     VectorXd bad = ok;
     bad(3) = 0.0;
     EXPECT_EQ(gated_with(bad, false), "the gates must lie in (0, 1]: token 3 has g = 0");
@@ -332,7 +339,8 @@ TEST(DecayOperator, BadOptionsAreClearErrors)
     EXPECT_EQ(message_of([&] { make_gated_operator(Q, Q, g); }), gates_problem(g, n));
     g.causal = true;
     g.normalize = Normalize::official;
-    EXPECT_EQ(gates_problem(g, n), "gated attention is normalised by rows or not at all; the official normalisation is MHLA's");
+    EXPECT_EQ(gates_problem(g, n),
+              "gated attention is normalised by rows or not at all; the official normalisation is MHLA's");
     AttentionOptions d;
     d.normalize = Normalize::official;
     EXPECT_EQ(message_of([&] { make_decay_operator(Q, Q, d); }),
