@@ -285,6 +285,12 @@ bool MainWindow::buildRequest(analysis::ExploreRequest& request)
         request.source.v_ref = v->ref().toStdString();
     request.source.selection = m_selection->selection();
     request.token_grid = m_selection->tokenGrid();
+    request.mechanisms = m_mechanism->mechanisms();
+    if (request.mechanisms.empty()) {
+        m_explore->cancel();
+        finishWithError(tr("Mechanisms: none is ticked"));
+        return false;
+    }
     try {
         request.options = m_mechanism->options();
     } catch (const std::exception& e) {

@@ -20,8 +20,10 @@
 
 #include "analysis/file_defaults.h"
 #include "attention/mixing.h"
+#include "attention/mechanisms.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
+#include "mechanism_choice.h"
 #include "widget_util.h"
 
 namespace attnscope::widgets {
@@ -46,6 +48,11 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     m_fileNote->setTextFormat(Qt::RichText);
     m_fileNote->hide();
     outer->addWidget(m_fileNote);
+    auto* which = new QGroupBox(tr("Mechanisms"), this);
+    auto* whichLayout = new QVBoxLayout(which);
+    m_choice = new MechanismChoice(which);
+    whichLayout->addWidget(m_choice);
+    outer->addWidget(which);
     outer->addWidget(buildCommonBox());
     outer->addWidget(buildFeatureMapBox());
     outer->addWidget(buildMhlaBox());
@@ -175,6 +182,7 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
 void MechanismPanel::connectFields()
 {
     auto changedSlot = [this] { emitChanged(); };
+    connect(m_choice, &MechanismChoice::changed, this, changedSlot);
     for (QCheckBox* b : {m_causal, m_scaleAuto})
         connect(b, &QCheckBox::toggled, this, changedSlot);
     for (QDoubleSpinBox* b : {m_scale, m_sigma, m_threshold})
@@ -331,8 +339,11 @@ attention::AttentionOptions MechanismPanel::options() const
     o.mixing.sigma = m_sigma->value();
     o.mixing.threshold = m_threshold->value();
     o.normalize = attention::parse_normalize(m_normalize->currentData().toString().toStdString());
+    m_choice->applyTo(o, m_fileOptions.gates.source);
     return o;
 }
+
+std::vector<attention::Mechanism> MechanismPanel::mechanisms() const { return m_choice->mechanisms(); }
 
 void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile)
 {
@@ -437,9 +448,14 @@ QStringList MechanismPanel::problems() const
     if (m_blockMode->currentData().toString() == QLatin1String("grid") && effectiveGrid().empty())
         out << tr("MHLA grid blocks need a token grid: set one in the Selection panel or type G1,G2 here.");
     else if (m_tokens > 0)
-        // The core's own checks (the ones make_operator() makes), in its words.
-        if (const std::string p = attention::mhla_options_problem(options(), m_tokens); !p.empty())
-            out << tr("MHLA: %1.").arg(QString::fromStdString(p));
+        // The core's own checks (the ones make_operator() makes), in its words, for every mechanism ticked.
+        for (const attention::Mechanism m : mechanisms())
+            if (const std::string p = attention::mechanism_problem(m, options(), m_tokens); !p.empty())
+                out << tr("%1: %2.").arg(QString::fromUtf8(attention::mechanism_info(m).label.data(),
+                                                            qsizetype(attention::mechanism_info(m).label.size())),
+                                         QString::fromStdString(p));
+    if (mechanisms().empty())
+        out << tr("Tick at least one mechanism to compute.");
     if (mixing == QLatin1String("file") && m_mixingPath->text().trimmed().isEmpty())
         out << tr("Mixing from a file: choose the file holding the M x M matrix.");
     if (mixing == QLatin1String("causal") && !causal)
@@ -488,6 +504,9 @@ QJsonObject MechanismPanel::saveState() const
     o[QStringLiteral("mixing_sigma")] = m_sigma->value();
     o[QStringLiteral("mixing_threshold")] = m_threshold->value();
     o[QStringLiteral("normalize")] = m_normalize->currentData().toString();
+    const QJsonObject choice = m_choice->saveState();
+    for (auto it = choice.begin(); it != choice.end(); ++it)
+        o[it.key()] = it.value();
     return o;
 }
 
@@ -519,6 +538,7 @@ void MechanismPanel::restoreState(const QJsonObject& s)
     m_sigma->setValue(s.value(QStringLiteral("mixing_sigma")).toDouble(3.0));
     m_threshold->setValue(s.value(QStringLiteral("mixing_threshold")).toDouble(1.5));
     restoreData(m_normalize, s, "normalize");
+    m_choice->restoreState(s);
     m_restoring = false;
     emitChanged();
 }

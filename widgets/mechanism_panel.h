@@ -26,6 +26,8 @@ class QFormLayout;
 
 namespace attnscope::widgets {
 
+class MechanismChoice;
+
 class MechanismPanel : public QWidget {
     Q_OBJECT
 public:
@@ -34,6 +36,8 @@ public:
     // The options, without a mixing matrix from a file (see mixingFile(): the job loads it off the GUI thread).
     // When the grid fields are empty in grid mode, the selection's token grid is used.
     attention::AttentionOptions options() const;
+    // The mechanisms ticked (the default set of the core's table unless the user or a session chose).
+    std::vector<attention::Mechanism> mechanisms() const;
     // FILE[:DATASET] of the mixing matrix when "matrix from file" is chosen, else empty.
     QString mixingFile() const;
 
@@ -85,6 +89,7 @@ private:
     attention::AttentionOptions m_fileOptions;   // the options they set it to
     QLabel* m_fileNote = nullptr;                // "From the file's attributes: causal, ..."
 
+    MechanismChoice* m_choice = nullptr;   // which mechanisms, decay's gamma, gated's gates
     QCheckBox* m_scaleAuto = nullptr;
     QDoubleSpinBox* m_scale = nullptr;
     QCheckBox* m_causal = nullptr;

@@ -444,10 +444,10 @@ std::string non_finite_reason(const attention::AttentionOperator& op)
 {
     const std::string name(attention::mechanism_info(op.mechanism()).label);
     std::string why;
-    if (const attention::KernelFactors* f = op.kernel_pieces(); f && f->unnormalisable_row) {
+    if (const std::optional<Index> row = op.unnormalisable_row()) {
         char sum[64];
-        std::snprintf(sum, sizeof sum, "%g", f->unnormalisable_sum);
-        why = "the kernel scores phi(q) . phi(k) of query t=" + std::to_string(*f->unnormalisable_row) +
+        std::snprintf(sum, sizeof sum, "%g", op.unnormalisable_sum());
+        why = "the kernel scores phi(q) . phi(k) of query t=" + std::to_string(*row) +
               " over the keys it sees sum to " + sum + ", so its row cannot be normalised (features that cancel, "
               "such as identity on signed data, a mixing row of zeros, or scores that overflow)";
     } else if (op.softmax_pieces()) {
@@ -465,7 +465,7 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
     Measurement out;
     MechanismResult& r = out.result;
     r.mechanism = op.mechanism();
-    if (const attention::KernelFactors* f = op.kernel_pieces(); f && f->unnormalisable_row) {
+    if (op.unnormalisable_row()) {
         r.warnings.push_back(non_finite_reason(op));   // nothing is defined to measure
         out.finite = false;
         return out;

@@ -442,10 +442,4 @@ std::unique_ptr<AttentionOperator> make_gated_operator(const Eigen::Ref<const Ma
     return std::make_unique<DecayOperator>(std::move(p));
 }
 
-std::optional<Index> decay_unnormalisable_row(const AttentionOperator& op)
-{
-    const auto* d = dynamic_cast<const DecayOperator*>(&op);
-    return d ? d->unnormalisable_row() : std::nullopt;
-}
-
 }  // namespace attnscope::attention

@@ -68,8 +68,8 @@ public:
     // normalize=row with a row whose sum z_t = (P 1)_t is 0 or not finite (identity features cancelling,
     // scores that overflow): the first such row and its sum, as KernelFactors::unnormalisable_row. The
     // matrix is then not defined (dense rows and products hold inf or NaN); report the mechanism null.
-    std::optional<Index> unnormalisable_row() const { return m_unnormalisable_row; }
-    double unnormalisable_sum() const { return m_unnormalisable_sum; }
+    std::optional<Index> unnormalisable_row() const override { return m_unnormalisable_row; }
+    double unnormalisable_sum() const override { return m_unnormalisable_sum; }
     // decay's resolved gamma (1 for gated).
     double gamma() const { return m_p.gamma; }
 
@@ -98,9 +98,5 @@ std::unique_ptr<AttentionOperator> make_decay_operator(const Eigen::Ref<const Ei
 std::unique_ptr<AttentionOperator> make_gated_operator(const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                                        const Eigen::Ref<const Eigen::MatrixXd>& K,
                                                        const AttentionOptions& options);
-
-// The operator's unnormalisable row (above) when `op` is a DecayOperator, else nullopt: lets a caller that
-// holds only an AttentionOperator report it without a cast.
-std::optional<Index> decay_unnormalisable_row(const AttentionOperator& op);
 
 }  // namespace attnscope::attention

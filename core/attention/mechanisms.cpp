@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "attention/blocks.h"
+#include "attention/decay.h"
 #include "attention/feature_map.h"
 #include "attention/mixing.h"
 #include "util/names.h"
@@ -71,6 +72,26 @@ void mhla_params(json& p, const AttentionOptions& o, Index n, Index)
     p["normalize"] = std::string(to_string(o.normalize));
 }
 
+// decay: gamma resolved (RetNet's per-head default included), the grid whose Manhattan distance it uses.
+void decay_params(json& p, const AttentionOptions& o, Index, Index)
+{
+    feature_map_params(p, o);
+    p["decay"] = decay_gamma(o);
+    if (!o.causal && o.blocks.kind == BlockSpec::Kind::grid) {
+        p["grid"] = o.blocks.grid;
+        p["token_order"] = std::string(to_string(o.blocks.order));
+    }
+    p["normalize"] = std::string(to_string(o.normalize));
+}
+
+void gated_params(json& p, const AttentionOptions& o, Index, Index)
+{
+    feature_map_params(p, o);
+    p["gates"] = o.gates.source;
+    p["gates_log"] = o.gates.log;
+    p["normalize"] = std::string(to_string(o.normalize));
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Factories.
 
@@ -103,6 +124,23 @@ std::unique_ptr<AttentionOperator> make_mhla(const Eigen::Ref<const MatrixXd>& Q
 }
 
 std::string no_problem(const AttentionOptions&, Index) { return {}; }
+
+// Weights that are all 1 leave linear attention (docs/maths.md 1.8) when rows are normalised.
+std::string decay_same_as_linear(const AttentionOptions& o, Index)
+{
+    if (o.normalize != Normalize::row || decay_gamma(o) != 1.0)
+        return {};
+    return "decay is linear attention by construction here (the same matrix, not a measured similarity): gamma = 1";
+}
+
+std::string gated_same_as_linear(const AttentionOptions& o, Index)
+{
+    const Eigen::VectorXd& g = o.gates.values;
+    if (o.normalize != Normalize::row || g.size() == 0 || !(o.gates.log ? (g.array() == 0.0).all() : (g.array() == 1.0).all()))
+        return {};
+    return "gated is causal linear attention by construction here (the same matrix, not a measured similarity): every "
+           "gate is 1";
+}
 
 std::vector<MechanismInfo> build_table()
 {
@@ -155,6 +193,35 @@ std::vector<MechanismInfo> build_table()
     mhla.problem = mhla_options_problem;
     mhla.same_as = mhla_same_as_linear;
     t.push_back(mhla);
+
+    MechanismInfo decay;
+    decay.id = Mechanism::decay;
+    decay.name = "decay";
+    decay.label = "decay";
+    decay.summary = "RetNet retention / RMT: gamma^dist(t,j) phi(q_t) . phi(k_j)";
+    decay.options = opt_feature_map | opt_normalize | opt_decay | opt_grid;
+    decay.style_slot = 3;
+    decay.structure = Structure::rows;
+    decay.make = make_decay_operator;
+    decay.params = decay_params;
+    decay.problem = decay_problem;
+    decay.same_as = decay_same_as_linear;
+    t.push_back(decay);
+
+    MechanismInfo gated;
+    gated.id = Mechanism::gated;
+    gated.name = "gated";
+    gated.label = "gated";
+    gated.summary = "Mamba-2 / SSD scalar gates: (prod g) phi(q_t) . phi(k_j), j <= t";
+    gated.options = opt_feature_map | opt_normalize | opt_gates;
+    gated.causal_only = true;
+    gated.style_slot = 4;
+    gated.structure = Structure::rows;
+    gated.make = make_gated_operator;
+    gated.params = gated_params;
+    gated.problem = gates_problem;
+    gated.same_as = gated_same_as_linear;
+    t.push_back(gated);
     return t;
 }
 

@@ -90,6 +90,19 @@ public:
     // True when entries can be negative (identity feature map); entropy is then not defined.
     virtual bool may_be_negative() const { return false; }
 
+    // normalize=row with a row whose raw sum is 0 or not finite: the first such row and its sum. The matrix is
+    // then not defined; measurements report the mechanism null (KernelFactors::unnormalisable_row).
+    virtual std::optional<Index> unnormalisable_row() const
+    {
+        const KernelFactors* f = kernel_pieces();
+        return f ? f->unnormalisable_row : std::nullopt;
+    }
+    virtual double unnormalisable_sum() const
+    {
+        const KernelFactors* f = kernel_pieces();
+        return f ? f->unnormalisable_sum : 0.0;
+    }
+
 protected:
     explicit AttentionOperator(Index n) : m_n(n) {}
     Index m_n;

@@ -114,6 +114,13 @@ TEST(CliCommands, PerHeadMixingMatricesMatchTheReference)
     attnscope::test::expect_script_passes("app/check_head_mixing.py", "cli_head_mixing");
 }
 
+// The decay, gated and cosformer families (docs/maths.md 1.8) against the NumPy reference, with their identities and
+// errors (tests/app/check_families.py).
+TEST(CliCommands, LinearAttentionFamiliesMatchTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_families.py", "cli_families");
+}
+
 // The grouped-query sample (data/char_llama_gqa.h5, 4 query heads sharing 2 key/value heads): query head 3
 // pairs key/value head 1, and the summary says so; info lists its token strings.
 TEST(CliCommands, GroupedQuerySamplePairsAndSaysSo)

@@ -88,7 +88,7 @@ TEST(DecayOperator, MatchesNumPyReference)
         EXPECT_EQ(op->mechanism(), c.mechanism);
         EXPECT_EQ(op->causal(), c.options.causal);
         EXPECT_EQ(op->allowed_keys(), c.allowed);
-        EXPECT_FALSE(decay_unnormalisable_row(*op));
+        EXPECT_FALSE(op->unnormalisable_row());
         const MatrixXd A = op->dense();
         ASSERT_EQ(A.rows(), c.A.rows());
         const double d = max_abs(A - c.A);
@@ -373,14 +373,14 @@ TEST(DecayOperator, UnnormalisableRowIsReported)
     o.causal = true;
     o.feature_map.kind = FeatureMapKind::identity;
     const auto op = make_decay_operator(Q, K, o);
-    ASSERT_TRUE(decay_unnormalisable_row(*op));
-    EXPECT_EQ(*decay_unnormalisable_row(*op), 6);
+    ASSERT_TRUE(op->unnormalisable_row());
+    EXPECT_EQ(*op->unnormalisable_row(), 6);
     const auto& d = dynamic_cast<const DecayOperator&>(*op);
     EXPECT_EQ(d.unnormalisable_sum(), 0.0);
     EXPECT_FALSE(op->dense().row(6).allFinite());
     o.normalize = Normalize::none;
-    EXPECT_FALSE(decay_unnormalisable_row(*make_decay_operator(Q, K, o)));
-    EXPECT_FALSE(decay_unnormalisable_row(*make_operator(Mechanism::linear, Q, K, o)));
+    EXPECT_FALSE(make_decay_operator(Q, K, o)->unnormalisable_row());
+    EXPECT_FALSE(make_operator(Mechanism::linear, Q, K, o)->unnormalisable_row());
 }
 
 // ---------------------------------------------------------------------------------------------------
