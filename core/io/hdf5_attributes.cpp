@@ -7,6 +7,7 @@
 
 #include "io/hdf5_attributes.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::io::detail {
 
@@ -124,7 +125,7 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
             }
             char name[256] = {};
             if (H5Tenum_nameof(mem.get(), p, name, sizeof name) >= 0)
-                values.emplace_back(valid_utf8(name));
+                values.emplace_back(display_path(name));
             else
                 values.emplace_back(nullptr);
         }
@@ -138,7 +139,7 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
             const bool ok = H5Aread(attr, mem.get(), ptrs.data()) >= 0;
             if (ok)
                 for (char* s : ptrs)
-                    values.emplace_back(valid_utf8(s ? s : ""));
+                    values.emplace_back(display_path(s ? s : ""));
             // Free what HDF5 allocated, also after a failed read (null entries are skipped).
 #if H5_VERSION_GE(1, 12, 0)
             H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
@@ -168,7 +169,7 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
                     if (nul != std::string::npos)
                         s.resize(nul);
                 }
-                values.emplace_back(valid_utf8(s));
+                values.emplace_back(display_path(s));
             }
         }
     } else {
@@ -181,40 +182,6 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
 }
 
 }  // namespace
-
-// Replaces bytes that are not valid UTF-8 with U+FFFD (nlohmann::json refuses to print them).
-std::string valid_utf8(const std::string& s)
-{
-    std::string out;
-    out.reserve(s.size());
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    const std::size_t n = s.size();
-    for (std::size_t i = 0; i < n;) {
-        const unsigned char c = p[i];
-        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        bool ok = len > 0 && i + len <= n;
-        for (std::size_t k = 1; ok && k < len; ++k)
-            ok = (p[i + k] & 0xc0) == 0x80;
-        if (ok && len == 2)
-            ok = c >= 0xc2;   // no overlong forms
-        if (ok && len == 3) {
-            const unsigned cp = ((c & 0x0fu) << 12) | ((p[i + 1] & 0x3fu) << 6) | (p[i + 2] & 0x3fu);
-            ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
-        }
-        if (ok && len == 4) {
-            const unsigned cp = ((c & 0x07u) << 18) | ((p[i + 1] & 0x3fu) << 12) | ((p[i + 2] & 0x3fu) << 6) | (p[i + 3] & 0x3fu);
-            ok = cp >= 0x10000 && cp <= 0x10ffff;
-        }
-        if (ok) {
-            out.append(s, i, len);
-            i += len;
-        } else {
-            out += "\xef\xbf\xbd";
-            ++i;
-        }
-    }
-    return out;
-}
 
 Classified classify(hid_t type)
 {
@@ -287,7 +254,7 @@ nlohmann::json read_attributes(hid_t object)
         if (!attr)
             continue;
         if (auto v = read_attribute(attr.get()))
-            out[valid_utf8(name)] = std::move(*v);
+            out[display_path(name)] = std::move(*v);
     }
     H5Eclear2(H5E_DEFAULT);
     return out;

@@ -14,6 +14,7 @@
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_util.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::io::detail {
 
@@ -47,12 +48,12 @@ herr_t collect_foreign_links(hid_t group, const char* name, const H5L_info_t* in
         unsigned flags = 0;
         if (H5Lget_val(group, name, buf.data(), buf.size(), H5P_DEFAULT) >= 0 &&
             H5Lunpack_elink_val(buf.data(), buf.size(), &flags, &file, &object) >= 0 && file && object)
-            target = fmt::format(" to {}:{}", valid_utf8(file), valid_utf8(object));
+            target = fmt::format(" to {}:{}", display_path(file), display_path(object));
     }
     auto* out = static_cast<std::vector<SkippedObject>*>(data);
     // fmt rather than "literal" + std::string: g++ 12 at -O3 reports a false -Wrestrict on the latter.
     const char* kind = info->type == H5L_TYPE_EXTERNAL ? "an external link" : "a user-defined link";
-    out->push_back({fmt::format("/{}", valid_utf8(name)),
+    out->push_back({fmt::format("/{}", display_path(name)),
                     fmt::format("{}{} (an object of another file); links to other files are never followed: refused", kind, target)});
     return 0;
 }
@@ -278,7 +279,7 @@ private:
                 H5Pget_external(dcpl.get(), 0, sizeof first, first, &offset, &size);
             H5Eclear2(H5E_DEFAULT);
             return fmt::format("a dataset that stores its data in external file(s) outside this file ({}{}); refused",
-                               first[0] ? valid_utf8(first) : std::string("unnamed"),
+                               first[0] ? display_path(first) : std::string("unnamed"),
                                external > 1 ? fmt::format(" and {} more", external - 1) : std::string());
         }
         const H5D_layout_t layout = H5Pget_layout(dcpl.get());
@@ -335,7 +336,7 @@ private:
                 H5Eclear2(H5E_DEFAULT);
                 return fmt::format("a virtual dataset whose mapping {} cannot be read; refused", i);
             }
-            const std::string source = fmt::format("{}:{}", valid_utf8(*file), valid_utf8(*dset));
+            const std::string source = fmt::format("{}:{}", display_path(*file), display_path(*dset));
             if (file->find('%') != std::string::npos || dset->find('%') != std::string::npos)
                 return "a virtual dataset with a printf-style source (" + source + "); refused";
 
