@@ -165,9 +165,8 @@ private:
 // dgebrd: blocked bidiagonalisation of A (m x n, m >= n) into d (n) and e, tauq, taup (n each), with
 // `work` of (m + n) nb doubles for the panels' X and Y. Panels of nb columns while more than nx remain,
 // then the unblocked dgebd2 on the rest. report(done) is called in the units of `cost`.
-template <class Report>
 void reduce_to_bidiagonal(int m, int n, Mat a, int nb, int nx, double* d, double* e, double* tauq, double* taup,
-                          double* work, const WorkMeasure& cost, Report&& report)
+                          double* work, const WorkMeasure& cost, const std::function<void(double)>& report)
 {
     const int ldx = m, ldy = n;
     int i = 0;
@@ -175,7 +174,8 @@ void reduce_to_bidiagonal(int m, int n, Mat a, int nb, int nx, double* d, double
         const Mat x{work, ldx}, y{work + static_cast<std::ptrdiff_t>(ldx) * nb, ldy};
         // Half of a panel's flops are dlabrd's matrix-vector products, half the two rank-nb updates.
         const double base = cost.before(i), panel = cost.before(i + nb) - base;
-        labrd_upper(m - i, n - i, nb, Mat{a(i, i), m}, d + i, e + i, tauq + i, taup + i, x, y,
+        const Mat trailing{a(i, i), m};
+        labrd_upper(m - i, n - i, nb, trailing, d + i, e + i, tauq + i, taup + i, x, y,
                     [&](double k) { report(base + 0.5 * panel * k / nb); });
         // A(i+nb:m, i+nb:n) -= V Y^T + X U^T; for large matrices in slices of columns (each slice gets both
         // updates, as each entry does in dgebrd's two calls) so that progress and cancellation come often.
@@ -232,7 +232,7 @@ std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const Svd
     const WorkMeasure cost{static_cast<double>(m), static_cast<double>(n)};
     const double reduce_total = cost.before(static_cast<double>(n));
     const double total = reduce_total + 40.0 * static_cast<double>(n) * static_cast<double>(n);
-    auto report = [&](double done) {
+    const std::function<void(double)> report = [&](double done) {
         if (progress)
             progress(std::min(1.0, done / total));
     };
