@@ -257,8 +257,8 @@ SpectrumChoice choose_spectrum(const attention::AttentionOperator& op, const Met
         break;
     case SpectrumMethod::structured:
         if (!op.factors())
-            throw std::invalid_argument(name + " attention has no low-rank factors: --method structured applies to "
-                                               "non-causal linear and MHLA only (use --method auto)");
+            throw std::invalid_argument(name + " attention has no low-rank factors: the structured spectrum method "
+                                               "applies to non-causal linear and MHLA only (use the automatic method)");
         return words.structured_by_request();
     case SpectrumMethod::streaming:
         return choose_streaming(words);
@@ -268,10 +268,11 @@ SpectrumChoice choose_spectrum(const attention::AttentionOperator& op, const Met
         break;
     }
     if (!fits)
-        throw InputError(name + ", N=" + std::to_string(n) + ": all singular values need the dense " + std::to_string(n) +
-                         " x " + std::to_string(n) + " matrix, about " + human_bytes(need) + ", over the memory limit of " +
-                         human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), --top-k K "
-                         "(matrix-free largest singular values), and --method structured for non-causal linear and MHLA");
+        throw MemoryLimitError(name + ", N=" + std::to_string(n) + ": all singular values need the dense " +
+                               std::to_string(n) + " x " + std::to_string(n) + " matrix, about " + human_bytes(need) +
+                               ", over the memory limit of " + human_bytes(memory_limit) + ". What fits: the entropy "
+                               "alone (streamed), the top-k largest singular values (matrix-free), and the structured "
+                               "spectrum method for non-causal linear and MHLA");
     return words.dense();
 }
 

@@ -17,6 +17,7 @@
 #include "io/writers.h"
 #include "support/test_support.h"
 #include "util/checked.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 using namespace attnscope;
@@ -24,13 +25,16 @@ using Eigen::Index;
 
 namespace {
 
-// The message of what `f` throws as std::invalid_argument (empty when it does not throw that).
+// The message of what `f` refuses with: std::invalid_argument, or MemoryLimitError for sizes over the memory
+// limit (empty when it throws neither).
 template <class F>
 std::string refusal(F&& f)
 {
     try {
         f();
     } catch (const std::invalid_argument& e) {
+        return e.what();
+    } catch (const MemoryLimitError& e) {
         return e.what();
     }
     return {};
