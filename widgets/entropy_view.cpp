@@ -146,7 +146,7 @@ private:
         if (stacked == m_lineStacked || !m_lineRect || !m_lineTitle)
             return;
         // Stacked, the two share left and right margins (aligned axes) instead of top and bottom.
-        placeSidePlot(m_plot->plotLayout(), m_lineTitle, m_lineRect, m_histRect, 1, stacked, QCP::msLeft | QCP::msRight,
+        placeSidePlot(m_plot->plotLayout(), m_lineTitle, m_lineRect, m_histRect, 1, stacked, StackedMargins::leftAndRight,
                       m_group);
         m_plot->plotLayout()->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 1.0} : QList<double>{0.01, 1.0});
         m_lineStacked = stacked;

@@ -63,7 +63,7 @@ private:
         if (stacked == m_stacked || !m_svRect || !m_svTitle)
             return;
         auto* layout = m_plot->plotLayout();
-        placeSidePlot(layout, m_svTitle, m_svRect, m_matrixRect, 2, stacked, QCP::msLeft, m_group);
+        placeSidePlot(layout, m_svTitle, m_svRect, m_matrixRect, 2, stacked, StackedMargins::left, m_group);
         layout->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 0.7} : QList<double>{0.01, 1.0});
         layout->setColumnStretchFactors(stacked ? QList<double>{1.0, 0.01} : QList<double>{1.0, 0.01, 1.0});
         m_stacked = stacked;

@@ -127,8 +127,10 @@ void moveElements(QCPLayoutGrid* grid, const std::vector<GridCell>& cells)
 }
 
 void placeSidePlot(QCPLayoutGrid* layout, QCPLayoutElement* title, QCPAxisRect* side, QCPAxisRect* main, int column,
-                   bool stacked, QCP::MarginSides stackedSides, QCPMarginGroup* group)
+                   bool stacked, StackedMargins stackedMargins, QCPMarginGroup* group)
 {
+    const QCP::MarginSides stackedSides =
+        stackedMargins == StackedMargins::left ? QCP::MarginSides(QCP::msLeft) : (QCP::msLeft | QCP::msRight);
     moveElements(layout, {{title, stacked ? 2 : 0, stacked ? 0 : column}, {side, stacked ? 3 : 1, stacked ? 0 : column}});
     const QCP::MarginSides all = QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight;
     main->setMarginGroup(all, nullptr);
