@@ -89,6 +89,17 @@ TEST(StrictNumbers, CommaListsRefuseWhatStollWouldBend)
         EXPECT_NE(refusal([&] { analysis::parse_indices(bad, "--heads"); }).find("--heads"), std::string::npos) << bad;
 }
 
+// split_exact keeps every piece as it is (paths, platform lists); split_list is it without white space.
+TEST(StrictNumbers, SplittingKeepsEmptyPieces)
+{
+    using V = std::vector<std::string>;
+    EXPECT_EQ(analysis::split_exact("", ';'), V{""});
+    EXPECT_EQ(analysis::split_exact("a;;b ;", ';'), (V{"a", "", "b ", ""}));
+    EXPECT_EQ(analysis::split_exact("./a//m.h5", '/'), (V{".", "a", "", "m.h5"}));
+    EXPECT_EQ(analysis::split_list(" 16 , 1 6,", ','), (V{"16", "16", ""}));
+    EXPECT_EQ(analysis::split_list("", ','), V{""});
+}
+
 TEST(Blocks, GridProductThatWrapsIsRefused)
 {
     attention::BlockSpec spec;
