@@ -43,24 +43,28 @@ public:
         }
     }
 
-    std::optional<std::string> str(const toml::table& t, const char* key) const
+    // The value of `key` as T when it has exactly that TOML type, nothing when it is absent; otherwise an
+    // error saying what it must be (`what`: "a string").
+    template <class T>
+    std::optional<T> exact(const toml::table& t, const char* key, const char* what) const
     {
         const toml::node* n = t.get(key);
         if (!n)
             return std::nullopt;
-        if (!n->is_string())
-            fail(n, std::string("'") + key + "' must be a string");
-        return std::string(*n->as_string());
+        std::optional<T> v = n->value_exact<T>();
+        if (!v)
+            fail(n, std::string("'") + key + "' must be " + what);
+        return v;
+    }
+
+    std::optional<std::string> str(const toml::table& t, const char* key) const
+    {
+        return exact<std::string>(t, key, "a string");
     }
 
     std::optional<std::int64_t> integer(const toml::table& t, const char* key) const
     {
-        const toml::node* n = t.get(key);
-        if (!n)
-            return std::nullopt;
-        if (!n->is_integer())
-            fail(n, std::string("'") + key + "' must be an integer");
-        return n->as_integer()->get();
+        return exact<std::int64_t>(t, key, "an integer");
     }
 
     std::optional<double> number(const toml::table& t, const char* key) const
@@ -77,12 +81,7 @@ public:
 
     std::optional<bool> boolean(const toml::table& t, const char* key) const
     {
-        const toml::node* n = t.get(key);
-        if (!n)
-            return std::nullopt;
-        if (!n->is_boolean())
-            fail(n, std::string("'") + key + "' must be true or false");
-        return n->as_boolean()->get();
+        return exact<bool>(t, key, "true or false");
     }
 
     // A string, or an array of strings / integers, as the CLI's comma list.

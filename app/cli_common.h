@@ -57,6 +57,9 @@ int guarded(F&& body)
 {
     try {
         return body();
+    } catch (const MemoryLimitError& e) {
+        print_error(std::string(e.what()) + "; set the limit with --max-memory");
+        return 2;
     } catch (const InputError& e) {
         print_error(e.what());
         return 2;

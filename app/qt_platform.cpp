@@ -12,6 +12,8 @@
 
 #include <dlfcn.h>
 
+#include "analysis/vocabulary.h"
+
 namespace attnscope::app {
 
 namespace {
@@ -26,13 +28,8 @@ std::string env(const char* name)
 std::vector<std::string> platform_names(const std::string& spec)
 {
     std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= spec.size()) {
-        const std::size_t end = std::min(spec.find(';', start), spec.size());
-        const std::string entry = spec.substr(start, end - start);
+    for (const std::string& entry : analysis::split_exact(spec, ';'))
         out.push_back(entry.substr(0, entry.find(':')));
-        start = end + 1;
-    }
     return out;
 }
 

@@ -145,15 +145,10 @@ private:
     {
         if (stacked == m_lineStacked || !m_lineRect || !m_lineTitle)
             return;
-        auto* top = m_plot->plotLayout();
-        moveElements(top, {{m_lineTitle, stacked ? 2 : 0, stacked ? 0 : 1}, {m_lineRect, stacked ? 3 : 1, stacked ? 0 : 1}});
-        top->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 1.0} : QList<double>{0.01, 1.0});
         // Stacked, the two share left and right margins (aligned axes) instead of top and bottom.
-        m_histRect->setMarginGroup(QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight, nullptr);
-        m_lineRect->setMarginGroup(QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight, nullptr);
-        const QCP::MarginSides sides = stacked ? (QCP::msLeft | QCP::msRight) : (QCP::msTop | QCP::msBottom);
-        m_histRect->setMarginGroup(sides, m_group);
-        m_lineRect->setMarginGroup(sides, m_group);
+        placeSidePlot(m_plot->plotLayout(), m_lineTitle, m_lineRect, m_histRect, 1, stacked, StackedMargins::leftAndRight,
+                      m_group);
+        m_plot->plotLayout()->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 1.0} : QList<double>{0.01, 1.0});
         m_lineStacked = stacked;
         layoutAt(m_plot->viewport().size());
     }

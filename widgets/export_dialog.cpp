@@ -49,12 +49,7 @@ ExportDialog::ExportDialog(const QString& viewName, const QSize& preferred, cons
 
     m_target = new QLineEdit(this);
     auto* browse = new QPushButton(tr("Browse..."), this);
-    auto* targetRow = new QHBoxLayout;
-    targetRow->addWidget(m_target, 1);
-    targetRow->addWidget(browse);
-    auto* targetLabel = new QLabel(tr("&Target"), this);
-    targetLabel->setBuddy(m_target);
-    form->addRow(targetLabel, targetRow);
+    addFieldWithButton(form, this, tr("&Target"), m_target, browse);
     const QString folder = lastFolder.isEmpty() ? QDir::currentPath() : lastFolder;
     m_target->setText(QDir(folder).filePath(viewName + QStringLiteral(".png")));
 

@@ -72,15 +72,9 @@ private:
         if (stacked == m_stacked || !m_svRect || !m_svTitle)
             return;
         auto* layout = m_plot->plotLayout();
-        moveElements(layout, {{m_svTitle, stacked ? 2 : 0, stacked ? 0 : 2}, {m_svRect, stacked ? 3 : 1, stacked ? 0 : 2}});
+        placeSidePlot(layout, m_svTitle, m_svRect, m_matrixRect, 2, stacked, StackedMargins::left, m_group);
         layout->setRowStretchFactors(stacked ? QList<double>{0.01, 1.0, 0.01, 0.7} : QList<double>{0.01, 1.0});
         layout->setColumnStretchFactors(stacked ? QList<double>{1.0, 0.01} : QList<double>{1.0, 0.01, 1.0});
-        const QCP::MarginSides all = QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight;
-        m_matrixRect->setMarginGroup(all, nullptr);
-        m_svRect->setMarginGroup(all, nullptr);
-        const QCP::MarginSides sides = stacked ? QCP::msLeft : (QCP::msTop | QCP::msBottom);
-        m_matrixRect->setMarginGroup(sides, m_group);
-        m_svRect->setMarginGroup(sides, m_group);
         m_stacked = stacked;
         layoutAt(m_plot->viewport().size());
     }

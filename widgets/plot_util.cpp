@@ -126,6 +126,20 @@ void moveElements(QCPLayoutGrid* grid, const std::vector<GridCell>& cells)
         grid->addElement(c.row, c.col, c.element);
 }
 
+void placeSidePlot(QCPLayoutGrid* layout, QCPLayoutElement* title, QCPAxisRect* side, QCPAxisRect* main, int column,
+                   bool stacked, StackedMargins stackedMargins, QCPMarginGroup* group)
+{
+    const QCP::MarginSides stackedSides =
+        stackedMargins == StackedMargins::left ? QCP::MarginSides(QCP::msLeft) : (QCP::msLeft | QCP::msRight);
+    moveElements(layout, {{title, stacked ? 2 : 0, stacked ? 0 : column}, {side, stacked ? 3 : 1, stacked ? 0 : column}});
+    const QCP::MarginSides all = QCP::msTop | QCP::msBottom | QCP::msLeft | QCP::msRight;
+    main->setMarginGroup(all, nullptr);
+    side->setMarginGroup(all, nullptr);
+    const QCP::MarginSides sides = stacked ? stackedSides : (QCP::msTop | QCP::msBottom);
+    main->setMarginGroup(sides, group);
+    side->setMarginGroup(sides, group);
+}
+
 void setIntegerTicks(QCPAxis* axis)
 {
     auto t = QSharedPointer<IntegerTicker>::create();

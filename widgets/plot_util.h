@@ -54,6 +54,13 @@ struct GridCell {
     int row, col;
 };
 void moveElements(QCPLayoutGrid* grid, const std::vector<GridCell>& cells);
+// A side plot under its title (rows 0 and 1 of `column`) moved below the main plot (rows 2 and 3 of
+// column 0) when `stacked`, or back beside it. The two plots then share `group`'s margins on the left (and
+// right, with StackedMargins::leftAndRight) when stacked, so their axes align; on top and bottom when side
+// by side. Row and column stretch are the caller's.
+enum class StackedMargins { left, leftAndRight };
+void placeSidePlot(QCPLayoutGrid* layout, QCPLayoutElement* title, QCPAxisRect* side, QCPAxisRect* main, int column,
+                   bool stacked, StackedMargins stackedMargins, QCPMarginGroup* group);
 
 // Ticks at integers only (token, grid and block indices), nice steps otherwise.
 void setIntegerTicks(QCPAxis* axis);

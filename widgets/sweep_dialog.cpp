@@ -294,12 +294,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_propose = new QPushButton(tr("&Fit to data"), sweep);
     m_propose->setToolTip(tr("Values that fit the data: the sizes listed below"));
     connect(m_propose, &QPushButton::clicked, this, &SweepDialog::useProposal);
-    auto* valuesRow = new QHBoxLayout;
-    valuesRow->addWidget(m_values, 1);
-    valuesRow->addWidget(m_propose);
-    auto* valuesLabel = new QLabel(tr("Va&lues"), sweep);
-    valuesLabel->setBuddy(m_values);
-    wf->addRow(valuesLabel, valuesRow);
+    addFieldWithButton(wf, sweep, tr("Va&lues"), m_values, m_propose);
     m_hint = new QLabel(sweep);
     m_hint->setObjectName(QStringLiteral("hint"));
     m_hint->setWordWrap(true);

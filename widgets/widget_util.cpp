@@ -4,6 +4,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <QLabel>
@@ -54,6 +55,16 @@ QHBoxLayout* labelledRow(QWidget* parent, QWidget* first, std::initializer_list<
         row->addWidget(field);
     }
     return row;
+}
+
+void addFieldWithButton(QFormLayout* form, QWidget* parent, const QString& label, QWidget* field, QWidget* button)
+{
+    auto* row = new QHBoxLayout;
+    row->addWidget(field, 1);
+    row->addWidget(button);
+    auto* buddy = new QLabel(label, parent);
+    buddy->setBuddy(field);
+    form->addRow(buddy, row);
 }
 
 QSpinBox* spinBox(QWidget* parent, int minimum, int maximum, int value, const QString& toolTip)

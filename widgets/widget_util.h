@@ -15,6 +15,7 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QFormLayout;
 class QHBoxLayout;
 class QLabel;
 class QSpinBox;
@@ -31,6 +32,8 @@ QString sizesText(const std::vector<Eigen::Index>& sizes, const QString& separat
 QWidget* widgetRow(QWidget* parent, std::initializer_list<QWidget*> widgets);
 // A row layout of `first` and then each field after its label (the labels are made with `parent`).
 QHBoxLayout* labelledRow(QWidget* parent, QWidget* first, std::initializer_list<std::pair<QString, QWidget*>> fields);
+// Adds the row "LABEL  [field, stretched][button]" to `form`; the label's & shortcut focuses `field`.
+void addFieldWithButton(QFormLayout* form, QWidget* parent, const QString& label, QWidget* field, QWidget* button);
 
 QSpinBox* spinBox(QWidget* parent, int minimum, int maximum, int value, const QString& toolTip = QString());
 QDoubleSpinBox* doubleSpinBox(QWidget* parent, double minimum, double maximum, int decimals, double value,

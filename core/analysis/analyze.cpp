@@ -53,16 +53,16 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         throw std::invalid_argument("keys are " + std::to_string(K.rows()) + " x " + std::to_string(K.cols()) +
                                     " but queries are " + std::to_string(n) + " x " + std::to_string(d));
     if (metric_options.top_k && *metric_options.top_k < 1)
-        throw std::invalid_argument("--top-k must be at least 1");
+        throw std::invalid_argument("top-k must be at least 1");
     if (metric_options.rank_rtol && !(*metric_options.rank_rtol > 0.0 && *metric_options.rank_rtol < 1.0))
-        throw std::invalid_argument("--rank-rtol must lie in (0, 1)");
+        throw std::invalid_argument("the rank tolerance must lie in (0, 1)");
 
     // Q, K, the factors and the streamed entropy's working space (measure.h); dense work is checked per
     // mechanism when its path is chosen.
     const std::uint64_t light = streaming_memory_bytes(n, d, mechanisms, options, metric_options);
     if (light > memory_limit)
-        throw InputError("N=" + std::to_string(n) + " tokens: even the streaming analysis needs about " + human_bytes(light) +
-                         ", over the memory limit of " + human_bytes(memory_limit) + " (--max-memory)");
+        throw MemoryLimitError("N=" + std::to_string(n) + " tokens: even the streaming analysis needs about " +
+                               human_bytes(light) + ", over the memory limit of " + human_bytes(memory_limit));
 
     // Every mechanism's parameters first, so that an impossible option fails before any work.
     for (const Mechanism m : mechanisms)

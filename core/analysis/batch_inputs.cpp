@@ -2,6 +2,7 @@
 // for its figures that stays unique per input path and the same in every shard (docs/batch.md).
 #include "analysis/batch.h"
 #include "analysis/batch_store.h"
+#include "analysis/vocabulary.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -46,14 +47,9 @@ namespace {
 std::vector<std::string> path_parts(const std::string& display)
 {
     std::vector<std::string> parts;
-    std::size_t pos = 0;
-    while (pos <= display.size()) {
-        const std::size_t slash = std::min(display.find('/', pos), display.size());
-        const std::string part = display.substr(pos, slash - pos);
+    for (std::string& part : split_exact(display, '/'))
         if (!part.empty() && part != ".")
-            parts.push_back(part);
-        pos = slash + 1;
-    }
+            parts.push_back(std::move(part));
     if (parts.empty())
         parts.push_back(display);
     return parts;

@@ -60,17 +60,10 @@ std::string list_text(const json& list, std::size_t max = 20)
     return s + "... " + std::to_string(list.size() - max) + " more]";
 }
 
-}  // namespace
-
-MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
+// One job's shards: the same settings, sharding, plan size and mechanisms; each shard once. Returns the
+// shard numbers given.
+std::set<std::uint64_t> check_one_job(const std::vector<ShardText>& shards, const std::vector<ShardInfo>& infos)
 {
-    if (shards.empty())
-        throw std::invalid_argument("merge: name the shard folders");
-    std::vector<ShardInfo> infos;
-    for (const ShardText& s : shards)
-        infos.push_back(parse_shard_info(s.shard_json, s.dir + "/shard.json"));
-
-    // One job's shards: the same settings, sharding, plan size and mechanisms; each shard once.
     const ShardInfo& first = infos.front();
     const std::string& first_dir = shards.front().dir;
     std::set<std::uint64_t> seen;
@@ -95,69 +88,101 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
             throw InputError(shards[i].dir + ": shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
                              " is given twice");
     }
+    return seen;
+}
 
-    // Every record must be what its shard says: its settings, one of the shard's units, one of the job's
-    // mechanisms in its place, a key that spells its own fields, one input per unit.
-    std::map<std::string, json> merged;
-    std::map<std::uint64_t, std::string> unit_input;   // unit -> file|l=|h=
-    std::map<std::string, std::uint64_t> input_unit;
-    std::set<std::pair<std::uint64_t, std::uint64_t>> present;   // (unit, mechanism index)
+// The records of all shards, each checked to be what its shard says: its settings, one of the shard's units,
+// one of the job's mechanisms in its place, a key that spells its own fields, one input per unit.
+class RecordSet {
+public:
+    void add(json rec, const ShardInfo& s, const std::string& at)
+    {
+        const std::string settings = string_field(rec, "settings");
+        if (settings != s.settings)
+            throw InputError(at + ": a record made with other settings (" + shortened(display_path(settings), 20) +
+                             ") than its shard's (" + s.settings + ")");
+        const auto unit = count_of(field(rec, "unit"));
+        const auto mi = count_of(field(rec, "mechanism_index"));
+        if (!unit || !mi || !field(rec, "mechanism").is_string() || !field(field(rec, "input"), "file").is_string())
+            throw InputError(at + ": not a batch record (it lacks unit, mechanism_index, mechanism or input.file)");
+        if (*unit >= s.units_total || *unit % s.shards != s.shard)
+            throw InputError(at + ": unit " + std::to_string(*unit) + " is not one of the units of shard " +
+                             std::to_string(s.shard) + "/" + std::to_string(s.shards) + " of " +
+                             std::to_string(s.units_total));
+        const std::string mechanism = rec["mechanism"].get<std::string>();
+        if (*mi >= s.mechanisms.size() || s.mechanisms[*mi] != mechanism)
+            throw InputError(at + ": mechanism '" + shortened(display_path(mechanism), 20) + "' (index " +
+                             std::to_string(*mi) + ") is not the shard's mechanism at that place");
+        const std::string identity = unit_identity(rec);
+        const std::string key = rec["key"].get<std::string>();
+        if (key != identity + "|" + mechanism)
+            throw InputError(at + ": key '" + shortened(key) + "' does not spell the record's input, layer, head and mechanism");
+        const auto [u_it, u_new] = m_unit_input.emplace(*unit, identity);
+        const auto [i_it, i_new] = m_input_unit.emplace(identity, *unit);
+        if (u_it->second != identity || i_it->second != *unit)
+            throw InputError(at + ": unit " + std::to_string(*unit) + " (" + shortened(identity) +
+                             ") disagrees with another record (a unit is one input, layer and head)");
+        // A shard's run writes each record once (a resume skips what it has): a second record under one key
+        // is more than the shard made, and which of the two is right cannot be told.
+        if (!m_present.insert({*unit, *mi}).second || m_merged.count(key))
+            throw InputError(at + ": a second record of '" + shortened(key) + "' (unit " + std::to_string(*unit) +
+                             ", " + mechanism + "); a shard holds one record per unit and mechanism");
+        m_merged[key] = std::move(rec);
+    }
+
+    // Units of the given shards without all their records (bounded by the units lists read), ascending.
+    json missing_units(const std::vector<ShardInfo>& infos) const
+    {
+        std::vector<std::uint64_t> lacking;
+        for (const ShardInfo& s : infos)
+            for (const std::uint64_t u : s.units)
+                for (std::uint64_t m = 0; m < s.mechanisms.size(); ++m)
+                    if (!m_present.count({u, m})) {
+                        lacking.push_back(u);
+                        break;
+                    }
+        std::sort(lacking.begin(), lacking.end());
+        json out = json::array();
+        for (const std::uint64_t u : lacking)
+            out.push_back(u);
+        return out;
+    }
+
+    const std::map<std::string, json>& records() const { return m_merged; }
+
+private:
+    std::map<std::string, json> m_merged;
+    std::map<std::uint64_t, std::string> m_unit_input;   // unit -> file|l=|h=
+    std::map<std::string, std::uint64_t> m_input_unit;
+    std::set<std::pair<std::uint64_t, std::uint64_t>> m_present;   // (unit, mechanism index)
+};
+
+}  // namespace
+
+MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
+{
+    if (shards.empty())
+        throw std::invalid_argument("merge: name the shard folders");
+    std::vector<ShardInfo> infos;
+    for (const ShardText& s : shards)
+        infos.push_back(parse_shard_info(s.shard_json, s.dir + "/shard.json"));
+    const ShardInfo& first = infos.front();
+    const std::set<std::uint64_t> seen = check_one_job(shards, infos);
+
+    RecordSet records;
     for (std::size_t i = 0; i < shards.size(); ++i) {
-        const ShardInfo& s = infos[i];
         const std::string where = shards[i].dir + "/results.jsonl";
-        for (auto& [line_no, rec] : parse_record_lines(shards[i].results_jsonl, where).records) {
-            const std::string at = where + " line " + std::to_string(line_no);
-            const std::string settings = string_field(rec, "settings");
-            if (settings != s.settings)
-                throw InputError(at + ": a record made with other settings (" + shortened(display_path(settings), 20) +
-                                 ") than its shard's (" + s.settings + ")");
-            const auto unit = count_of(field(rec, "unit"));
-            const auto mi = count_of(field(rec, "mechanism_index"));
-            if (!unit || !mi || !field(rec, "mechanism").is_string() || !field(field(rec, "input"), "file").is_string())
-                throw InputError(at + ": not a batch record (it lacks unit, mechanism_index, mechanism or input.file)");
-            if (*unit >= s.units_total || *unit % s.shards != s.shard)
-                throw InputError(at + ": unit " + std::to_string(*unit) + " is not one of the units of shard " +
-                                 std::to_string(s.shard) + "/" + std::to_string(s.shards) + " of " +
-                                 std::to_string(s.units_total));
-            const std::string mechanism = rec["mechanism"].get<std::string>();
-            if (*mi >= s.mechanisms.size() || s.mechanisms[*mi] != mechanism)
-                throw InputError(at + ": mechanism '" + shortened(display_path(mechanism), 20) + "' (index " +
-                                 std::to_string(*mi) + ") is not the shard's mechanism at that place");
-            const std::string identity = unit_identity(rec);
-            const std::string key = rec["key"].get<std::string>();
-            if (key != identity + "|" + mechanism)
-                throw InputError(at + ": key '" + shortened(key) + "' does not spell the record's input, layer, head and mechanism");
-            const auto [u_it, u_new] = unit_input.emplace(*unit, identity);
-            const auto [i_it, i_new] = input_unit.emplace(identity, *unit);
-            if (u_it->second != identity || i_it->second != *unit)
-                throw InputError(at + ": unit " + std::to_string(*unit) + " (" + shortened(identity) +
-                                 ") disagrees with another record (a unit is one input, layer and head)");
-            // A shard's run writes each record once (a resume skips what it has): a second record under one key
-            // is more than the shard made, and which of the two is right cannot be told.
-            if (!present.insert({*unit, *mi}).second || merged.count(key))
-                throw InputError(at + ": a second record of '" + shortened(key) + "' (unit " + std::to_string(*unit) +
-                                 ", " + mechanism + "); a shard holds one record per unit and mechanism");
-            merged[key] = std::move(rec);
-        }
+        for (auto& [line_no, rec] : parse_record_lines(shards[i].results_jsonl, where).records)
+            records.add(std::move(rec), infos[i], where + " line " + std::to_string(line_no));
     }
 
     // What the set lacks: shards not given (bounded by kMaxShards), units of given shards without all their
-    // records (bounded by the units lists read).
-    json missing_shards = json::array(), missing_units = json::array();
+    // records.
+    json missing_shards = json::array();
     for (std::uint64_t i = 0; i < first.shards; ++i)
         if (!seen.count(i))
             missing_shards.push_back(i);
-    std::vector<std::uint64_t> lacking;
-    for (const ShardInfo& s : infos)
-        for (const std::uint64_t u : s.units)
-            for (std::uint64_t m = 0; m < s.mechanisms.size(); ++m)
-                if (!present.count({u, m})) {
-                    lacking.push_back(u);
-                    break;
-                }
-    std::sort(lacking.begin(), lacking.end());
-    for (const std::uint64_t u : lacking)
-        missing_units.push_back(u);
+    const json missing_units = records.missing_units(infos);
 
     MergedSet out;
     out.complete = missing_shards.empty() && missing_units.empty();
@@ -176,7 +201,7 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
         throw InputError("merge: incomplete shard set: " + what + "; give --partial to merge what there is (its outputs "
                          "are then named results.partial.jsonl and summary.partial.csv)");
     }
-    const auto list = ordered(merged);
+    const auto list = ordered(records.records());
     out.results_jsonl = results_text(list);
     out.summary_csv = summary_csv(list);
     return out;

@@ -162,24 +162,25 @@ std::vector<Index> block_grid_for(const FileDefaults& d, const std::string& file
     if (!fits)
         throw InputError(file + ": the file's attribute block_grid = " + json_text(nlohmann::json(d.block_grid)) +
                          " does not cut its grid " + json_text(nlohmann::json(d.grid)) +
-                         " into equal parts; give --blocks, --chunk or --grid with --block-grid to override it");
+                         " into equal parts; choose the MHLA blocks yourself (a grid of blocks) to override it");
     return d.block_grid;
 }
 
-// An attribute that would be applied but cannot be used: the error names it and the option that overrides it.
-void refuse_invalid(const FileDefaults& d, const char* key, const std::string& file, const char* option)
+// An attribute that would be applied but cannot be used: the error names it and the choice that overrides
+// it, in words every front end shares ("the prefix tokens": --prefix-tokens, the Selection panel's field).
+void refuse_invalid(const FileDefaults& d, const char* key, const std::string& file, const char* choice)
 {
     if (const auto it = d.invalid.find(key); it != d.invalid.end())
-        throw InputError(file + ": the file's attribute " + key + " " + it->second + "; give " + option +
-                         " to override it");
+        throw InputError(file + ": the file's attribute " + key + " " + it->second + "; choose " + choice +
+                         " yourself to override it");
 }
 
 // A mixing attribute that is not a preset names a matrix, a gates attribute a tensor: FILE[:DATASET] relative
 // to the queries' folder, else a dataset of the queries' own file. A data file is data (docs/security.md, "Data
 // files"): the file it names must lie inside its folder once symlinks and `..` are resolved; an absolute path or
-// one leading out is refused, and the option (--mixing, --gates) is how the user reads one from elsewhere.
+// one leading out is refused, and the option (a mixing matrix or gates chosen by the user) is how to read one from elsewhere.
 std::string attribute_reference(const std::string& value, const std::string& q_file, const std::string& attribute,
-                                const std::string& option)
+                                const std::string& what)
 {
     const io::TensorRef ref = io::parse_tensor_ref(value);
     const fs::path base = fs::path(q_file).parent_path();
@@ -194,7 +195,7 @@ std::string attribute_reference(const std::string& value, const std::string& q_f
     const fs::path rel = real.lexically_relative(folder);
     if (ec || rel.empty() || rel == "." || *rel.begin() == "..")
         throw InputError(q_file + ": the file's attribute " + attribute + " = \"" + value +
-                         "\" names a file outside the file's folder; refused (give " + option + " to read one from there)");
+                         "\" names a file outside the file's folder; refused (choose the " + what + " yourself to read one from there)");
     return named.string() + (ref.name.empty() ? "" : ":" + ref.name);
 }
 
@@ -238,21 +239,21 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                          "count as real. Record it again with tools/python/attnscope_dump.py, which drops the "
                          "padded tokens (attribute padded_tokens), or delete the attribute if nothing was padded");
     if (!setup.given.prefix_tokens) {
-        refuse_invalid(d, "prefix_tokens", file, "--prefix-tokens");
+        refuse_invalid(d, "prefix_tokens", file, "the prefix tokens");
         if (d.prefix_tokens && *d.prefix_tokens > 0) {
             setup.selection.prefix_tokens = *d.prefix_tokens;
             used["prefix_tokens"] = *d.prefix_tokens;
         }
     }
     if (!setup.given.causal) {
-        refuse_invalid(d, "causal", file, "--causal or --no-causal");
+        refuse_invalid(d, "causal", file, "causal or not");
         if (d.causal && *d.causal) {
             setup.options.causal = true;
             used["causal"] = true;
         }
     }
     if (!setup.given.scale) {
-        refuse_invalid(d, "scale", file, "--scale");
+        refuse_invalid(d, "scale", file, "the scale");
         // The bridge records every layer's scale; one equal to the default 1/sqrt(d) changes nothing and is
         // not reported (Gemma-like models with another scale are the reason for the attribute).
         if (d.scale) {
@@ -268,8 +269,8 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
         }
     }
     if (!setup.given.blocks) {
-        refuse_invalid(d, "grid", file, "--blocks, --chunk or --grid");
-        refuse_invalid(d, "block_grid", file, "--blocks, --chunk or --grid with --block-grid");
+        refuse_invalid(d, "grid", file, "the MHLA blocks");
+        refuse_invalid(d, "block_grid", file, "the MHLA blocks");
     }
     if (!setup.given.blocks && !d.grid.empty()) {
         Index cells = 1;
@@ -289,14 +290,14 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
         }
     }
     if (!setup.given.mixing) {
-        refuse_invalid(d, "mixing", file, "--mixing");
+        refuse_invalid(d, "mixing", file, "the mixing");
         if (d.mixing) {
             attention::MixingSpec& m = setup.options.mixing;
             if (attention::is_mixing_preset(*d.mixing)) {
                 m.preset = *d.mixing;
                 m.matrix.reset();
             } else {
-                load_mixing(m, attribute_reference(*d.mixing, file, "mixing", "--mixing"), "the file's mixing attribute");
+                load_mixing(m, attribute_reference(*d.mixing, file, "mixing", "mixing matrix"), "the file's mixing attribute");
                 // A learned M x M matrix fixes the block count: with no block option and no grid from the
                 // file, 1-D blocks, M of them (docs/cli.md "Defaults from the file's attributes").
                 const Index learned_m = m.matrix ? m.matrix->rows() : m.head_matrices.front().rows();
@@ -312,7 +313,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
     if (!setup.given.gates) {
         refuse_invalid(d, "gates", file, "--gates");
         if (d.gates) {
-            setup.options.gates.source = attribute_reference(*d.gates, file, "gates", "--gates");
+            setup.options.gates.source = attribute_reference(*d.gates, file, "gates", "gates");
             used["gates"] = *d.gates;
         }
     }

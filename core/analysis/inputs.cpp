@@ -182,10 +182,10 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
 {
     const std::uint64_t need = input_budget_bytes(q_ref, k_ref, v_ref, selection);
     if (need > io::read_limit_bytes())
-        throw InputError("--q " + q_ref + ", --k " + k_ref + ": the run needs about " + byte_text(need) +
-                         " (the selected queries, keys" + (v_ref ? std::string(" and values") : std::string()) +
-                         " as float64 and the analysis' working space), above the memory limit of " +
-                         byte_text(io::read_limit_bytes()) + " (--max-memory); nothing was read");
+        throw MemoryLimitError("--q " + q_ref + ", --k " + k_ref + ": the run needs about " + byte_text(need) +
+                               " (the selected queries, keys" + (v_ref ? std::string(" and values") : std::string()) +
+                               " as float64 and the analysis' working space), above the memory limit of " +
+                               byte_text(io::read_limit_bytes()) + "; nothing was read");
     LoadedInputs in;
     const Opened q = open_ref(q_ref);
     const std::size_t q_rank = q.info->shape.size();

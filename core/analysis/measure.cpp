@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -72,129 +73,6 @@ Index score_width(const attention::AttentionOperator& op)
     return op.cols();   // unknown structure: charged as if the scores were N wide
 }
 
-namespace {
-
-// "block Lanczos 50 passes x 2 N^2 (d + 2b) = 1.6e12 flops, the dense SVD (8/3) N^3 = 1.5e12 flops": the
-// estimate of spectrum_cost_estimate in words.
-std::string cost_words(const attention::AttentionOperator& op, Index k)
-{
-    const SpectrumCostEstimate c = spectrum_cost_estimate(op.rows(), score_width(op), k);
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "block Lanczos %.0f passes x 2 N^2 (d + 2b) = %.1e flops (d=%lld, b=%lld), the dense SVD "
-                  "(8/3) N^3 = %.1e flops", k_auto_top_k_passes, c.top_k_flops, static_cast<long long>(score_width(op)),
-                  static_cast<long long>(metrics::top_k_default_block(k)), c.dense_flops);
-    return buf;
-}
-
-}  // namespace
-
-SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit)
-{
-    if (!mo.spectrum)
-        return SpectrumPath::none;
-    const attention::KernelFactors* factors = op.factors();
-    const Index n = op.rows();
-    const std::string name = std::string(attention::to_string(op.mechanism())) +
-                             (op.kernel_pieces() && op.kernel_pieces()->causal ? " (causal)" : "");
-    switch (mo.method) {
-    case SpectrumMethod::dense:
-        break;
-    case SpectrumMethod::structured:
-        if (!factors)
-            throw std::invalid_argument(name + " attention has no low-rank factors: --method structured applies to "
-                                               "non-causal linear and MHLA only (use --method auto)");
-        return SpectrumPath::structured;
-    case SpectrumMethod::streaming:
-        if (factors)
-            return SpectrumPath::structured;
-        if (mo.rank_rtol)
-            return SpectrumPath::randomized;
-        if (!mo.top_k)   // nothing about the spectrum is computable without N x N: null, and measure() says why
-            return SpectrumPath::none;
-        return SpectrumPath::top_k;
-    case SpectrumMethod::automatic:
-        // Structured is exact; it is taken when its core is smaller than N (an O((M r)^3) SVD instead of O(N^3)).
-        if (factors && metrics::structured_core_size(*factors) < n)
-            return SpectrumPath::structured;
-        // A few largest values asked for, and no exact rank: the cheaper of dense and block Lanczos
-        // by the estimate of docs/cli.md (--method auto), even when the dense matrix fits.
-        if (!factors && mo.top_k && !mo.rank_rtol && auto_prefers_top_k(n, score_width(op), *mo.top_k))
-            return SpectrumPath::top_k;
-        if (dense_memory_bytes(n) > memory_limit) {
-            if (factors)
-                return SpectrumPath::structured;
-            if (mo.rank_rtol)
-                return SpectrumPath::randomized;
-            if (mo.top_k)
-                return SpectrumPath::top_k;
-        }
-        break;
-    }
-    const std::uint64_t need = dense_memory_bytes(n);
-    if (need > memory_limit)
-        throw InputError(name + ", N=" + std::to_string(n) + ": all singular values need the dense " + std::to_string(n) +
-                         " x " + std::to_string(n) + " matrix, about " + human_bytes(need) + ", over the memory limit of " +
-                         human_bytes(memory_limit) + " (--max-memory). What fits: --metrics entropy (streamed), --top-k K "
-                         "(matrix-free largest singular values), and --method structured for non-causal linear and MHLA");
-    return SpectrumPath::dense;
-}
-
-std::string spectrum_path_reason(const attention::AttentionOperator& op, const MetricOptions& mo, std::uint64_t memory_limit,
-                                 SpectrumPath path)
-{
-    const Index n = op.rows();
-    const std::string asked = "--method " + std::string(to_string(mo.method));
-    const std::string matrix = "the dense " + std::to_string(n) + " x " + std::to_string(n) + " SVD needs about " +
-                               human_bytes(dense_memory_bytes(n));
-    // The limit itself is left out: a batch divides it among its jobs, and a unit's record must not depend
-    // on --jobs (docs/batch.md).
-    const std::string limit = "--max-memory";
-    const bool fits = dense_memory_bytes(n) <= memory_limit;
-    const attention::KernelFactors* factors = op.factors();
-    switch (path) {
-    case SpectrumPath::none:
-        return mo.spectrum ? asked + ": no low-rank factors, and neither --top-k nor --rank-rtol" : "spectrum not asked for";
-    case SpectrumPath::dense:
-        if (mo.method == SpectrumMethod::dense)
-            return asked;
-        {
-            std::string why = asked + ": every singular value, exactly, from the dense matrix (" + matrix + ", within " +
-                              limit + ")" + (factors ? "; the structured core is not smaller than N" : "");
-            if (mo.top_k && !factors) {
-                if (mo.rank_rtol)
-                    why += "; --rank-rtol asks for the exact rank, which needs every singular value";
-                else if (metrics::top_k_uses_dense(n, n, *mo.top_k))
-                    why += "; --top-k " + std::to_string(*mo.top_k) + " would take the dense SVD too (small N or large k)";
-                else
-                    why += "; estimated cheaper than the " + std::to_string(*mo.top_k) + " largest by block Lanczos (" +
-                           cost_words(op, *mo.top_k) + ")";
-            }
-            return why;
-        }
-    case SpectrumPath::structured:
-        if (mo.method != SpectrumMethod::automatic)
-            return asked + ": exact from the low-rank factors (non-causal linear / MHLA)";
-        return asked + ": exact from the low-rank factors, core " + std::to_string(metrics::structured_core_size(*factors)) +
-               " < N=" + std::to_string(n) + (fits ? "" : " (and " + matrix + ", over " + limit + ")");
-    case SpectrumPath::top_k:
-        if (mo.method == SpectrumMethod::automatic && fits)
-            return asked + ": only the " + std::to_string(*mo.top_k) + " largest singular values asked for, and block "
-                   "Lanczos is estimated cheaper than the dense SVD although that fits " + limit + " (" +
-                   cost_words(op, *mo.top_k) + "); the " + std::to_string(*mo.top_k) +
-                   " largest by block Lanczos on the matrix-free operator (O(N k) memory); rank, effective and stable "
-                   "rank need every singular value (leave out --top-k for them)";
-        return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
-               " the " + std::to_string(*mo.top_k) + " largest singular values " +
-               (metrics::top_k_uses_dense(n, n, *mo.top_k) ? "from the dense SVD (small N: cheaper than block Lanczos)"
-                                                            : "by block Lanczos on the matrix-free operator (O(N k) memory)");
-    case SpectrumPath::randomized:
-        return asked + (mo.method == SpectrumMethod::automatic ? ": " + matrix + ", over " + limit + ";" : ":") +
-               " the rank at --rank-rtol bracketed by the randomized range finder (O(N basis) memory)" +
-               (mo.top_k ? " and the " + std::to_string(*mo.top_k) + " largest by block Lanczos" : "");
-    }
-    return {};
-}
-
 PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                     const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,
                                     const MetricOptions& metric_options, std::uint64_t memory_limit)
@@ -208,8 +86,9 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
         p.result.same_as_linear = true;
     }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
-    p.path = choose_spectrum_path(*p.op, metric_options, memory_limit);
-    p.result.spectrum_why = spectrum_path_reason(*p.op, metric_options, memory_limit, p.path);
+    SpectrumChoice choice = choose_spectrum(*p.op, metric_options, memory_limit);
+    p.path = choice.path;
+    p.result.spectrum_why = std::move(choice.why);
     return p;
 }
 

@@ -2,7 +2,7 @@
 // One way to measure an attention operator (docs/maths.md section 2): the singular spectrum with its
 // ranks and the row entropies, with a warning for everything that cannot be computed. `analyze` (and so
 // `sweep` and `batch`) and the desktop app's `explore` all call measure(); they differ only in what they
-// ask of it: which spectrum path (choose_spectrum_path: dense, structured, matrix-free top-k or the
+// ask of it: which spectrum path (choose_spectrum: dense, structured, matrix-free top-k or the
 // randomized rank bracket), whether the N x N matrix is kept for display, and whether the job reports
 // progress and can be cancelled.
 #include <cstdint>
@@ -62,7 +62,7 @@ struct MechanismResult {
     // Matrix-free top-k (metrics/topk.h): the solver's report, with a residual bound per value.
     std::optional<metrics::TopSingularValues> top_k;
     bool same_as_linear = false;                        // MHLA that is linear attention by construction (a warning says why)
-    std::string spectrum_why;                           // why this spectrum path (spectrum_path_reason); empty: not recorded
+    std::string spectrum_why;                           // why this spectrum path (choose_spectrum); empty: not recorded
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -90,11 +90,17 @@ nlohmann::ordered_json mechanism_params(attention::Mechanism mechanism, const at
 attention::AttentionOptions options_for(attention::Mechanism mechanism, const attention::AttentionOptions& options);
 
 // The spectrum computation for `op` under `metric_options` when dense work may use `memory_limit`
-// bytes. Throws std::invalid_argument when the method asked for cannot apply (structured without
-// factors) and InputError when nothing fits, naming what would. Under --method streaming an operator without
-// factors and with neither --top-k nor --rank-rtol gets `none` (its spectrum null, with a warning).
-SpectrumPath choose_spectrum_path(const attention::AttentionOperator& op, const MetricOptions& metric_options,
-                                  std::uint64_t memory_limit);
+// bytes, and why, in words naming the method asked for, the sizes and the memory limit that decided (the
+// JSON's "method": {"why"} and the summary table). Throws std::invalid_argument when the method asked for
+// cannot apply (structured without factors) and InputError when nothing fits, naming what would. Under
+// --method streaming an operator without factors and with neither --top-k nor --rank-rtol gets `none` (its
+// spectrum null, with a warning).
+struct SpectrumChoice {
+    SpectrumPath path = SpectrumPath::none;
+    std::string why;
+};
+SpectrumChoice choose_spectrum(const attention::AttentionOperator& op, const MetricOptions& metric_options,
+                               std::uint64_t memory_limit);
 
 // The cost estimate by which `auto` chooses between the dense SVD and the matrix-free top-k when the dense
 // work fits (docs/cli.md, --method auto), in floating-point operations, ignoring rates (both run at about
@@ -118,11 +124,6 @@ SpectrumCostEstimate spectrum_cost_estimate(Index n, Index d, Index k);
 bool auto_prefers_top_k(Index n, Index d, Index k);
 // The width the scores of `op` are formed from (softmax: d; kernel mechanisms: r), for the estimate.
 Index score_width(const attention::AttentionOperator& op);
-
-// Why choose_spectrum_path picked `path` for `op` under these options, in words naming the method asked for,
-// the sizes and the memory limit that decided (the JSON's "method": {"why"} and the summary table).
-std::string spectrum_path_reason(const attention::AttentionOperator& op, const MetricOptions& metric_options,
-                                 std::uint64_t memory_limit, SpectrumPath path);
 
 // One mechanism ready to measure: its recorded parameters, the options it is computed with, its
 // operator on Q, K (N by d, one token per row) and its spectrum path. Throws std::invalid_argument for

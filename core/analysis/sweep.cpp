@@ -202,10 +202,10 @@ void check_plan_size(const SweepSpec& spec, const std::vector<attention::Attenti
                                     ": sweep fewer heads, layers, values or draws");
     const std::uint64_t budget = budget_of(spec);
     if (bytes > static_cast<long double>(budget))
-        throw std::invalid_argument("the sweep's plan and records need about " +
-                                    human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
-                                    ", over the memory limit of " + human_bytes(budget) +
-                                    " (--max-memory): sweep fewer heads, layers, values or draws");
+        throw MemoryLimitError("the sweep's plan and records need about " +
+                               human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
+                               ", over the memory limit of " + human_bytes(budget) +
+                               ": sweep fewer heads, layers, values or draws");
 }
 
 void check_spec(const SweepSpec& spec)
@@ -328,10 +328,10 @@ void validate_sweep_counts(const SweepSpec& spec, const SweepCountNames& names)
     for (const Index n : vary_n ? spec.values : std::vector<Index>{spec.synth->n}) {
         const long double bytes = static_cast<long double>(n) * static_cast<long double>(spec.synth->d) * 3.0L * 12.0L;
         if (bytes > static_cast<long double>(budget))
-            throw std::invalid_argument((vary_n ? names.values + " n=" : names.n + " ") + std::to_string(n) + " with --d " +
-                                        std::to_string(spec.synth->d) + ": the synthetic activations need about " +
-                                        human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
-                                        ", over the memory limit of " + human_bytes(budget) + " (--max-memory)");
+            throw MemoryLimitError((vary_n ? names.values + " n=" : names.n + " ") + std::to_string(n) + " with --d " +
+                                   std::to_string(spec.synth->d) + ": the synthetic activations need about " +
+                                   human_bytes(bytes > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(bytes)) +
+                                   ", over the memory limit of " + human_bytes(budget));
     }
 }
 

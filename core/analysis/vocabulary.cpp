@@ -1,5 +1,6 @@
 #include "analysis/vocabulary.h"
 
+#include <algorithm>
 #include <cctype>
 #include <optional>
 #include <stdexcept>
@@ -8,19 +9,25 @@
 
 namespace attnscope::analysis {
 
-std::vector<std::string> split_list(const std::string& text, char sep)
+std::vector<std::string> split_exact(const std::string& text, char sep)
 {
     std::vector<std::string> out;
-    std::string cur;
-    for (char c : text) {
-        if (c == sep) {
-            out.push_back(cur);
-            cur.clear();
-        } else if (!std::isspace(static_cast<unsigned char>(c))) {
-            cur += c;
-        }
+    std::size_t start = 0;
+    for (;;) {
+        const std::size_t end = text.find(sep, start);
+        out.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+        if (end == std::string::npos)
+            return out;
+        start = end + 1;
     }
-    out.push_back(cur);
+}
+
+std::vector<std::string> split_list(const std::string& text, char sep)
+{
+    std::vector<std::string> out = split_exact(text, sep);
+    for (std::string& item : out)
+        item.erase(std::remove_if(item.begin(), item.end(), [](char c) { return std::isspace(static_cast<unsigned char>(c)); }),
+                   item.end());
     return out;
 }
 

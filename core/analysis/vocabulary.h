@@ -17,6 +17,9 @@ namespace attnscope::analysis {
 
 using Index = Eigen::Index;
 
+// `text` cut at every `sep`, each piece kept as it is ("a;;b" -> "a", "", "b"; an empty text gives one
+// empty piece).
+std::vector<std::string> split_exact(const std::string& text, char sep);
 // Splits at `sep`, dropping white space (an empty text gives one empty item).
 std::vector<std::string> split_list(const std::string& text, char sep = ',');
 

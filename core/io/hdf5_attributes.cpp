@@ -7,6 +7,7 @@
 
 #include "io/hdf5_attributes.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::io::detail {
 
@@ -58,6 +59,109 @@ nlohmann::json nest(std::vector<nlohmann::json>& values, const std::vector<hsize
     return arr;
 }
 
+// Each reader below appends the n values of `attr` (of type `type`) to `values`; false when HDF5 cannot
+// read them.
+bool read_integers(hid_t attr, hid_t type, std::size_t n, std::vector<nlohmann::json>& values)
+{
+    if (H5Tget_sign(type) == H5T_SGN_2) {
+        std::vector<long long> v(n);
+        if (H5Aread(attr, H5T_NATIVE_LLONG, v.data()) < 0)
+            return false;
+        for (auto x : v)
+            values.emplace_back(static_cast<std::int64_t>(x));
+    } else {
+        std::vector<unsigned long long> v(n);
+        if (H5Aread(attr, H5T_NATIVE_ULLONG, v.data()) < 0)
+            return false;
+        for (auto x : v)
+            values.emplace_back(static_cast<std::uint64_t>(x));
+    }
+    return true;
+}
+
+bool read_floats(hid_t attr, std::size_t n, std::vector<nlohmann::json>& values)
+{
+    std::vector<double> v(n);
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, v.data()) < 0)
+        return false;
+    for (auto x : v)
+        values.emplace_back(x);
+    return true;
+}
+
+bool read_enums(hid_t attr, hid_t type, std::size_t n, std::vector<nlohmann::json>& values)
+{
+    H5Id base(H5Tget_super(type), H5Tclose);
+    if (!base || H5Tget_class(base.get()) != H5T_INTEGER)
+        return false;
+    const bool as_bool = is_bool_enum(type);
+    // Read the enum as itself (HDF5 does not convert enums to numbers), then print names/bools.
+    H5Id mem(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose);
+    if (!mem)
+        return false;
+    const std::size_t size = H5Tget_size(mem.get());
+    std::vector<unsigned char> raw(n * size);
+    if (H5Aread(attr, mem.get(), raw.data()) < 0)
+        return false;
+    for (std::size_t i = 0; i < n; ++i) {
+        const unsigned char* p = raw.data() + i * size;
+        if (as_bool) {
+            values.emplace_back(*p != 0);
+            continue;
+        }
+        char name[256] = {};
+        if (H5Tenum_nameof(mem.get(), p, name, sizeof name) >= 0)
+            values.emplace_back(display_path(name));
+        else
+            values.emplace_back(nullptr);
+    }
+    return true;
+}
+
+bool read_variable_strings(hid_t attr, hid_t type, hid_t space, std::size_t n, std::vector<nlohmann::json>& values)
+{
+    H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(type));
+    std::vector<char*> ptrs(n, nullptr);
+    const bool ok = H5Aread(attr, mem.get(), ptrs.data()) >= 0;
+    if (ok)
+        for (char* s : ptrs)
+            values.emplace_back(display_path(s ? s : ""));
+    // Free what HDF5 allocated, also after a failed read (null entries are skipped).
+#if H5_VERSION_GE(1, 12, 0)
+    H5Treclaim(mem.get(), space, H5P_DEFAULT, ptrs.data());
+#else
+    H5Dvlen_reclaim(mem.get(), space, H5P_DEFAULT, ptrs.data());
+#endif
+    return ok;
+}
+
+// Fixed-size strings of `size` bytes each (the caller caps size * n), padding removed.
+bool read_fixed_strings(hid_t attr, hid_t type, std::size_t size, std::size_t n, std::vector<nlohmann::json>& values)
+{
+    const H5T_str_t pad = H5Tget_strpad(type);
+    H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
+    H5Tset_size(mem.get(), size);
+    H5Tset_cset(mem.get(), H5Tget_cset(type));
+    H5Tset_strpad(mem.get(), pad);
+    std::vector<char> raw(n * size);
+    if (H5Aread(attr, mem.get(), raw.data()) < 0)
+        return false;
+    for (std::size_t i = 0; i < n; ++i) {
+        std::string s(raw.data() + i * size, size);
+        if (pad == H5T_STR_SPACEPAD) {
+            s.erase(s.find_last_not_of(' ') + 1);
+        } else {
+            const auto nul = s.find('\0');
+            if (nul != std::string::npos)
+                s.resize(nul);
+        }
+        values.emplace_back(display_path(s));
+    }
+    return true;
+}
+
 // The value of one attribute as JSON; nullopt for types we do not show.
 std::optional<nlohmann::json> read_attribute(hid_t attr)
 {
@@ -82,98 +186,25 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
     std::vector<nlohmann::json> values;
     values.reserve(n);
 
-    const H5T_class_t tclass = H5Tget_class(type.get());
-    if (tclass == H5T_INTEGER) {
-        if (H5Tget_sign(type.get()) == H5T_SGN_2) {
-            std::vector<long long> v(n);
-            if (H5Aread(attr, H5T_NATIVE_LLONG, v.data()) < 0)
-                return std::nullopt;
-            for (auto x : v)
-                values.emplace_back(static_cast<std::int64_t>(x));
-        } else {
-            std::vector<unsigned long long> v(n);
-            if (H5Aread(attr, H5T_NATIVE_ULLONG, v.data()) < 0)
-                return std::nullopt;
-            for (auto x : v)
-                values.emplace_back(static_cast<std::uint64_t>(x));
-        }
-    } else if (tclass == H5T_FLOAT) {
-        std::vector<double> v(n);
-        if (H5Aread(attr, H5T_NATIVE_DOUBLE, v.data()) < 0)
-            return std::nullopt;
-        for (auto x : v)
-            values.emplace_back(x);
-    } else if (tclass == H5T_ENUM) {
-        H5Id base(H5Tget_super(type.get()), H5Tclose);
-        if (!base || H5Tget_class(base.get()) != H5T_INTEGER)
-            return std::nullopt;
-        const bool as_bool = is_bool_enum(type.get());
-        // Read the enum as itself (HDF5 does not convert enums to numbers), then print names/bools.
-        H5Id mem(H5Tget_native_type(type.get(), H5T_DIR_ASCEND), H5Tclose);
-        if (!mem)
-            return std::nullopt;
-        const std::size_t size = H5Tget_size(mem.get());
-        std::vector<unsigned char> raw(n * size);
-        if (H5Aread(attr, mem.get(), raw.data()) < 0)
-            return std::nullopt;
-        for (std::size_t i = 0; i < n; ++i) {
-            const unsigned char* p = raw.data() + i * size;
-            if (as_bool) {
-                values.emplace_back(*p != 0);
-                continue;
-            }
-            char name[256] = {};
-            if (H5Tenum_nameof(mem.get(), p, name, sizeof name) >= 0)
-                values.emplace_back(valid_utf8(name));
-            else
-                values.emplace_back(nullptr);
-        }
-    } else if (tclass == H5T_STRING) {
-        const H5T_cset_t cset = H5Tget_cset(type.get());
+    bool ok = false;
+    switch (H5Tget_class(type.get())) {
+    case H5T_INTEGER: ok = read_integers(attr, type.get(), n, values); break;
+    case H5T_FLOAT: ok = read_floats(attr, n, values); break;
+    case H5T_ENUM: ok = read_enums(attr, type.get(), n, values); break;
+    case H5T_STRING:
         if (H5Tis_variable_str(type.get()) > 0) {
-            H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
-            H5Tset_size(mem.get(), H5T_VARIABLE);
-            H5Tset_cset(mem.get(), cset);
-            std::vector<char*> ptrs(n, nullptr);
-            const bool ok = H5Aread(attr, mem.get(), ptrs.data()) >= 0;
-            if (ok)
-                for (char* s : ptrs)
-                    values.emplace_back(valid_utf8(s ? s : ""));
-            // Free what HDF5 allocated, also after a failed read (null entries are skipped).
-#if H5_VERSION_GE(1, 12, 0)
-            H5Treclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
-#else
-            H5Dvlen_reclaim(mem.get(), space.get(), H5P_DEFAULT, ptrs.data());
-#endif
-            if (!ok)
-                return std::nullopt;
+            ok = read_variable_strings(attr, type.get(), space.get(), n, values);
         } else {
             const std::size_t size = H5Tget_size(type.get());
             if (size == 0 || static_cast<std::uint64_t>(size) * n > (16u << 20))
                 return nlohmann::json(fmt::format("({} strings of {} bytes, not shown)", n, size));
-            const H5T_str_t pad = H5Tget_strpad(type.get());
-            H5Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
-            H5Tset_size(mem.get(), size);
-            H5Tset_cset(mem.get(), cset);
-            H5Tset_strpad(mem.get(), pad);
-            std::vector<char> raw(n * size);
-            if (H5Aread(attr, mem.get(), raw.data()) < 0)
-                return std::nullopt;
-            for (std::size_t i = 0; i < n; ++i) {
-                std::string s(raw.data() + i * size, size);
-                if (pad == H5T_STR_SPACEPAD) {
-                    s.erase(s.find_last_not_of(' ') + 1);
-                } else {
-                    const auto nul = s.find('\0');
-                    if (nul != std::string::npos)
-                        s.resize(nul);
-                }
-                values.emplace_back(valid_utf8(s));
-            }
+            ok = read_fixed_strings(attr, type.get(), size, n, values);
         }
-    } else {
-        return std::nullopt;
+        break;
+    default: break;
     }
+    if (!ok)
+        return std::nullopt;
     if (values.size() != n)
         return std::nullopt;
     std::size_t next = 0;
@@ -181,40 +212,6 @@ std::optional<nlohmann::json> read_attribute(hid_t attr)
 }
 
 }  // namespace
-
-// Replaces bytes that are not valid UTF-8 with U+FFFD (nlohmann::json refuses to print them).
-std::string valid_utf8(const std::string& s)
-{
-    std::string out;
-    out.reserve(s.size());
-    const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-    const std::size_t n = s.size();
-    for (std::size_t i = 0; i < n;) {
-        const unsigned char c = p[i];
-        std::size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-        bool ok = len > 0 && i + len <= n;
-        for (std::size_t k = 1; ok && k < len; ++k)
-            ok = (p[i + k] & 0xc0) == 0x80;
-        if (ok && len == 2)
-            ok = c >= 0xc2;   // no overlong forms
-        if (ok && len == 3) {
-            const unsigned cp = ((c & 0x0fu) << 12) | ((p[i + 1] & 0x3fu) << 6) | (p[i + 2] & 0x3fu);
-            ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
-        }
-        if (ok && len == 4) {
-            const unsigned cp = ((c & 0x07u) << 18) | ((p[i + 1] & 0x3fu) << 12) | ((p[i + 2] & 0x3fu) << 6) | (p[i + 3] & 0x3fu);
-            ok = cp >= 0x10000 && cp <= 0x10ffff;
-        }
-        if (ok) {
-            out.append(s, i, len);
-            i += len;
-        } else {
-            out += "\xef\xbf\xbd";
-            ++i;
-        }
-    }
-    return out;
-}
 
 Classified classify(hid_t type)
 {
@@ -287,7 +284,7 @@ nlohmann::json read_attributes(hid_t object)
         if (!attr)
             continue;
         if (auto v = read_attribute(attr.get()))
-            out[valid_utf8(name)] = std::move(*v);
+            out[display_path(name)] = std::move(*v);
     }
     H5Eclear2(H5E_DEFAULT);
     return out;

@@ -23,7 +23,4 @@ Classified classify(hid_t type);
 // Every attribute of `object` that has a type we show, by name (values capped; others skipped).
 nlohmann::json read_attributes(hid_t object);
 
-// `s` with every byte that is not valid UTF-8 replaced by U+FFFD (nlohmann::json refuses to print them).
-std::string valid_utf8(const std::string& s);
-
 }  // namespace attnscope::io::detail

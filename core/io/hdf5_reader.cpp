@@ -14,6 +14,7 @@
 #include "io/hdf5_attributes.h"
 #include "io/hdf5_util.h"
 #include "util/error.h"
+#include "util/json_text.h"
 
 namespace attnscope::io::detail {
 
@@ -47,12 +48,12 @@ herr_t collect_foreign_links(hid_t group, const char* name, const H5L_info_t* in
         unsigned flags = 0;
         if (H5Lget_val(group, name, buf.data(), buf.size(), H5P_DEFAULT) >= 0 &&
             H5Lunpack_elink_val(buf.data(), buf.size(), &flags, &file, &object) >= 0 && file && object)
-            target = fmt::format(" to {}:{}", valid_utf8(file), valid_utf8(object));
+            target = fmt::format(" to {}:{}", display_path(file), display_path(object));
     }
     auto* out = static_cast<std::vector<SkippedObject>*>(data);
     // fmt rather than "literal" + std::string: g++ 12 at -O3 reports a false -Wrestrict on the latter.
     const char* kind = info->type == H5L_TYPE_EXTERNAL ? "an external link" : "a user-defined link";
-    out->push_back({fmt::format("/{}", valid_utf8(name)),
+    out->push_back({fmt::format("/{}", display_path(name)),
                     fmt::format("{}{} (an object of another file); links to other files are never followed: refused", kind, target)});
     return 0;
 }
@@ -77,6 +78,145 @@ bool inside_folder(const std::filesystem::path& path, const std::filesystem::pat
     const auto rel = path.lexically_relative(folder);
     return !rel.empty() && rel != "." && *rel.begin() != "..";
 }
+
+// A virtual dataset's mapped region: the bounding box (first and last index per axis) of its selection.
+using Box = std::pair<std::vector<hsize_t>, std::vector<hsize_t>>;
+
+// True when no two boxes overlap: with as many points mapped as the shape holds, every element is then
+// mapped exactly once.
+bool disjoint(const std::vector<Box>& boxes)
+{
+    auto overlap = [](const Box& a, const Box& b) {
+        for (std::size_t k = 0; k < a.first.size(); ++k)
+            if (a.second[k] < b.first[k] || b.second[k] < a.first[k])
+                return false;
+        return true;
+    };
+    for (std::size_t a = 0; a < boxes.size(); ++a)
+        for (std::size_t b = a + 1; b < boxes.size(); ++b)
+            if (overlap(boxes[a], boxes[b]))
+                return false;
+    return true;
+}
+
+// The checks on each mapping of a virtual dataset of rank `rank` in `file`, whose canonical folder is
+// `folder`. Each returns why the mapping is refused, or an empty string.
+struct VirtualSources {
+    hid_t file;
+    std::filesystem::path folder;
+    int rank;
+
+    // Mapping i of `dcpl`: its source, then its virtual side, whose box is added to `boxes` and whose
+    // points to `mapped`.
+    std::string mapping_refusal(hid_t dcpl, std::size_t i, std::vector<Box>& boxes, hsize_t& mapped) const
+    {
+        const auto name = string_property([&](char* b, std::size_t n) { return H5Pget_virtual_filename(dcpl, i, b, n); });
+        const auto dset = string_property([&](char* b, std::size_t n) { return H5Pget_virtual_dsetname(dcpl, i, b, n); });
+        H5Id vsel(H5Pget_virtual_vspace(dcpl, i), H5Sclose);
+        H5Id ssel(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
+        if (!name || !dset || !vsel || !ssel) {
+            H5Eclear2(H5E_DEFAULT);
+            return fmt::format("a virtual dataset whose mapping {} cannot be read; refused", i);
+        }
+        const std::string source = fmt::format("{}:{}", display_path(*name), display_path(*dset));
+        if (name->find('%') != std::string::npos || dset->find('%') != std::string::npos)
+            return "a virtual dataset with a printf-style source (" + source + "); refused";
+        H5Id other;
+        hssize_t src_points = 0;
+        if (std::string why = source_file_refusal(*name, source, other); !why.empty())
+            return why;
+        if (std::string why = source_dataset_refusal(other ? other.get() : file, *dset, ssel.get(), source, src_points);
+            !why.empty())
+            return why;
+        // The virtual side: its bounding box, for the coverage check.
+        const hssize_t points = H5Sget_select_npoints(vsel.get());
+        if (points < 0 || points != src_points || H5Sget_simple_extent_ndims(vsel.get()) != rank) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset with an inconsistent mapping (" + source + "); refused";
+        }
+        if (points == 0)
+            return {};
+        Box box{std::vector<hsize_t>(static_cast<std::size_t>(rank)), std::vector<hsize_t>(static_cast<std::size_t>(rank))};
+        if (H5Sget_select_bounds(vsel.get(), box.first.data(), box.second.data()) < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset whose mapping cannot be read (" + source + "); refused";
+        }
+        mapped += static_cast<hsize_t>(points);
+        boxes.push_back(std::move(box));
+        return {};
+    }
+
+    // The source file: "." is this file (`other` stays empty); anything else must resolve inside this file's
+    // folder, be a regular file and open as HDF5 (into `other`).
+    std::string source_file_refusal(const std::string& name, const std::string& source, H5Id& other) const
+    {
+        namespace fs = std::filesystem;
+        if (name == ".")
+            return {};
+        std::error_code ec;
+        const fs::path named = fs::path(name).is_absolute() ? fs::path(name) : folder / name;
+        const fs::path real = fs::canonical(named, ec);
+        if (ec)
+            return "a virtual dataset whose source file is missing (" + source + "); refused";
+        if (!inside_folder(real, folder))
+            return "a virtual dataset whose source file lies outside the file's folder (" + source + "); refused";
+        try {
+            if (!fs::is_regular_file(real, ec))
+                throw InputError(real.string());
+            FileHandle probe(real.string());   // still a regular file once open, not a FIFO or device
+        } catch (const InputError&) {
+            return "a virtual dataset whose source is not a regular file (" + source + "); refused";
+        }
+        const H5Id fapl = make_fapl();
+        other = H5Id(H5Fopen(real.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+        if (!other) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset whose source file is not readable HDF5 (" + source + "); refused";
+        }
+        return {};
+    }
+
+    // The source dataset: plain storage (not virtual, not external) and large enough for its selection
+    // `ssel`, whose number of points goes to `src_points`.
+    static std::string source_dataset_refusal(hid_t src_file, const std::string& dset, hid_t ssel,
+                                              const std::string& source, hssize_t& src_points)
+    {
+        H5Id src(H5Dopen2(src_file, dset.c_str(), H5P_DEFAULT), H5Dclose);
+        H5Id src_dcpl(src ? H5Dget_create_plist(src.get()) : H5I_INVALID_HID, H5Pclose);
+        H5Id src_space(src ? H5Dget_space(src.get()) : H5I_INVALID_HID, H5Sclose);
+        if (!src || !src_dcpl || !src_space) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset whose source dataset is missing (" + source + "); refused";
+        }
+        if (H5Pget_layout(src_dcpl.get()) == H5D_VIRTUAL || H5Pget_external_count(src_dcpl.get()) != 0)
+            return "a virtual dataset whose source is itself virtual or external (" + source + "); refused";
+        const int src_rank = H5Sget_simple_extent_ndims(src_space.get());
+        const hssize_t src_total = H5Sget_simple_extent_npoints(src_space.get());
+        if (src_rank < 0 || src_rank > 32 || src_total < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset whose source's shape cannot be read (" + source + "); refused";
+        }
+        // A whole-source mapping (H5S_SEL_ALL) is stored without the source's extent: it maps every element
+        // the source has. A selection must lie within the source's extent.
+        src_points = src_total;
+        if (H5Sget_select_type(ssel) == H5S_SEL_ALL)
+            return {};
+        if (src_rank != H5Sget_simple_extent_ndims(ssel))
+            return "a virtual dataset whose source has another rank than its mapping (" + source + "); refused";
+        std::vector<hsize_t> dims(static_cast<std::size_t>(src_rank)), lo(dims.size()), hi(dims.size());
+        H5Sget_simple_extent_dims(src_space.get(), dims.data(), nullptr);
+        src_points = H5Sget_select_npoints(ssel);
+        if (src_points > 0 && H5Sget_select_bounds(ssel, lo.data(), hi.data()) < 0) {
+            H5Eclear2(H5E_DEFAULT);
+            return "a virtual dataset whose source selection cannot be read (" + source + "); refused";
+        }
+        for (std::size_t a = 0; src_points > 0 && a < dims.size(); ++a)
+            if (hi[a] >= dims[a])
+                return "a virtual dataset that maps more of its source than the source holds (" + source +
+                       "); refused";
+        return {};
+    }
+};
 
 class Hdf5File final : public TensorFile {
 public:
@@ -278,7 +418,7 @@ private:
                 H5Pget_external(dcpl.get(), 0, sizeof first, first, &offset, &size);
             H5Eclear2(H5E_DEFAULT);
             return fmt::format("a dataset that stores its data in external file(s) outside this file ({}{}); refused",
-                               first[0] ? valid_utf8(first) : std::string("unnamed"),
+                               first[0] ? display_path(first) : std::string("unnamed"),
                                external > 1 ? fmt::format(" and {} more", external - 1) : std::string());
         }
         const H5D_layout_t layout = H5Pget_layout(dcpl.get());
@@ -323,110 +463,13 @@ private:
         if (ec)
             return "a virtual dataset, and the file's folder cannot be resolved; refused";
 
-        using Box = std::pair<std::vector<hsize_t>, std::vector<hsize_t>>;
+        const VirtualSources sources{m_file.get(), folder, rank};
         std::vector<Box> boxes;
         hsize_t mapped = 0;
-        for (std::size_t i = 0; i < count; ++i) {
-            const auto file = string_property([&](char* b, std::size_t n) { return H5Pget_virtual_filename(dcpl, i, b, n); });
-            const auto dset = string_property([&](char* b, std::size_t n) { return H5Pget_virtual_dsetname(dcpl, i, b, n); });
-            H5Id vsel(H5Pget_virtual_vspace(dcpl, i), H5Sclose);
-            H5Id ssel(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
-            if (!file || !dset || !vsel || !ssel) {
-                H5Eclear2(H5E_DEFAULT);
-                return fmt::format("a virtual dataset whose mapping {} cannot be read; refused", i);
-            }
-            const std::string source = fmt::format("{}:{}", valid_utf8(*file), valid_utf8(*dset));
-            if (file->find('%') != std::string::npos || dset->find('%') != std::string::npos)
-                return "a virtual dataset with a printf-style source (" + source + "); refused";
-
-            // The source file: "." is this file; anything else must resolve inside this file's folder.
-            H5Id other;
-            hid_t src_file = m_file.get();
-            if (*file != ".") {
-                const fs::path named = fs::path(*file).is_absolute() ? fs::path(*file) : folder / *file;
-                const fs::path real = fs::canonical(named, ec);
-                if (ec)
-                    return "a virtual dataset whose source file is missing (" + source + "); refused";
-                if (!inside_folder(real, folder))
-                    return "a virtual dataset whose source file lies outside the file's folder (" + source +
-                           "); refused";
-                try {
-                    if (!fs::is_regular_file(real, ec))
-                        throw InputError(real.string());
-                    FileHandle probe(real.string());   // still a regular file once open, not a FIFO or device
-                } catch (const InputError&) {
-                    return "a virtual dataset whose source is not a regular file (" + source + "); refused";
-                }
-                const H5Id fapl = make_fapl();
-                other = H5Id(H5Fopen(real.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
-                if (!other) {
-                    H5Eclear2(H5E_DEFAULT);
-                    return "a virtual dataset whose source file is not readable HDF5 (" + source + "); refused";
-                }
-                src_file = other.get();
-            }
-            // The source dataset: plain storage (not virtual, not external) and large enough for its selection.
-            H5Id src(H5Dopen2(src_file, dset->c_str(), H5P_DEFAULT), H5Dclose);
-            H5Id src_dcpl(src ? H5Dget_create_plist(src.get()) : H5I_INVALID_HID, H5Pclose);
-            H5Id src_space(src ? H5Dget_space(src.get()) : H5I_INVALID_HID, H5Sclose);
-            if (!src || !src_dcpl || !src_space) {
-                H5Eclear2(H5E_DEFAULT);
-                return "a virtual dataset whose source dataset is missing (" + source + "); refused";
-            }
-            if (H5Pget_layout(src_dcpl.get()) == H5D_VIRTUAL || H5Pget_external_count(src_dcpl.get()) != 0)
-                return "a virtual dataset whose source is itself virtual or external (" + source + "); refused";
-            const int src_rank = H5Sget_simple_extent_ndims(src_space.get());
-            const hssize_t src_total = H5Sget_simple_extent_npoints(src_space.get());
-            if (src_rank < 0 || src_rank > 32 || src_total < 0) {
-                H5Eclear2(H5E_DEFAULT);
-                return "a virtual dataset whose source's shape cannot be read (" + source + "); refused";
-            }
-            // A whole-source mapping (H5S_SEL_ALL) is stored without the source's extent: it maps every element
-            // the source has. A selection must lie within the source's extent.
-            hssize_t src_points = src_total;
-            if (H5Sget_select_type(ssel.get()) != H5S_SEL_ALL) {
-                if (src_rank != H5Sget_simple_extent_ndims(ssel.get()))
-                    return "a virtual dataset whose source has another rank than its mapping (" + source + "); refused";
-                std::vector<hsize_t> dims(static_cast<std::size_t>(src_rank)), lo(dims.size()), hi(dims.size());
-                H5Sget_simple_extent_dims(src_space.get(), dims.data(), nullptr);
-                src_points = H5Sget_select_npoints(ssel.get());
-                if (src_points > 0 && H5Sget_select_bounds(ssel.get(), lo.data(), hi.data()) < 0) {
-                    H5Eclear2(H5E_DEFAULT);
-                    return "a virtual dataset whose source selection cannot be read (" + source + "); refused";
-                }
-                for (std::size_t a = 0; src_points > 0 && a < dims.size(); ++a)
-                    if (hi[a] >= dims[a])
-                        return "a virtual dataset that maps more of its source than the source holds (" + source +
-                               "); refused";
-            }
-            // The virtual side: its bounding box, for the coverage check below.
-            const hssize_t points = H5Sget_select_npoints(vsel.get());
-            if (points < 0 || points != src_points || H5Sget_simple_extent_ndims(vsel.get()) != rank) {
-                H5Eclear2(H5E_DEFAULT);
-                return "a virtual dataset with an inconsistent mapping (" + source + "); refused";
-            }
-            if (points == 0)
-                continue;
-            Box box{std::vector<hsize_t>(static_cast<std::size_t>(rank)), std::vector<hsize_t>(static_cast<std::size_t>(rank))};
-            if (H5Sget_select_bounds(vsel.get(), box.first.data(), box.second.data()) < 0) {
-                H5Eclear2(H5E_DEFAULT);
-                return "a virtual dataset whose mapping cannot be read (" + source + "); refused";
-            }
-            mapped += static_cast<hsize_t>(points);
-            boxes.push_back(std::move(box));
-        }
-        // Every element mapped exactly once: pairwise disjoint bounding boxes and as many points as the shape.
-        auto overlap = [](const Box& a, const Box& b) {
-            for (std::size_t k = 0; k < a.first.size(); ++k)
-                if (a.second[k] < b.first[k] || b.second[k] < a.first[k])
-                    return false;
-            return true;
-        };
-        bool disjoint = true;
-        for (std::size_t a = 0; disjoint && a < boxes.size(); ++a)
-            for (std::size_t b = a + 1; disjoint && b < boxes.size(); ++b)
-                disjoint = !overlap(boxes[a], boxes[b]);
-        if (!disjoint || mapped != static_cast<hsize_t>(total))
+        for (std::size_t i = 0; i < count; ++i)
+            if (std::string why = sources.mapping_refusal(dcpl, i, boxes, mapped); !why.empty())
+                return why;
+        if (!disjoint(boxes) || mapped != static_cast<hsize_t>(total))
             return fmt::format("a virtual dataset whose mappings do not cover each of its {} elements exactly "
                                "once (the rest would read as the fill value); refused",
                                total);

@@ -29,6 +29,108 @@ constexpr DTypeName kDTypes[] = {
     {"U32", DType::u32}, {"U64", DType::u64},   {"BOOL", DType::boolean},
 };
 
+// The header's JSON, parsed strictly: bounded nesting (the metadata is later printed recursively) and no
+// key given twice in one object (a JSON parser keeps the last one silently).
+nlohmann::json parse_strict_json(const std::string& path, const std::string& text)
+{
+    try {
+        std::vector<std::set<std::string>> keys;   // every open object's keys
+        return nlohmann::json::parse(text, [&keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+            if (depth > kMaxJsonDepth)
+                throw InputError("JSON nested deeper than 64 levels");
+            using E = nlohmann::json::parse_event_t;
+            if (event == E::object_start)
+                keys.emplace_back();
+            else if (event == E::object_end && !keys.empty())
+                keys.pop_back();
+            else if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+                throw InputError("the key \"" + parsed.get<std::string>() + "\" appears twice");
+            return true;
+        });
+    } catch (const nlohmann::json::exception& e) {   // parse_error, and out_of_range for a number such as 1e999
+        throw InputError(fmt::format("{}: invalid JSON header: {}", path, e.what()));
+    } catch (const InputError& e) {
+        throw InputError(fmt::format("{}: invalid JSON header: {}", path, e.what()));
+    }
+}
+
+// `w` names the entry in messages (file and tensor).
+DType parse_dtype(const std::string& w, const nlohmann::json& dt)
+{
+    if (!dt.is_string())
+        throw InputError(w + ": invalid header entry (dtype is not a string)");
+    const std::string dtype = dt.get<std::string>();
+    const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeName& d) { return dtype == d.name; });
+    if (known != std::end(kDTypes))
+        return known->type;
+    if (dtype.rfind("F8", 0) == 0 || dtype.rfind("F6", 0) == 0 || dtype.rfind("F4", 0) == 0)
+        throw InputError(fmt::format("{}: unsupported element type {} (8-bit and smaller floats are not "
+                                     "read; convert to F16/BF16/F32)",
+                                     w, dtype));
+    throw InputError(fmt::format("{}: unknown dtype '{}' (known: F16 BF16 F32 F64 I8 I16 I32 I64 U8 U16 "
+                                 "U32 U64 BOOL)",
+                                 w, dtype));
+}
+
+std::vector<std::int64_t> parse_shape(const std::string& w, const nlohmann::json& sh)
+{
+    if (!sh.is_array() || sh.size() > 64)
+        throw InputError(w + ": invalid header entry (shape is not an array of at most 64 sizes)");
+    std::vector<std::int64_t> shape;
+    for (const auto& d : sh) {
+        if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
+            throw InputError(w + ": invalid header entry (shape holds something other than a non-negative integer)");
+        const std::uint64_t u = d.get<std::uint64_t>();
+        if (u > static_cast<std::uint64_t>(INT64_MAX))
+            throw InputError(w + ": invalid header entry (a shape entry is too large)");
+        shape.push_back(static_cast<std::int64_t>(u));
+    }
+    return shape;
+}
+
+struct Entry {
+    TensorInfo info;
+    StoredArray array;
+    std::uint64_t begin = 0, end = 0;   // data_offsets, relative to the data buffer
+};
+
+// One tensor's header entry, checked against the data buffer (data_size bytes from data_start).
+Entry parse_entry(const std::string& w, const std::string& key, const nlohmann::json& v, std::uint64_t data_start,
+                  std::uint64_t data_size)
+{
+    if (!v.is_object())
+        throw InputError(w + ": invalid header entry (not an object)");
+    const auto dt = v.find("dtype");
+    const auto sh = v.find("shape");
+    const auto off = v.find("data_offsets");
+    if (dt == v.end() || sh == v.end() || off == v.end())
+        throw InputError(w + ": invalid header entry (needs dtype, shape and data_offsets)");
+    Entry e;
+    e.info.name = key;
+    e.info.dtype = parse_dtype(w, *dt);
+    e.info.shape = parse_shape(w, *sh);
+    if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
+        throw InputError(w + ": invalid header entry (data_offsets is not [begin, end] of non-negative integers)");
+    e.begin = (*off)[0].get<std::uint64_t>();
+    e.end = (*off)[1].get<std::uint64_t>();
+    if (e.end < e.begin || e.end > data_size)
+        throw InputError(fmt::format("{}: data_offsets [{}, {}] lie outside the data buffer of {} bytes", w,
+                                     e.begin, e.end, data_size));
+    std::uint64_t elements = 0, bytes = 0;
+    if (!checked_product(e.info.shape, elements) || !checked_mul(elements, dtype_size(e.info.dtype), bytes))
+        throw InputError(fmt::format("{}: shape {} overflows 64-bit sizes", w, shape_text(e.info.shape)));
+    if (e.end - e.begin != bytes)
+        throw InputError(fmt::format("{}: data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", w,
+                                     e.begin, e.end, e.end - e.begin, shape_text(e.info.shape),
+                                     dtype_name(e.info.dtype), bytes));
+    e.array.data_offset = data_start + e.begin;
+    e.array.dtype = e.info.dtype;
+    e.array.big_endian = false;
+    e.array.fortran_order = false;
+    e.array.shape = e.info.shape;
+    return e;
+}
+
 class SafetensorsFile final : public TensorFile {
 public:
     explicit SafetensorsFile(const std::string& path) : TensorFile(path), m_file(path)
@@ -72,36 +174,10 @@ public:
 private:
     void parse_header(const std::string& text, std::uint64_t data_size)
     {
-        nlohmann::json header;
-        try {
-            // Bounded nesting: the metadata is later printed recursively.
-            // Every object's keys, to refuse a key given twice (a JSON parser keeps the last one silently).
-            std::vector<std::set<std::string>> keys;
-            header = nlohmann::json::parse(text, [&keys](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-                if (depth > kMaxJsonDepth)
-                    throw InputError("JSON nested deeper than 64 levels");
-                using E = nlohmann::json::parse_event_t;
-                if (event == E::object_start)
-                    keys.emplace_back();
-                else if (event == E::object_end && !keys.empty())
-                    keys.pop_back();
-                else if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
-                    throw InputError("the key \"" + parsed.get<std::string>() + "\" appears twice");
-                return true;
-            });
-        } catch (const nlohmann::json::exception& e) {   // parse_error, and out_of_range for a number such as 1e999
-            throw InputError(fmt::format("{}: invalid JSON header: {}", m_path, e.what()));
-        } catch (const InputError& e) {
-            throw InputError(fmt::format("{}: invalid JSON header: {}", m_path, e.what()));
-        }
+        const nlohmann::json header = parse_strict_json(m_path, text);
         if (!header.is_object())
             throw InputError(m_path + ": invalid header: the JSON is not an object");
 
-        struct Entry {
-            TensorInfo info;
-            StoredArray array;
-            std::uint64_t begin = 0, end = 0;
-        };
         std::vector<Entry> entries;
         for (auto it = header.begin(); it != header.end(); ++it) {
             const std::string& key = it.key();
@@ -113,60 +189,7 @@ private:
                     m_file_attributes = v;
                 continue;
             }
-            const std::string w = where(m_path, key);
-            if (!v.is_object())
-                throw InputError(w + ": invalid header entry (not an object)");
-            const auto dt = v.find("dtype");
-            const auto sh = v.find("shape");
-            const auto off = v.find("data_offsets");
-            if (dt == v.end() || sh == v.end() || off == v.end())
-                throw InputError(w + ": invalid header entry (needs dtype, shape and data_offsets)");
-            if (!dt->is_string())
-                throw InputError(w + ": invalid header entry (dtype is not a string)");
-            Entry e;
-            e.info.name = key;
-            const std::string dtype = dt->get<std::string>();
-            const auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const DTypeName& d) { return dtype == d.name; });
-            if (known == std::end(kDTypes)) {
-                if (dtype.rfind("F8", 0) == 0 || dtype.rfind("F6", 0) == 0 || dtype.rfind("F4", 0) == 0)
-                    throw InputError(fmt::format("{}: unsupported element type {} (8-bit and smaller floats are not "
-                                                 "read; convert to F16/BF16/F32)",
-                                                 w, dtype));
-                throw InputError(fmt::format("{}: unknown dtype '{}' (known: F16 BF16 F32 F64 I8 I16 I32 I64 U8 U16 "
-                                             "U32 U64 BOOL)",
-                                             w, dtype));
-            }
-            e.info.dtype = known->type;
-            if (!sh->is_array() || sh->size() > 64)
-                throw InputError(w + ": invalid header entry (shape is not an array of at most 64 sizes)");
-            for (const auto& d : *sh) {
-                if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<std::int64_t>() >= 0))
-                    throw InputError(w + ": invalid header entry (shape holds something other than a non-negative integer)");
-                const std::uint64_t u = d.get<std::uint64_t>();
-                if (u > static_cast<std::uint64_t>(INT64_MAX))
-                    throw InputError(w + ": invalid header entry (a shape entry is too large)");
-                e.info.shape.push_back(static_cast<std::int64_t>(u));
-            }
-            if (!off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() || !(*off)[1].is_number_unsigned())
-                throw InputError(w + ": invalid header entry (data_offsets is not [begin, end] of non-negative integers)");
-            e.begin = (*off)[0].get<std::uint64_t>();
-            e.end = (*off)[1].get<std::uint64_t>();
-            if (e.end < e.begin || e.end > data_size)
-                throw InputError(fmt::format("{}: data_offsets [{}, {}] lie outside the data buffer of {} bytes", w,
-                                             e.begin, e.end, data_size));
-            std::uint64_t elements = 0, bytes = 0;
-            if (!checked_product(e.info.shape, elements) || !checked_mul(elements, dtype_size(e.info.dtype), bytes))
-                throw InputError(fmt::format("{}: shape {} overflows 64-bit sizes", w, shape_text(e.info.shape)));
-            if (e.end - e.begin != bytes)
-                throw InputError(fmt::format("{}: data_offsets [{}, {}] span {} bytes but shape {} of {} needs {}", w,
-                                             e.begin, e.end, e.end - e.begin, shape_text(e.info.shape),
-                                             dtype_name(e.info.dtype), bytes));
-            e.array.data_offset = m_data_start + e.begin;
-            e.array.dtype = e.info.dtype;
-            e.array.big_endian = false;
-            e.array.fortran_order = false;
-            e.array.shape = e.info.shape;
-            entries.push_back(std::move(e));
+            entries.push_back(parse_entry(where(m_path, key), key, v, m_data_start, data_size));
         }
         // In file order; tensors may not overlap (the reference implementation requires them to tile the buffer).
         std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {

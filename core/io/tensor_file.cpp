@@ -246,9 +246,9 @@ std::uint64_t check_box(const std::string& path, const TensorInfo& tensor, std::
         throw InputError(fmt::format("{}: the box {} is too large to address", w, shape_text(count)));
     const std::uint64_t limit = read_limit_bytes();
     if (bytes > limit)
-        throw InputError(fmt::format("{}: reading {} values as float64 needs {}, above the read limit of {} (the "
-                                     "memory limit, --max-memory)",
-                                     w, shape_text(count), bytes_text(bytes), bytes_text(limit)));
+        throw MemoryLimitError(fmt::format("{}: reading {} values as float64 needs {}, above the read limit of {} (the "
+                                           "memory limit)",
+                                           w, shape_text(count), bytes_text(bytes), bytes_text(limit)));
     return elements;
 }
 

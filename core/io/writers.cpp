@@ -16,6 +16,7 @@
 #include "io/detail.h"
 #include "io/hdf5_util.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 #include "util/json_text.h"
 
 namespace attnscope::io {
@@ -328,15 +329,7 @@ void write_hdf5(const std::string& path, const std::vector<DatasetOut>& datasets
             h5_fail(path, "cannot close the file");
     }
 
-    std::size_t off = 0;
-    while (off < image.size()) {
-        const ssize_t w = ::write(fd, image.data() + off, image.size() - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(w < 0 ? errno : EIO)));
-        off += static_cast<std::size_t>(w);
-    }
+    write_all(fd, image.data(), image.size(), path);
     fd_guard.fd = -1;
     if (::close(fd) != 0)
         throw InputError(fmt::format("{}: cannot write ({})", path, std::strerror(errno)));

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "util/atomic_file.h"
+#include "util/fd_io.h"
 
 extern "C" char* openblas_get_corename(void);
 
@@ -177,16 +178,7 @@ std::string read_cache_text(const std::filesystem::path& file)
     struct stat st {};
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) <= k_max_cache_bytes) {
         text.resize(static_cast<std::size_t>(st.st_size));
-        std::size_t done = 0;
-        while (done < text.size()) {
-            const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0)
-                break;
-            done += static_cast<std::size_t>(got);
-        }
-        text.resize(done);
+        text.resize(read_up_to(fd, text.data(), text.size()));
     }
     ::close(fd);
     return text;

@@ -282,15 +282,24 @@ void softmax_columns(double* tile, Index rows, Index cols, Index ld, double scal
 
 namespace {
 constexpr Index k_entropy_tile = 128;   // queries per tile: a 512 x 128 score block (512 KiB)
+
+// One value per query row of the softmax scores, tile by tile on the kernels' threads: `kernel` fills
+// out[t0, t0 + count) (softmax_entropy, softmax_lse).
+template <class Kernel>
+int softmax_row_tiles(Kernel kernel, const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d,
+                      double scale, bool causal, double* out)
+{
+    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
+        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, out + t0);
+    });
+}
 }  // namespace
 
 int softmax_row_entropies(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
                           bool causal, double* h)
 {
-    auto kernel = for_isa(&avx512::softmax_entropy, &avx2::softmax_entropy, &generic::softmax_entropy);
-    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
-        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, h + t0);
-    });
+    return softmax_row_tiles(for_isa(&avx512::softmax_entropy, &avx2::softmax_entropy, &generic::softmax_entropy), Q,
+                             ldq, K, ldk, n, d, scale, causal, h);
 }
 
 int kernel_block_sums(const double* A, Index lda, const double* B, Index ldb, Index n, Index r, Index m,
@@ -309,10 +318,8 @@ constexpr Index k_apply_tile = 128;   // output rows per task of softmax_apply
 int softmax_log_normalisers(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale,
                             bool causal, double* lse)
 {
-    auto kernel = for_isa(&avx512::softmax_lse, &avx2::softmax_lse, &generic::softmax_lse);
-    return parallel_tiles(n, k_entropy_tile, [&](Index t0, Index count) {
-        return kernel(Q, ldq, K, ldk, n, d, scale, causal, t0, count, lse + t0);
-    });
+    return softmax_row_tiles(for_isa(&avx512::softmax_lse, &avx2::softmax_lse, &generic::softmax_lse), Q, ldq, K, ldk,
+                             n, d, scale, causal, lse);
 }
 
 void softmax_apply(const double* Q, Index ldq, const double* K, Index ldk, Index n, Index d, double scale, bool causal,

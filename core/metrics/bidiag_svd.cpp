@@ -112,75 +112,70 @@ void labrd_upper(int m, int n, int nb, Mat a, double* d, double* e, double* tauq
     }
 }
 
-}  // namespace
-
-std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const SvdProgress& progress)
-{
-    if (A.rows() == 0 || A.cols() == 0)
-        return {};
-    if (!A.allFinite())
-        throw std::invalid_argument("singular_values: the matrix has non-finite entries");
-    if (A.rows() < A.cols())
-        A = Eigen::MatrixXd(A.transpose());   // same singular values; upper bidiagonal path below
-    constexpr Eigen::Index max_int = std::numeric_limits<int>::max();
-    if (A.rows() > max_int || A.cols() > max_int)
-        throw std::invalid_argument("singular_values: matrix too large for LAPACK");
-    const int m = static_cast<int>(A.rows()), n = static_cast<int>(A.cols());
-    const Mat a{A.data(), m};
-
-    // Work measure: column j of the reduction costs ~ (m - j)(n - j) (two matrix-vector products with the
-    // trailing matrix, and its share of the panel's two rank-nb updates); the bidiagonal SVD is O(n^2).
-    auto cost_before = [&](double j) {   // sum over columns < j of (m - c)(n - c), continuous approximation
-        const double mn = static_cast<double>(m), nn = static_cast<double>(n);
-        auto f = [&](double c) { return mn * nn * c - (mn + nn) * c * c / 2.0 + c * c * c / 3.0; };
+// Work measure: column j of the reduction costs ~ (m - j)(n - j) (two matrix-vector products with the
+// trailing matrix, and its share of the panel's two rank-nb updates); the bidiagonal SVD is O(n^2).
+struct WorkMeasure {
+    double m, n;
+    // Sum over columns < j of (m - c)(n - c), continuous approximation.
+    double before(double j) const
+    {
+        auto f = [&](double c) { return m * n * c - (m + n) * c * c / 2.0 + c * c * c / 3.0; };
         return f(j) - f(0.0);
-    };
-    const double reduce_total = cost_before(static_cast<double>(n));
-    const double total = reduce_total + 40.0 * static_cast<double>(n) * static_cast<double>(n);
-    auto report = [&](double done) {
-        if (progress)
-            progress(std::min(1.0, done / total));
-    };
-    report(0.0);
+    }
+};
 
-    // dgesdd's scaling of matrices with tiny or huge entries.
-    const double eps = dlamch_("P", 1);
-    const double smlnum = std::sqrt(dlamch_("S", 1)) / eps;
-    const double bignum = 1.0 / smlnum;
-    const double anrm = dlange_("M", &m, &n, A.data(), &m, nullptr, 1);
-    int iscl = 0, info = 0;
-    const int zero_i = 0;
-    if (anrm > 0.0 && anrm < smlnum) {
-        iscl = 1;
-        dlascl_("G", &zero_i, &zero_i, &anrm, &smlnum, &m, &n, A.data(), &m, &info, 1);
-    } else if (anrm > bignum) {
-        iscl = 1;
-        dlascl_("G", &zero_i, &zero_i, &anrm, &bignum, &m, &n, A.data(), &m, &info, 1);
+// dgesdd's scaling of matrices with tiny or huge entries: A (m x n, column-major) is scaled in place when
+// its largest entry lies outside [smlnum, bignum], and the singular values are scaled back by unscale().
+class DgesddScaling {
+public:
+    DgesddScaling(int m, int n, double* a)
+    {
+        const double eps = dlamch_("P", 1);
+        m_smlnum = std::sqrt(dlamch_("S", 1)) / eps;
+        m_bignum = 1.0 / m_smlnum;
+        m_anrm = dlange_("M", &m, &n, a, &m, nullptr, 1);
+        int info = 0;
+        const int zero_i = 0;
+        if (m_anrm > 0.0 && m_anrm < m_smlnum) {
+            m_scaled = true;
+            dlascl_("G", &zero_i, &zero_i, &m_anrm, &m_smlnum, &m, &n, a, &m, &info, 1);
+        } else if (m_anrm > m_bignum) {
+            m_scaled = true;
+            dlascl_("G", &zero_i, &zero_i, &m_anrm, &m_bignum, &m, &n, a, &m, &info, 1);
+        }
     }
 
-    // dgebrd: blocked bidiagonalisation (its workspace is always the optimal (m + n) nb here). One block
-    // laid out as dgesdd lays out its WORK (e, tauq, taup, then dgebrd's and dbdsdc's work): OpenBLAS's
-    // kernels sum in an order that depends on the alignment of X and Y, so the same layout keeps the
-    // results bit-identical to dgesdd's whenever the allocator returns the same alignment.
-    int nb = std::max(1, ilaenv(1, m, n));
-    int nx = n;
-    if (nb > 1 && nb < n)
-        nx = std::max(nb, ilaenv(3, m, n));
-    const std::size_t nn = static_cast<std::size_t>(n);
-    std::vector<double> ws(3 * nn + static_cast<std::size_t>(std::max<std::int64_t>(
-                                         {static_cast<std::int64_t>(m + n) * nb, std::max(m, n), 4 * std::int64_t{n}})));
-    std::vector<double> d(nn);
-    double* e = ws.data();
-    double* tauq = e + nn;
-    double* taup = tauq + nn;
-    double* work = taup + nn;
+    void unscale(int n, double* d) const
+    {
+        if (!m_scaled)
+            return;
+        int info = 0;
+        const int zero_i = 0, one_i = 1;
+        if (m_anrm > m_bignum)
+            dlascl_("G", &zero_i, &zero_i, &m_bignum, &m_anrm, &n, &one_i, d, &n, &info, 1);
+        if (m_anrm < m_smlnum)
+            dlascl_("G", &zero_i, &zero_i, &m_smlnum, &m_anrm, &n, &one_i, d, &n, &info, 1);
+    }
+
+private:
+    double m_anrm = 0, m_smlnum = 0, m_bignum = 0;
+    bool m_scaled = false;
+};
+
+// dgebrd: blocked bidiagonalisation of A (m x n, m >= n) into d (n) and e, tauq, taup (n each), with
+// `work` of (m + n) nb doubles for the panels' X and Y. Panels of nb columns while more than nx remain,
+// then the unblocked dgebd2 on the rest. report(done) is called in the units of `cost`.
+void reduce_to_bidiagonal(int m, int n, Mat a, int nb, int nx, double* d, double* e, double* tauq, double* taup,
+                          double* work, const WorkMeasure& cost, const std::function<void(double)>& report)
+{
     const int ldx = m, ldy = n;
     int i = 0;
     for (; i < n - nx; i += nb) {
         const Mat x{work, ldx}, y{work + static_cast<std::ptrdiff_t>(ldx) * nb, ldy};
         // Half of a panel's flops are dlabrd's matrix-vector products, half the two rank-nb updates.
-        const double base = cost_before(i), panel = cost_before(i + nb) - base;
-        labrd_upper(m - i, n - i, nb, Mat{a(i, i), m}, &d[static_cast<std::size_t>(i)], e + i, tauq + i, taup + i, x, y,
+        const double base = cost.before(i), panel = cost.before(i + nb) - base;
+        const Mat trailing{a(i, i), m};
+        labrd_upper(m - i, n - i, nb, trailing, d + i, e + i, tauq + i, taup + i, x, y,
                     [&](double k) { report(base + 0.5 * panel * k / nb); });
         // A(i+nb:m, i+nb:n) -= V Y^T + X U^T; for large matrices in slices of columns (each slice gets both
         // updates, as each entry does in dgebrd's two calls) so that progress and cancellation come often.
@@ -195,31 +190,77 @@ std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const Svd
             report(base + 0.5 * panel * (1.0 + static_cast<double>(c0 + nc) / nr));
         }
         for (int j = i; j < i + nb; ++j) {
-            *a(j, j) = d[static_cast<std::size_t>(j)];
+            *a(j, j) = d[j];
             *a(j, j + 1) = e[j];
         }
     }
     const int mr = m - i, nr = n - i;
-    dgebd2_(&mr, &nr, a(i, i), &m, &d[static_cast<std::size_t>(i)], e + i, tauq + i, taup + i, work, &info);
-    report(reduce_total);
+    int info = 0;
+    dgebd2_(&mr, &nr, a(i, i), &m, d + i, e + i, tauq + i, taup + i, work, &info);
+}
 
-    // dbdsdc('U', 'N'): singular values of the upper bidiagonal (d, e), descending.
+// dbdsdc('U', 'N'): singular values of the upper bidiagonal (d, e) of order n, in place in d, descending;
+// `work` holds at least 4n doubles.
+void bidiagonal_singular_values(int n, double* d, double* e, double* work)
+{
     std::vector<int> iwork(static_cast<std::size_t>(8) * static_cast<std::size_t>(n));
     double dum = 0.0;
-    int idum = 0;
+    int idum = 0, info = 0;
     const int one_i = 1;
-    dbdsdc_("U", "N", &n, d.data(), e, &dum, &one_i, &dum, &one_i, &dum, &idum, work, iwork.data(), &info,
-            1, 1);
+    dbdsdc_("U", "N", &n, d, e, &dum, &one_i, &dum, &one_i, &dum, &idum, work, iwork.data(), &info, 1, 1);
     if (info < 0)
         throw std::runtime_error("dbdsdc: illegal argument " + std::to_string(-info));
     if (info > 0)
         throw std::runtime_error("the bidiagonal SVD (dbdsdc) did not converge (info=" + std::to_string(info) + ")");
-    if (iscl) {
-        if (anrm > bignum)
-            dlascl_("G", &zero_i, &zero_i, &bignum, &anrm, &n, &one_i, d.data(), &n, &info, 1);
-        if (anrm < smlnum)
-            dlascl_("G", &zero_i, &zero_i, &smlnum, &anrm, &n, &one_i, d.data(), &n, &info, 1);
-    }
+}
+
+}  // namespace
+
+std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const SvdProgress& progress)
+{
+    if (A.rows() == 0 || A.cols() == 0)
+        return {};
+    if (!A.allFinite())
+        throw std::invalid_argument("singular_values: the matrix has non-finite entries");
+    if (A.rows() < A.cols())
+        A = Eigen::MatrixXd(A.transpose());   // same singular values; upper bidiagonal path below
+    constexpr Eigen::Index max_int = std::numeric_limits<int>::max();
+    if (A.rows() > max_int || A.cols() > max_int)
+        throw std::invalid_argument("singular_values: matrix too large for LAPACK");
+    const int m = static_cast<int>(A.rows()), n = static_cast<int>(A.cols());
+
+    const WorkMeasure cost{static_cast<double>(m), static_cast<double>(n)};
+    const double reduce_total = cost.before(static_cast<double>(n));
+    const double total = reduce_total + 40.0 * static_cast<double>(n) * static_cast<double>(n);
+    const std::function<void(double)> report = [&](double done) {
+        if (progress)
+            progress(std::min(1.0, done / total));
+    };
+    report(0.0);
+
+    const DgesddScaling scaling(m, n, A.data());
+
+    // dgebrd's workspace is always the optimal (m + n) nb here. One block laid out as dgesdd lays out its
+    // WORK (e, tauq, taup, then dgebrd's and dbdsdc's work): OpenBLAS's kernels sum in an order that depends
+    // on the alignment of X and Y, so the same layout keeps the results bit-identical to dgesdd's whenever
+    // the allocator returns the same alignment.
+    int nb = std::max(1, ilaenv(1, m, n));
+    int nx = n;
+    if (nb > 1 && nb < n)
+        nx = std::max(nb, ilaenv(3, m, n));
+    const std::size_t nn = static_cast<std::size_t>(n);
+    std::vector<double> ws(3 * nn + static_cast<std::size_t>(std::max<std::int64_t>(
+                                         {static_cast<std::int64_t>(m + n) * nb, std::max(m, n), 4 * std::int64_t{n}})));
+    std::vector<double> d(nn);
+    double* e = ws.data();
+    double* tauq = e + nn;
+    double* taup = tauq + nn;
+    double* work = taup + nn;
+    reduce_to_bidiagonal(m, n, Mat{A.data(), m}, nb, nx, d.data(), e, tauq, taup, work, cost, report);
+    report(reduce_total);
+
+    bidiagonal_singular_values(n, d.data(), e, work);
+    scaling.unscale(n, d.data());
     std::sort(d.begin(), d.end(), std::greater<>());   // dbdsdc already returns them descending
     report(total);
     return d;

@@ -70,10 +70,7 @@ double max_column_norm(const Eigen::Ref<const MatrixXd>& Z)
     return m;
 }
 
-}  // namespace
-
-RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rtol, std::uint64_t seed,
-                               Index max_rank, Index block, int power_iterations)
+void check_arguments(double rtol, Index max_rank, Index block, int power_iterations)
 {
     if (!(rtol > 0.0 && rtol < 1.0))
         throw std::invalid_argument("randomized rank: rtol must be in (0, 1) (got " + std::to_string(rtol) + ")");
@@ -84,7 +81,159 @@ RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rt
     if (power_iterations < 0)
         throw std::invalid_argument("randomized rank: power_iterations must be >= 0 (got " +
                                     std::to_string(power_iterations) + ")");
+}
 
+// Q's columns, grown block by block up to max_rank (capacity doubles, so appends stay cheap).
+class GrowingBasis {
+public:
+    GrowingBasis(Index n, Index capacity, Index max_rank) : m_q(n, capacity), m_max_rank(max_rank) {}
+
+    void append(const MatrixXd& cols)
+    {
+        if (m_k + cols.cols() > m_q.cols())
+            m_q.conservativeResize(Eigen::NoChange,
+                                   std::min<Index>(m_max_rank, std::max(2 * m_q.cols(), m_k + cols.cols())));
+        m_q.middleCols(m_k, cols.cols()) = cols;
+        m_k += cols.cols();
+    }
+    Index size() const { return m_k; }
+    auto columns() const { return m_q.leftCols(m_k); }
+    void release() { m_q = MatrixXd(); }
+
+private:
+    MatrixXd m_q;
+    Index m_k = 0;
+    Index m_max_rank;
+};
+
+struct FirstBlock {
+    MatrixXd V;      // N by b0 orthonormal: the first block of Q
+    double s1 = 0;   // sigma_1(V^T A)
+};
+
+// Step 1: s1 by block subspace iteration; its basis is Q's first block.
+FirstBlock first_block(const attention::AttentionOperator& op, Index b0, SplitMix64& rng, RandomizedRank& out)
+{
+    const Index n = op.rows();
+    MatrixXd Y(n, b0), W(n, b0);
+    op.apply(gaussian_block(rng, n, b0), Y);
+    out.products += b0;
+    FirstBlock f;
+    for (int step = 0; step < k_s1_max_steps; ++step) {
+        f.V = extend_basis(MatrixXd(n, 0), Y, rng);
+        op.apply_transpose(f.V, W);
+        out.products += b0;
+        const double prev = f.s1;
+        f.s1 = singular_values(MatrixXd(W)).front();   // sigma_1(V^T A)
+        if (f.s1 == 0.0 || (step > 0 && std::abs(f.s1 - prev) <= k_s1_rtol * f.s1) || step + 1 == k_s1_max_steps)
+            break;
+        op.apply(W, Y);   // A A^T V
+        out.products += b0;
+    }
+    return f;
+}
+
+struct RangeStop {
+    double E = std::numeric_limits<double>::infinity();   // the residual bound at the last test
+    Index k_test = 0;                                      // columns of Q at that test
+    bool deterministic = false;                            // Q spans R^N
+};
+
+// Step 2: adaptive range finder. alpha such that T_max alpha^-block = k_total_failure, where T_max bounds
+// the number of tests (one per block added, plus the last).
+RangeStop find_range(const attention::AttentionOperator& op, GrowingBasis& basis, double tol_test, Index b0,
+                     Index block, Index max_rank, int power_iterations, SplitMix64& rng, RandomizedRank& out)
+{
+    const Index n = op.rows();
+    const Index t_max = (max_rank - b0 + block - 1) / block + 1;
+    const double alpha =
+        std::max(1.0 + 1e-12, std::exp((std::log(static_cast<double>(t_max)) - std::log(k_total_failure)) /
+                                       static_cast<double>(block)));
+    const double factor = alpha * std::sqrt(2.0 / M_PI);
+    RangeStop stop;
+    MatrixXd Y(n, block);
+    for (;;) {
+        const Index k = basis.size();
+        if (k == n) {   // Q spans R^N: (I - Q Q^T) A = 0
+            stop.E = 0.0;
+            stop.k_test = n;
+            out.converged = true;
+            stop.deterministic = true;
+            return stop;
+        }
+        op.apply(gaussian_block(rng, n, block), Y);
+        out.products += block;
+        project_out(basis.columns(), Y);
+        stop.E = factor * max_column_norm(Y);
+        stop.k_test = k;
+        ++out.tests;
+        out.converged = stop.E <= tol_test;
+        const Index m = std::min(block, max_rank - k);
+        if (out.converged || m == 0) {
+            if (m > 0)
+                basis.append(extend_basis(basis.columns(), Y.leftCols(m), rng));
+            return stop;
+        }
+        MatrixXd Z = Y.leftCols(m);
+        for (int p = 0; p < power_iterations; ++p) {
+            // One step of subspace iteration on the deflated operator (I - Q Q^T) A: its Gram matrix applied to
+            // orth(Z) is (I - Q Q^T) A A^T orth(Z), and the projection comes with extend_basis.
+            const MatrixXd Vp = extend_basis(basis.columns(), std::move(Z), rng);
+            MatrixXd Wp(n, m);
+            op.apply_transpose(Vp, Wp);
+            Z.resize(n, m);
+            op.apply(Wp, Z);
+            out.products += 2 * m;
+        }
+        basis.append(extend_basis(basis.columns(), std::move(Z), rng));
+    }
+}
+
+// Step 3: singular values of B = Q^T A, as those of A^T Q (N by k). Applied in wide chunks: the softmax
+// operator recomputes its exponentials per call, so one call on 256 columns costs far less than eight on 32.
+std::vector<double> projected_singular_values(const attention::AttentionOperator& op, GrowingBasis& basis,
+                                              Index block, RandomizedRank& out)
+{
+    const Index k = basis.size();
+    MatrixXd AtQ(op.rows(), k);
+    const Index chunk = std::max<Index>(block, 256);
+    for (Index c0 = 0; c0 < k; c0 += chunk) {
+        const Index c = std::min(chunk, k - c0);
+        op.apply_transpose(basis.columns().middleCols(c0, c), AtQ.middleCols(c0, c));
+        out.products += c;
+    }
+    basis.release();
+    return singular_values(std::move(AtQ));
+}
+
+// sigma_1(B) >= sigma_1(V^T A) = s1 of step 1 (range(V) is inside range(Q)), so tol = rtol sigma_1(B) >=
+// tol_test: E <= tol_test <= tol keeps every claim, now for the better estimate of sigma_1(A).
+void bracket_rank(RandomizedRank& out, double rtol, double s1, const RangeStop& stop, Index n)
+{
+    const auto& s = out.singular_values;
+    const double E = stop.E;
+    out.s1 = s.empty() ? 0.0 : std::max(s.front(), s1);
+    out.tol = rtol * out.s1;
+    out.lower = static_cast<Index>(std::count_if(s.begin(), s.end(), [&](double v) { return v > out.tol; }));
+    out.residual_bound = E;
+    out.s1_upper = out.s1 + E;
+    out.failure_probability = stop.deterministic ? 0.0 : k_total_failure;
+    out.converged = E <= out.tol;   // also when the last test, at max_rank, passes at the final tol
+    if (out.converged) {
+        const Index weyl = static_cast<Index>(
+            std::count_if(s.begin(), s.end(), [&](double v) { return v > out.tol - E; }));
+        out.upper = std::min(stop.k_test, weyl);
+    } else {
+        out.upper = n;
+    }
+}
+
+}  // namespace
+
+RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rtol, std::uint64_t seed,
+                               Index max_rank, Index block, int power_iterations)
+{
+    check_arguments(rtol, max_rank, block, power_iterations);
     const Index n = op.rows();
     RandomizedRank out;
     if (n == 0) {
@@ -94,112 +243,17 @@ RandomizedRank randomized_rank(const attention::AttentionOperator& op, double rt
     max_rank = max_rank == 0 ? std::min<Index>(n, 2048) : std::min(max_rank, n);
     SplitMix64 rng(seed);
 
-    // Step 1: s1 by block subspace iteration; its basis is Q's first block.
     const Index b0 = std::min(block, max_rank);
-    MatrixXd Y(n, b0), W(n, b0);
-    op.apply(gaussian_block(rng, n, b0), Y);
-    out.products += b0;
-    MatrixXd V;
-    double s1 = 0;
-    for (int step = 0; step < k_s1_max_steps; ++step) {
-        V = extend_basis(MatrixXd(n, 0), Y, rng);
-        op.apply_transpose(V, W);
-        out.products += b0;
-        const double prev = s1;
-        s1 = singular_values(MatrixXd(W)).front();   // sigma_1(V^T A)
-        if (s1 == 0.0 || (step > 0 && std::abs(s1 - prev) <= k_s1_rtol * s1) || step + 1 == k_s1_max_steps)
-            break;
-        op.apply(W, Y);   // A A^T V
-        out.products += b0;
-    }
-    const double tol_test = rtol * s1;   // the stopping threshold; the reported tol can only be larger
+    FirstBlock first = first_block(op, b0, rng, out);
+    const double tol_test = rtol * first.s1;   // the stopping threshold; the reported tol can only be larger
 
-    MatrixXd Q(n, std::min<Index>(max_rank, std::max<Index>(4 * b0, 256)));
-    Index k = 0;
-    auto append = [&](const MatrixXd& cols) {
-        if (k + cols.cols() > Q.cols())
-            Q.conservativeResize(Eigen::NoChange, std::min<Index>(max_rank, std::max(2 * Q.cols(), k + cols.cols())));
-        Q.middleCols(k, cols.cols()) = cols;
-        k += cols.cols();
-    };
-    append(V);
+    GrowingBasis basis(n, std::min<Index>(max_rank, std::max<Index>(4 * b0, 256)), max_rank);
+    basis.append(first.V);
+    const RangeStop stop = find_range(op, basis, tol_test, b0, block, max_rank, power_iterations, rng, out);
 
-    // Step 2: adaptive range finder. alpha such that T_max alpha^-block = k_total_failure, where T_max bounds
-    // the number of tests (one per block added, plus the last).
-    const Index t_max = (max_rank - b0 + block - 1) / block + 1;
-    const double alpha =
-        std::max(1.0 + 1e-12, std::exp((std::log(static_cast<double>(t_max)) - std::log(k_total_failure)) /
-                                       static_cast<double>(block)));
-    const double factor = alpha * std::sqrt(2.0 / M_PI);
-    double E = std::numeric_limits<double>::infinity();
-    Index k_test = 0;
-    bool deterministic = false;
-    Y.resize(n, block);
-    for (;;) {
-        if (k == n) {   // Q spans R^N: (I - Q Q^T) A = 0
-            E = 0.0;
-            k_test = n;
-            out.converged = true;
-            deterministic = true;
-            break;
-        }
-        op.apply(gaussian_block(rng, n, block), Y);
-        out.products += block;
-        project_out(Q.leftCols(k), Y);
-        E = factor * max_column_norm(Y);
-        k_test = k;
-        ++out.tests;
-        out.converged = E <= tol_test;
-        const Index m = std::min(block, max_rank - k);
-        if (out.converged || m == 0) {
-            if (m > 0)
-                append(extend_basis(Q.leftCols(k), Y.leftCols(m), rng));
-            break;
-        }
-        MatrixXd Z = Y.leftCols(m);
-        for (int p = 0; p < power_iterations; ++p) {
-            // One step of subspace iteration on the deflated operator (I - Q Q^T) A: its Gram matrix applied to
-            // orth(Z) is (I - Q Q^T) A A^T orth(Z), and the projection comes with extend_basis.
-            const MatrixXd Vp = extend_basis(Q.leftCols(k), std::move(Z), rng);
-            MatrixXd Wp(n, m);
-            op.apply_transpose(Vp, Wp);
-            Z.resize(n, m);
-            op.apply(Wp, Z);
-            out.products += 2 * m;
-        }
-        append(extend_basis(Q.leftCols(k), std::move(Z), rng));
-    }
-
-    // Step 3: singular values of B = Q^T A, as those of A^T Q (N by k). Applied in wide chunks: the softmax
-    // operator recomputes its exponentials per call, so one call on 256 columns costs far less than eight on 32.
-    out.basis_size = k;
-    MatrixXd AtQ(n, k);
-    const Index chunk = std::max<Index>(block, 256);
-    for (Index c0 = 0; c0 < k; c0 += chunk) {
-        const Index c = std::min(chunk, k - c0);
-        op.apply_transpose(Q.middleCols(c0, c), AtQ.middleCols(c0, c));
-        out.products += c;
-    }
-    Q = MatrixXd();
-    out.singular_values = singular_values(std::move(AtQ));
-
-    // sigma_1(B) >= sigma_1(V^T A) = s1 of step 1 (range(V) is inside range(Q)), so tol = rtol sigma_1(B) >=
-    // tol_test: E <= tol_test <= tol keeps every claim, now for the better estimate of sigma_1(A).
-    const auto& s = out.singular_values;
-    out.s1 = s.empty() ? 0.0 : std::max(s.front(), s1);
-    out.tol = rtol * out.s1;
-    out.lower = static_cast<Index>(std::count_if(s.begin(), s.end(), [&](double v) { return v > out.tol; }));
-    out.residual_bound = E;
-    out.s1_upper = out.s1 + E;
-    out.failure_probability = deterministic ? 0.0 : k_total_failure;
-    out.converged = E <= out.tol;   // also when the last test, at max_rank, passes at the final tol
-    if (out.converged) {
-        const Index weyl = static_cast<Index>(
-            std::count_if(s.begin(), s.end(), [&](double v) { return v > out.tol - E; }));
-        out.upper = std::min(k_test, weyl);
-    } else {
-        out.upper = n;
-    }
+    out.basis_size = basis.size();
+    out.singular_values = projected_singular_values(op, basis, block, out);
+    bracket_rank(out, rtol, first.s1, stop, n);
     return out;
 }
 

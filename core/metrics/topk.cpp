@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -114,6 +115,89 @@ TopSingularValues dense_values(const BlockOperator& op, Index k)
     return out;
 }
 
+void check_options(Index k, const TopKOptions& o)
+{
+    if (k < 1)
+        throw std::invalid_argument("top-k singular values: k must be at least 1 (got " + std::to_string(k) + ")");
+    if (!(o.tol > 0.0 && o.tol < 1.0))
+        throw std::invalid_argument("top-k singular values: tol must be in (0, 1) (got " + std::to_string(o.tol) + ")");
+    if (o.block < 0 || o.max_basis < 0 || o.max_passes < 0)
+        throw std::invalid_argument("top-k singular values: block, max_basis and max_passes must be >= 0");
+}
+
+struct BasisSizes {
+    Index block = 0;        // b: vectors per block
+    Index cap = 0;          // the most basis vectors held
+    Index keep = 0;         // Ritz vectors kept at a restart
+    Index max_passes = 0;   // operator applications before giving up
+};
+
+// The options' sizes, defaulted and clamped for k values of an operator with min(rows, cols) = r.
+BasisSizes basis_sizes(Index k, Index r, const TopKOptions& o)
+{
+    BasisSizes z;
+    Index b = o.block > 0 ? o.block : top_k_default_block(k);
+    Index cap = o.max_basis > 0 ? o.max_basis : k + 12 * b;
+    cap = std::min(cap, r);
+    b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks
+    if (cap < k + 2 * b)
+        throw std::invalid_argument("top-k singular values: max_basis " + std::to_string(cap) + " leaves no room for k=" +
+                                    std::to_string(k) + " and two blocks");
+    z.block = b;
+    z.cap = cap;
+    z.keep = std::min(k + b, cap - b);
+    z.max_passes = o.max_passes > 0 ? o.max_passes : k_default_passes;
+    return z;
+}
+
+struct RitzPairs {
+    VectorXd lambda;   // Ritz values of A^T A, descending
+    MatrixXd S;        // their vectors in the basis, column i for lambda(i)
+};
+
+// Ritz pairs of T (m by m): LAPACK's divide and conquer, dsyevd (~10x Eigen's QR iteration at m = 832),
+// returns them ascending, so they are reversed. Nothing when they are not finite (nor were the products).
+std::optional<RitzPairs> ritz_pairs(const MatrixXd& T, Index m)
+{
+    MatrixXd Tm = (T.topLeftCorner(m, m) + T.topLeftCorner(m, m).transpose()) / 2.0;
+    VectorXd ascending(m);
+    const bool finite = Tm.allFinite();
+    if (!finite || LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', static_cast<lapack_int>(m), Tm.data(),
+                                  static_cast<lapack_int>(m), ascending.data()) != 0 ||
+        !ascending.allFinite())
+        return std::nullopt;
+    return RitzPairs{ascending.reverse(), Tm.rowwise().reverse()};
+}
+
+// Rayleigh-Ritz on A from the basis V's first m columns and the leading k Ritz vectors S:
+// A V_k = P diag(sigma) Z^T, u = P, v = V_k Z; then A^T u for the residuals.
+void rayleigh_ritz_on_a(const BlockOperator& op, const MatrixXd& V, Index m, const MatrixXd& S, Index k,
+                        TopSingularValues& out)
+{
+    const Index rows = op.rows(), cols = op.cols();
+    MatrixXd Vk(cols, k);
+    product(false, V.leftCols(m), S.leftCols(k), Vk);
+    MatrixXd AV(rows, k);
+    op.apply(Vk, AV);
+    ++out.passes;
+    out.products += k;
+    const Eigen::JacobiSVD<MatrixXd> small(AV, Eigen::ComputeThinU | Eigen::ComputeThinV);
+    const MatrixXd Uk = small.matrixU();
+    const MatrixXd Vr = Vk * small.matrixV();
+    const VectorXd sigma = small.singularValues();
+    MatrixXd AtU(cols, k);
+    op.apply_transpose(Uk, AtU);
+    ++out.passes;
+    out.products += k;
+    const MatrixXd AVr = AV * small.matrixV();
+    for (Index i = 0; i < k; ++i) {
+        const double left = (AVr.col(i) - sigma(i) * Uk.col(i)).squaredNorm();
+        const double right = (AtU.col(i) - sigma(i) * Vr.col(i)).squaredNorm();
+        out.values.push_back(sigma(i));
+        out.residuals.push_back(std::sqrt((left + right) / 2.0));
+    }
+}
+
 }  // namespace
 
 bool top_k_uses_dense(Index rows, Index cols, Index k)
@@ -134,28 +218,15 @@ void BlockOperator::apply_gram(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<M
 TopSingularValues top_singular_values(const BlockOperator& op, Index k, const TopKOptions& o)
 {
     const kernels::SerialBlas serial;   // the block products bring their own threads (kernels.h)
-    if (k < 1)
-        throw std::invalid_argument("top-k singular values: k must be at least 1 (got " + std::to_string(k) + ")");
-    if (!(o.tol > 0.0 && o.tol < 1.0))
-        throw std::invalid_argument("top-k singular values: tol must be in (0, 1) (got " + std::to_string(o.tol) + ")");
-    if (o.block < 0 || o.max_basis < 0 || o.max_passes < 0)
-        throw std::invalid_argument("top-k singular values: block, max_basis and max_passes must be >= 0");
-
-    const Index rows = op.rows(), cols = op.cols(), r = std::min(rows, cols);
+    check_options(k, o);
+    const Index rows = op.rows(), cols = op.cols();
     if (top_k_uses_dense(rows, cols, k))
         return dense_values(op, k);
 
     TopSingularValues out;
     out.tol = o.tol;
-    Index b = o.block > 0 ? o.block : top_k_default_block(k);
-    Index cap = o.max_basis > 0 ? o.max_basis : k + 12 * b;
-    cap = std::min(cap, r);
-    b = std::max<Index>(1, std::min(b, (cap - k) / 2));   // room for k kept vectors and two blocks
-    if (cap < k + 2 * b)
-        throw std::invalid_argument("top-k singular values: max_basis " + std::to_string(cap) + " leaves no room for k=" +
-                                    std::to_string(k) + " and two blocks");
-    const Index keep = std::min(k + b, cap - b);   // Ritz vectors kept at a restart
-    const Index max_passes = o.max_passes > 0 ? o.max_passes : k_default_passes;
+    const BasisSizes z = basis_sizes(k, std::min(rows, cols), o);
+    const Index b = z.block, cap = z.cap;
     out.block = b;
 
     SplitMix64 rng(o.seed);
@@ -163,16 +234,13 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
     MatrixXd Vnext = gaussian_block(rng, cols, b), W(cols, b), C, R;
     orthonormalise(V.leftCols(0), Vnext, C, R, rng);
     Index m = 0, steps = 0;
-    auto count = [&](Index columns) {
-        ++out.passes;
-        out.products += columns;
-    };
 
     for (;;) {
         // One block step: A^T A Vnext = V C + Vnew R (C's last block is the diagonal block of T).
         V.middleCols(m, b) = Vnext;
         op.apply_gram(Vnext, W);
-        count(b);
+        ++out.passes;
+        out.products += b;
         orthonormalise(V.leftCols(m + b), W, C, R, rng);
         T.block(0, m, m + b, b) = C;
         T.block(m, 0, b, m + b) = C.transpose();
@@ -182,59 +250,35 @@ TopSingularValues top_singular_values(const BlockOperator& op, Index k, const To
         // The Ritz step costs O(m^3) (~0.1 s at m = 832): taken every other step, and always before a restart,
         // which needs the vectors anyway. At most one step more than checking every time.
         ++steps;
-        if (steps % 2 != 0 && m + b <= cap && out.passes + 4 <= max_passes)
+        if (steps % 2 != 0 && m + b <= cap && out.passes + 4 <= z.max_passes)
             continue;
 
-        // Ritz pairs of T (ascending from LAPACK's divide and conquer, dsyevd: ~10x Eigen's QR iteration at
-        // m = 832; the wanted ones are the last) and their residuals.
-        MatrixXd Tm = (T.topLeftCorner(m, m) + T.topLeftCorner(m, m).transpose()) / 2.0;
-        VectorXd ascending(m);
-        const bool finite = Tm.allFinite();   // else the products were not finite
-        if (!finite || LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', static_cast<lapack_int>(m), Tm.data(),
-                                      static_cast<lapack_int>(m), ascending.data()) != 0 ||
-            !ascending.allFinite()) {
+        // Ritz pairs of T (the wanted ones are the leading) and their residuals.
+        const std::optional<RitzPairs> ritz = ritz_pairs(T, m);
+        if (!ritz) {
             out.converged = false;
             out.values.assign(static_cast<std::size_t>(k), std::numeric_limits<double>::quiet_NaN());
             out.residuals = out.values;
             return out;
         }
-        const VectorXd lambda = ascending.reverse();
-        const MatrixXd S = Tm.rowwise().reverse();
+        const VectorXd& lambda = ritz->lambda;
+        const MatrixXd& S = ritz->S;
         const double floor = k_floor_eps * std::numeric_limits<double>::epsilon() * std::abs(lambda(0));
         bool done = true;
         for (Index i = 0; i < k && done; ++i)
             done = (R * S.block(m - b, i, b, 1)).norm() <= std::max(o.tol * lambda(i), floor);
-        if (done || out.passes + 3 > max_passes) {
+        if (done || out.passes + 3 > z.max_passes) {
             out.converged = done;
-            // Rayleigh-Ritz on A: A V_k = P diag(sigma) Z^T, u = P, v = V_k Z; then A^T u for the residuals.
-            MatrixXd Vk(cols, k);
-            product(false, V.leftCols(m), S.leftCols(k), Vk);
-            MatrixXd AV(rows, k);
-            op.apply(Vk, AV);
-            count(k);
-            const Eigen::JacobiSVD<MatrixXd> small(AV, Eigen::ComputeThinU | Eigen::ComputeThinV);
-            const MatrixXd Uk = small.matrixU();
-            const MatrixXd Vr = Vk * small.matrixV();
-            const VectorXd sigma = small.singularValues();
-            MatrixXd AtU(cols, k);
-            op.apply_transpose(Uk, AtU);
-            count(k);
-            const MatrixXd AVr = AV * small.matrixV();
-            for (Index i = 0; i < k; ++i) {
-                const double left = (AVr.col(i) - sigma(i) * Uk.col(i)).squaredNorm();
-                const double right = (AtU.col(i) - sigma(i) * Vr.col(i)).squaredNorm();
-                out.values.push_back(sigma(i));
-                out.residuals.push_back(std::sqrt((left + right) / 2.0));
-            }
+            rayleigh_ritz_on_a(op, V, m, S, k, out);
             return out;
         }
         if (m + b > cap) {   // thick restart: keep the leading Ritz vectors; A^T A V' = V' diag(lambda) + Vnext (...)
-            MatrixXd kept(cols, keep);
-            product(false, V.leftCols(m), S.leftCols(keep), kept);
-            V.leftCols(keep) = kept;
+            MatrixXd kept(cols, z.keep);
+            product(false, V.leftCols(m), S.leftCols(z.keep), kept);
+            V.leftCols(z.keep) = kept;
             T.setZero();
-            T.topLeftCorner(keep, keep) = lambda.head(keep).asDiagonal();
-            m = keep;
+            T.topLeftCorner(z.keep, z.keep) = lambda.head(z.keep).asDiagonal();
+            m = z.keep;
             ++out.restarts;
         }
     }

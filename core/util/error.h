@@ -15,4 +15,12 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+// Work that does not fit the memory limit (an InputError). Core messages name options by what they mean
+// ("the memory limit", "top-k", "the rank tolerance"), never by a command-line flag, since the desktop app
+// shows them too; the command line adds how it sets this limit (app/cli_common.h: "--max-memory").
+class MemoryLimitError : public InputError {
+public:
+    using InputError::InputError;
+};
+
 }  // namespace attnscope

@@ -61,7 +61,8 @@ inline bool is_valid_utf8(std::string_view s)
 }
 
 // `bytes` as valid UTF-8: unchanged when it is, else each invalid sequence replaced by U+FFFD, exactly as
-// json_text() writes it (so a key made from a path equals the key read back from a JSON file).
+// json_text() writes it (so a key made from a path equals the key read back from a JSON file). The one
+// lossy rule for any text read from a file, paths and names alike (HDF5 object and attribute names too).
 inline std::string display_path(std::string_view bytes)
 {
     if (is_valid_utf8(bytes))

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace attnscope {
 
@@ -58,19 +59,6 @@ std::string descriptor_text(int fd)
 [[noreturn]] void fail_write(const std::string& destination, int err)
 {
     throw InputError(destination + ": cannot write (" + std::strerror(err) + ")");
-}
-
-void write_all(int fd, const std::string& text, const std::string& destination)
-{
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            fail_write(destination, w < 0 ? errno : EIO);
-        done += static_cast<std::size_t>(w);
-    }
 }
 
 // Who a path is, for comparing outputs with each other and with inputs.
@@ -217,7 +205,7 @@ void OutputFile::commit()
         // What the process printed through stdio goes first, as a shell's redirection would order it.
         std::cout.flush();
         std::fflush(nullptr);
-        write_all(*m_descriptor, m_text, m_destination);
+        write_all(*m_descriptor, m_text.data(), m_text.size(), m_destination);
         return;
     }
     // No O_CREAT, no O_TRUNC: the special file is opened as it is (a FIFO waits for its reader).
@@ -230,7 +218,7 @@ void OutputFile::commit()
         throw InputError(m_destination + ": was replaced by a regular file or folder while the run lasted; not written");
     }
     try {
-        write_all(fd, m_text, m_destination);
+        write_all(fd, m_text.data(), m_text.size(), m_destination);
     } catch (...) {
         ::close(fd);
         throw;

@@ -112,7 +112,7 @@ TEST_F(CliHostile, ValuesAreUsedOrRefused)
     attnscope::io::write_hdf5(f("badattr.h5"), {{"/q", {1, 9, 4}, std::vector<double>(36, 0.5)},
                                                 {"/k", {1, 9, 4}, std::vector<double>(36, 0.25)}},
                               {{"prefix_tokens", -1}, {"grid", {2, 2, 2, 2}}});
-    expect_one_error(run_attnscope("analyze " + qk("badattr.h5")), {"attribute prefix_tokens", "-1", "--prefix-tokens"},
+    expect_one_error(run_attnscope("analyze " + qk("badattr.h5")), {"attribute prefix_tokens", "-1", "choose the prefix tokens"},
                      "bad prefix_tokens attribute");
     expect_one_error(run_attnscope("analyze " + qk("badattr.h5") + " --prefix-tokens 0"), {"attribute grid"},
                      "bad grid attribute");

@@ -61,12 +61,12 @@ TEST(AnalyzeMethods, AutoTakesTheRandomizedPathOnlyWhenDenseDoesNotFit)
     analysis::MetricOptions mo;
     mo.rank_rtol = 1e-2;
     const auto op = attention::make_operator(attention::Mechanism::softmax, Q, K, o);
-    EXPECT_EQ(analysis::choose_spectrum_path(*op, mo, 1ULL << 34), analysis::SpectrumPath::dense);
-    EXPECT_EQ(analysis::choose_spectrum_path(*op, mo, 1000), analysis::SpectrumPath::randomized);
+    EXPECT_EQ(analysis::choose_spectrum(*op, mo, 1ULL << 34).path, analysis::SpectrumPath::dense);
+    EXPECT_EQ(analysis::choose_spectrum(*op, mo, 1000).path, analysis::SpectrumPath::randomized);
     mo.rank_rtol.reset();
-    EXPECT_THROW(analysis::choose_spectrum_path(*op, mo, 1000), std::exception);   // names what fits
+    EXPECT_THROW(analysis::choose_spectrum(*op, mo, 1000), std::exception);   // names what fits
     mo.method = analysis::SpectrumMethod::streaming;
-    EXPECT_EQ(analysis::choose_spectrum_path(*op, mo, 1ULL << 34), analysis::SpectrumPath::none);
+    EXPECT_EQ(analysis::choose_spectrum(*op, mo, 1ULL << 34).path, analysis::SpectrumPath::none);
     // One streaming run over all three: softmax's spectrum is null with a warning naming what would work,
     // linear / MHLA are structured, every entropy is streamed.
     const auto results = analysis::analyze(Q, K, {attention::Mechanism::softmax, attention::Mechanism::linear,
@@ -104,34 +104,34 @@ TEST(AnalyzeMethods, AutoTakesTopKWhenTheEstimateSaysItIsCheaper)
     // Where the top-k solver itself would take the dense SVD (2k + 1 > N), never.
     EXPECT_FALSE(analysis::auto_prefers_top_k(100000, 64, 50000));
 
-    // Through choose_spectrum_path on softmax operators (nothing is computed): d = 2, k = 1 (b = 16)
+    // Through choose_spectrum on softmax operators (nothing is computed): d = 2, k = 1 (b = 16)
     // breaks even at N = 37.5 * 34 = 1275.
     attention::AttentionOptions o;
     const auto big = attention::make_operator(attention::Mechanism::softmax, gaussian(1400, 2, 5), gaussian(1400, 2, 6), o);
     const auto small = attention::make_operator(attention::Mechanism::softmax, gaussian(1200, 2, 5), gaussian(1200, 2, 6), o);
     analysis::MetricOptions mo;
     const std::uint64_t fits = 1ULL << 34;
-    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);   // no --top-k: every value
+    EXPECT_EQ(analysis::choose_spectrum(*big, mo, fits).path, analysis::SpectrumPath::dense);   // no --top-k: every value
     mo.top_k = 1;
-    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::top_k);
-    EXPECT_EQ(analysis::choose_spectrum_path(*small, mo, fits), analysis::SpectrumPath::dense);
-    const std::string why_top_k = analysis::spectrum_path_reason(*big, mo, fits, analysis::SpectrumPath::top_k);
+    EXPECT_EQ(analysis::choose_spectrum(*big, mo, fits).path, analysis::SpectrumPath::top_k);
+    EXPECT_EQ(analysis::choose_spectrum(*small, mo, fits).path, analysis::SpectrumPath::dense);
+    const std::string why_top_k = analysis::choose_spectrum(*big, mo, fits).why;
     EXPECT_NE(why_top_k.find("estimated cheaper"), std::string::npos) << why_top_k;
     EXPECT_NE(why_top_k.find("leave out --top-k"), std::string::npos) << why_top_k;
-    const std::string why_dense = analysis::spectrum_path_reason(*small, mo, fits, analysis::SpectrumPath::dense);
+    const std::string why_dense = analysis::choose_spectrum(*small, mo, fits).why;
     EXPECT_NE(why_dense.find("estimated cheaper than the 1 largest"), std::string::npos) << why_dense;
     o.causal = true;
     const auto causal = attention::make_operator(attention::Mechanism::softmax, gaussian(1400, 2, 5), gaussian(1400, 2, 6), o);
-    EXPECT_EQ(analysis::choose_spectrum_path(*causal, mo, fits), analysis::SpectrumPath::top_k);
+    EXPECT_EQ(analysis::choose_spectrum(*causal, mo, fits).path, analysis::SpectrumPath::top_k);
     // --rank-rtol asks for the exact rank: dense while it fits.
     mo.rank_rtol = 1e-3;
-    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);
-    EXPECT_NE(analysis::spectrum_path_reason(*big, mo, fits, analysis::SpectrumPath::dense).find("--rank-rtol"),
+    EXPECT_EQ(analysis::choose_spectrum(*big, mo, fits).path, analysis::SpectrumPath::dense);
+    EXPECT_NE(analysis::choose_spectrum(*big, mo, fits).why.find("--rank-rtol"),
               std::string::npos);
     // --method dense is obeyed.
     mo.rank_rtol.reset();
     mo.method = analysis::SpectrumMethod::dense;
-    EXPECT_EQ(analysis::choose_spectrum_path(*big, mo, fits), analysis::SpectrumPath::dense);
+    EXPECT_EQ(analysis::choose_spectrum(*big, mo, fits).path, analysis::SpectrumPath::dense);
 }
 
 }  // namespace

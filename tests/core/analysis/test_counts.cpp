@@ -17,6 +17,7 @@
 #include "io/writers.h"
 #include "support/test_support.h"
 #include "util/checked.h"
+#include "util/error.h"
 #include "util/rng.h"
 
 using namespace attnscope;
@@ -24,13 +25,16 @@ using Eigen::Index;
 
 namespace {
 
-// The message of what `f` throws as std::invalid_argument (empty when it does not throw that).
+// The message of what `f` refuses with: std::invalid_argument, or MemoryLimitError for sizes over the memory
+// limit (empty when it throws neither).
 template <class F>
 std::string refusal(F&& f)
 {
     try {
         f();
     } catch (const std::invalid_argument& e) {
+        return e.what();
+    } catch (const MemoryLimitError& e) {
         return e.what();
     }
     return {};
@@ -83,6 +87,17 @@ TEST(StrictNumbers, CommaListsRefuseWhatStollWouldBend)
         EXPECT_NE(refusal([&] { analysis::parse_sizes(bad, "--grid"); }).find("--grid"), std::string::npos) << bad;
     for (const char* bad : {"0x1", "99999999999999999999", "+1", "-1"})
         EXPECT_NE(refusal([&] { analysis::parse_indices(bad, "--heads"); }).find("--heads"), std::string::npos) << bad;
+}
+
+// split_exact keeps every piece as it is (paths, platform lists); split_list is it without white space.
+TEST(StrictNumbers, SplittingKeepsEmptyPieces)
+{
+    using V = std::vector<std::string>;
+    EXPECT_EQ(analysis::split_exact("", ';'), V{""});
+    EXPECT_EQ(analysis::split_exact("a;;b ;", ';'), (V{"a", "", "b ", ""}));
+    EXPECT_EQ(analysis::split_exact("./a//m.h5", '/'), (V{".", "a", "", "m.h5"}));
+    EXPECT_EQ(analysis::split_list(" 16 , 1 6,", ','), (V{"16", "16", ""}));
+    EXPECT_EQ(analysis::split_list("", ','), V{""});
 }
 
 TEST(Blocks, GridProductThatWrapsIsRefused)

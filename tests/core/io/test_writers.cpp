@@ -2,6 +2,10 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -10,6 +14,7 @@
 #include "io_fixtures.h"
 #include "support/test_support.h"
 #include "util/error.h"
+#include "util/fd_io.h"
 
 namespace {
 
@@ -169,6 +174,32 @@ TEST(IoWriters, WriteHdf5Failures)
     // The same name twice is an HDF5 failure, reported as InputError naming file and dataset.
     expect_throw_with<InputError>([&] { io::write_hdf5(dir + "/dup.h5", {dataset("/q", {2}), dataset("/q", {2})}); },
                                   {"dup.h5", "/q"});
+}
+
+// util/fd_io.h, under every writer: whole writes and reads through a pipe, and a full device is an
+// InputError naming the destination.
+TEST(IoWriters, WholeWritesAndReadsOnDescriptors)
+{
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    const std::string text(4000, 'x');
+    write_all(fds[1], text.data(), text.size(), "the pipe");
+    ::close(fds[1]);
+    std::string back(8000, '\0');
+    back.resize(read_up_to(fds[0], back.data(), back.size()));   // short: the end of the pipe
+    ::close(fds[0]);
+    EXPECT_EQ(back, text);
+
+    const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+    if (full < 0)
+        GTEST_SKIP() << "no /dev/full";
+    try {
+        write_all(full, text.data(), text.size(), "out.bin");
+        ADD_FAILURE() << "a write to /dev/full succeeded";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("out.bin: cannot write ("), std::string::npos) << e.what();
+    }
+    ::close(full);
 }
 
 }  // namespace
