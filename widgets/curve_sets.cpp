@@ -10,7 +10,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <tuple>
 
 #include "analysis/sweep.h"
 #include "plot_style.h"
