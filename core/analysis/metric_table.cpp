@@ -93,26 +93,26 @@ std::vector<MetricEntry> make_table()
     t.push_back({"rank", sp, "rank", "rank", "numerical rank", "", MetricKind::count, rank_of, k_everywhere,
                  "rank", 6, 0, 0, 0, ""});
     t.push_back({"rank_tol", sp, "rank_tol", "tolerance", "rank tolerance", "", MetricKind::real, rank_tol_of,
-                 use_analyze | use_sweep_csv | use_batch_csv | use_metrics_view, "", 0, 0, 2, 3, "tol", rank_bounds_json});
+                 use_analyze | use_sweep_csv | use_batch_csv | use_metrics_view, "", 0, 0, 20, 3, "tol", rank_bounds_json});
     t.push_back({"relative_rank", sp, "relative_rank", "relative rank", "relative rank (rank / N)", "", MetricKind::real,
-                 spectrum_field<&SpectrumMetrics::relative_rank>, k_everywhere, "rel.rank", 9, 4, 1, 4, ""});
+                 spectrum_field<&SpectrumMetrics::relative_rank>, k_everywhere, "rel.rank", 9, 4, 10, 4, ""});
     t.push_back({"effective_rank", sp, "effective_rank", "effective rank", "effective rank", "", MetricKind::real,
-                 spectrum_field<&SpectrumMetrics::effective_rank>, k_everywhere, "eff.rank", 10, 2, 4, 5, ""});
+                 spectrum_field<&SpectrumMetrics::effective_rank>, k_everywhere, "eff.rank", 10, 2, 40, 5, ""});
     t.push_back({"stable_rank", sp, "stable_rank", "stable rank", "stable rank", "", MetricKind::real,
-                 spectrum_field<&SpectrumMetrics::stable_rank>, k_everywhere, "stable", 8, 3, 5, 5, ""});
+                 spectrum_field<&SpectrumMetrics::stable_rank>, k_everywhere, "stable", 8, 3, 50, 5, ""});
     // Not in the analyze JSON, which lists every singular value.
     t.push_back({"s1", sp, "s1", "s_1", "largest singular value", "", MetricKind::real, s1_of, use_metrics_view, "", 0, 0,
-                 3, 5, ""});
+                 30, 5, ""});
     t.push_back({"entropy_mean", en, "mean", "entropy mean", "mean row entropy (nats)", "nats", MetricKind::real,
-                 entropy_field<&EntropyStats::mean>, k_everywhere, "H mean", 9, 4, 6, 5, ""});
+                 entropy_field<&EntropyStats::mean>, k_everywhere, "H mean", 9, 4, 60, 5, ""});
     t.push_back({"entropy_std", en, "std", "entropy std", "row entropy std (nats)", "nats", MetricKind::real,
-                 entropy_field<&EntropyStats::std>, use_analyze | use_batch_csv | use_metrics_view, "H std", 9, 4, 7, 4, ""});
+                 entropy_field<&EntropyStats::std>, use_analyze | use_batch_csv | use_metrics_view, "H std", 9, 4, 70, 4, ""});
     t.push_back({"entropy_min", en, "min", "entropy min", "least row entropy (nats)", "nats", MetricKind::real,
-                 entropy_field<&EntropyStats::min>, use_analyze | use_metrics_view, "", 0, 0, 8, 5, ""});
+                 entropy_field<&EntropyStats::min>, use_analyze | use_metrics_view, "", 0, 0, 80, 5, ""});
     t.push_back({"entropy_max", en, "max", "entropy max", "largest row entropy (nats)", "nats", MetricKind::real,
-                 entropy_field<&EntropyStats::max>, use_analyze | use_metrics_view, "", 0, 0, 9, 5, ""});
+                 entropy_field<&EntropyStats::max>, use_analyze | use_metrics_view, "", 0, 0, 90, 5, ""});
     t.push_back({"entropy_normalized_mean", en, "normalized_mean", "normalised entropy mean", "normalised row entropy", "",
-                 MetricKind::real, entropy_field<&EntropyStats::normalized_mean>, k_everywhere, "H/ln n", 9, 4, 10, 4, ""});
+                 MetricKind::real, entropy_field<&EntropyStats::normalized_mean>, k_everywhere, "H/ln n", 9, 4, 100, 4, ""});
     return t;
 }
 

@@ -55,8 +55,9 @@ struct MetricEntry {
     std::string_view column;
     int column_width = 0;
     int column_decimals = 0;
-    // The Metrics view: rows in ascending view_row (it keeps the order of its first release), significant
-    // digits shown, and its CSV's column name when it differs from the key (empty: the key).
+    // The Metrics view: rows in ascending view_row (spaced by 10, so that a new row goes between two; the
+    // order is that of its first release, not the table's), significant digits shown, and its CSV's column
+    // name when it differs from the key (empty: the key).
     int view_row = 0;
     int view_digits = 0;
     std::string_view view_csv_key;
