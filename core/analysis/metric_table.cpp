@@ -81,6 +81,21 @@ std::optional<double> entropy_field(const MechanismResult& r)
     return (*r.entropy).*F;
 }
 
+// Stores for metrics that are fields of the spectrum or of the entropy statistics (MetricEntry::store).
+template <double metrics::SpectrumMetrics::*F>
+void store_spectrum_field(MechanismResult& r, double v)
+{
+    if (r.spectrum)
+        (*r.spectrum).*F = v;
+}
+
+template <double metrics::EntropyStats::*F>
+void store_entropy_field(MechanismResult& r, double v)
+{
+    if (r.entropy)
+        (*r.entropy).*F = v;
+}
+
 constexpr unsigned k_everywhere = use_analyze | use_sweep_csv | use_sweep | use_batch_csv | use_metrics_view;
 
 std::vector<MetricEntry> make_table()

@@ -64,6 +64,10 @@ struct MetricEntry {
     // What analyze's JSON writes right after this metric's field, if anything (rank_tol: the randomized
     // bracket "rank_bounds").
     void (*json_after)(const MechanismResult&, nlohmann::ordered_json&) = nullptr;
+    // Puts a value read back from a session file into a result that holds the metric's group (a sweep
+    // record: sweep_result_from_json). Every sweep metric newer than the session layout (rank, the relative,
+    // effective and stable ranks, the entropy's mean and normalised mean) needs one; null for the others.
+    void (*store)(MechanismResult&, double) = nullptr;
 
     bool used_in(MetricUse u) const { return (uses & u) != 0; }
     std::string_view metrics_csv_key() const { return view_csv_key.empty() ? key : view_csv_key; }

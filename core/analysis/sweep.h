@@ -185,8 +185,9 @@ std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::o
 // reopened session shows them without recomputing. The spec's fields that describe its records (vary,
 // values, subsample, draws, seed, mechanisms, the synthetic source or the inputs' queries and keys, the
 // feature map, the mixing preset and the causal flag) and every record's fields except the singular values,
-// the per-row entropies and the parameters, which no sweep view draws. Values that are not finite are
-// written as null.
+// the per-row entropies and the parameters, which no sweep view draws; sweep metrics newer than the first
+// layout (spectrum, entropy) go by key into "metrics" (analysis/metric_table.h, MetricEntry::store). Values
+// that are not finite are written as null.
 nlohmann::ordered_json sweep_result_json(const SweepResult& result);
 // Reads sweep_result_json's document back (missing fields keep their defaults, null numbers are NaN).
 // Throws std::invalid_argument naming the field at fault for anything else.

@@ -258,6 +258,15 @@ ojson record_json(const SweepRecord& r)
                              {"normalized_mean", number(m.entropy->normalized_mean)}};
     else
         j["entropy"] = nullptr;
+    // Sweep metrics newer than the layout above, by key (the metric table's entries with a store).
+    ojson more = ojson::object();
+    for (const MetricEntry* e : metric_entries(use_sweep))
+        if (e->store) {
+            const std::optional<double> v = e->read(m);
+            more[std::string(e->key)] = v ? number(*v) : ojson(nullptr);
+        }
+    if (!more.empty())
+        j["metrics"] = std::move(more);
     j["seconds"] = number(r.seconds);
     j["warnings"] = m.warnings;
     return j;
@@ -299,6 +308,10 @@ SweepRecord record_from_json(const json& j)
         m.normalized_mean = field<double>(e, "normalized_mean", 0.0);
         r.result.entropy = std::move(m);
     }
+    const json& more = object_at(j, "metrics");
+    for (const auto& item : more.items())
+        if (const MetricEntry* e = find_metric(item.key()); e && e->store)   // else a metric this build does not know
+            e->store(r.result, field<double>(more, item.key().c_str(), 0.0));
     r.seconds = field<double>(j, "seconds", 0.0);
     r.result.warnings = field<std::vector<std::string>>(j, "warnings", {});
     return r;

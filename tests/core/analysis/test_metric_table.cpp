@@ -216,6 +216,29 @@ TEST(MetricTable, SweepMetricsAndColumns)
     EXPECT_TRUE(std::isnan(analysis::sweep_metric_value(rec, "no_such_metric")));
 }
 
+// A session keeps every sweep metric: those of its first layout in it, any newer one through its store.
+TEST(MetricTable, SessionsKeepEverySweepMetric)
+{
+    const std::set<std::string_view> first_layout = {"rank", "relative_rank", "effective_rank", "stable_rank", "entropy_mean",
+                                                     "entropy_normalized_mean"};
+    for (const MetricEntry* e : analysis::metric_entries(analysis::use_sweep))
+        EXPECT_TRUE(first_layout.count(e->key) || e->store) << e->key << " is not kept in a session: give it a store";
+    // Today's metrics: the layout of the first release, nothing more.
+    analysis::SweepRecord rec;
+    rec.mechanism = "softmax";
+    rec.result = full_result();
+    const auto doc = analysis::sweep_result_json(analysis::SweepResult{{}, {rec}});
+    EXPECT_EQ(doc["records"][0].contains("metrics"), std::any_of(analysis::metric_table().begin(), analysis::metric_table().end(),
+                                                                 [](const MetricEntry& e) { return e.store != nullptr; }));
+    // A stored value goes back where its reader finds it, and a metric this build does not know is skipped.
+    nlohmann::json j = nlohmann::json::parse(doc.dump());
+    j["records"][0]["metrics"]["no_such_metric"] = 1.0;
+    const auto back = analysis::sweep_result_from_json(j);
+    ASSERT_EQ(back.records.size(), 1u);
+    for (const MetricEntry* e : analysis::metric_entries(analysis::use_sweep))
+        EXPECT_EQ(e->read(back.records[0].result), e->read(rec.result)) << e->key;
+}
+
 TEST(Pooling, SpreadOfEqualsTheDirectComputation)
 {
     const std::vector<double> v = {0.5, 2.0, -1.25, 3.75, 1.0};
