@@ -4,12 +4,14 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
+#include "analysis/metric_table.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
 #include "cli_common.h"
@@ -40,6 +42,19 @@ struct AnalyzeArgs {
 std::string fmt_opt(double v, int precision)
 {
     return std::isfinite(v) ? fmt::format("{:.{}f}", v, precision) : std::string("-");
+}
+
+// A metric's cell in the summary table: "-" where it has no value; a rank that only the randomized range
+// finder bracketed shows the bracket it proved ("12..14").
+std::string summary_cell(const analysis::MetricEntry& e, const ojson& r)
+{
+    const ojson& v = analysis::metric_json(e, r);
+    if (v.is_number())
+        return e.kind == analysis::MetricKind::count ? std::to_string(v.get<long long>()) : fmt_opt(v.get<double>(), e.column_decimals);
+    if (e.key == "rank" && r.contains("rank_bounds"))
+        return std::to_string(r["rank_bounds"]["lower"].get<long long>()) + ".." +
+               std::to_string(r["rank_bounds"]["upper"].get<long long>());
+    return "-";
 }
 
 void print_summary(const ojson& doc)
@@ -75,28 +90,23 @@ void print_summary(const ojson& doc)
             std::cout << "\nfrom the file's attributes: " << used << "  (override with the options)";
     }
     std::cout << not_applied << "\n\n";
-    std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", "mechanism", "rank", "rel.rank",
-                             "eff.rank", "stable", "H mean", "H std", "H/ln n", "params");
+    // One column per metric of the table that has one (analysis/metric_table.h).
+    std::vector<const analysis::MetricEntry*> columns;
+    for (const analysis::MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
+        if (e->column_width > 0)
+            columns.push_back(e);
+    std::string header = fmt::format("{:<9}", "mechanism");
+    for (const analysis::MetricEntry* e : columns)
+        header += fmt::format(" {:>{}}", e->column, e->column_width);
+    std::cout << header << fmt::format("   {}\n", "params");
     for (const auto& r : doc["results"]) {
-        auto num = [&](const char* key, int precision) {
-            return r.contains(key) && r[key].is_number() ? fmt_opt(r[key].get<double>(), precision) : std::string("-");
-        };
-        std::string rank = r.contains("rank") && r["rank"].is_number() ? std::to_string(r["rank"].get<long long>()) : "-";
-        if (rank == "-" && r.contains("rank_bounds"))   // randomized: the bracket it proved
-            rank = std::to_string(r["rank_bounds"]["lower"].get<long long>()) + ".." +
-                   std::to_string(r["rank_bounds"]["upper"].get<long long>());
-        std::string hm = "-", hs = "-", hn = "-";
-        if (r.contains("entropy") && r["entropy"].is_object()) {
-            hm = fmt_opt(r["entropy"]["mean"].get<double>(), 4);
-            hs = fmt_opt(r["entropy"]["std"].get<double>(), 4);
-            hn = fmt_opt(r["entropy"]["normalized_mean"].get<double>(), 4);
-        }
+        std::string line = fmt::format("{:<9}", r["mechanism"].get<std::string>());
+        for (const analysis::MetricEntry* e : columns)
+            line += fmt::format(" {:>{}}", summary_cell(*e, r), e->column_width);
         std::string params;
         for (const auto& [key, value] : r["params"].items())
             params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
-        std::cout << fmt::format("{:<9} {:>6} {:>9} {:>10} {:>8} {:>9} {:>9} {:>9}   {}\n", r["mechanism"].get<std::string>(),
-                                 rank, num("relative_rank", 4), num("effective_rank", 2), num("stable_rank", 3), hm, hs, hn,
-                                 params);
+        std::cout << line << fmt::format("   {}\n", params);
     }
     std::cout << "\n";
     for (const auto& r : doc["results"])   // how each spectrum was computed, and why (--method)

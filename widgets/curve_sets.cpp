@@ -10,7 +10,6 @@
 #include <map>
 #include <set>
 #include <string>
-#include <tuple>
 
 #include "analysis/sweep.h"
 #include "plot_style.h"
@@ -58,75 +57,25 @@ bool allPowersOfTwo(const std::vector<double>& xs)
     return !xs.empty();
 }
 
-// Points per mechanism of one run: mean and std from its sweep_summary (pooled over summary points that
-// share x), min..max and counts from the records.
+// The curves of one run (analysis::sweep_curves pools them), for the mechanisms this build draws.
 void addRunCurves(const CurveRun& run, int index, const QString& metric, bool byM, std::vector<Curve>& out)
 {
-    if (!run.summary.contains("points"))
-        return;
-    const SweepResult& sweep = *run.sweep;
-    const std::string key = metric.toStdString();
-    struct Acc {
-        double n = 0, sum = 0, sumsq = 0, min = std::numeric_limits<double>::infinity(),
-               max = -std::numeric_limits<double>::infinity();
-    };
-    std::vector<Mechanism> order;
-    std::map<std::pair<int, double>, Acc> acc;
-    auto mechIndex = [&order](Mechanism m) {
-        auto it = std::find(order.begin(), order.end(), m);
-        if (it == order.end()) {
-            order.push_back(m);
-            return static_cast<int>(order.size() - 1);
-        }
-        return static_cast<int>(it - order.begin());
-    };
-    for (Mechanism m : sweep.spec.mechanisms)
-        mechIndex(m);
-    // Summary points: count = records of the point; metrics' mean/std over those with a value.
-    std::map<std::tuple<std::string, long long, long long>, long> withValue;
-    for (const auto& r : sweep.records) {
-        Mechanism m;
-        const double v = sweepMetricValue(r, metric);
-        if (!mechanismFromName(r.mechanism, m) || !std::isfinite(v))
-            continue;
-        ++withValue[{r.mechanism, static_cast<long long>(r.n), static_cast<long long>(r.m)}];
-        Acc& a = acc[{mechIndex(m), static_cast<double>(byM ? r.m : r.n)}];
-        a.min = std::min(a.min, v);
-        a.max = std::max(a.max, v);
-    }
-    for (const auto& p : run.summary["points"]) {
-        Mechanism m;
-        if (!mechanismFromName(p["mechanism"].get<std::string>(), m) || !p.contains(key) || !p[key].is_object())
-            continue;
-        const long long n = p["n"].get<long long>(), mm = p["m"].get<long long>();
-        const auto it = withValue.find({p["mechanism"].get<std::string>(), n, mm});
-        if (it == withValue.end())
-            continue;
-        const double c = static_cast<double>(it->second);
-        const double mean = p[key]["mean"].get<double>(), sd = p[key]["std"].get<double>();
-        Acc& a = acc[{mechIndex(m), static_cast<double>(byM ? mm : n)}];
-        a.n += c;
-        a.sum += c * mean;
-        a.sumsq += c * (sd * sd + mean * mean);
-    }
-    for (std::size_t i = 0; i < order.size(); ++i) {
+    for (const analysis::SweepCurve& sc : analysis::sweep_curves(*run.sweep, run.summary, metric.toStdString(), byM)) {
         Curve c;
-        c.mechanism = order[i];
+        if (!mechanismFromName(sc.mechanism, c.mechanism))
+            continue;
         c.run = index;
-        for (const auto& [k, a] : acc) {
-            if (k.first != static_cast<int>(i) || a.n <= 0)
-                continue;
+        for (const auto& [x, s] : sc.points) {
             CurvePoint p;
-            p.x = k.second;
-            p.mean = a.sum / a.n;
-            p.std = std::sqrt(std::max(0.0, a.sumsq / a.n - p.mean * p.mean));
-            p.min = a.min;
-            p.max = a.max;
-            p.count = static_cast<long>(a.n);
+            p.x = x;
+            p.mean = s.mean;
+            p.std = s.std;
+            p.min = s.min;
+            p.max = s.max;
+            p.count = static_cast<long>(s.count);
             c.points.push_back(p);
         }
-        if (!c.points.empty())
-            out.push_back(std::move(c));
+        out.push_back(std::move(c));
     }
 }
 

@@ -3,11 +3,10 @@
 // curves_view.cpp draws them, nothing here draws). CurveRuns keeps the finished sweeps the tab lists, oldest
 // first: each with its name, its sweep_summary (computed once per run) and its kind (against N or against
 // M), and the names of the runs whose checkbox is off. curvesOf turns the drawn runs into one Curve per
-// mechanism and run: the mean and std of every point are the summary's, pooled over summary points that
-// share an x value, and min..max and counts come from the records. curveFrame finds what the axes show for
-// those curves: the distinct x values, the scales (auto: log when the values span more than 8x) and the
-// extent of means and bands. The texts that name and describe a run (legend, list of runs, subtitle,
-// read-out) are here too.
+// mechanism and run, as analysis::sweep_curves pools them (core/analysis/sweep.h). curveFrame finds what
+// the axes show for those curves: the distinct x values, the scales (auto: log when the values span more
+// than 8x) and the extent of means and bands. The texts that name and describe a run (legend, list of
+// runs, subtitle, read-out) are here too.
 #include <QList>
 #include <QSet>
 #include <QString>

@@ -24,12 +24,12 @@ struct CurveSet {
 // layers and heads the records hold.
 QString curveSetName(const analysis::SweepResult& sweep);
 
-// CurvesView: one line per mechanism of the chosen metric (rank, relative_rank, effective_rank,
-// stable_rank, entropy_mean, entropy_normalized_mean, seconds) against N or M (from the sweep's vary),
-// mean over layers / heads / draws / seeds with a shaded band (min..max or +-1 std, selectable), log
-// axes where they help (toggles), reference lines (y = x for rank against N; y = d for linear rank).
-// Several runs (setCurveSets) are kept apart: the view shows the runs of one kind at a time (against N or
-// against M: their x axes differ), overlaid, each with its own line style and checkbox.
+// CurvesView: one line per mechanism of the chosen metric (a sweep metric: analysis::sweep_metric_names)
+// against N or M (from the sweep's vary), mean over layers / heads / draws / seeds with a shaded band
+// (min..max or +-1 std, selectable), log axes where they help (toggles), reference lines (y = x for rank
+// against N; y = d for linear rank). Several runs (setCurveSets) are kept apart: the view shows the runs
+// of one kind at a time (against N or against M: their x axes differ), overlaid, each with its own line
+// style and checkbox.
 // viewName() "curves".
 // OverviewView: see createOverviewView. Both emit cellActivated only where it applies (the overview).
 class SweepView : public ResultView {
@@ -40,8 +40,8 @@ public:
     virtual void setSweep(std::shared_ptr<const analysis::SweepResult> sweep) = 0;
     // Several runs, oldest first. Views that show one sweep show the last.
     virtual void setCurveSets(const QList<CurveSet>& sets) { setSweep(sets.isEmpty() ? nullptr : sets.back().sweep); }
-    // Metric shown: "rank", "relative_rank", "effective_rank", "stable_rank", "entropy_mean",
-    // "entropy_normalized_mean", "seconds". Unknown names are ignored.
+    // Metric shown: one of analysis::sweep_metric_names() ("rank", "effective_rank", "entropy_mean",
+    // "seconds" ...). Unknown names are ignored.
     virtual void setMetric(const QString& metric) = 0;
     // What the view says while it shows no sweep (empty: its usual hint), e.g. that a session kept a sweep's
     // settings but not its results.

@@ -15,6 +15,7 @@
 #include <cmath>
 
 #include "analysis/explore.h"
+#include "analysis/metric_table.h"
 #include "plot_style.h"
 #include "view_base.h"
 #include "views.h"
@@ -221,10 +222,11 @@ private:
                                .arg(m_result->n)
                                .arg(m_result->d)
                                .arg(fmtNum(m_result->seconds)));
-        m_rows = QStringList{tr("rank"),          tr("relative rank"), tr("tolerance"),     tr("s_1"),
-                             tr("effective rank"), tr("stable rank"),   tr("entropy mean"),  tr("entropy std"),
-                             tr("entropy min"),   tr("entropy max"),   tr("normalised entropy mean"),
-                             tr("params"),        tr("warnings"),      tr("error")};
+        // One row per metric of the table's Metrics view (analysis/metric_table.h), then what shaped the result.
+        const std::vector<const analysis::MetricEntry*> metrics = analysis::metrics_view_entries();
+        for (const analysis::MetricEntry* e : metrics)
+            m_rows << QString::fromUtf8(e->label.data(), static_cast<int>(e->label.size()));
+        m_rows << tr("params") << tr("warnings") << tr("error");
         for (const auto& o : m_result->outcomes) {
             m_cols << mechanismLabel(o.result.mechanism);
             m_colColors << mechanismColor(o.result.mechanism);
@@ -234,21 +236,14 @@ private:
         for (const auto& o : m_result->outcomes) {
             const auto& r = o.result;
             QStringList v;
-            if (r.spectrum) {
-                const auto& s = *r.spectrum;
-                v << tr("%1 / %2").arg(s.rank).arg(m_result->n) << fmtNum(s.relative_rank, 4) << fmtNum(s.tol, 3)
-                  << (s.singular_values.empty() ? na : fmtNum(s.singular_values.front(), 5)) << fmtNum(s.effective_rank, 5)
-                  << fmtNum(s.stable_rank, 5);
-            } else {
-                for (int i = 0; i < 6; ++i)
-                    v << na;
-            }
-            if (r.entropy) {
-                const auto& e = *r.entropy;
-                v << fmtNum(e.mean, 5) << fmtNum(e.std, 4) << fmtNum(e.min, 5) << fmtNum(e.max, 5) << fmtNum(e.normalized_mean, 4);
-            } else {
-                for (int i = 0; i < 5; ++i)
-                    v << (o.error.empty() ? tr("undefined") : na);
+            for (const analysis::MetricEntry* e : metrics) {
+                const std::optional<double> x = e->read(r);
+                if (x && e->kind == analysis::MetricKind::count)
+                    v << tr("%1 / %2").arg(static_cast<qlonglong>(*x)).arg(m_result->n);
+                else if (x)
+                    v << fmtNum(*x, e->view_digits);
+                else   // no entropy without an error: it is undefined (an entry < 0, docs/maths.md section 2)
+                    v << (e->group == analysis::MetricGroup::entropy && o.error.empty() ? tr("undefined") : na);
             }
             v << paramsText(r.params);
             QStringList w;

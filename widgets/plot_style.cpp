@@ -159,40 +159,20 @@ QCPPainter* asQcpPainter(QPainter* painter)
 
 QStringList sweepMetricKeys()
 {
-    return {QStringLiteral("rank"),         QStringLiteral("relative_rank"), QStringLiteral("effective_rank"),
-            QStringLiteral("stable_rank"),  QStringLiteral("entropy_mean"),  QStringLiteral("entropy_normalized_mean"),
-            QStringLiteral("seconds")};
+    QStringList keys;
+    for (const std::string& k : analysis::sweep_metric_names())
+        keys << QString::fromStdString(k);
+    return keys;
 }
 
 QString sweepMetricLabel(const QString& key)
 {
-    if (key == "rank") return QStringLiteral("numerical rank");
-    if (key == "relative_rank") return QStringLiteral("relative rank (rank / N)");
-    if (key == "effective_rank") return QStringLiteral("effective rank");
-    if (key == "stable_rank") return QStringLiteral("stable rank");
-    if (key == "entropy_mean") return QStringLiteral("mean row entropy (nats)");
-    if (key == "entropy_normalized_mean") return QStringLiteral("normalised row entropy");
-    if (key == "seconds") return QStringLiteral("seconds");
-    return {};
+    return QString::fromStdString(analysis::sweep_metric_title(key.toStdString()));
 }
 
 double sweepMetricValue(const analysis::SweepRecord& r, const QString& key)
 {
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    if (key == "seconds")
-        return r.seconds;
-    if (key == "entropy_mean" || key == "entropy_normalized_mean") {
-        if (!r.entropy)
-            return nan;
-        return key == "entropy_mean" ? r.entropy->mean : r.entropy->normalized_mean;
-    }
-    if (!r.spectrum)
-        return nan;
-    if (key == "rank") return static_cast<double>(r.spectrum->rank);
-    if (key == "relative_rank") return r.spectrum->relative_rank;
-    if (key == "effective_rank") return r.spectrum->effective_rank;
-    if (key == "stable_rank") return r.spectrum->stable_rank;
-    return nan;
+    return analysis::sweep_metric_value(r, key.toStdString());
 }
 
 bool mechanismFromName(const std::string& name, attention::Mechanism& out)

@@ -64,8 +64,8 @@ QComboBox* colorMapBox(QWidget* parent);
 // Human number: 3 significant digits, no trailing zeros.
 QString fmtNum(double v, int digits = 3);
 
-// Metrics of sweep records (curves and overview views): keys "rank", "relative_rank", "effective_rank",
-// "stable_rank", "entropy_mean", "entropy_normalized_mean", "seconds" (the CSV's column names).
+// Metrics of sweep records (curves and overview views), as the core names them (analysis::sweep_metric_names:
+// the metric table's sweep metrics and "seconds", by their CSV column names).
 QStringList sweepMetricKeys();
 // Axis / colour-bar title in words ("numerical rank", "relative rank (rank / N)", ...); empty for unknown keys.
 QString sweepMetricLabel(const QString& key);

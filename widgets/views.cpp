@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "analysis/explore.h"
+#include "analysis/metric_table.h"
 #include "plot_style.h"
 #include "util/json_text.h"
 
@@ -40,27 +41,22 @@ QString num(double v)
 
 QString metricsCsv(const analysis::ExploreResult& result)
 {
-    const QStringList header{"mechanism",    "n",           "rank",           "relative_rank",  "tol",
-                             "s1",           "effective_rank", "stable_rank", "entropy_mean",   "entropy_std",
-                             "entropy_min",  "entropy_max", "entropy_normalized_mean", "params", "warnings", "error"};
+    const std::vector<const analysis::MetricEntry*> metrics = analysis::metrics_view_entries();
+    QStringList header{"mechanism", "n"};
+    for (const analysis::MetricEntry* e : metrics)
+        header << QString::fromUtf8(e->metrics_csv_key().data(), static_cast<int>(e->metrics_csv_key().size()));
+    header << "params" << "warnings" << "error";
     QString out = header.join(',') + '\n';
     for (const auto& o : result.outcomes) {
         const auto& r = o.result;
         QStringList row;
         row << QString::fromStdString(std::string(attention::to_string(r.mechanism))) << QString::number(result.n);
-        if (r.spectrum) {
-            const auto& s = *r.spectrum;
-            row << QString::number(s.rank) << num(s.relative_rank) << num(s.tol)
-                << (s.singular_values.empty() ? QString() : num(s.singular_values.front())) << num(s.effective_rank)
-                << num(s.stable_rank);
-        } else {
-            row << "" << "" << "" << "" << "" << "";
-        }
-        if (r.entropy) {
-            const auto& e = *r.entropy;
-            row << num(e.mean) << num(e.std) << num(e.min) << num(e.max) << num(e.normalized_mean);
-        } else {
-            row << "" << "" << "" << "" << "";
+        for (const analysis::MetricEntry* e : metrics) {
+            const std::optional<double> v = e->read(r);
+            if (!v)
+                row << QString();
+            else
+                row << (e->kind == analysis::MetricKind::count ? QString::number(static_cast<qlonglong>(*v)) : num(*v));
         }
         row << QString::fromStdString(json_text(r.params));
         QStringList warnings;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/metric_table.h"
 #include "attention/mechanisms.h"
 #include "kernels/kernels.h"
 #include "metrics/streaming.h"
@@ -141,62 +142,29 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
                                {"converged", r.top_k->converged}};
     j["method"] = std::move(method);
     if (mo.spectrum) {
-        if (r.spectrum && r.rank_bracket) {
-            // The rank bracketed (metrics/randomized.h): exact when the bounds meet.
-            const metrics::RandomizedRank& b = *r.rank_bracket;
-            if (b.lower == b.upper) {
-                j["rank"] = b.lower;
-            } else {
-                j["rank"] = nullptr;
-            }
-            j["rank_tol"] = b.tol;
-            j["rank_bounds"] = json{{"lower", b.lower},
-                                    {"upper", b.upper},
-                                    {"lower_proof", "deterministic: singular values of Q^T A interlace those of A"},
-                                    {"upper_failure_probability", b.failure_probability},
-                                    {"residual_bound", b.residual_bound},
-                                    {"s1", b.s1},
-                                    {"s1_upper", b.s1_upper},
-                                    {"basis_size", b.basis_size},
-                                    {"products", b.products},
-                                    {"converged", b.converged}};
-            for (const char* key : {"relative_rank", "effective_rank", "stable_rank"})
-                j[key] = nullptr;
-            if (r.spectrum->singular_values.empty())
-                j["singular_values"] = nullptr;
-            else
-                j["singular_values"] = r.spectrum->singular_values;
-            if (r.top_k)
-                j["singular_value_residuals"] = r.top_k->residuals;
-        } else if (r.spectrum && r.partial_spectrum) {
-            for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank"})
-                j[key] = nullptr;
+        // The scalar metrics (analysis/metric_table.h), then the singular values: all of them (cut to --top-k),
+        // the top-k alone, or what the randomized range finder found.
+        write_metric_fields(r, MetricGroup::spectrum, j);
+        if (!r.spectrum || (r.rank_bracket && r.spectrum->singular_values.empty())) {
+            j["singular_values"] = nullptr;
+        } else if (r.rank_bracket || r.partial_spectrum) {
             j["singular_values"] = r.spectrum->singular_values;
             if (r.top_k)
                 j["singular_value_residuals"] = r.top_k->residuals;
-        } else if (r.spectrum) {
-            const auto& s = *r.spectrum;
-            j["rank"] = s.rank;
-            j["rank_tol"] = s.tol;
-            j["relative_rank"] = s.relative_rank;
-            j["effective_rank"] = s.effective_rank;
-            j["stable_rank"] = s.stable_rank;
-            std::vector<double> values = s.singular_values;
+        } else {
+            std::vector<double> values = r.spectrum->singular_values;
             if (mo.top_k && static_cast<std::size_t>(*mo.top_k) < values.size())
                 values.resize(static_cast<std::size_t>(*mo.top_k));
             j["singular_values"] = values;
-        } else {
-            for (const char* key : {"rank", "rank_tol", "relative_rank", "effective_rank", "stable_rank", "singular_values"})
-                j[key] = nullptr;
         }
     }
     if (mo.entropy) {
         if (r.entropy) {
-            const auto& e = *r.entropy;
-            j["entropy"] = json{{"mean", e.mean}, {"std", e.std}, {"min", e.min}, {"max", e.max},
-                                {"normalized_mean", e.normalized_mean}};
+            json e = json::object();
+            write_metric_fields(r, MetricGroup::entropy, e);
+            j[std::string(json_object_of(MetricGroup::entropy))] = std::move(e);
             if (mo.row_entropy)
-                j["row_entropy"] = e.rows;
+                j["row_entropy"] = r.entropy->rows;
         } else {
             j["entropy"] = nullptr;
             if (mo.row_entropy)

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 
+#include "analysis/metric_table.h"
 #include "attention/options.h"
 #include "util/atomic_file.h"
 #include "util/json_text.h"
@@ -226,20 +227,22 @@ std::string csv_field(const std::string& s)
 
 std::string summary_csv(const std::vector<json>& records)
 {
+    // The metrics are read from each record's analyze JSON (analysis/metric_table.h).
+    const std::vector<const MetricEntry*> columns = metric_entries(use_batch_csv);
     std::ostringstream out;
-    out << "unit,file,layer,head,mechanism,n,d,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
-           "entropy_std,entropy_normalized_mean,seconds\n";
+    out << "unit,file,layer,head,mechanism,n,d,";
+    for (const MetricEntry* e : columns)
+        out << e->key << ',';
+    out << "seconds\n";
     for (const json& r : records) {
         const json& input = field(r, "input");
-        const json& e = field(r, "entropy");
-        auto ent = [&](const char* key) { return num(field(e, key)); };
         const json& seconds = field(r, "seconds");
         out << num(field(r, "unit")) << ',' << csv_field(string_field(input, "file")) << ',' << num(field(r, "layer")) << ','
             << num(field(r, "head")) << ',' << csv_field(string_field(r, "mechanism")) << ',' << num(field(input, "n")) << ','
-            << num(field(input, "d")) << ',' << num(field(r, "rank")) << ',' << num(field(r, "rank_tol")) << ','
-            << num(field(r, "relative_rank")) << ',' << num(field(r, "effective_rank")) << ','
-            << num(field(r, "stable_rank")) << ',' << ent("mean") << ',' << ent("std") << ',' << ent("normalized_mean")
-            << ',' << fmt::format("{:.6f}", seconds.is_number() ? seconds.get<double>() : 0.0) << '\n';
+            << num(field(input, "d")) << ',';
+        for (const MetricEntry* e : columns)
+            out << num(metric_json(*e, r)) << ',';
+        out << fmt::format("{:.6f}", seconds.is_number() ? seconds.get<double>() : 0.0) << '\n';
     }
     return out.str();
 }

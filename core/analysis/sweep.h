@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -25,6 +27,7 @@
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
 #include "attention/options.h"
+#include "metrics/pooling.h"
 
 namespace attnscope::analysis {
 
@@ -65,10 +68,9 @@ struct SweepRecord {
     std::optional<Eigen::Index> layer, head;
     Eigen::Index draw = 0;
     std::string input;                       // reference of the queries, or "synth:KIND"
-    std::optional<metrics::SpectrumMetrics> spectrum;
-    std::optional<metrics::EntropyStats> entropy;
+    // What analyze returned for the mechanism; its metrics are read through analysis/metric_table.h.
+    MechanismResult result;
     double seconds = 0;
-    std::vector<std::string> warnings;
 };
 
 // A finished sweep, as the curves view and figures consume it.
@@ -158,14 +160,34 @@ SweepValueChoice sweep_value_choice(const SweepSpec& spec);
 // Runs a plan (progress and cancellation through ctx): one record per point, mechanism and draw.
 std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx);
 
-// The names of the metrics a sweep records (the curves' and the overview's y axes), in CSV column order.
+// The names of the metrics a sweep summarises (the curves' and the overview's y axes): the metric table's
+// sweep metrics (analysis/metric_table.h, use_sweep) and "seconds", the time each analysis took.
 const std::vector<std::string>& sweep_metric_names();
+// The axis title of a sweep metric ("numerical rank", "mean row entropy (nats)"); empty for unknown names.
+std::string sweep_metric_title(std::string_view name);
+// A record's value of a sweep metric; NaN when the record has none (no spectrum, entropy undefined) or
+// for an unknown name.
+double sweep_metric_value(const SweepRecord& record, std::string_view name);
+
+// One curve of a sweep metric: per x (N, or M) of one mechanism, the metric pooled over every record
+// there. The mean and std pool the summary's points that share x (metrics::pooled: a sweep over M may
+// hold several N per M); min, max and count are those of the records with a finite value.
+struct SweepCurve {
+    std::string mechanism;
+    std::vector<std::pair<double, metrics::Spread>> points;   // (x, spread), ascending x
+};
+// The curves of `metric` of `sweep` against M (by_m) or N, from its records and its sweep_summary
+// (`summary`), one per mechanism that has a value: the spec's mechanisms in order, then others as met.
+std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::ordered_json& summary,
+                                     std::string_view metric, bool by_m);
 
 // A finished sweep as data, for the desktop app's sessions: what the curves and the overview draw, so that a
 // reopened session shows them without recomputing. The spec's fields that describe its records (vary,
 // values, subsample, draws, seed, mechanisms, the synthetic source or the inputs' queries and keys, the
-// feature map, the mixing preset and the causal flag) and every record's fields except the singular values
-// and the per-row entropies, which no sweep view draws. Values that are not finite are written as null.
+// feature map, the mixing preset and the causal flag) and every record's fields except the singular values,
+// the per-row entropies and the parameters, which no sweep view draws; sweep metrics newer than the first
+// layout (spectrum, entropy) go by key into "metrics" (analysis/metric_table.h, MetricEntry::store). Values
+// that are not finite are written as null.
 nlohmann::ordered_json sweep_result_json(const SweepResult& result);
 // Reads sweep_result_json's document back (missing fields keep their defaults, null numbers are NaN).
 // Throws std::invalid_argument naming the field at fault for anything else.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -11,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/metric_table.h"
 #include "analysis/sweep.h"
 
 namespace attnscope::analysis {
@@ -19,39 +19,46 @@ using Eigen::Index;
 
 const std::vector<std::string>& sweep_metric_names()
 {
-    static const std::vector<std::string> names = {"rank",         "relative_rank", "effective_rank", "stable_rank",
-                                                   "entropy_mean", "entropy_normalized_mean", "seconds"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> out;
+        for (const MetricEntry* e : metric_entries(use_sweep))
+            out.emplace_back(e->key);
+        out.emplace_back("seconds");
+        return out;
+    }();
     return names;
 }
 
-namespace {
-
-std::string num(double v)
+std::string sweep_metric_title(std::string_view name)
 {
-    if (!std::isfinite(v))
-        return "";
-    return fmt::format("{:.17g}", v);
+    if (name == "seconds")
+        return "seconds";
+    const MetricEntry* e = find_metric(name);
+    return e && e->used_in(use_sweep) ? std::string(e->title) : std::string();
 }
 
-}  // namespace
+double sweep_metric_value(const SweepRecord& record, std::string_view name)
+{
+    if (name == "seconds")
+        return record.seconds;
+    const MetricEntry* e = find_metric(name);
+    const std::optional<double> v = e && e->used_in(use_sweep) ? e->read(record.result) : std::nullopt;
+    return v.value_or(std::numeric_limits<double>::quiet_NaN());
+}
 
 std::string sweep_csv(const std::vector<SweepRecord>& records)
 {
+    const std::vector<const MetricEntry*> columns = metric_entries(use_sweep_csv);
     std::ostringstream out;
-    out << "mechanism,n,m,layer,head,draw,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
-           "entropy_normalized_mean,seconds\n";
+    out << "mechanism,n,m,layer,head,draw,";
+    for (const MetricEntry* e : columns)
+        out << e->key << ',';
+    out << "seconds\n";
     for (const auto& r : records) {
         out << r.mechanism << ',' << r.n << ',' << r.m << ',' << (r.layer ? std::to_string(*r.layer) : "") << ','
             << (r.head ? std::to_string(*r.head) : "") << ',' << r.draw << ',';
-        if (r.spectrum)
-            out << r.spectrum->rank << ',' << num(r.spectrum->tol) << ',' << num(r.spectrum->relative_rank) << ','
-                << num(r.spectrum->effective_rank) << ',' << num(r.spectrum->stable_rank) << ',';
-        else
-            out << ",,,,,";
-        if (r.entropy)
-            out << num(r.entropy->mean) << ',' << num(r.entropy->normalized_mean) << ',';
-        else
-            out << ",,";
+        for (const MetricEntry* e : columns)
+            out << csv_number(*e, e->read(r.result)) << ',';
         out << fmt::format("{:.6f}", r.seconds) << '\n';
     }
     return out.str();
@@ -73,16 +80,9 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
             order.push_back(key);
         Acc& a = acc[key];
         ++a.count;
-        if (r.spectrum) {
-            a.values["rank"].push_back(static_cast<double>(r.spectrum->rank));
-            a.values["relative_rank"].push_back(r.spectrum->relative_rank);
-            a.values["effective_rank"].push_back(r.spectrum->effective_rank);
-            a.values["stable_rank"].push_back(r.spectrum->stable_rank);
-        }
-        if (r.entropy) {
-            a.values["entropy_mean"].push_back(r.entropy->mean);
-            a.values["entropy_normalized_mean"].push_back(r.entropy->normalized_mean);
-        }
+        for (const MetricEntry* e : metric_entries(use_sweep))
+            if (const std::optional<double> v = e->read(r.result))
+                a.values[std::string(e->key)].push_back(*v);
         a.values["seconds"].push_back(r.seconds);
     }
     nlohmann::ordered_json doc;
@@ -108,20 +108,79 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
                 p[metric] = nullptr;
                 continue;
             }
-            const auto& v = it->second;
-            const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-            double var = 0;
-            for (double x : v)
-                var += (x - mean) * (x - mean);
-            p[metric] = {{"mean", mean},
-                         {"std", std::sqrt(var / static_cast<double>(v.size()))},
-                         {"min", *std::min_element(v.begin(), v.end())},
-                         {"max", *std::max_element(v.begin(), v.end())}};
+            const metrics::Spread s = metrics::spread_of(it->second);
+            p[metric] = {{"mean", s.mean}, {"std", s.std}, {"min", s.min}, {"max", s.max}};
         }
         points.push_back(std::move(p));
     }
     doc["points"] = std::move(points);
     return doc;
+}
+
+std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::ordered_json& summary,
+                                     std::string_view metric, bool by_m)
+{
+    std::vector<SweepCurve> out;
+    if (!summary.contains("points"))
+        return out;
+    const std::string key(metric);
+    std::vector<std::string> order;
+    auto index_of = [&order](const std::string& name) {
+        const auto it = std::find(order.begin(), order.end(), name);
+        if (it != order.end())
+            return static_cast<std::size_t>(it - order.begin());
+        order.push_back(name);
+        return order.size() - 1;
+    };
+    for (const attention::Mechanism m : sweep.spec.mechanisms)
+        index_of(std::string(attention::to_string(m)));
+    // Per (mechanism, x): min and max of the records' finite values, and the summary points to pool. A summary
+    // point counts the records with a value of the metric.
+    struct At {
+        metrics::Spread records;
+        std::vector<metrics::Spread> points;
+    };
+    std::map<std::pair<std::size_t, double>, At> at;
+    std::map<std::tuple<std::string, Index, Index>, double> with_value;
+    for (const SweepRecord& r : sweep.records) {
+        const double v = sweep_metric_value(r, metric);
+        if (!std::isfinite(v))
+            continue;
+        with_value[{r.mechanism, r.n, r.m}] += 1;
+        metrics::Spread& s = at[{index_of(r.mechanism), static_cast<double>(by_m ? r.m : r.n)}].records;
+        s.min = std::min(s.min, v);
+        s.max = std::max(s.max, v);
+    }
+    for (const auto& p : summary["points"]) {
+        if (!p.contains(key) || !p[key].is_object())
+            continue;
+        const std::string mechanism = p["mechanism"].get<std::string>();
+        const Index n = p["n"].get<Index>(), m = p["m"].get<Index>();
+        const auto it = with_value.find({mechanism, n, m});
+        if (it == with_value.end())
+            continue;
+        metrics::Spread s;
+        s.count = it->second;
+        s.mean = p[key]["mean"].get<double>();
+        s.std = p[key]["std"].get<double>();
+        at[{index_of(mechanism), static_cast<double>(by_m ? m : n)}].points.push_back(s);
+    }
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        SweepCurve c{order[i], {}};
+        for (const auto& [where, a] : at) {
+            if (where.first != i)
+                continue;
+            metrics::Spread s = metrics::pooled(a.points);
+            if (s.count <= 0)
+                continue;
+            s.min = a.records.min;
+            s.max = a.records.max;
+            c.points.emplace_back(where.second, s);
+        }
+        if (!c.points.empty())
+            out.push_back(std::move(c));
+    }
+    return out;
 }
 
 namespace {
@@ -182,24 +241,34 @@ ojson record_json(const SweepRecord& r)
     j["head"] = r.head ? ojson(*r.head) : ojson(nullptr);
     j["draw"] = r.draw;
     j["input"] = r.input;
-    if (r.spectrum)
-        j["spectrum"] = ojson{{"tol", number(r.spectrum->tol)},
-                              {"rank", r.spectrum->rank},
-                              {"relative_rank", number(r.spectrum->relative_rank)},
-                              {"effective_rank", number(r.spectrum->effective_rank)},
-                              {"stable_rank", number(r.spectrum->stable_rank)}};
+    const MechanismResult& m = r.result;
+    if (m.spectrum)
+        j["spectrum"] = ojson{{"tol", number(m.spectrum->tol)},
+                              {"rank", m.spectrum->rank},
+                              {"relative_rank", number(m.spectrum->relative_rank)},
+                              {"effective_rank", number(m.spectrum->effective_rank)},
+                              {"stable_rank", number(m.spectrum->stable_rank)}};
     else
         j["spectrum"] = nullptr;
-    if (r.entropy)
-        j["entropy"] = ojson{{"mean", number(r.entropy->mean)},
-                             {"std", number(r.entropy->std)},
-                             {"min", number(r.entropy->min)},
-                             {"max", number(r.entropy->max)},
-                             {"normalized_mean", number(r.entropy->normalized_mean)}};
+    if (m.entropy)
+        j["entropy"] = ojson{{"mean", number(m.entropy->mean)},
+                             {"std", number(m.entropy->std)},
+                             {"min", number(m.entropy->min)},
+                             {"max", number(m.entropy->max)},
+                             {"normalized_mean", number(m.entropy->normalized_mean)}};
     else
         j["entropy"] = nullptr;
+    // Sweep metrics newer than the layout above, by key (the metric table's entries with a store).
+    ojson more = ojson::object();
+    for (const MetricEntry* e : metric_entries(use_sweep))
+        if (e->store) {
+            const std::optional<double> v = e->read(m);
+            more[std::string(e->key)] = v ? number(*v) : ojson(nullptr);
+        }
+    if (!more.empty())
+        j["metrics"] = std::move(more);
     j["seconds"] = number(r.seconds);
-    j["warnings"] = r.warnings;
+    j["warnings"] = m.warnings;
     return j;
 }
 
@@ -209,6 +278,11 @@ SweepRecord record_from_json(const json& j)
         throw std::invalid_argument("sweep result: a record is not an object");
     SweepRecord r;
     r.mechanism = field<std::string>(j, "mechanism", "");
+    try {
+        r.result.mechanism = attention::parse_mechanism(r.mechanism);
+    } catch (const std::invalid_argument&) {
+        // a name this build does not know: the record keeps it, the views skip it
+    }
     r.n = field<Index>(j, "n", 0);
     r.m = field<Index>(j, "m", 0);
     r.d = field<Index>(j, "d", 0);
@@ -223,7 +297,7 @@ SweepRecord record_from_json(const json& j)
         m.relative_rank = field<double>(s, "relative_rank", 0.0);
         m.effective_rank = field<double>(s, "effective_rank", 0.0);
         m.stable_rank = field<double>(s, "stable_rank", 0.0);
-        r.spectrum = std::move(m);
+        r.result.spectrum = std::move(m);
     }
     if (const json& e = object_at(j, "entropy"); !e.empty()) {
         metrics::EntropyStats m;
@@ -232,10 +306,14 @@ SweepRecord record_from_json(const json& j)
         m.min = field<double>(e, "min", 0.0);
         m.max = field<double>(e, "max", 0.0);
         m.normalized_mean = field<double>(e, "normalized_mean", 0.0);
-        r.entropy = std::move(m);
+        r.result.entropy = std::move(m);
     }
+    const json& more = object_at(j, "metrics");
+    for (const auto& item : more.items())
+        if (const MetricEntry* e = find_metric(item.key()); e && e->store)   // else a metric this build does not know
+            e->store(r.result, field<double>(more, item.key().c_str(), 0.0));
     r.seconds = field<double>(j, "seconds", 0.0);
-    r.warnings = field<std::vector<std::string>>(j, "warnings", {});
+    r.result.warnings = field<std::vector<std::string>>(j, "warnings", {});
     return r;
 }
 

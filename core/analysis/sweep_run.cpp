@@ -80,9 +80,7 @@ void analyse_point(const SweepSpec& spec, const MatrixXd& q, const MatrixXd& k, 
         r.head = head;
         r.draw = p.draw;
         r.input = input;
-        r.spectrum = std::move(results.front().spectrum);
-        r.entropy = std::move(results.front().entropy);
-        r.warnings = std::move(results.front().warnings);
+        r.result = std::move(results.front());
         out.push_back(std::move(r));
     }
 }
@@ -99,9 +97,9 @@ std::string point_label(const SweepSpec& spec, const SweepPoint& p)
 {
     std::string label = "N=" + std::to_string(p.n);
     if (spec.vary == 'm')
-        label += " " + m_label(p);
+        label.append(" ").append(m_label(p));   // append(): g++ 12 warns falsely on "literal" + std::string&&
     if (spec.subsample == Subsample::random && spec.draws > 1)
-        label += " draw " + std::to_string(p.draw);
+        label.append(" draw ").append(std::to_string(p.draw));
     return label;
 }
 

@@ -273,7 +273,7 @@ TEST(OverviewView, LayersByHeads)
     // Cell (head h, layer l) of the first panel is that record's relative rank.
     for (const auto& r : s->records) {
         if (r.mechanism == "softmax") {
-            EXPECT_DOUBLE_EQ(maps[0]->data()->cell(static_cast<int>(*r.head), static_cast<int>(*r.layer)), r.spectrum->relative_rank);
+            EXPECT_DOUBLE_EQ(maps[0]->data()->cell(static_cast<int>(*r.head), static_cast<int>(*r.layer)), r.result.spectrum->relative_rank);
         }
     }
 

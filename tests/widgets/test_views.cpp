@@ -233,6 +233,9 @@ TEST(MetricsCsv, MatchesResult)
     const auto& r = *resultGrid();
     const QStringList lines = widgets::metricsCsv(r).split('\n', Qt::SkipEmptyParts);
     ASSERT_EQ(lines.size(), 1 + static_cast<int>(r.outcomes.size()));
+    // Copy as CSV's columns in their order (the metric table's Metrics view rows, analysis/metric_table.h).
+    EXPECT_EQ(lines[0], "mechanism,n,rank,relative_rank,tol,s1,effective_rank,stable_rank,entropy_mean,entropy_std,"
+                        "entropy_min,entropy_max,entropy_normalized_mean,params,warnings,error");
     const QStringList header = lines[0].split(',');
     EXPECT_EQ(header[0], "mechanism");
     const int rankCol = header.indexOf("rank"), tolCol = header.indexOf("tol"), meanCol = header.indexOf("entropy_mean"),

@@ -111,8 +111,8 @@ TEST(FileDefaults, SweepAppliesEachInputsAttributes)
             continue;
         const auto ref = analysis::analyze(in.q.values, in.k.values, {attention::parse_mechanism(r.mechanism)}, causal,
                                            spec.metrics, 1ULL << 32);
-        ASSERT_TRUE(r.entropy && ref[0].entropy);
-        EXPECT_EQ(r.entropy->rows, ref[0].entropy->rows) << r.mechanism;
+        ASSERT_TRUE(r.result.entropy && ref[0].entropy);
+        EXPECT_EQ(r.result.entropy->rows, ref[0].entropy->rows) << r.mechanism;
     }
     // The summary names what came from the file.
     const auto summary = analysis::sweep_summary(plan.spec, records, plan.inputs);

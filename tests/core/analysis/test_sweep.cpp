@@ -77,10 +77,10 @@ TEST(Sweep, RecordsEqualAnalyze)
             k.row(i) = k1.row(idx[static_cast<std::size_t>(i)]);
         }
         const auto ref = analysis::analyze(q, k, {attention::parse_mechanism(r.mechanism)}, spec.options, spec.metrics, 1ULL << 32);
-        ASSERT_TRUE(r.spectrum && ref[0].spectrum);
-        EXPECT_EQ(r.spectrum->rank, ref[0].spectrum->rank);
-        EXPECT_DOUBLE_EQ(r.spectrum->effective_rank, ref[0].spectrum->effective_rank);
-        EXPECT_DOUBLE_EQ(r.entropy->mean, ref[0].entropy->mean);
+        ASSERT_TRUE(r.result.spectrum && ref[0].spectrum);
+        EXPECT_EQ(r.result.spectrum->rank, ref[0].spectrum->rank);
+        EXPECT_DOUBLE_EQ(r.result.spectrum->effective_rank, ref[0].spectrum->effective_rank);
+        EXPECT_DOUBLE_EQ(r.result.entropy->mean, ref[0].entropy->mean);
         EXPECT_EQ(r.m, 3);
     }
     const auto summary = analysis::sweep_summary(spec, records);
@@ -230,10 +230,10 @@ TEST(Sweep, ResultJsonRoundTrip)
     spec.options.mixing.preset = "exp";
     analysis::SweepResult result{spec, analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{})};
     ASSERT_EQ(result.records.size(), 2u * 2u * 2u);
-    result.records[1].entropy.reset();
-    result.records[2].spectrum->stable_rank = std::nan("");
+    result.records[1].result.entropy.reset();
+    result.records[2].result.spectrum->stable_rank = std::nan("");
     result.records[3].head = 2;
-    result.records[3].warnings = {"a warning"};
+    result.records[3].result.warnings = {"a warning"};
 
     // Through text, as a session file holds it.
     const std::string text = analysis::sweep_result_json(result).dump(2);
@@ -259,24 +259,24 @@ TEST(Sweep, ResultJsonRoundTrip)
         EXPECT_EQ(a.draw, b.draw);
         EXPECT_EQ(a.input, b.input);
         EXPECT_EQ(a.seconds, b.seconds);
-        EXPECT_EQ(a.warnings, b.warnings);
-        ASSERT_EQ(a.spectrum.has_value(), b.spectrum.has_value());
-        if (a.spectrum) {
-            EXPECT_EQ(a.spectrum->rank, b.spectrum->rank);
-            EXPECT_EQ(a.spectrum->tol, b.spectrum->tol);
-            EXPECT_EQ(a.spectrum->relative_rank, b.spectrum->relative_rank);
-            EXPECT_EQ(a.spectrum->effective_rank, b.spectrum->effective_rank);
-            if (std::isnan(a.spectrum->stable_rank))
-                EXPECT_TRUE(std::isnan(b.spectrum->stable_rank));
+        EXPECT_EQ(a.result.warnings, b.result.warnings);
+        ASSERT_EQ(a.result.spectrum.has_value(), b.result.spectrum.has_value());
+        if (a.result.spectrum) {
+            EXPECT_EQ(a.result.spectrum->rank, b.result.spectrum->rank);
+            EXPECT_EQ(a.result.spectrum->tol, b.result.spectrum->tol);
+            EXPECT_EQ(a.result.spectrum->relative_rank, b.result.spectrum->relative_rank);
+            EXPECT_EQ(a.result.spectrum->effective_rank, b.result.spectrum->effective_rank);
+            if (std::isnan(a.result.spectrum->stable_rank))
+                EXPECT_TRUE(std::isnan(b.result.spectrum->stable_rank));
             else
-                EXPECT_EQ(a.spectrum->stable_rank, b.spectrum->stable_rank);
-            EXPECT_TRUE(b.spectrum->singular_values.empty());   // not stored
+                EXPECT_EQ(a.result.spectrum->stable_rank, b.result.spectrum->stable_rank);
+            EXPECT_TRUE(b.result.spectrum->singular_values.empty());   // not stored
         }
-        ASSERT_EQ(a.entropy.has_value(), b.entropy.has_value());
-        if (a.entropy) {
-            EXPECT_EQ(a.entropy->mean, b.entropy->mean);
-            EXPECT_EQ(a.entropy->normalized_mean, b.entropy->normalized_mean);
-            EXPECT_EQ(a.entropy->max, b.entropy->max);
+        ASSERT_EQ(a.result.entropy.has_value(), b.result.entropy.has_value());
+        if (a.result.entropy) {
+            EXPECT_EQ(a.result.entropy->mean, b.result.entropy->mean);
+            EXPECT_EQ(a.result.entropy->normalized_mean, b.result.entropy->normalized_mean);
+            EXPECT_EQ(a.result.entropy->max, b.result.entropy->max);
         }
     }
     // The summary the curves draw is the same.
