@@ -91,7 +91,11 @@ QGroupBox* MechanismPanel::buildCommonBox()
 
 QGroupBox* MechanismPanel::buildFeatureMapBox()
 {
-    auto* fm = new QGroupBox(tr("Feature map φ (linear, MHLA)"), this);
+    QStringList users;   // the mechanisms that read a feature map (attention/mechanisms.h)
+    for (const attention::MechanismInfo& info : attention::mechanism_table())
+        if (info.takes(attention::opt_feature_map))
+            users << QString::fromUtf8(info.label.data(), qsizetype(info.label.size()));
+    auto* fm = new QGroupBox(tr("Feature map φ (%1)").arg(users.join(QStringLiteral(", "))), this);
     auto* ff = wrappingForm(fm);
     m_featureMap = new QComboBox(fm);
     const std::pair<const char*, QString> maps[] = {{"relu", tr("max(x, 0) + 1e-6 (the MHLA authors' choice)")},
@@ -102,7 +106,7 @@ QGroupBox* MechanismPanel::buildFeatureMapBox()
         m_featureMap->addItem(QString::fromLatin1(name), QString::fromLatin1(name));
         m_featureMap->setItemData(m_featureMap->count() - 1, formula, Qt::ToolTipRole);
     }
-    m_featureMap->setToolTip(tr("Feature map φ of linear attention and MHLA (--feature-map)"));
+    m_featureMap->setToolTip(tr("Feature map φ of the kernel mechanisms: %1 (--feature-map)").arg(users.join(QStringLiteral(", "))));
     ff->addRow(tr("φ"), m_featureMap);
     m_favorFeatures = spinBox(fm, 1, 1000000, 256, tr("Number m of FAVOR+ random features (--favor-features)"));
     m_seed = spinBox(fm, 0, 2147483647, 0, tr("Seed of the FAVOR+ random projection (--seed)"));

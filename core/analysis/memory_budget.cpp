@@ -80,7 +80,9 @@ std::uint64_t streaming_memory_bytes(Index n, Index d, const std::vector<attenti
             continue;
         }
         kernel = true;
-        per_token += 4.0L * r + 16.0L;
+        // Its factors: r features per token, times the rank bound's factor when the features are widened
+        // (cosformer's cos and sin halves: 2r, attention/mechanisms.h).
+        per_token += 4.0L * r * static_cast<long double>(std::max(1, info.rank_bound_factor)) + 16.0L;
         const long double blocks = info.has_blocks() ? block_count(options.blocks, n) : 1.0L;
         fixed += blocks * blocks * 8.0L;
     }

@@ -94,22 +94,6 @@ std::vector<std::vector<Index>> grid_positions(const BlockSpec& spec, Index n)
     return pos;
 }
 
-void check_inputs(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K)
-{
-    if (Q.rows() != K.rows() || Q.cols() != K.cols())
-        throw std::invalid_argument("Q is " + std::to_string(Q.rows()) + "x" + std::to_string(Q.cols()) + " but K is " +
-                                    std::to_string(K.rows()) + "x" + std::to_string(K.cols()) +
-                                    " (they must have the same shape)");
-    if (Q.rows() == 0)
-        throw std::invalid_argument("no tokens (N=0)");
-    if (Q.cols() == 0)
-        throw std::invalid_argument("no features (d=0)");
-    if (!Q.allFinite())
-        throw std::invalid_argument("Q has non-finite entries");
-    if (!K.allFinite())
-        throw std::invalid_argument("K has non-finite entries");
-}
-
 void check_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
 {
     if (X.rows() != n || Y.rows() != n || Y.cols() != X.cols())
@@ -410,7 +394,7 @@ std::unique_ptr<AttentionOperator> make_decay_operator(const Eigen::Ref<const Ma
                                                        const Eigen::Ref<const MatrixXd>& K,
                                                        const AttentionOptions& options)
 {
-    check_inputs(Q, K);
+    check_queries_and_keys(Q, K);   // attention/operator.h
     const Index n = Q.rows();
     if (const std::string problem = decay_problem(options, n); !problem.empty())
         throw std::invalid_argument(problem);
@@ -428,7 +412,7 @@ std::unique_ptr<AttentionOperator> make_gated_operator(const Eigen::Ref<const Ma
                                                        const Eigen::Ref<const MatrixXd>& K,
                                                        const AttentionOptions& options)
 {
-    check_inputs(Q, K);
+    check_queries_and_keys(Q, K);   // attention/operator.h
     const Index n = Q.rows();
     if (const std::string problem = gates_problem(options, n, true); !problem.empty())
         throw std::invalid_argument(problem);

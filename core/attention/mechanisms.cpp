@@ -142,87 +142,32 @@ std::string gated_same_as_linear(const AttentionOptions& o, Index)
            "gate is 1";
 }
 
+// The table: one entry per mechanism, in the order of docs/maths.md section 1. Fields as MechanismInfo lists them.
 std::vector<MechanismInfo> build_table()
 {
-    std::vector<MechanismInfo> t;
-    MechanismInfo softmax;
-    softmax.id = Mechanism::softmax;
-    softmax.name = "softmax";
-    softmax.label = "softmax";
-    softmax.summary = "rowsoftmax(scale Q K^T)";
-    softmax.options = opt_scale;
-    softmax.default_set = true;
-    softmax.style_slot = 0;
-    softmax.structure = Structure::scores;
-    softmax.make = make_softmax;
-    softmax.params = softmax_params;
-    softmax.problem = no_problem;
-    softmax.same_as = no_problem;
-    t.push_back(softmax);
-
-    MechanismInfo linear;
-    linear.id = Mechanism::linear;
-    linear.name = "linear";
-    linear.label = "linear";
-    linear.summary = "phi(Q) phi(K)^T, row-normalised";
-    linear.options = opt_feature_map;
-    linear.default_set = true;
-    linear.plain_kernel_scores = true;
-    linear.style_slot = 1;
-    linear.rank_bound_factor = 1;
-    linear.structure = Structure::kernel;
-    linear.make = make_linear;
-    linear.params = linear_params;
-    linear.problem = no_problem;
-    linear.same_as = no_problem;
-    t.push_back(linear);
-
-    MechanismInfo mhla;
-    mhla.id = Mechanism::mhla;
-    mhla.name = "mhla";
-    mhla.label = "MHLA";
-    mhla.summary = "token-level multi-head linear attention: M blocks mixed by an M x M matrix";
-    mhla.options = opt_feature_map | opt_blocks | opt_mixing | opt_normalize;
-    mhla.official_normalize = true;
-    mhla.default_set = true;
-    mhla.plain_kernel_scores = true;
-    mhla.style_slot = 2;
-    mhla.structure = Structure::kernel;
-    mhla.make = make_mhla;
-    mhla.params = mhla_params;
-    mhla.problem = mhla_options_problem;
-    mhla.same_as = mhla_same_as_linear;
-    t.push_back(mhla);
-
-    MechanismInfo decay;
-    decay.id = Mechanism::decay;
-    decay.name = "decay";
-    decay.label = "decay";
-    decay.summary = "RetNet retention / RMT: gamma^dist(t,j) phi(q_t) . phi(k_j)";
-    decay.options = opt_feature_map | opt_normalize | opt_decay | opt_grid;
-    decay.style_slot = 3;
-    decay.structure = Structure::rows;
-    decay.make = make_decay_operator;
-    decay.params = decay_params;
-    decay.problem = decay_problem;
-    decay.same_as = decay_same_as_linear;
-    t.push_back(decay);
-
-    MechanismInfo gated;
-    gated.id = Mechanism::gated;
-    gated.name = "gated";
-    gated.label = "gated";
-    gated.summary = "Mamba-2 / SSD scalar gates: (prod g) phi(q_t) . phi(k_j), j <= t";
-    gated.options = opt_feature_map | opt_normalize | opt_gates;
-    gated.causal_only = true;
-    gated.style_slot = 4;
-    gated.structure = Structure::rows;
-    gated.make = make_gated_operator;
-    gated.params = gated_params;
-    gated.problem = gates_problem;
-    gated.same_as = gated_same_as_linear;
-    t.push_back(gated);
-    return t;
+    return {
+        {.id = Mechanism::softmax, .name = "softmax", .label = "softmax", .summary = "rowsoftmax(scale Q K^T)",
+         .options = opt_scale, .default_set = true, .style_slot = 0, .structure = Structure::scores,
+         .make = make_softmax, .params = softmax_params, .problem = no_problem, .same_as = no_problem},
+        {.id = Mechanism::linear, .name = "linear", .label = "linear", .summary = "phi(Q) phi(K)^T, row-normalised",
+         .options = opt_feature_map, .default_set = true, .plain_kernel_scores = true, .style_slot = 1,
+         .rank_bound_factor = 1, .structure = Structure::kernel, .make = make_linear, .params = linear_params,
+         .problem = no_problem, .same_as = no_problem},
+        {.id = Mechanism::mhla, .name = "mhla", .label = "MHLA",
+         .summary = "token-level multi-head linear attention: M blocks mixed by an M x M matrix",
+         .options = opt_feature_map | opt_blocks | opt_mixing | opt_normalize, .official_normalize = true,
+         .default_set = true, .plain_kernel_scores = true, .style_slot = 2, .structure = Structure::kernel,
+         .make = make_mhla, .params = mhla_params, .problem = mhla_options_problem, .same_as = mhla_same_as_linear},
+        {.id = Mechanism::decay, .name = "decay", .label = "decay",
+         .summary = "RetNet retention / RMT: gamma^dist(t,j) phi(q_t) . phi(k_j)",
+         .options = opt_feature_map | opt_normalize | opt_decay | opt_grid, .style_slot = 3, .structure = Structure::rows,
+         .make = make_decay_operator, .params = decay_params, .problem = decay_problem, .same_as = decay_same_as_linear},
+        {.id = Mechanism::gated, .name = "gated", .label = "gated",
+         .summary = "Mamba-2 / SSD scalar gates: (prod g) phi(q_t) . phi(k_j), j <= t",
+         .options = opt_feature_map | opt_normalize | opt_gates, .causal_only = true, .style_slot = 4,
+         .structure = Structure::rows, .make = make_gated_operator, .params = gated_params, .problem = gates_problem,
+         .same_as = gated_same_as_linear},
+    };
 }
 
 }  // namespace
