@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 #include "attention/blocks.h"
@@ -84,6 +85,12 @@ void decay_params(json& p, const AttentionOptions& o, Index, Index)
     p["normalize"] = std::string(to_string(o.normalize));
 }
 
+void cosformer_params(json& p, const AttentionOptions& o, Index, Index)
+{
+    feature_map_params(p, o);
+    p["normalize"] = std::string(to_string(o.normalize));
+}
+
 void gated_params(json& p, const AttentionOptions& o, Index, Index)
 {
     feature_map_params(p, o);
@@ -124,6 +131,34 @@ std::unique_ptr<AttentionOperator> make_mhla(const Eigen::Ref<const MatrixXd>& Q
 }
 
 std::string no_problem(const AttentionOptions&, Index) { return {}; }
+
+std::string cosformer_problem(const AttentionOptions& o, Index)
+{
+    return o.normalize == Normalize::official ? "cosformer takes normalize row or none; the official normalisation is MHLA's"
+                                              : std::string();
+}
+
+// cosformer (docs/maths.md 1.8): cos(a (t - j)) = cos(at) cos(aj) + sin(at) sin(aj), a = pi / (2N), so it is linear
+// attention on the 2r features [phi cos(a t), phi sin(a t)]: rank <= 2r, the structured spectrum when non-causal.
+std::unique_ptr<AttentionOperator> make_cosformer(const Eigen::Ref<const MatrixXd>& Q, const Eigen::Ref<const MatrixXd>& K,
+                                                  const AttentionOptions& o)
+{
+    if (const std::string p = cosformer_problem(o, Q.rows()); !p.empty())
+        throw std::invalid_argument(p);
+    const FeatureMap phi(o.feature_map, Q.cols());
+    const Index n = Q.rows();
+    const double a = std::numbers::pi / (2.0 * static_cast<double>(n));
+    const auto reweighted = [n, a](const MatrixXd& f) {
+        MatrixXd out(n, 2 * f.cols());
+        for (Index t = 0; t < n; ++t) {
+            out.row(t).head(f.cols()) = std::cos(a * static_cast<double>(t)) * f.row(t);
+            out.row(t).tail(f.cols()) = std::sin(a * static_cast<double>(t)) * f.row(t);
+        }
+        return out;
+    };
+    return make_kernel_operator(Mechanism::cosformer, reweighted(phi(Q)), reweighted(phi(K)), one_block(n),
+                                MatrixXd::Ones(1, 1), o, !phi.non_negative());
+}
 
 // Weights that are all 1 leave linear attention (docs/maths.md 1.8) when rows are normalised.
 std::string decay_same_as_linear(const AttentionOptions& o, Index)
@@ -167,6 +202,11 @@ std::vector<MechanismInfo> build_table()
          .options = opt_feature_map | opt_normalize | opt_gates, .causal_only = true, .style_slot = 4,
          .structure = Structure::rows, .make = make_gated_operator, .params = gated_params, .problem = gates_problem,
          .same_as = gated_same_as_linear},
+        {.id = Mechanism::cosformer, .name = "cosformer", .label = "cosFormer",
+         .summary = "cosFormer: cos(pi/2 (t - j) / N) phi(q_t) . phi(k_j), rank <= 2r",
+         .options = opt_feature_map | opt_normalize, .style_slot = 5, .rank_bound_factor = 2,
+         .structure = Structure::kernel, .make = make_cosformer, .params = cosformer_params,
+         .problem = cosformer_problem, .same_as = no_problem},
     };
 }
 

@@ -19,7 +19,7 @@ import attnref  # noqa: E402
 import cli_checks  # noqa: E402
 
 binary, work = sys.argv[1], sys.argv[2]
-families = sys.argv[3:] or ["decay", "gated"]
+families = sys.argv[3:] or ["decay", "gated", "cosformer"]
 problems = []
 run = cli_checks.runner(binary, problems)
 rng = np.random.default_rng(5)
@@ -144,8 +144,18 @@ if "cosformer" in families:
         if out is None:
             continue
         r = json.loads(out)["results"][0]
-        if not causal and not r["rank"] <= 2 * D:
+        if causal:
+            continue
+        if not r["rank"] <= 2 * D:
             problems.append(f"cosformer rank {r['rank']} > 2r = {2 * D}")
+        if r["method"]["spectrum"] != "structured":
+            problems.append(f"non-causal cosformer spectrum by {r['method']['spectrum']}, not from its cos/sin factors")
+        sr = np.array(attnref.metrics(attnref.attention_matrix("cosformer", q[0], k[0]))["singular_values"])
+        s = np.array(r["singular_values"])
+        top = s[: 2 * D]   # the structured spectrum's non-zero values against the dense SVD's
+        if not np.allclose(top, sr[: 2 * D], rtol=1e-10, atol=1e-12 * sr[0]):
+            problems.append(f"cosformer structured singular values differ from the reference by "
+                            f"{np.max(np.abs(top - sr[: 2 * D])):.3g}")
 
 # analyze: spectrum and entropy against the reference's metrics (1e-10 relative).
 for fam in families:
@@ -189,6 +199,8 @@ if "decay" in families:
     for g in ("0", "1.5", "-0.2"):
         refused(f"decay {g}", qk + ["--mechanism", "decay", "--decay", g], "gamma")
     refused("decay official", qk + ["--mechanism", "decay", "--normalize", "official"], "official")
+if "cosformer" in families:
+    refused("cosformer official", qk + ["--mechanism", "cosformer", "--normalize", "official"], "official")
 if "gated" in families:
     refused("gated not causal", qk + ["--mechanism", "gated", "--gates", path + ":/gates"], "causal")
     refused("gated no gates", qk + ["--causal", "--mechanism", "gated"], "gates")

@@ -187,10 +187,15 @@ std::vector<OperatorCase> operator_cases(const Eigen::Ref<const Eigen::MatrixXd>
     using attention::Mechanism;
     std::vector<OperatorCase> cases;
     for (bool causal : {false, true})
-        for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla}) {
+        for (Mechanism m : {Mechanism::softmax, Mechanism::linear, Mechanism::mhla, Mechanism::decay, Mechanism::gated,
+                            Mechanism::cosformer}) {
+            if (m == Mechanism::gated && !causal)
+                continue;   // causal only
             attention::AttentionOptions o;
             o.causal = causal;
             o.blocks.blocks = blocks;
+            o.decay.gamma = 0.9;
+            o.gates.values = Eigen::VectorXd::LinSpaced(Q.rows(), 0.8, 1.0);
             cases.push_back({m, causal, attention::make_operator(m, Q, K, o)});
         }
     return cases;
