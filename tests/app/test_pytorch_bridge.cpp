@@ -33,3 +33,13 @@ TEST(PytorchBridge, ScaledDotProductAttentionModelsMatchTheirOwnProbabilities)
         GTEST_SKIP() << "python3 cannot import torch (apt-get install python3-torch): " << why;
     attnscope::test::expect_script_passes("app/check_sdpa_models.py", "pytorch_sdpa");
 }
+
+// save(gates=...): a gated model's scalar gates recorded beside q and k are analysed as `gated` from the file alone
+// (tests/app/check_bridge_gates.py).
+TEST(PytorchBridge, GatesSavedWithTheRecordingAreAnalysedAsGated)
+{
+    std::string why;
+    if (torch_missing(why))
+        GTEST_SKIP() << "python3 cannot import torch (apt-get install python3-torch): " << why;
+    attnscope::test::expect_script_passes("app/check_bridge_gates.py", "bridge_gates");
+}

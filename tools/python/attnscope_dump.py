@@ -607,13 +607,17 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
     def save(self, path: str, grid: Optional[Sequence[int]] = None, prefix_tokens: int = 0,
              causal: Optional[bool] = None, batch: int = 0, dtype: str = "float32",
              name: Optional[str] = None, attrs: Optional[dict] = None,
-             tokens: Optional[Sequence[str]] = None, image=None) -> str:
+             tokens: Optional[Sequence[str]] = None, image=None, gates=None, gates_log: bool = False) -> str:
         """Write ``path`` (HDF5, atomically). ``grid``: token grid of the N - prefix_tokens tokens
         (e.g. ``(14, 14)``); ``causal``: None takes it from the masks (every layer causal).
         ``attrs``: extra root attributes (numbers, strings, bools, lists). ``tokens``: the token strings
         of the dumped batch element (one per query token; padded tokens, if given, are dropped with the
         padding), written as the root attribute ``tokens``. ``image``: the input image (a 2-D or 3-D array),
-        written as the root attribute ``image``, or as the dataset ``/image`` when too large for an attribute."""
+        written as the root attribute ``image``, or as the dataset ``/image`` when too large for an attribute.
+        ``gates``: the scalar gates of a gated model (Mamba-2 / SSD, docs/maths.md 1.8), one entry per recorded layer
+        (None to skip a layer), each [B, H, N] or [H, N] (g in (0, 1], or ln g with ``gates_log``, as Mamba-2's
+        ``dt * A``): written as ``/layers/i/gates`` (as g) and named by the layer's ``gates`` attribute, so that
+        ``attnscope analyze --mechanism gated --causal`` reads them."""
         layers = self.layers
         if not layers:
             raise RuntimeError("nothing recorded: run the model inside the `with` block first")
@@ -627,6 +631,8 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                 "batch_index": int(batch)}
         if grid is not None:
             root["grid"] = [int(g) for g in grid]
+        if gates is not None and len(gates) != len(layers):
+            raise ValueError(f"gates: {len(gates)} entries for {len(layers)} recorded layers (None skips a layer)")
         out_layers = []
         for r in layers:
             q, k, v = _select(r, batch)
@@ -648,6 +654,10 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
             if r.mixing is not None:   # the layer's learned Mc, its default mixing (docs/cli.md, file attributes)
                 ts["mixing"] = r.mixing
                 meta["mixing"] = f"/layers/{len(out_layers)}/mixing"
+            g = None if gates is None else gates[len(out_layers)]
+            if g is not None:
+                ts["gates"] = _layer_gates(g, batch, q.shape, r.mask_of(batch)[1], gates_log, r.name)
+                meta["gates"] = f"/layers/{len(out_layers)}/gates"
             out_layers.append((ts, meta))
         if tokens is not None:
             root["tokens"] = self._tokens_for(list(tokens), batch)
@@ -680,6 +690,23 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                     return kept
         raise ValueError(f"{len(tokens)} tokens given, the written layers have "
                          f"{', '.join(str(n) for n in sorted(written))} query tokens")
+
+
+def _layer_gates(g, batch: int, q_shape, keep_q, gates_log: bool, name: str) -> torch.Tensor:
+    """One layer's gates [H, N] as g for the written queries (q_shape [H, N, d]): the batch element taken from
+    [B, H, N], padded query tokens dropped like the queries, ln g exponentiated."""
+    a = np.asarray(g.detach().cpu().numpy() if isinstance(g, torch.Tensor) else g, dtype=np.float64)
+    if a.ndim == 3:
+        a = a[batch]
+    if keep_q is not None and a.ndim == 2 and a.shape[1] == len(keep_q):
+        a = a[:, np.asarray(keep_q, dtype=bool)]
+    if a.shape != tuple(q_shape[:2]):
+        raise ValueError(f"gates of {name}: shape {a.shape}, the queries are [H, N] = {tuple(q_shape[:2])}")
+    if gates_log:
+        a = np.exp(a)
+    if not (np.all(np.isfinite(a)) and np.all(a > 0) and np.all(a <= 1)):
+        raise ValueError(f"gates of {name} must lie in (0, 1] (as ln g: finite and <= 0)")
+    return torch.from_numpy(a)
 
 
 _MAX_ATTRIBUTE_BYTES = 48 * 1024   # HDF5 keeps an attribute in the object header: at most 64 KiB
