@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -300,12 +301,12 @@ SweepRecord record_from_json(const json& j)
         r.result.spectrum = std::move(m);
     }
     if (const json& e = object_at(j, "entropy"); !e.empty()) {
-        metrics::EntropyStats m;
-        m.mean = field<double>(e, "mean", 0.0);
-        m.std = field<double>(e, "std", 0.0);
-        m.min = field<double>(e, "min", 0.0);
-        m.max = field<double>(e, "max", 0.0);
-        m.normalized_mean = field<double>(e, "normalized_mean", 0.0);
+        using E = metrics::EntropyStats;
+        static constexpr std::pair<const char*, double E::*> fields[] = {
+            {"mean", &E::mean}, {"std", &E::std}, {"min", &E::min}, {"max", &E::max}, {"normalized_mean", &E::normalized_mean}};
+        E m;
+        for (const auto& [key, member] : fields)
+            m.*member = field<double>(e, key, 0.0);
         r.result.entropy = std::move(m);
     }
     const json& more = object_at(j, "metrics");
