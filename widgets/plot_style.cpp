@@ -27,7 +27,7 @@ MechanismStyle mechanismStyle(attention::Mechanism m)
         {QColor(0x00, 0x9E, 0x73), 1.2, 1.7, QCPScatterStyle::ssTriangle, false, 8},         // bluish green
         {QColor(0xD5, 0x5E, 0x00), 1.5, 1.7, QCPScatterStyle::ssDiamond, false, 8},          // vermillion
         {QColor(0xCC, 0x79, 0xA7), 1.5, 1.7, QCPScatterStyle::ssTriangleInverted, false, 8}, // reddish purple
-        {QColor(0x56, 0xB4, 0xE9), 1.5, 1.7, QCPScatterStyle::ssCrossSquare, false, 8},      // sky blue
+        {QColor(0x56, 0xB4, 0xE9), 1.5, 1.7, QCPScatterStyle::ssCrossCircle, true, 9},       // sky blue
         {QColor(0x00, 0x00, 0x00), 1.5, 1.7, QCPScatterStyle::ssStar, false, 8},             // black
     };
     constexpr int count = static_cast<int>(sizeof styles / sizeof styles[0]);
