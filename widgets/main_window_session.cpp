@@ -74,6 +74,7 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
     // holds it as chosen: absolute, or relative to the working directory).
     QJsonObject mechanism = m_mechanism->saveState();
     mechanism[QStringLiteral("mixing_file")] = sessionStoredPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
+    mechanism[QStringLiteral("gates")] = sessionStoredReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
     s[QStringLiteral("mechanism")] = mechanism;
     if (ResultView* v = currentView())
         s[QStringLiteral("view")] = v->viewName();
@@ -299,6 +300,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     m_mechanism->setFeatureDim(m_selection->features());
     QJsonObject mechanism = s.value(QStringLiteral("mechanism")).toObject();
     mechanism[QStringLiteral("mixing_file")] = sessionResolvedPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
+    mechanism[QStringLiteral("gates")] = sessionResolvedReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
     m_mechanism->restoreState(mechanism);
     const QJsonObject views = s.value(QStringLiteral("views")).toObject();
     for (ResultView* v : m_views)

@@ -8,6 +8,7 @@
 #include <QJsonDocument>
 
 #include <cerrno>
+#include <functional>
 #include <cstring>
 
 #include <fcntl.h>
@@ -50,6 +51,27 @@ QString sessionResolvedPath(const QString& sessionFile, const QString& stored)
     if (stored.isEmpty() || QFileInfo(stored).isAbsolute())
         return stored;
     return QDir::cleanPath(QFileInfo(sessionFile).absoluteDir().filePath(stored));
+}
+
+namespace {
+
+// FILE[:NAME]: the file part as sessionStoredPath / sessionResolvedPath, the tensor name kept.
+QString mapReference(const QString& ref, const std::function<QString(const QString&)>& mapFile)
+{
+    const qsizetype colon = ref.indexOf(QLatin1Char(':'));
+    return colon < 0 ? mapFile(ref) : mapFile(ref.left(colon)) + ref.mid(colon);
+}
+
+}  // namespace
+
+QString sessionStoredReference(const QString& sessionFile, const QString& ref)
+{
+    return mapReference(ref, [&](const QString& f) { return sessionStoredPath(sessionFile, f); });
+}
+
+QString sessionResolvedReference(const QString& sessionFile, const QString& stored)
+{
+    return mapReference(stored, [&](const QString& f) { return sessionResolvedPath(sessionFile, f); });
 }
 
 bool writeSessionFile(const QString& path, const QJsonObject& session, QString* error)

@@ -25,6 +25,9 @@ inline constexpr int kSessionVersion = analysis::kSessionVersion;
 QString sessionStoredPath(const QString& sessionFile, const QString& path);
 // A stored path resolved against the session file's folder.
 QString sessionResolvedPath(const QString& sessionFile, const QString& stored);
+// The same for a tensor reference FILE[:NAME] (gated's gates): its file part is mapped, the name kept.
+QString sessionStoredReference(const QString& sessionFile, const QString& ref);
+QString sessionResolvedReference(const QString& sessionFile, const QString& stored);
 
 // Data a session can make itself ("generate": name -> synthetic options {kind, n, d, heads, seed, grid}, as
 // `attnscope synth` takes them): a session on data the repository does not ship (too large) opens from a

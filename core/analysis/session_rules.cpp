@@ -257,6 +257,22 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
         expect_object(m, "mechanism");
         if (m.contains("mixing_file"))
             expect_path(m.at("mixing_file"), "mechanism.mixing_file");
+        if (m.contains("gates"))   // gated's gates, FILE[:NAME]: a path like the mixing file's
+            expect_path(m.at("gates"), "mechanism.gates");
+        for (const char* flag : {"gates_log"})
+            if (m.contains(flag))
+                expect(m.at(flag), json::value_t::boolean, std::string("mechanism.") + flag);
+        if (m.contains("decay") && !m.at("decay").is_null() &&
+            !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
+            refuse("mechanism.decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
+        if (m.contains("mechanisms")) {
+            const json& names = m.at("mechanisms");
+            if (!names.is_array() || names.size() > 64)
+                refuse("mechanism.mechanisms", "expected a list of mechanism names");
+            for (const json& n : names)
+                if (!n.is_string())
+                    refuse("mechanism.mechanisms", "expected a list of mechanism names");
+        }
     }
     if (s.contains("view"))
         expect(s.at("view"), json::value_t::string, "view");
