@@ -13,6 +13,7 @@
 
 #include "analysis/metric_table.h"
 #include "analysis/sweep.h"
+#include "attention/options_json.h"
 
 namespace attnscope::analysis {
 
@@ -343,6 +344,9 @@ nlohmann::ordered_json sweep_result_json(const SweepResult& result)
     s["favor_features"] = spec.options.feature_map.favor_features;
     s["mixing"] = spec.options.mixing.preset;
     s["causal"] = spec.options.causal;
+    // Every mechanism option (the four keys above stay for older readers): a sweep read back from a session or
+    // a batch folder is rerun with the options it ran with.
+    s["attention"] = attention::options_to_json(spec.options);
     ojson records = ojson::array();
     for (const SweepRecord& r : result.records)
         records.push_back(record_json(r));
@@ -382,9 +386,17 @@ SweepResult sweep_result_from_json(const nlohmann::json& doc)
             src.k_ref = field<std::string>(in, "k", "");
             spec.inputs.push_back(std::move(src));
         }
-    spec.options.feature_map.favor_features = field<Index>(s, "favor_features", spec.options.feature_map.favor_features);
-    spec.options.mixing.preset = field<std::string>(s, "mixing", "");
-    spec.options.causal = field<bool>(s, "causal", false);
+    if (const auto it = s.find("attention"); it != s.end()) {
+        try {
+            spec.options = attention::options_from_json(*it);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(std::string("sweep result: ") + e.what());
+        }
+    } else {   // written before the options were stored whole
+        spec.options.feature_map.favor_features = field<Index>(s, "favor_features", spec.options.feature_map.favor_features);
+        spec.options.mixing.preset = field<std::string>(s, "mixing", "");
+        spec.options.causal = field<bool>(s, "causal", false);
+    }
     const auto records = doc.find("records");
     if (records == doc.end() || !records->is_array())
         throw std::invalid_argument("sweep result: \"records\" is missing or not a list");
