@@ -112,8 +112,13 @@ io::AxisSelection SelectionArgs::resolve() const
 {
     io::AxisSelection sel;
     sel.layout = layout;
-    if (!at.empty())
-        sel.at = io::parse_at(at);
+    if (!at.empty()) {
+        try {
+            sel.at = io::parse_at(at);
+        } catch (const std::invalid_argument& e) {   // the core names the concept, the command line its flag
+            throw std::invalid_argument(std::string("--at: ").append(e.what()));
+        }
+    }
     if (head) {
         if (*head < 0)
             throw std::invalid_argument("--head " + std::to_string(*head) + " must be non-negative");

@@ -73,8 +73,8 @@ Eigen::Index selected_tokens(const TensorSource& source)
     const auto axis = layout.find('n');
     const auto tokens = info.shape[axis] - source.selection.prefix_tokens;
     if (tokens < 1)
-        throw InputError("--q " + source.q_ref + ": --prefix-tokens " + std::to_string(source.selection.prefix_tokens) +
-                         " leaves no token of " + std::to_string(info.shape[axis]));
+        throw InputError("--q " + source.q_ref + ": " + std::to_string(source.selection.prefix_tokens) + " prefix tokens" +
+                         " leave no token of " + std::to_string(info.shape[axis]));
     return tokens;
 }
 
@@ -92,13 +92,13 @@ HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const
     }
     if (p.kv_heads == 0) {
         if (selection.kv_head)
-            throw std::invalid_argument("--kv-head " + std::to_string(*selection.kv_head) + ": the keys " + k_ref +
+            throw std::invalid_argument("key/value head " + std::to_string(*selection.kv_head) + ": the keys " + k_ref +
                                         " have no head axis");
         return p;
     }
     if (selection.kv_head) {
         if (*selection.kv_head < 0 || *selection.kv_head >= p.kv_heads)
-            throw std::invalid_argument("--kv-head " + std::to_string(*selection.kv_head) + " is outside 0.." +
+            throw std::invalid_argument("key/value head " + std::to_string(*selection.kv_head) + " is outside 0.." +
                                         std::to_string(p.kv_heads - 1) + " (the keys " + k_ref + " have " +
                                         std::to_string(p.kv_heads) + " heads)");
         p.kv_head = *selection.kv_head;

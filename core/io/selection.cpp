@@ -91,20 +91,20 @@ std::map<char, std::int64_t> parse_at(std::string_view text)
         const std::string_view item = trim(text.substr(begin, end - begin));
         const auto eq = item.find('=');
         if (item.empty())
-            throw std::invalid_argument(fmt::format("--at {}: empty item (expected LETTER=INDEX, e.g. h=2,b=0)", text));
+            throw std::invalid_argument(fmt::format("axis indices {}: empty item (expected LETTER=INDEX, e.g. h=2,b=0)", text));
         if (eq == std::string_view::npos)
-            throw std::invalid_argument(fmt::format("--at: item '{}' is not LETTER=INDEX (e.g. h=2)", item));
+            throw std::invalid_argument(fmt::format("axis indices: item '{}' is not LETTER=INDEX (e.g. h=2)", item));
         const std::string_view key = trim(item.substr(0, eq));
         const std::string_view value = trim(item.substr(eq + 1));
         if (key.size() != 1 || !is_letter(key[0]))
-            throw std::invalid_argument(fmt::format("--at: item '{}': the axis must be a single letter", item));
+            throw std::invalid_argument(fmt::format("axis indices: item '{}': the axis must be a single letter", item));
         std::int64_t index = 0;
         const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), index);
         if (value.empty() || value.front() == '-' || value.front() == '+' || ec != std::errc() ||
             ptr != value.data() + value.size())
-            throw std::invalid_argument(fmt::format("--at: item '{}': the index must be a non-negative integer", item));
+            throw std::invalid_argument(fmt::format("axis indices: item '{}': the index must be a non-negative integer", item));
         if (!out.emplace(key[0], index).second)
-            throw std::invalid_argument(fmt::format("--at {}: axis '{}' is given twice", text, key[0]));
+            throw std::invalid_argument(fmt::format("axis indices {}: axis '{}' is given twice", text, key[0]));
         if (comma == std::string_view::npos)
             break;
         begin = comma + 1;
@@ -123,7 +123,7 @@ std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, s
         case 3: layout = "hnd"; break;
         case 4: layout = "bhnd"; break;
         default:
-            throw InputError(fmt::format("{}: the tensor has rank {} (shape {}); give --layout with {} letters "
+            throw InputError(fmt::format("{}: the tensor has rank {} (shape {}); give a layout with {} letters "
                                          "(n = tokens, d = features, any other letter an index axis)",
                                          what, rank, shape, rank));
         }
@@ -131,33 +131,33 @@ std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, s
         std::string seen;
         for (const char c : layout) {
             if (!is_letter(c))
-                throw std::invalid_argument(fmt::format("--layout {}: '{}' is not a letter (one letter per axis: n = "
+                throw std::invalid_argument(fmt::format("layout {}: '{}' is not a letter (one letter per axis: n = "
                                                         "tokens, d = features, others index axes)",
                                                         layout, c));
             if (seen.find(c) != std::string::npos)
-                throw std::invalid_argument(fmt::format("--layout {}: letter '{}' appears twice", layout, c));
+                throw std::invalid_argument(fmt::format("layout {}: letter '{}' appears twice", layout, c));
             seen += c;
         }
         if (layout.find('n') == std::string::npos || layout.find('d') == std::string::npos)
-            throw std::invalid_argument(fmt::format("--layout {}: needs exactly one 'n' (tokens) and one 'd' (features)",
+            throw std::invalid_argument(fmt::format("layout {}: needs exactly one 'n' (tokens) and one 'd' (features)",
                                                     layout));
         if (layout.size() != rank)
-            throw InputError(fmt::format("{}: --layout {} has {} letters but the tensor has rank {} (shape {})", what,
+            throw InputError(fmt::format("{}: layout {} has {} letters but the tensor has rank {} (shape {})", what,
                                          layout, layout.size(), rank, shape));
     }
     for (const auto& [axis, index] : sel.at) {
         const auto pos = layout.find(axis);
         if (axis == 'n' || axis == 'd')
-            throw std::invalid_argument(fmt::format("--at {}={}: '{}' is the {} axis, not an index axis{}", axis, index,
+            throw std::invalid_argument(fmt::format("axis index {}={}: '{}' is the {} axis, not an index axis{}", axis, index,
                                                     axis, axis == 'n' ? "token" : "feature",
-                                                    axis == 'n' ? " (use --prefix-tokens to drop tokens)" : ""));
+                                                    axis == 'n' ? " (drop tokens as prefix tokens instead)" : ""));
         if (pos == std::string::npos)
-            throw InputError(fmt::format("{}: --at {}={}: axis '{}' is not in layout {} (shape {})", what, axis, index,
+            throw InputError(fmt::format("{}: axis index {}={}: axis '{}' is not in layout {} (shape {})", what, axis, index,
                                          axis, layout, shape));
         if (index < 0)
-            throw std::invalid_argument(fmt::format("--at {}={}: the index must be non-negative", axis, index));
+            throw std::invalid_argument(fmt::format("axis index {}={}: the index must be non-negative", axis, index));
         if (index >= tensor.shape[pos])
-            throw InputError(fmt::format("{}: --at {}={} is out of range: axis {} has size {} (shape {}, layout {})",
+            throw InputError(fmt::format("{}: axis index {}={} is out of range: axis {} has size {} (shape {}, layout {})",
                                          what, axis, index, axis, tensor.shape[pos], shape, layout));
     }
     return layout;
@@ -180,9 +180,9 @@ SelectedMatrix load_selected(const TensorFile& file, std::string_view tensor_nam
                                      "analyse",
                                      what, tokens, features, shape, out.layout));
     if (sel.prefix_tokens < 0)
-        throw std::invalid_argument(fmt::format("--prefix-tokens {}: must be non-negative", sel.prefix_tokens));
+        throw std::invalid_argument(fmt::format("prefix tokens {}: must be non-negative", sel.prefix_tokens));
     if (sel.prefix_tokens >= tokens)
-        throw InputError(fmt::format("{}: --prefix-tokens {} leaves no token (the tensor has {} tokens, shape {}, "
+        throw InputError(fmt::format("{}: {} prefix tokens leave no token (the tensor has {} tokens, shape {}, "
                                      "layout {})",
                                      what, sel.prefix_tokens, tokens, shape, out.layout));
 

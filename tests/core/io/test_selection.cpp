@@ -73,7 +73,7 @@ TEST(IoSelection, ResolveLayoutDefaultsByRank)
     EXPECT_EQ(io::resolve_layout(info_of({3, 7, 4}), {}, "--q"), "hnd");
     EXPECT_EQ(io::resolve_layout(info_of({2, 3, 7, 4}), {}, "--q"), "bhnd");
     expect_throw_with<InputError>([] { io::resolve_layout(info_of({2, 2, 3, 7, 4}), {}, "--q a.h5:/q"); },
-                                  {"--q a.h5:/q", "rank 5", "--layout"});
+                                  {"--q a.h5:/q", "rank 5", "give a layout"});
     expect_throw_with<InputError>([] { io::resolve_layout(info_of({7}), {}, "--q a.h5:/q"); }, {"rank 1"});
 }
 
@@ -98,7 +98,7 @@ TEST(IoSelection, ResolveLayoutValidates)
                                   {"--q a.h5:/q", "h=3", "out of range", "size 3"});
     expect_throw_with<InputError>([&] { io::resolve_layout(t, sel("", {{'b', 2}}), "--q"); }, {"b=2", "size 2"});
     expect_throw_with<std::invalid_argument>([&] { io::resolve_layout(t, sel("bhnd", {{'n', 1}}), "--q"); },
-                                             {"token axis", "--prefix-tokens"});
+                                             {"token axis", "prefix tokens"});
     expect_throw_with<std::invalid_argument>([&] { io::resolve_layout(t, sel("bhnd", {{'d', 1}}), "--q"); }, {"feature axis"});
 }
 
@@ -164,7 +164,7 @@ TEST(IoSelection, PrefixTokensAndEmptyTensors)
     EXPECT_EQ(io::load_selected(*file, "", sel, "--q").values.rows(), 1);
     sel.prefix_tokens = 7;
     expect_throw_with<InputError>([&] { io::load_selected(*file, "", sel, "--q hnd.npy"); },
-                                  {"--q hnd.npy", "--prefix-tokens 7 leaves no token", "7 tokens"});
+                                  {"--q hnd.npy", "7 prefix tokens leave no token", "7 tokens"});
     sel.prefix_tokens = -1;
     EXPECT_THROW(io::load_selected(*file, "", sel, "--q"), std::invalid_argument);
 
@@ -185,3 +185,35 @@ TEST(IoSelection, LoadSelectedPropagatesLookupErrors)
 }
 
 }  // namespace
+
+// The core names concepts, not the command line's flags (the desktop app shows these messages too; the CLI adds
+// its flag where it parses one, e.g. "--at: ...").
+TEST(Selection, MessagesNameConceptsNotFlags)
+{
+    const auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const std::exception& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    io::TensorInfo t;
+    t.name = "q";
+    t.shape = {2, 3, 7, 4};
+    io::AxisSelection bad_layout;
+    bad_layout.layout = "hhnd";
+    io::AxisSelection token_axis;
+    token_axis.layout = "bhnd";
+    token_axis.at = {{'n', 1}};
+    io::AxisSelection out_of_range;
+    out_of_range.layout = "bhnd";
+    out_of_range.at = {{'h', 9}};
+    for (const std::string& m : {message([] { io::parse_at("h=2,h=3"); }), message([] { io::parse_at("h"); }),
+                                 message([&] { io::resolve_layout(t, bad_layout, "queries"); }),
+                                 message([&] { io::resolve_layout(t, token_axis, "queries"); }),
+                                 message([&] { io::resolve_layout(t, out_of_range, "queries"); })}) {
+        EXPECT_NE(m, "(no error)");
+        EXPECT_EQ(m.find("--"), std::string::npos) << m;
+    }
+}
