@@ -40,7 +40,7 @@ MechanismChoice::MechanismChoice(QWidget* parent) : QWidget(parent)
     auto* grid = new QGridLayout(rows);
     grid->setContentsMargins(0, 0, 0, 0);
     for (int i = 0; i < boxes.size(); ++i)
-        grid->addWidget(boxes[i], i / 3, i % 3);
+        grid->addWidget(boxes[i], i / 2, i % 2);   // two per row: the dock stays narrow
     form->addRow(rows);
 
     m_decayAuto = new QCheckBox(tr("per head"), this);

@@ -95,7 +95,8 @@ QGroupBox* MechanismPanel::buildFeatureMapBox()
     for (const attention::MechanismInfo& info : attention::mechanism_table())
         if (info.takes(attention::opt_feature_map))
             users << QString::fromUtf8(info.label.data(), qsizetype(info.label.size()));
-    auto* fm = new QGroupBox(tr("Feature map φ (%1)").arg(users.join(QStringLiteral(", "))), this);
+    auto* fm = new QGroupBox(tr("Feature map φ"), this);   // who reads it is in the tooltip: the dock stays narrow
+    fm->setToolTip(tr("Read by %1").arg(users.join(QStringLiteral(", "))));
     auto* ff = wrappingForm(fm);
     m_featureMap = new QComboBox(fm);
     const std::pair<const char*, QString> maps[] = {{"relu", tr("max(x, 0) + 1e-6 (the MHLA authors' choice)")},
