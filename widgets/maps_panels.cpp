@@ -190,7 +190,7 @@ void MapPanels::addPanel(Panel& p, QCPLayoutGrid* layout, QCPMarginGroup* group,
         addPanelMessage(m_plot, p.rect,
                         wrapText(tr("%1 could not be computed:").arg(mechanismLabel(o.result.mechanism)) + " " +
                                      QString::fromStdString(o.error.empty() ? "no matrix" : o.error),
-                                 42));
+                                 18));   // narrow enough for small panels (five or six mechanisms, small windows)
         return;
     }
     p.map = new QCPColorMap(x, y);
