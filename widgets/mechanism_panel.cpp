@@ -454,8 +454,8 @@ QStringList MechanismPanel::problems() const
         out << tr("MHLA grid blocks need a token grid: set one in the Selection panel or type G1,G2 here.");
     else if (m_tokens > 0)
         // The core's own checks (the ones make_operator() makes), in its words, for every mechanism ticked.
-        for (const attention::Mechanism m : mechanisms())
-            if (const std::string p = attention::mechanism_problem(m, options(), m_tokens); !p.empty())
+        for (const attention::AttentionOptions o = options(); const attention::Mechanism m : mechanisms())
+            if (const std::string p = attention::mechanism_problem(m, o, m_tokens); !p.empty())
                 out << tr("%1: %2.").arg(QString::fromUtf8(attention::mechanism_info(m).label.data(),
                                                             qsizetype(attention::mechanism_info(m).label.size())),
                                          QString::fromStdString(p));

@@ -74,8 +74,15 @@ json settings_json(const BatchPlan& plan)
     j["normalize"] = std::string(attention::to_string(o.normalize));
     if (o.decay.gamma)   // only when given: older settings keep their hash
         j["decay"] = *o.decay.gamma;
-    if (!o.gates.source.empty())
-        j["gates"] = {o.gates.source, o.gates.log};
+    if (!o.gates.source.empty()) {
+        // The gates file's content too (like a learned mixing matrix's numbers above): a rerun after it changed is
+        // refused like any changed setting instead of keeping records of the old gates. Only a regular file is
+        // hashed; anything else is refused by the reader when the units run.
+        const std::string file = io::parse_tensor_ref(o.gates.source).file;
+        std::error_code ec;
+        const bool regular = fs::is_regular_file(file, ec);
+        j["gates"] = {o.gates.source, o.gates.log, regular ? file_sha256(file) : std::string()};
+    }
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),
                     plan.metrics.rank_rtol ? *plan.metrics.rank_rtol : -1.0,
                     plan.metrics.top_k ? *plan.metrics.top_k : Index{-1}, plan.metrics.row_entropy};

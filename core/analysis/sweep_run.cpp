@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -166,7 +167,13 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
         const std::string unit = unit_label(u);
         ctx.progress(done / total, unit + " reading");
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
+        std::optional<Eigen::VectorXd> gates;   // gated's gates: read once per unit, not once per point
         for (SweepPoint p : job.points) {
+            if (!p.options.gates.source.empty() && p.options.gates.values.size() == 0) {
+                if (!gates)
+                    gates = load_gates(p.options.gates.source, in.q);
+                p.options.gates.values = *gates;
+            }
             p.options = options_for_inputs(p.options, in);
             if (!p.tokens.empty() && p.options.gates.values.size() == in.q.values.rows())   // the gates of the tokens taken
                 p.options.gates.values = take_rows(Eigen::MatrixXd(p.options.gates.values), p.tokens);

@@ -296,11 +296,23 @@ AttentionOptions effective_options(Mechanism m, const AttentionOptions& options)
     return o;
 }
 
+namespace {
+
+// A causal-only mechanism asked for without the mask, in words; empty otherwise.
+std::string mask_problem(const MechanismInfo& info, const AttentionOptions& options)
+{
+    if (!info.causal_only || options.causal)
+        return {};
+    return std::string(info.name).append(" attention is causal only (").append(info.summary).append(")");
+}
+
+}  // namespace
+
 std::string mechanism_problem(Mechanism m, const AttentionOptions& options, Index n)
 {
     const MechanismInfo& info = mechanism_info(m);
-    if (info.causal_only && !options.causal)
-        return std::string(info.name) + " attention is causal only (" + std::string(info.summary) + ")";
+    if (std::string p = mask_problem(info, options); !p.empty())
+        return p;
     return info.problem(effective_options(m, options), n);
 }
 
@@ -309,8 +321,8 @@ std::unique_ptr<AttentionOperator> make_operator(Mechanism mechanism, const Eige
 {
     check_queries_and_keys(Q, K);
     const MechanismInfo& info = mechanism_info(mechanism);
-    if (info.causal_only && !options.causal)
-        throw std::invalid_argument(std::string(info.name) + " attention is causal only (" + std::string(info.summary) + ")");
+    if (const std::string p = mask_problem(info, options); !p.empty())
+        throw std::invalid_argument(p);
     return info.make(Q, K, options);
 }
 

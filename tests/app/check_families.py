@@ -130,6 +130,23 @@ if "gated" in families:
     A = matrix(["--q", path + ":/q", "--k", path + ":/k2", "--head", "3", "--causal", "--mechanism", "gated",
                 "--gates", path + ":/gates"], "gqa")
     compare("gated GQA head 3", A, attnref.attention_matrix("gated", q[3], k[1], causal=True, gates=gates[3]))
+    # A batch records the gates file's content: after it changed, a rerun into the same folder is refused naming
+    # the gates instead of keeping records of the old gates. A random-subsample sweep takes the gates of its tokens.
+    bdir = os.path.join(work, "batch")
+    os.makedirs(bdir, exist_ok=True)
+    np.save(os.path.join(bdir, "g.npy"), gates)
+    with open(os.path.join(bdir, "job.toml"), "w") as f:
+        f.write('inputs = ["%s"]\nmechanisms = ["gated"]\n[attention]\ncausal = true\ngates = "g.npy"\n' % path)
+    out_dir = os.path.join(bdir, "out")
+    run(["batch", os.path.join(bdir, "job.toml"), "--out", out_dir])
+    np.save(os.path.join(bdir, "g.npy"), np.full((H, N), 0.9))
+    p = subprocess.run([binary, "batch", os.path.join(bdir, "job.toml"), "--out", out_dir], capture_output=True, text=True)
+    if p.returncode != 2 or "gates" not in p.stderr:
+        problems.append(f"batch rerun after the gates changed: exit {p.returncode}, {p.stderr.strip()!r}")
+    out = run(["sweep", "--q", path + ":/q", "--k", path + ":/k", "--causal", "--mechanism", "gated", "--gates",
+               path + ":/gates", "--vary", "n=16,32", "--subsample", "random", "--draws", "2", "--csv", "-"])
+    if out is not None and len(out.strip().splitlines()) != 5:
+        problems.append(f"a random-subsample gated sweep did not give 4 records: {out!r}")
     # Identity: constant gates g equal causal decay with gamma g.
     const = os.path.join(work, "const.npy")   # laid out like the queries (h, n, d) without d
     np.save(const, np.full((H, N), 0.8))
