@@ -154,9 +154,11 @@ void read_selection(const toml::table& root, const JobReader& r, analysis::Batch
     if (const toml::table* at = r.table(root, "at")) {
         std::string text;
         for (const auto& [key, node] : *at) {
-            if (!node.is_integer())
-                r.fail(&node, "'at." + std::string(key.str()) + "' must be an integer");
-            text += (text.empty() ? "" : ",") + std::string(key.str()) + "=" + std::to_string(node.as_integer()->get());
+            const bool all = node.is_string() && node.as_string()->get() == "all";   // every index its own unit
+            if (!node.is_integer() && !all)
+                r.fail(&node, "'at." + std::string(key.str()) + "' must be an integer or \"all\"");
+            text += (text.empty() ? "" : ",") + std::string(key.str()) + "=" +
+                    (all ? std::string("all") : std::to_string(node.as_integer()->get()));
         }
         sel.at = text;
     }

@@ -21,7 +21,7 @@ namespace attnscope::app {
 
 namespace {
 
-constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge", "figure"};
+constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge", "aggregate", "figure"};
 
 bool is_subcommand(const char* word)
 {
@@ -135,6 +135,7 @@ int run_cli(int argc, char** argv)
 #endif
     commands.push_back(add_batch_command(app));
     commands.push_back(add_merge_command(app));
+    commands.push_back(add_aggregate_command(app));
     make_numbers_strict(app);   // every numeric option, plain decimal only (app/cli_options.h)
 
     try {

@@ -1,5 +1,5 @@
 #pragma once
-// The headless command line (docs/cli.md): info, analyze, matrix, synth, sweep, figure, batch, merge.
+// The headless command line (docs/cli.md): info, analyze, matrix, synth, sweep, figure, batch, merge, aggregate.
 
 #include <string>
 

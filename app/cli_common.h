@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "analysis/aggregate.h"
 #include "util/error.h"
 #include "util/output.h"
 
@@ -30,6 +31,11 @@ Command add_sweep_command(CLI::App& app);
 Command add_figure_command(CLI::App& app);   // builds with the desktop app only
 Command add_batch_command(CLI::App& app);
 Command add_merge_command(CLI::App& app);
+Command add_aggregate_command(CLI::App& app);
+
+// The statistics over units as the aggregate subcommand prints them (app/cmd_aggregate.cpp): one block per
+// metric with the mechanisms under it, then the paired differences. `metrics`: only these (empty = all).
+void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::string>& metrics);
 
 // "error: MESSAGE" on stderr, on one line whatever the message holds.
 void print_error(const std::string& message);

@@ -95,7 +95,8 @@ void SelectionArgs::add_to(CLI::App& cmd)
 {
     cmd.add_option("--layout", layout, "One letter per axis: n tokens, d features, others index axes (default by rank: nd, hnd, bhnd)")
         ->group("Selection");
-    cmd.add_option("--at", at, "Index on each index axis, e.g. h=2,b=0 (default 0)")->group("Selection");
+    cmd.add_option("--at", at, "Index on each index axis, e.g. h=2,b=0 (default 0); AXIS=all: every index its own unit "
+                              "(analyze, sweep)")->group("Selection");
     cmd.add_option("--head", head, "Shorthand for --at h=I")->group("Selection");
     cmd.add_option("--kv-head", kv_head,
                    "Key/value head (default: the query head h, or h // (H / Hk) when keys have Hk < H heads: "
@@ -114,7 +115,7 @@ io::AxisSelection SelectionArgs::resolve() const
     sel.layout = layout;
     if (!at.empty()) {
         try {
-            sel.at = io::parse_at(at);
+            io::parse_at_units(at, sel.at, sel.all);
         } catch (const std::invalid_argument& e) {   // the core names the concept, the command line its flag
             throw std::invalid_argument(std::string("--at: ").append(e.what()));
         }
@@ -122,6 +123,8 @@ io::AxisSelection SelectionArgs::resolve() const
     if (head) {
         if (*head < 0)
             throw std::invalid_argument("--head " + std::to_string(*head) + " must be non-negative");
+        if (sel.all.count('h'))
+            throw std::invalid_argument("--head " + std::to_string(*head) + " contradicts --at h=all");
         const auto it = sel.at.find('h');
         if (it != sel.at.end() && it->second != *head)
             throw std::invalid_argument("--head " + std::to_string(*head) + " contradicts --at h=" + std::to_string(it->second));

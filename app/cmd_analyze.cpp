@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/aggregate.h"
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
 #include "analysis/metric_table.h"
+#include "analysis/plan.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
 #include "cli_common.h"
@@ -131,6 +133,69 @@ void print_summary(const ojson& doc)
     }
 }
 
+// `--at b=all`: every index of the axes given as `all` is its own unit (analysis/plan.h), analysed in turn.
+// The document holds one {unit, at, input, results} per unit and the statistics over them
+// (analysis/aggregate.h); a selection without `all` keeps the single-unit document, byte for byte.
+int run_analyze_units(const AnalyzeArgs& a, const std::vector<attention::Mechanism>& mechanisms,
+                      const analysis::AnalysisSetup& setup, const ojson& from_file,
+                      const analysis::MetricOptions& metric_options, std::uint64_t memory_limit, bool json_to_stdout,
+                      std::optional<OutputFile>& json_file)
+{
+    const analysis::TensorSource source{a.q, a.k, a.v, setup.selection};
+    const std::vector<analysis::Unit> units = analysis::plan_units({source}, {}, {});
+    ojson list = ojson::array();
+    std::vector<analysis::UnitMetrics> records;
+    for (const analysis::Unit& u : units) {
+        const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, u.source.selection);
+        const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms,
+                                               analysis::options_for_inputs(setup.options, in), metric_options, memory_limit);
+        ojson unit;
+        unit["unit"] = u.index;
+        ojson at = ojson::object();
+        for (const auto& [axis, index] : u.source.selection.at)
+            if (setup.selection.all.count(axis))
+                at[std::string(1, axis)] = index;
+        unit["at"] = at;
+        unit["input"] = in.input_json;
+        if (!from_file.empty())
+            unit["input"]["defaults_from_file"] = from_file;
+        ojson rs = ojson::array();
+        for (const auto& r : results) {
+            rs.push_back(analysis::result_json(r, metric_options));
+            records.push_back({std::to_string(u.index), rs.back()["mechanism"].get<std::string>(),
+                               analysis::result_metrics(rs.back())});
+        }
+        unit["results"] = std::move(rs);
+        list.push_back(std::move(unit));
+    }
+    const analysis::AggregateOptions agg_options;
+    const analysis::Aggregate stats = analysis::aggregate(records, agg_options);
+    ojson doc;
+    doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    doc["units"] = std::move(list);
+    doc["aggregate"] = analysis::aggregate_json(stats, agg_options);
+    doc["kernels"] = analysis::kernels_json();
+    if (json_to_stdout) {
+        write_text_output("-", json_text(doc, 2) + "\n");
+        return 0;
+    }
+    if (json_file)
+        json_file->write_text(json_text(doc, 2) + "\n");
+    for (const auto& unit : doc["units"]) {
+        std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.size() << "\n";
+        print_summary(unit);
+    }
+    std::cout << "== over the " << units.size() << " units (n = units measured; 95% percentile bootstrap intervals, "
+              << agg_options.resamples << " resamples, seed " << agg_options.seed << ")\n";
+    print_aggregate(stats, {});
+    flush_standard_output();
+    if (json_file) {
+        json_file->commit();
+        std::cout << "\nwrote " << *a.json_out << "\n";
+    }
+    return 0;
+}
+
 int run_analyze(const AnalyzeArgs& a)
 {
     const auto mechanisms = analysis::parse_mechanisms(a.mechanisms);
@@ -156,6 +221,8 @@ int run_analyze(const AnalyzeArgs& a)
     const analysis::MetricOptions metric_options = a.metrics.resolve();
     const std::uint64_t memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(memory_limit);
+    if (!setup.selection.all.empty())
+        return run_analyze_units(a, mechanisms, setup, from_file, metric_options, memory_limit, json_to_stdout, json_file);
 
     const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
     const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::options_for_inputs(setup.options, in),

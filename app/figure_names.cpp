@@ -55,6 +55,8 @@ std::optional<std::string> unit_figure_name(const BatchFigure& f, const analysis
         name += "_l" + std::to_string(*u.layer);
     if (u.head)
         name += "_h" + std::to_string(*u.head);
+    for (const auto& [axis, index] : u.at)   // axes the job gives as `all` (at = { b = "all" })
+        name.append("_").append(1, axis).append(std::to_string(index));
     return name + "_" + f.view + "." + f.format;
 }
 

@@ -34,9 +34,13 @@ using Eigen::Index;
 namespace {
 
 // `display`: the file's path as shown (lossy UTF-8), so that a key read back from results.jsonl equals it.
-std::string unit_key(const std::string& display, std::optional<Index> layer, std::optional<Index> head)
+std::string unit_key(const std::string& display, std::optional<Index> layer, std::optional<Index> head,
+                     const std::map<char, Index>& at)
 {
-    return display + "|l=" + (layer ? std::to_string(*layer) : "-") + "|h=" + (head ? std::to_string(*head) : "-");
+    std::string key = display + "|l=" + (layer ? std::to_string(*layer) : "-") + "|h=" + (head ? std::to_string(*head) : "-");
+    for (const auto& [axis, index] : at)   // only axes given as `all`: the keys of other jobs are unchanged
+        key.append("|").append(1, axis).append("=").append(std::to_string(index));
+    return key;
 }
 
 // Identifies the analysis settings: records made with other settings are not reused. The JSON itself goes
@@ -52,6 +56,8 @@ json settings_json(const BatchPlan& plan)
     for (const auto& [a, i] : plan.selection.at)
         at[std::string(1, a)] = i;
     j["at"] = at;
+    if (!plan.selection.all.empty())   // only then: the settings hash of other jobs is unchanged
+        j["at_all"] = std::string(plan.selection.all.begin(), plan.selection.all.end());
     std::vector<std::string> mechs;
     for (auto m : plan.mechanisms)
         mechs.emplace_back(attention::to_string(m));
@@ -348,7 +354,8 @@ std::vector<BatchUnit> plan_batch_units(const BatchPlan& plan)
                 b.name = names[fi];
                 b.layer = u.layer;
                 b.head = u.head;
-                b.key = unit_key(b.display, b.layer, b.head);
+                b.at = u.at;
+                b.key = unit_key(b.display, b.layer, b.head, b.at);
                 b.source = std::move(u.source);
                 b.options = setup.options;
                 b.defaults_from_file = from_file;

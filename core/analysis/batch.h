@@ -2,8 +2,9 @@
 // Unattended analysis of many files, layers and heads (`attnscope batch`), resumable, shardable and
 // cancellable.
 //
-// A plan (from a TOML job, parsed by the app) expands into work units, one per (file, layer, head), in a
-// fixed order: files sorted by path, then layers, then heads (analysis/plan.h), each file with its own
+// A plan (from a TOML job, parsed by the app) expands into work units, one per (file, layer, head, and
+// index of any axis given as `all`), in a fixed order: files sorted by path, then layers, then heads, then
+// those axes (analysis/plan.h), each file with its own
 // attributes applied as defaults (analysis/file_defaults.h). Each unit yields one record per mechanism:
 // the analyze result plus provenance (tool version, the input file's SHA-256, every parameter, what came
 // from the file), kept by a ResultStore (analysis/batch_store.h). Shards (--shard I/N) take the units with
@@ -14,6 +15,7 @@
 // their figures) before anything runs; a sweep whose inputs or spec changed is run again.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,7 +67,8 @@ struct BatchUnit {
     std::string display;                       // the path shown: lossy UTF-8 (util/json_text.h), unique in the job
     std::string name;                          // the file's name in figure names: unique in the job (input_names)
     std::optional<Eigen::Index> layer, head;
-    std::string key;                           // file|l=..|h=..
+    std::map<char, Eigen::Index> at;           // the index of each other axis the job gives as `all` (b=all)
+    std::string key;                           // file|l=..|h=.. (then |b=.. for each axis in `at`)
     TensorSource source;                       // the unit's selection
     attention::AttentionOptions options;       // the job's options with the file's defaults
     nlohmann::ordered_json defaults_from_file; // what came from the file's attributes

@@ -47,7 +47,11 @@ std::string unit_identity(const json& rec)
             return num(v);
         return "?";
     };
-    return string_field(field(rec, "input"), "file") + "|l=" + index(field(rec, "layer")) + "|h=" + index(field(rec, "head"));
+    std::string id = string_field(field(rec, "input"), "file") + "|l=" + index(field(rec, "layer")) + "|h=" + index(field(rec, "head"));
+    if (const json& at = field(rec, "unit_at"); at.is_object())   // axes given as `all` (analysis/batch.h, BatchUnit::key)
+        for (const auto& [axis, v] : at.items())
+            id += "|" + axis + "=" + index(v);
+    return id;
 }
 
 std::string list_text(const json& list, std::size_t max = 20)
@@ -199,11 +203,15 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
             what += std::string(what.empty() ? "" : "; ") + std::to_string(missing_units.size()) +
                     " units of the given shards are not recorded (their shards did not finish: run them again)";
         throw InputError("merge: incomplete shard set: " + what + "; give --partial to merge what there is (its outputs "
-                         "are then named results.partial.jsonl and summary.partial.csv)");
+                         "are then named results.partial.jsonl, summary.partial.csv, aggregate.partial.csv and "
+                         "aggregate.partial.json)");
     }
     const auto list = ordered(records.records());
     out.results_jsonl = results_text(list);
     out.summary_csv = summary_csv(list);
+    AggregateTexts stats = aggregate_texts(list);
+    out.aggregate_csv = std::move(stats.csv);
+    out.aggregate_json = std::move(stats.json);
     return out;
 }
 
@@ -213,8 +221,10 @@ namespace {
 // replaced whole).
 const std::set<std::string>& merge_output_names()
 {
-    static const std::set<std::string> names = {"results.jsonl", "summary.csv", "results.partial.jsonl",
-                                                "summary.partial.csv", "merge.json", "sweeps", "figures"};
+    static const std::set<std::string> names = {"results.jsonl",          "summary.csv",           "aggregate.csv",
+                                                "aggregate.json",         "results.partial.jsonl", "summary.partial.csv",
+                                                "aggregate.partial.csv",  "aggregate.partial.json", "merge.json",
+                                                "sweeps",                 "figures"};
     return names;
 }
 
@@ -385,6 +395,8 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
     const std::string tag = merged.complete ? "" : ".partial";
     write_file_atomically((temp.path / ("results" + tag + ".jsonl")).string(), merged.results_jsonl);
     write_file_atomically((temp.path / ("summary" + tag + ".csv")).string(), merged.summary_csv);
+    write_file_atomically((temp.path / ("aggregate" + tag + ".csv")).string(), merged.aggregate_csv);
+    write_file_atomically((temp.path / ("aggregate" + tag + ".json")).string(), merged.aggregate_json);
     json report = merged.report;
     json folders = json::array();
     for (const std::string& d : dirs)

@@ -270,13 +270,17 @@ std::string results_text(const std::vector<json>& list)
     return lines;
 }
 
-// results.jsonl and summary.csv (results.partial.jsonl and summary.partial.csv for a partial merge, so that
-// nothing reading the usual names takes an incomplete set for a complete one).
+// results.jsonl, summary.csv and the statistics over units, aggregate.csv and aggregate.json (a partial
+// merge writes them under *.partial.* names, so that nothing reading the usual names takes an incomplete set
+// for a complete one).
 void write_final(const std::string& dir, const std::map<std::string, json>& records)
 {
     const auto list = ordered(records);
+    const AggregateTexts stats = aggregate_texts(list);
     write_file_atomically((fs::path(dir) / "results.jsonl").string(), results_text(list));
     write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
+    write_file_atomically((fs::path(dir) / "aggregate.csv").string(), stats.csv);
+    write_file_atomically((fs::path(dir) / "aggregate.json").string(), stats.json);
 }
 
 // Appends one line to the open results file and makes it durable before returning. On failure the file

@@ -54,7 +54,8 @@ public:
     // until the new one is complete) and reopened for appending. Throws InputError.
     void replace(std::map<std::string, nlohmann::ordered_json> records);
 
-    // results.jsonl in plan order and summary.csv, atomically (every unit of the shard is recorded).
+    // results.jsonl in plan order, summary.csv, aggregate.csv and aggregate.json, atomically (every unit of the
+    // shard is recorded).
     void write_final() const;
 
 private:
@@ -112,6 +113,7 @@ struct MergedSet {
     nlohmann::ordered_json report;            // merge.json without the folder list
     bool complete = false;
     std::string results_jsonl, summary_csv;   // the merged files' contents
+    std::string aggregate_csv, aggregate_json;
 };
 // Checks that the shards are one job's and that every shard.json agrees with its records (settings, shard
 // index, units, mechanisms; records of other settings or of units of another shard are refused, naming the
@@ -120,9 +122,10 @@ struct MergedSet {
 MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial);
 
 // Combines the outputs of shards into out_dir: results.jsonl (deduplicated, in plan order), summary.csv,
-// sweeps, figures, and merge.json saying whether the set is complete. The shards must be one job's (same
+// aggregate.csv and aggregate.json (computed from the merged records, so the same as one run's), sweeps, figures, and merge.json saying whether the set is complete. The shards must be one job's (same
 // settings and shard count, each shard once); a set that lacks shards or records is refused unless
-// `partial`, and then written as results.partial.jsonl and summary.partial.csv. Nothing in a shard is read
+// `partial`, and then written as results.partial.jsonl, summary.partial.csv, aggregate.partial.csv and
+// aggregate.partial.json. Nothing in a shard is read
 // through a symbolic link; out_dir may not be a shard or hold one; the merge is built in a fresh folder and
 // swapped into place, so no file of an earlier merge stays. Throws InputError.
 void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial = false);

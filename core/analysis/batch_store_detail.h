@@ -62,6 +62,11 @@ struct RecordLines {
 RecordLines parse_record_lines(std::string_view text, const std::string& where);
 std::string num(const json& v);
 std::string summary_csv(const std::vector<json>& records);
+// aggregate.csv and aggregate.json of records in plan order (analysis/aggregate.h).
+struct AggregateTexts {
+    std::string csv, json;
+};
+AggregateTexts aggregate_texts(const std::vector<json>& records);
 std::vector<json> ordered(const std::map<std::string, json>& records);
 std::string results_text(const std::vector<json>& list);
 std::string shortened(const std::string& s, std::size_t max = 60);

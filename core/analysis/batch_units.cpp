@@ -130,6 +130,12 @@ private:
             rec["input"] = std::move(input);
             rec["layer"] = u.layer ? json(*u.layer) : json();
             rec["head"] = u.head ? json(*u.head) : json();
+            if (!u.at.empty()) {   // the unit's index on each axis given as `all` (its key spells them too)
+                json at = json::object();
+                for (const auto& [axis, index] : u.at)
+                    at[std::string(1, axis)] = index;
+                rec["unit_at"] = std::move(at);
+            }
             const json result = result_json(results.front(), m_plan.metrics);
             for (const auto& [k, value] : result.items())
                 rec[k] = value;

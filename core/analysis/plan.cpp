@@ -28,7 +28,7 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
     case AxisChoice::Kind::all: {
         // A header may claim any size: the count is checked before the indices are allocated.
         if (size < 0 || static_cast<std::uint64_t>(size) > k_max_units)
-            throw std::invalid_argument(choice.what + " all: the '" + std::string(1, axis) + "' axis has " + std::to_string(size) +
+            throw std::invalid_argument(choice.what + (choice.what.ends_with("=all") ? "" : " all") + ": the '" + std::string(1, axis) + "' axis has " + std::to_string(size) +
                                         " indices, over the cap of " + std::to_string(k_max_units) +
                                         " units per plan (docs/cli.md, \"Counts and caps\"); list the ones to visit");
         std::vector<Eigen::Index> v(static_cast<std::size_t>(size));
@@ -53,6 +53,34 @@ std::vector<Eigen::Index> axis_values(const io::TensorInfo& info, const std::str
     }
     const auto it = sel.at.find(axis);
     return {it == sel.at.end() ? Eigen::Index{0} : it->second};
+}
+
+// `choice`, or all the indices when the selection gives the axis as `all` (`--at h=all`).
+AxisChoice choice_with_all(const AxisChoice& choice, const io::AxisSelection& sel, char axis)
+{
+    if (!sel.all.count(axis))
+        return choice;
+    if (choice.kind != AxisChoice::Kind::selection)
+        throw std::invalid_argument("axis index " + std::string(1, axis) + "=all and " + choice.what +
+                                    " both choose the " + (axis == 'h' ? "heads" : "layers") + "; give one of them");
+    return AxisChoice::all("axis index " + std::string(1, axis) + "=all");
+}
+
+// `u` once per index of each remaining `all` axis (others[k..]), appended to `units` in order.
+void add_other_axes(Unit u, const std::vector<std::pair<char, std::vector<Eigen::Index>>>& others, std::size_t k,
+                    std::vector<Unit>& units)
+{
+    if (k == others.size()) {
+        u.index = units.size();
+        units.push_back(std::move(u));
+        return;
+    }
+    for (const Eigen::Index index : others[k].second) {
+        Unit v = u;
+        v.at[others[k].first] = index;
+        v.source.selection.at[others[k].first] = index;
+        add_other_axes(std::move(v), others, k + 1, units);
+    }
 }
 
 // "/layers/3/q" -> ("/layers/", "/q", 3): the last path component made of digits only.
@@ -88,20 +116,28 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
         const auto file = io::open_tensor_file(ref.file);
         const io::TensorInfo& info = file->find(ref.name);
         const std::string layout = io::resolve_layout(info, src.selection, "--q " + src.q_ref);
-        const auto ls = axis_values(info, layout, 'l', layers, src.selection);
-        const auto hs = axis_values(info, layout, 'h', heads, src.selection);
-        const std::uint64_t count = static_cast<std::uint64_t>(std::max<std::size_t>(ls.size(), 1)) *
-                                    std::max<std::size_t>(hs.size(), 1);   // each at most k_max_units: no overflow
+        const auto ls = axis_values(info, layout, 'l', choice_with_all(layers, src.selection, 'l'), src.selection);
+        const auto hs = axis_values(info, layout, 'h', choice_with_all(heads, src.selection, 'h'), src.selection);
+        // Each other `all` axis, innermost last; each at most k_max_units, so the running product cannot overflow.
+        std::vector<std::pair<char, std::vector<Eigen::Index>>> others;
+        std::uint64_t count = static_cast<std::uint64_t>(std::max<std::size_t>(ls.size(), 1)) * std::max<std::size_t>(hs.size(), 1);
+        for (const char axis : src.selection.all)
+            if (axis != 'l' && axis != 'h') {
+                others.emplace_back(axis, axis_values(info, layout, axis, AxisChoice::all("axis index " + std::string(1, axis) + "=all"),
+                                                      src.selection));
+                count = std::min<std::uint64_t>(count, k_max_units + 1) * std::max<std::size_t>(others.back().second.size(), 1);
+            }
         if (count > k_max_units - std::min<std::uint64_t>(units.size(), k_max_units))
-            throw std::invalid_argument("--q " + src.q_ref + ": " + std::to_string(units.size() + count) +
-                                        " units (inputs x layers x heads) are over the cap of " + std::to_string(k_max_units) +
-                                        " per plan (docs/cli.md, \"Counts and caps\")");
+            throw std::invalid_argument("--q " + src.q_ref + ": " + std::to_string(std::min<std::uint64_t>(count, k_max_units + 1) + units.size()) +
+                                        (count > k_max_units ? " or more" : "") +
+                                        " units (inputs x layers x heads x other axes) are over the cap of " +
+                                        std::to_string(k_max_units) + " per plan (docs/cli.md, \"Counts and caps\")");
         for (std::size_t li = 0; li < std::max<std::size_t>(ls.size(), 1); ++li)
             for (std::size_t hi = 0; hi < std::max<std::size_t>(hs.size(), 1); ++hi) {
                 Unit u;
-                u.index = units.size();
                 u.input = i;
                 u.source = src;
+                u.source.selection.all.clear();
                 if (i < input_layers.size())
                     u.layer = input_layers[i];
                 if (!ls.empty()) {
@@ -112,7 +148,7 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
                     u.head = hs[hi];
                     u.source.selection.at['h'] = hs[hi];
                 }
-                units.push_back(std::move(u));
+                add_other_axes(std::move(u), others, 0, units);
             }
     }
     return units;

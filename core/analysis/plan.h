@@ -4,6 +4,7 @@
 // so a plan is checked completely before any tensor data is.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,10 +27,13 @@ struct Unit {
     TensorSource source;                     // selection with this unit's 'l' and 'h' indices set
     std::optional<Eigen::Index> layer, head; // absent where the input has no such axis (a per-layer dataset
                                              // reports its own layer, see plan_units)
+    std::map<char, Eigen::Index> at;         // the index of each other axis given as `all` (b=all: "b" -> 3)
 };
 
 // The units of `inputs` over the layers and heads chosen (an input without an 'l' / 'h' axis contributes
-// one unit; choosing indices on an axis it lacks is an error). `input_layers[i]`, when set, is the layer
+// one unit; choosing indices on an axis it lacks is an error), and over every index of each axis its
+// selection gives as `all` (`--at b=all`; h=all and l=all are all the heads / layers, and may not be given
+// with another choice of them), innermost in letter order. The units' selections hold no `all` any more. `input_layers[i]`, when set, is the layer
 // input i holds (per-layer datasets such as /layers/3/q). Throws InputError / std::invalid_argument naming
 // the input and the option (AxisChoice::what) at fault.
 std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,

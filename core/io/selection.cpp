@@ -112,6 +112,33 @@ std::map<char, std::int64_t> parse_at(std::string_view text)
     return out;
 }
 
+void parse_at_units(std::string_view text, std::map<char, std::int64_t>& at, std::set<char>& all)
+{
+    // The `all` items are taken out; the rest is parse_at's (with its messages).
+    std::string rest;
+    std::size_t begin = 0, kept = 0;
+    while (begin <= text.size()) {
+        const std::size_t comma = text.find(',', begin);
+        const std::size_t end = comma == std::string_view::npos ? text.size() : comma;
+        const std::string_view item = trim(text.substr(begin, end - begin));
+        const auto eq = item.find('=');
+        const std::string_view key = eq == std::string_view::npos ? item : trim(item.substr(0, eq));
+        if (eq != std::string_view::npos && trim(item.substr(eq + 1)) == "all" && key.size() == 1 && is_letter(key[0])) {
+            if (!all.insert(key[0]).second)
+                throw std::invalid_argument(fmt::format("axis indices {}: axis '{}' is given twice", text, key[0]));
+        } else {
+            rest.append(kept++ ? "," : "").append(item);
+        }
+        if (comma == std::string_view::npos)
+            break;
+        begin = comma + 1;
+    }
+    at = parse_at(rest);
+    for (const char a : all)
+        if (at.count(a))
+            throw std::invalid_argument(fmt::format("axis indices {}: axis '{}' is given twice", text, a));
+}
+
 std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, std::string_view what)
 {
     const std::size_t rank = tensor.shape.size();
@@ -145,6 +172,14 @@ std::string resolve_layout(const TensorInfo& tensor, const AxisSelection& sel, s
             throw InputError(fmt::format("{}: layout {} has {} letters but the tensor has rank {} (shape {})", what,
                                          layout, layout.size(), rank, shape));
     }
+    for (const char axis : sel.all) {
+        if (axis == 'n' || axis == 'd')
+            throw std::invalid_argument(fmt::format("axis index {}=all: '{}' is the {} axis, not an index axis", axis, axis,
+                                                    axis == 'n' ? "token" : "feature"));
+        if (layout.find(axis) == std::string::npos)
+            throw InputError(fmt::format("{}: axis index {}=all: axis '{}' is not in layout {} (shape {})", what, axis, axis,
+                                         layout, shape));
+    }
     for (const auto& [axis, index] : sel.at) {
         const auto pos = layout.find(axis);
         if (axis == 'n' || axis == 'd')
@@ -167,6 +202,10 @@ SelectedMatrix load_selected(const TensorFile& file, std::string_view tensor_nam
                              std::string_view what)
 {
     const TensorInfo& tensor = file.find(tensor_name);
+    if (!sel.all.empty())
+        throw std::invalid_argument(fmt::format("axis index {}=all: every index as its own unit is not possible here; "
+                                                "choose one index",
+                                                *sel.all.begin()));
     SelectedMatrix out;
     out.layout = resolve_layout(tensor, sel, what);
     const std::size_t rank = tensor.shape.size();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -27,9 +28,16 @@ TensorRef parse_tensor_ref(std::string_view text);
 // Parses "a=i,b=j" into {'a': i, 'b': j}. Throws std::invalid_argument naming the bad item.
 std::map<char, std::int64_t> parse_at(std::string_view text);
 
+// Parses "a=i,b=all": the indices into `at` (as parse_at), the axes given as `all` into `all`. Throws
+// std::invalid_argument naming the bad item, or an axis given twice (b=1,b=all).
+void parse_at_units(std::string_view text, std::map<char, std::int64_t>& at, std::set<char>& all);
+
 struct AxisSelection {
     std::string layout;                  // one letter per axis; empty = default by rank (nd, hnd, bhnd)
     std::map<char, std::int64_t> at;     // index per index axis; absent = 0
+    // Index axes whose every index is its own unit (`--at b=all`): the unit planner (analysis/plan.h)
+    // expands them into selections with one index each; a selection still holding one is never read.
+    std::set<char> all;
     std::int64_t prefix_tokens = 0;      // tokens dropped from the front
     std::optional<std::int64_t> kv_head; // --kv-head: the key/value head, instead of the grouped-query pairing
 };

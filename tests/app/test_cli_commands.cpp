@@ -121,6 +121,13 @@ TEST(CliCommands, LinearAttentionFamiliesMatchTheReference)
     attnscope::test::expect_script_passes("app/check_families.py", "cli_families");
 }
 
+// Statistics over units (docs/batch.md, aggregate.csv): a batch over six heads, shards merged, `aggregate --by`,
+// `--at b=all` units in analyze and batch, against the NumPy reference, and the errors (tests/app/check_aggregate.py).
+TEST(CliCommands, AggregateOverUnitsMatchesTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_aggregate.py", "cli_aggregate");
+}
+
 // The grouped-query sample (data/char_llama_gqa.h5, 4 query heads sharing 2 key/value heads): query head 3
 // pairs key/value head 1, and the summary says so; info lists its token strings.
 TEST(CliCommands, GroupedQuerySamplePairsAndSaysSo)

@@ -1,0 +1,187 @@
+// `attnscope aggregate RESULTS_DIR [--by FIELD,...] [--metric NAME,...] [--json]` (docs/cli.md): the
+// statistics over units of a batch folder (analysis/aggregate.h) for any grouping of its units, as tables a
+// researcher reads in a terminal (one metric per block, mechanisms under it; then the paired differences)
+// or as JSON.
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "analysis/aggregate.h"
+#include "analysis/vocabulary.h"
+#include "cli_common.h"
+#include "util/json_text.h"
+
+namespace attnscope::app {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+struct AggregateArgs {
+    std::string dir;
+    std::string by, metrics;
+    bool json = false;
+};
+
+std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+std::string group_title(const ojson& key)
+{
+    std::string t;
+    for (const auto& [field, value] : key.items())
+        t += (t.empty() ? "" : "  ") + field + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
+    return t;
+}
+
+// The metrics asked: exact names, or a prefix before a dot ("entropy" = entropy.*). Empty = all.
+bool wanted(const std::vector<std::string>& asked, const std::string& metric)
+{
+    if (asked.empty())
+        return true;
+    return std::any_of(asked.begin(), asked.end(),
+                       [&](const std::string& a) { return metric == a || metric.rfind(a + ".", 0) == 0; });
+}
+
+// Rows by metric (in the order metrics first appear), keeping the mechanisms' order within each metric.
+template <class Row>
+std::vector<const Row*> by_metric(const std::vector<Row>& rows, const std::vector<std::string>& asked)
+{
+    std::map<std::string, std::size_t> order;
+    for (const Row& r : rows)
+        order.emplace(r.metric, order.size());
+    std::vector<const Row*> out;
+    for (const Row& r : rows)
+        if (wanted(asked, r.metric))
+            out.push_back(&r);
+    std::stable_sort(out.begin(), out.end(), [&](const Row* a, const Row* b) { return order[a->metric] < order[b->metric]; });
+    return out;
+}
+
+}  // namespace
+
+void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::string>& asked)
+{
+    const auto rows = by_metric(stats.mechanisms, asked);
+    const auto pairs = by_metric(stats.pairs, asked);
+    std::size_t mw = 6, nw = 9;   // "metric", widths of the metric and mechanism columns
+    for (const auto* r : rows)
+        mw = std::max(mw, r->metric.size()), nw = std::max(nw, r->mechanism.size());
+    std::size_t pw = 5;
+    for (const auto* p : pairs)
+        pw = std::max(pw, p->mechanism_a.size() + 3 + p->mechanism_b.size());
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {}\n", "metric", mw, "mechanism", nw, "n", "mean",
+                             "std", "95% interval of the mean");
+    std::string last;
+    for (const auto* r : rows) {
+        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  [{}, {}]\n", r->metric == last ? "" : r->metric, mw,
+                                 r->mechanism, nw, r->n, num(r->mean), r->std ? num(*r->std) : "-", num(r->ci_low),
+                                 num(r->ci_high));
+        last = r->metric;
+    }
+    if (pairs.empty())
+        return;
+    std::cout << "\n"
+              << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", "metric", mw, "a - b", pw, "n", "mean diff",
+                             "95% interval", "p (sign test)");
+    last.clear();
+    for (const auto* p : pairs) {
+        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", p->metric == last ? "" : p->metric, mw,
+                                 p->mechanism_a + " - " + p->mechanism_b, pw, p->n, num(p->mean_diff),
+                                 "[" + num(p->ci_low) + ", " + num(p->ci_high) + "]", fmt::format("{:.4g}", p->p_sign));
+        last = p->metric;
+    }
+}
+
+namespace {
+
+// Every metric asked must be one the records hold (a typo would print an empty table).
+void check_metrics(const std::vector<std::string>& asked, const std::vector<analysis::AggregateGroup>& groups)
+{
+    for (const std::string& a : asked) {
+        bool found = false;
+        for (const auto& g : groups)
+            for (const auto& r : g.stats.mechanisms)
+                found = found || wanted({a}, r.metric);
+        if (!found)
+            throw std::invalid_argument("--metric: '" + a + "' is not a metric of these records (without --metric all are shown)");
+    }
+}
+
+int run_aggregate(const AggregateArgs& a)
+{
+    std::string which;
+    const std::vector<ojson> records = analysis::read_batch_records(a.dir, &which);
+    std::vector<std::string> by, asked;
+    if (!a.by.empty())
+        by = analysis::split_list(a.by);
+    if (!a.metrics.empty())
+        asked = analysis::split_list(a.metrics);
+    const analysis::AggregateOptions options;
+    const auto groups = analysis::aggregate_by(records, by, "--by", options);
+    check_metrics(asked, groups);
+    if (a.json) {
+        ojson doc;
+        doc["attnscope_version"] = ATTNSCOPE_VERSION;
+        doc["results"] = display_path(a.dir) + "/" + which;
+        doc["by"] = by;
+        doc["resamples"] = options.resamples;
+        doc["seed"] = options.seed;
+        doc["level"] = options.level;
+        ojson list = ojson::array();
+        for (const auto& g : groups) {
+            ojson stats = analysis::aggregate_json(g.stats, options);
+            ojson item;
+            item["group"] = g.key;
+            item["units"] = stats["units"];
+            ojson rows = ojson::array(), pairs = ojson::array();
+            for (const auto& r : stats["mechanisms"])
+                if (wanted(asked, r["metric"].get<std::string>()))
+                    rows.push_back(r);
+            for (const auto& p : stats["pairs"])
+                if (wanted(asked, p["metric"].get<std::string>()))
+                    pairs.push_back(p);
+            item["mechanisms"] = std::move(rows);
+            item["pairs"] = std::move(pairs);
+            list.push_back(std::move(item));
+        }
+        doc["groups"] = std::move(list);
+        std::cout << json_text(doc, 2) << "\n";
+        return 0;
+    }
+    std::cout << display_path(a.dir) << "/" << which << ": " << records.size() << " records; n = units measured, "
+              << "95% percentile bootstrap intervals (" << options.resamples << " resamples, seed " << options.seed
+              << "); differences paired on the same units\n";
+    for (const auto& g : groups) {
+        std::cout << "\n";
+        if (!by.empty())
+            std::cout << "== " << group_title(g.key) << "  (" << g.stats.units << (g.stats.units == 1 ? " unit" : " units")
+                      << ")\n";
+        else
+            std::cout << "all " << g.stats.units << (g.stats.units == 1 ? " unit" : " units") << "\n";
+        print_aggregate(g.stats, asked);
+    }
+    return 0;
+}
+
+}  // namespace
+
+Command add_aggregate_command(CLI::App& app)
+{
+    auto a = std::make_shared<AggregateArgs>();
+    auto* cmd = app.add_subcommand("aggregate", "Statistics over the units of a batch folder: means, 95% bootstrap "
+                                                "intervals, paired differences and sign tests");
+    cmd->add_option("RESULTS_DIR", a->dir, "A batch or merge output folder (holding results.jsonl)")->required();
+    cmd->add_option("--by", a->by, "Group the units by these fields, comma separated: file, layer, head, or an index "
+                                   "axis letter such as b (default: all units together)");
+    cmd->add_option("--metric", a->metrics, "Only these metrics, comma separated (a name before a dot takes all of "
+                                            "its parts: entropy = entropy.*)");
+    cmd->add_flag("--json", a->json, "Print the statistics as JSON instead of tables");
+    return {cmd, [a] { return run_aggregate(*a); }};
+}
+
+}  // namespace attnscope::app

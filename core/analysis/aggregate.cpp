@@ -1,0 +1,356 @@
+#include "analysis/aggregate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "util/rng.h"
+
+namespace attnscope::analysis {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool finite(double v) { return std::isfinite(v); }
+
+// Plain left-to-right sum / n (the order fixes the last bits; the reference sums alike).
+double mean_of(const std::vector<double>& x)
+{
+    double total = 0.0;
+    for (const double v : x)
+        total += v;
+    return total / static_cast<double>(x.size());
+}
+
+std::optional<double> sample_std(const std::vector<double>& x)
+{
+    if (x.size() < 2)
+        return std::nullopt;
+    const double mu = mean_of(x);
+    double total = 0.0;
+    for (const double v : x)
+        total += (v - mu) * (v - mu);
+    return std::sqrt(total / static_cast<double>(x.size() - 1));
+}
+
+// The resampled positions depend on n only (a fresh SplitMix64(seed) per row): drawn once per n and kept
+// while they are small, drawn again per row when keeping them would cost more than 64 MB.
+class Resampler {
+public:
+    explicit Resampler(const AggregateOptions& o) : m_opt(o) {}
+
+    // (ci_low, ci_high) of the mean of x.
+    std::pair<double, double> interval(const std::vector<double>& x)
+    {
+        const std::size_t n = x.size();
+        std::vector<double> means(m_opt.resamples);
+        const std::vector<std::uint32_t>* kept = indices(n);
+        SplitMix64 rng(m_opt.seed);
+        const double dn = static_cast<double>(n);
+        for (std::size_t b = 0; b < m_opt.resamples; ++b) {
+            double total = 0.0;
+            for (std::size_t i = 0; i < n; ++i)
+                total += x[kept ? (*kept)[b * n + i] : draw(rng, n, dn)];
+            means[b] = total / dn;
+        }
+        const double tail = 50.0 * (1.0 - m_opt.level);
+        std::sort(means.begin(), means.end());
+        return {percentile_linear(means, tail), percentile_linear(means, 100.0 - tail)};
+    }
+
+private:
+    // idx = floor(u n), clamped: u n may round up to n for u just below 1.
+    static std::size_t draw(SplitMix64& rng, std::size_t n, double dn)
+    {
+        return std::min(static_cast<std::size_t>(std::floor(rng.uniform() * dn)), n - 1);
+    }
+
+    const std::vector<std::uint32_t>* indices(std::size_t n)
+    {
+        if (n > std::numeric_limits<std::uint32_t>::max() || n * m_opt.resamples > (std::size_t{16} << 20))
+            return nullptr;
+        auto [it, fresh] = m_kept.try_emplace(n);
+        if (fresh) {
+            SplitMix64 rng(m_opt.seed);
+            it->second.resize(n * m_opt.resamples);
+            for (auto& idx : it->second)
+                idx = static_cast<std::uint32_t>(draw(rng, n, static_cast<double>(n)));
+        }
+        return &it->second;
+    }
+
+    AggregateOptions m_opt;
+    std::map<std::size_t, std::vector<std::uint32_t>> m_kept;
+};
+
+// Records as a table: metric ids in order of first appearance, values per record (NaN = not measured).
+struct Table {
+    std::vector<std::string> mechanisms, metrics, units;
+    std::vector<std::size_t> mechanism_of, unit_of;       // per record
+    std::vector<std::vector<double>> values;              // per record, by metric id
+    std::vector<std::vector<std::ptrdiff_t>> record_at;   // [mechanism][unit] -> record, -1 when absent
+};
+
+Table tabulate(const std::vector<UnitMetrics>& records)
+{
+    Table t;
+    std::unordered_map<std::string, std::size_t> mech_id, metric_id, unit_id;
+    const auto id = [](std::unordered_map<std::string, std::size_t>& ids, std::vector<std::string>& names,
+                       const std::string& name) {
+        const auto [it, fresh] = ids.emplace(name, names.size());
+        if (fresh)
+            names.push_back(name);
+        return it->second;
+    };
+    for (const UnitMetrics& r : records) {
+        t.mechanism_of.push_back(id(mech_id, t.mechanisms, r.mechanism));
+        t.unit_of.push_back(id(unit_id, t.units, r.unit));
+        for (const auto& [name, v] : r.metrics)
+            id(metric_id, t.metrics, name);
+    }
+    t.record_at.assign(t.mechanisms.size(), std::vector<std::ptrdiff_t>(t.units.size(), -1));
+    t.values.reserve(records.size());
+    for (std::size_t i = 0; i < records.size(); ++i) {
+        std::ptrdiff_t& slot = t.record_at[t.mechanism_of[i]][t.unit_of[i]];
+        if (slot >= 0)
+            throw std::invalid_argument("unit '" + records[i].unit + "' appears twice for mechanism '" +
+                                        records[i].mechanism + "'");
+        slot = static_cast<std::ptrdiff_t>(i);
+        std::vector<double> row(t.metrics.size(), std::numeric_limits<double>::quiet_NaN());
+        for (const auto& [name, v] : records[i].metrics)
+            if (finite(v))
+                row[metric_id.at(name)] = v;
+        t.values.push_back(std::move(row));
+    }
+    return t;
+}
+
+// tail = P(X <= k), X ~ Bin(m, 1/2), for k <= m / 2, in log space: the terms fall off below k by the ratio
+// C(m, i-1) / C(m, i) = i / (m - i + 1), so the sum is log C(m, k) - m ln 2 + ln(1 + r_1 + r_1 r_2 + ...).
+long double log_binomial_tail(std::uint64_t m, std::uint64_t k)
+{
+    const long double lm = static_cast<long double>(m), lk = static_cast<long double>(k);
+    const long double log_term = std::lgamma(lm + 1) - std::lgamma(lk + 1) - std::lgamma(lm - lk + 1) - lm * std::log(2.0L);
+    long double ratio = 1, sum = 1;
+    for (std::uint64_t i = k; i >= 1; --i) {
+        ratio *= static_cast<long double>(i) / static_cast<long double>(m - i + 1);
+        sum += ratio;
+        if (ratio < sum * 1e-24L)
+            break;
+    }
+    return log_term + std::log(sum);
+}
+
+}  // namespace
+
+double percentile_linear(std::vector<double>& values, double p)
+{
+    if (values.empty())
+        throw std::invalid_argument("percentile of no values");
+    std::sort(values.begin(), values.end());
+    const double v = p / 100.0 * static_cast<double>(values.size() - 1);
+    const double fi = std::floor(v);
+    const double f = v - fi;
+    const auto i = static_cast<std::size_t>(fi);
+    if (i >= values.size() - 1)
+        return values.back();
+    const double a = values[i], b = values[i + 1];
+    // numpy's lerp: from the nearer end, so that the result is monotone in f.
+    return f >= 0.5 ? b - (b - a) * (1.0 - f) : a + (b - a) * f;
+}
+
+double sign_test_p(std::uint64_t positive, std::uint64_t negative)
+{
+    const std::uint64_t m = positive + negative;
+    if (m == 0)
+        return 1.0;
+    const std::uint64_t k = std::min(positive, negative);
+    if (m <= 62) {
+        // Exact: 2 sum_{i<=k} C(m, i) < 2^63 for k <= m / 2, then one correct rounding and an exact scaling.
+        unsigned __int128 c = 1, sum = 1;
+        for (std::uint64_t i = 1; i <= k; ++i) {
+            c = c * (m - i + 1) / i;
+            sum += c;
+        }
+        const unsigned __int128 twice = 2 * sum;
+        if (twice >= (static_cast<unsigned __int128>(1) << m))
+            return 1.0;
+        return std::ldexp(static_cast<double>(static_cast<std::uint64_t>(twice)), -static_cast<int>(m));
+    }
+    const long double log_p = std::log(2.0L) + log_binomial_tail(m, k);
+    return log_p >= 0 ? 1.0 : static_cast<double>(std::exp(log_p));
+}
+
+Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOptions& options)
+{
+    if (records.size() > k_max_aggregate_records)
+        throw std::invalid_argument(fmt::format("{} records to aggregate, over the cap of {}", records.size(),
+                                                k_max_aggregate_records));
+    if (options.resamples == 0 || options.resamples > 1'000'000)
+        throw std::invalid_argument(fmt::format("bootstrap resamples {} outside 1..1000000", options.resamples));
+    const Table t = tabulate(records);
+    Resampler resampler(options);
+    Aggregate out;
+    out.units = t.units.size();
+    for (std::size_t mech = 0; mech < t.mechanisms.size(); ++mech)
+        for (std::size_t metric = 0; metric < t.metrics.size(); ++metric) {
+            std::vector<double> x;
+            for (std::size_t r = 0; r < t.values.size(); ++r)
+                if (t.mechanism_of[r] == mech && finite(t.values[r][metric]))
+                    x.push_back(t.values[r][metric]);
+            if (x.empty())
+                continue;
+            MechanismStats s{t.mechanisms[mech], t.metrics[metric], x.size(), mean_of(x), sample_std(x), 0, 0};
+            std::tie(s.ci_low, s.ci_high) = resampler.interval(x);
+            out.mechanisms.push_back(std::move(s));
+        }
+    for (std::size_t a = 0; a < t.mechanisms.size(); ++a)
+        for (std::size_t b = a + 1; b < t.mechanisms.size(); ++b)
+            for (std::size_t metric = 0; metric < t.metrics.size(); ++metric) {
+                std::vector<double> d;
+                std::uint64_t positive = 0, negative = 0;
+                for (std::size_t u = 0; u < t.units.size(); ++u) {
+                    const std::ptrdiff_t ra = t.record_at[a][u], rb = t.record_at[b][u];
+                    if (ra < 0 || rb < 0)
+                        continue;
+                    const double va = t.values[static_cast<std::size_t>(ra)][metric];
+                    const double vb = t.values[static_cast<std::size_t>(rb)][metric];
+                    if (!finite(va) || !finite(vb))
+                        continue;
+                    d.push_back(va - vb);
+                    positive += d.back() > 0;
+                    negative += d.back() < 0;
+                }
+                if (d.empty())
+                    continue;
+                PairStats s{t.mechanisms[a], t.mechanisms[b], t.metrics[metric], d.size(), mean_of(d), 0, 0,
+                            sign_test_p(positive, negative)};
+                std::tie(s.ci_low, s.ci_high) = resampler.interval(d);
+                out.pairs.push_back(std::move(s));
+            }
+    return out;
+}
+
+namespace {
+
+// What is not a metric: lists and labels of a result (at every level), a batch record's provenance (at the top).
+bool skipped_anywhere(const std::string& key)
+{
+    static const std::set<std::string> keys = {"singular_values", "row_entropy", "warnings", "mechanism", "params"};
+    return keys.count(key) > 0;
+}
+
+bool provenance(const std::string& key)
+{
+    static const std::set<std::string> keys = {"key",   "unit",  "mechanism_index", "settings", "attnscope_version",
+                                               "input", "layer", "head",            "unit_at",  "seconds"};
+    return keys.count(key) > 0;
+}
+
+void flatten(const json& obj, const std::string& prefix, bool top, std::vector<std::pair<std::string, double>>& out)
+{
+    for (const auto& [key, v] : obj.items()) {
+        if (skipped_anywhere(key) || (top && provenance(key)))
+            continue;
+        const std::string name = prefix + key;
+        if (v.is_object())
+            flatten(v, name + ".", false, out);
+        else if (v.is_null())
+            out.emplace_back(name, std::numeric_limits<double>::quiet_NaN());
+        else if (v.is_number() && std::isfinite(v.get<double>()))
+            out.emplace_back(name, v.get<double>());
+    }
+}
+
+json number_or_null(std::optional<double> v) { return v ? json(*v) : json(); }
+
+std::string csv_number(double v) { return fmt::format("{:.17g}", v); }
+
+// A CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break.
+std::string csv_field(const std::string& s)
+{
+    if (s.find_first_of(",\"\r\n") == std::string::npos)
+        return s;
+    std::string q = "\"";
+    for (const char c : s) {
+        if (c == '"')
+            q += '"';
+        q += c;
+    }
+    return q + "\"";
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> result_metrics(const json& result)
+{
+    std::vector<std::pair<std::string, double>> out;
+    if (result.is_object())
+        flatten(result, "", true, out);
+    return out;
+}
+
+std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records)
+{
+    std::vector<UnitMetrics> out;
+    out.reserve(records.size());
+    for (const json& r : records) {
+        UnitMetrics u;
+        const json& unit = r.is_object() && r.contains("unit") ? r["unit"] : json();
+        const json& mech = r.is_object() && r.contains("mechanism") ? r["mechanism"] : json();
+        if (!unit.is_number_unsigned() || !mech.is_string())
+            throw std::invalid_argument("a batch record without a unit index or a mechanism name");
+        u.unit = std::to_string(unit.get<std::uint64_t>());
+        u.mechanism = mech.get<std::string>();
+        u.metrics = result_metrics(r);
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
+json aggregate_json(const Aggregate& a, const AggregateOptions& options)
+{
+    json doc;
+    doc["units"] = a.units;
+    doc["resamples"] = options.resamples;
+    doc["seed"] = options.seed;
+    doc["level"] = options.level;
+    json rows = json::array();
+    for (const MechanismStats& s : a.mechanisms)
+        rows.push_back({{"mechanism", s.mechanism}, {"metric", s.metric},   {"n", s.n},
+                        {"mean", s.mean},           {"std", number_or_null(s.std)},
+                        {"ci_low", s.ci_low},       {"ci_high", s.ci_high}});
+    doc["mechanisms"] = std::move(rows);
+    json pairs = json::array();
+    for (const PairStats& s : a.pairs)
+        pairs.push_back({{"mechanism_a", s.mechanism_a}, {"mechanism_b", s.mechanism_b}, {"metric", s.metric},
+                         {"n", s.n},                     {"mean_diff", s.mean_diff},     {"ci_low", s.ci_low},
+                         {"ci_high", s.ci_high},         {"p_sign", s.p_sign}});
+    doc["pairs"] = std::move(pairs);
+    return doc;
+}
+
+std::string aggregate_csv(const Aggregate& a)
+{
+    std::ostringstream out;
+    out << "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign\n";
+    for (const MechanismStats& s : a.mechanisms)
+        out << "mechanism," << csv_field(s.mechanism) << ",,," << csv_field(s.metric) << ',' << s.n << ','
+            << csv_number(s.mean) << ',' << (s.std ? csv_number(*s.std) : "") << ",," << csv_number(s.ci_low) << ','
+            << csv_number(s.ci_high) << ",\n";
+    for (const PairStats& s : a.pairs)
+        out << "pair,," << csv_field(s.mechanism_a) << ',' << csv_field(s.mechanism_b) << ',' << csv_field(s.metric)
+            << ',' << s.n << ",,," << csv_number(s.mean_diff) << ',' << csv_number(s.ci_low) << ','
+            << csv_number(s.ci_high) << ',' << csv_number(s.p_sign) << '\n';
+    return out.str();
+}
+
+}  // namespace attnscope::analysis

@@ -1,0 +1,116 @@
+#pragma once
+// Statistics over units (docs/maths.md, "Statistics over units"; docs/batch.md, aggregate.csv): a batch
+// measures every mechanism on many units (inputs, heads, layers, seeds); this turns its records into, per
+// (mechanism, metric), n, mean, sample std and a 95% percentile bootstrap interval of the mean, and per pair
+// of mechanisms measured on the same units, the paired difference with its interval and an exact two-sided
+// sign-test p-value.
+//
+// The procedure is fixed so that an independent NumPy implementation (tests/reference/attnref.py,
+// aggregate()) gives the same numbers: values in record order, plain left-to-right sums, std with n - 1, a
+// fresh SplitMix64(seed) per row drawing idx = min(floor(u n), n - 1) n times per resample (so rows with the
+// same n resample the same unit positions: a joint bootstrap over units), numpy.percentile's linear rule;
+// the sign test drops ties. Metrics are every finite number of a record's analyze result, with dotted names
+// for nested ones ("entropy.mean", "rank_at_rtol.1e-3", "past_block.rank"): a measure added to the result
+// appears here by itself.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace attnscope::analysis {
+
+// One (unit, mechanism): its metrics in the result's order; NaN = not measured on this unit (a JSON null:
+// the name still takes its place in the order of metrics, the value is left out).
+struct UnitMetrics {
+    std::string unit;                                    // what pairs records of different mechanisms
+    std::string mechanism;
+    std::vector<std::pair<std::string, double>> metrics;
+};
+
+struct MechanismStats {
+    std::string mechanism, metric;
+    std::size_t n = 0;
+    double mean = 0;
+    std::optional<double> std;                           // sample std (n - 1); none when n < 2
+    double ci_low = 0, ci_high = 0;
+};
+
+struct PairStats {
+    std::string mechanism_a, mechanism_b, metric;        // the difference is a - b
+    std::size_t n = 0;                                   // units where both are measured (ties included)
+    double mean_diff = 0, ci_low = 0, ci_high = 0;
+    double p_sign = 1;                                   // two-sided exact sign test, ties dropped
+};
+
+struct AggregateOptions {
+    std::size_t resamples = 2000;
+    std::uint64_t seed = 0;
+    double level = 0.95;
+};
+
+struct Aggregate {
+    std::size_t units = 0;                               // distinct units seen
+    std::vector<MechanismStats> mechanisms;              // mechanisms in order of first appearance, then metrics
+    std::vector<PairStats> pairs;                        // (a, b) with a first seen before b, then metrics
+};
+
+// At most this many (unit, mechanism) records in one aggregation (docs/security.md, "Counts and sizes"): a
+// results file of any length may be read, but the bootstrap allocates per unit.
+inline constexpr std::size_t k_max_aggregate_records = 10'000'000;
+
+// The statistics of `records` (rows with no finite value are left out). Throws std::invalid_argument when a
+// unit appears twice for one mechanism, when there are more than k_max_aggregate_records records, or when
+// resamples is 0 or over 1e6.
+Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOptions& options = {});
+
+// The metrics of an analyze result (one element of analyze's "results", or a batch record: its provenance
+// fields, unit, key, input, layer, head, seconds..., are not metrics), flattened with dotted names. Lists
+// and strings are left out; a null keeps its place (NaN).
+std::vector<std::pair<std::string, double>> result_metrics(const nlohmann::ordered_json& result);
+
+// The percentile p (0..100) of `values` by numpy.percentile's default (linear) rule. values is sorted in place.
+double percentile_linear(std::vector<double>& values, double p);
+// The two-sided exact sign test: k of m non-zero differences are positive; p = min(1, 2 P(X <= min(k, m-k))),
+// X ~ Bin(m, 1/2). Exact integer arithmetic for m <= 62, log-space (long double) above; 1 when m = 0.
+double sign_test_p(std::uint64_t positive, std::uint64_t negative);
+
+// The statistics as JSON ({"units", "resamples", "seed", "level", "mechanisms": [...], "pairs": [...]}; std null
+// when n < 2) and as CSV: one header, "kind" = mechanism | pair, each row filling its own columns
+// (mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign).
+nlohmann::ordered_json aggregate_json(const Aggregate& a, const AggregateOptions& options = {});
+std::string aggregate_csv(const Aggregate& a);
+
+// The records of a batch (results.jsonl objects) as units: unit = the record's "unit" index.
+std::vector<UnitMetrics> batch_unit_metrics(const std::vector<nlohmann::ordered_json>& records);
+
+}  // namespace attnscope::analysis
+
+namespace attnscope::analysis {
+
+// ------------------------------------------------------------------ a batch folder's statistics by group
+
+// A batch output folder's records (DIR/results.jsonl, or results.partial.jsonl of a partial merge), read
+// without following a symbolic link (docs/security.md, "Batch and merge"); `which` gets the file's name.
+// Throws InputError when DIR is not a folder or holds neither.
+std::vector<nlohmann::ordered_json> read_batch_records(const std::string& dir, std::string* which = nullptr);
+
+// The unit fields records can be grouped by, in this order: file, layer, head, then each index axis letter
+// of the records' input.at that is not h (e.g. b when a job ran `at = { b = "all" }`).
+std::vector<std::string> group_fields(const std::vector<nlohmann::ordered_json>& records);
+
+struct AggregateGroup {
+    nlohmann::ordered_json key;   // {"head": 2, ...}: the group's value of each field; empty object = all units
+    Aggregate stats;
+};
+// The statistics of each group of records with the same values of `by` (groups in order of first
+// appearance; no fields: one group of every record). Throws std::invalid_argument naming a field that is
+// not one of group_fields() ("--by" is the caller's word: `what`).
+std::vector<AggregateGroup> aggregate_by(const std::vector<nlohmann::ordered_json>& records,
+                                         const std::vector<std::string>& by, const std::string& what = "--by",
+                                         const AggregateOptions& options = {});
+
+}  // namespace attnscope::analysis

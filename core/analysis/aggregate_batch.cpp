@@ -1,0 +1,133 @@
+// A batch folder's statistics over units (analysis/aggregate.h): aggregate.csv / aggregate.json beside
+// summary.csv (analysis/batch_store_detail.h), the records read back for `attnscope aggregate`, grouped by
+// any field of the unit.
+#include "analysis/aggregate.h"
+#include "analysis/batch_store_detail.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <map>
+#include <stdexcept>
+
+#include "util/error.h"
+#include "util/json_text.h"
+
+namespace attnscope::analysis {
+
+using json = nlohmann::ordered_json;
+using namespace store_detail;
+
+AggregateTexts store_detail::aggregate_texts(const std::vector<json>& records)
+{
+    const AggregateOptions options;
+    const Aggregate a = aggregate(batch_unit_metrics(records), options);
+    json doc;
+    doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    json stats = aggregate_json(a, options);
+    for (auto& [key, value] : stats.items())
+        doc[key] = std::move(value);
+    return {aggregate_csv(a), json_text(doc, 2) + "\n"};
+}
+
+std::vector<json> read_batch_records(const std::string& dir, std::string* which)
+{
+    Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dfd.fd < 0)
+        throw InputError(display_path(dir) + ": not a batch results folder (not a folder: " + why(errno) + ")");
+    for (const char* name : {"results.jsonl", "results.partial.jsonl"}) {
+        const std::string shown = display_path(dir) + "/" + name;
+        Fd f(open_regular_at(dfd.fd, name, shown));
+        if (f.fd < 0)
+            continue;
+        RecordLines lines = parse_record_lines(read_all(f.fd, shown), shown);
+        std::vector<json> out;
+        out.reserve(lines.records.size());
+        for (auto& [line_no, rec] : lines.records) {
+            if (!count_of(field(rec, "unit")) || !field(rec, "mechanism").is_string())
+                throw InputError(shown + ":" + std::to_string(line_no) + ": not a batch record (no unit or mechanism)");
+            out.push_back(std::move(rec));
+        }
+        if (which)
+            *which = name;
+        return out;
+    }
+    throw InputError(display_path(dir) + ": not a batch results folder (no results.jsonl; `attnscope batch` and "
+                                         "`attnscope merge` write one)");
+}
+
+namespace {
+
+// Index axes of the records' selections other than the head (h is "head").
+std::vector<std::string> axis_fields(const std::vector<json>& records)
+{
+    std::vector<std::string> out;
+    for (const json& r : records) {
+        const json& at = field(field(r, "input"), "at");
+        if (!at.is_object())
+            continue;
+        for (const auto& [axis, v] : at.items())
+            if (axis != "h" && axis != "l" && std::find(out.begin(), out.end(), axis) == out.end())
+                out.push_back(axis);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+json field_value(const json& rec, const std::string& name)
+{
+    if (name == "file")
+        return field(field(rec, "input"), "file");
+    if (name == "layer" || name == "head")
+        return field(rec, name.c_str());
+    return field(field(field(rec, "input"), "at"), name.c_str());
+}
+
+}  // namespace
+
+std::vector<std::string> group_fields(const std::vector<json>& records)
+{
+    std::vector<std::string> out = {"file", "layer", "head"};
+    for (std::string& a : axis_fields(records))
+        out.push_back(std::move(a));
+    return out;
+}
+
+std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const std::vector<std::string>& by,
+                                         const std::string& what, const AggregateOptions& options)
+{
+    const std::vector<std::string> fields = group_fields(records);
+    for (std::size_t i = 0; i < by.size(); ++i) {
+        if (std::find(fields.begin(), fields.end(), by[i]) == fields.end()) {
+            std::string known;
+            for (const std::string& f : fields)
+                known += (known.empty() ? "" : ", ") + f;
+            throw std::invalid_argument(what + ": '" + by[i] + "' is not a field of the units (these records have: " +
+                                        known + ")");
+        }
+        if (std::find(by.begin(), by.begin() + static_cast<std::ptrdiff_t>(i), by[i]) != by.begin() + static_cast<std::ptrdiff_t>(i))
+            throw std::invalid_argument(what + ": '" + by[i] + "' is given twice");
+    }
+    std::vector<json> keys;
+    std::map<std::string, std::size_t> index_of;   // the key's compact text -> group
+    std::vector<std::vector<json>> members;
+    for (const json& r : records) {
+        json key = json::object();
+        for (const std::string& f : by)
+            key[f] = field_value(r, f);
+        const auto [it, fresh] = index_of.emplace(key.dump(), keys.size());
+        if (fresh) {
+            keys.push_back(key);
+            members.emplace_back();
+        }
+        members[it->second].push_back(r);
+    }
+    std::vector<AggregateGroup> out;
+    for (std::size_t g = 0; g < keys.size(); ++g)
+        out.push_back({keys[g], aggregate(batch_unit_metrics(members[g]), options)});
+    return out;
+}
+
+}  // namespace attnscope::analysis
