@@ -306,9 +306,9 @@ std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records)
         UnitMetrics u;
         const json& unit = r.is_object() && r.contains("unit") ? r["unit"] : json();
         const json& mech = r.is_object() && r.contains("mechanism") ? r["mechanism"] : json();
-        if (!unit.is_number_unsigned() || !mech.is_string())
+        if (!unit.is_number_integer() || unit.get<long long>() < 0 || !mech.is_string())
             throw std::invalid_argument("a batch record without a unit index or a mechanism name");
-        u.unit = std::to_string(unit.get<std::uint64_t>());
+        u.unit = std::to_string(unit.get<long long>());
         u.mechanism = mech.get<std::string>();
         u.metrics = result_metrics(r);
         out.push_back(std::move(u));

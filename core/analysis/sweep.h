@@ -11,6 +11,7 @@
 //   crop    a centred sub-grid of grid data: crop sizes c_i = G_i * sqrt(N / prod G) must be whole
 //           and hold whole blocks; the block grid scales with the crop (block size kept).
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -66,6 +67,7 @@ struct SweepRecord {
     Eigen::Index n = 0, m = 0;
     Eigen::Index d = 0;                      // features per token of the analysed Q, K
     std::optional<Eigen::Index> layer, head;
+    std::map<char, Eigen::Index> at;         // the unit's index on each axis given as `all` (--at b=all)
     Eigen::Index draw = 0;
     std::string input;                       // reference of the queries, or "synth:KIND"
     // What analyze returned for the mechanism; its metrics are read through analysis/metric_table.h.

@@ -241,6 +241,12 @@ ojson record_json(const SweepRecord& r)
     j["d"] = r.d;
     j["layer"] = r.layer ? ojson(*r.layer) : ojson(nullptr);
     j["head"] = r.head ? ojson(*r.head) : ojson(nullptr);
+    if (!r.at.empty()) {   // only for units of an axis given as `all`: other sweeps' JSON is unchanged
+        ojson at = ojson::object();
+        for (const auto& [axis, index] : r.at)
+            at[std::string(1, axis)] = index;
+        j["at"] = std::move(at);
+    }
     j["draw"] = r.draw;
     j["input"] = r.input;
     const MechanismResult& m = r.result;
@@ -290,6 +296,10 @@ SweepRecord record_from_json(const json& j)
     r.d = field<Index>(j, "d", 0);
     r.layer = optional_index(j, "layer");
     r.head = optional_index(j, "head");
+    if (const json& at = object_at(j, "at"); !at.empty())
+        for (const auto& [axis, index] : at.items())
+            if (axis.size() == 1 && index.is_number_integer())
+                r.at[axis[0]] = index.get<Index>();
     r.draw = field<Index>(j, "draw", 0);
     r.input = field<std::string>(j, "input", "");
     if (const json& s = object_at(j, "spectrum"); !s.empty()) {

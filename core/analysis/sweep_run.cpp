@@ -116,6 +116,8 @@ std::string unit_label(const Unit& u)
         ref += " l=" + std::to_string(*u.layer);
     if (u.head)
         ref += " h=" + std::to_string(*u.head);
+    for (const auto& [axis, index] : u.at)
+        ref.append(" ").append(1, axis).append("=").append(std::to_string(index));
     return ref;
 }
 
@@ -165,6 +167,7 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
     for (const SweepJob& job : plan.jobs) {
         const Unit& u = *job.unit;
         const std::string unit = unit_label(u);
+        const std::size_t first_record = records.size();
         ctx.progress(done / total, unit + " reading");
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
         std::optional<Eigen::VectorXd> gates;   // gated's gates: read once per unit, not once per point
@@ -187,6 +190,8 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
                               u.layer, u.head, limit, where, records);
             ++done;
         }
+        for (std::size_t r = first_record; r < records.size(); ++r)
+            records[r].at = u.at;
     }
     ctx.progress(1.0, "done");
     return records;

@@ -117,10 +117,12 @@ void parse_at_units(std::string_view text, std::map<char, std::int64_t>& at, std
     // The `all` items are taken out; the rest is parse_at's (with its messages).
     std::string rest;
     std::size_t begin = 0, kept = 0;
-    while (begin <= text.size()) {
+    while (!trim(text).empty() && begin <= text.size()) {
         const std::size_t comma = text.find(',', begin);
         const std::size_t end = comma == std::string_view::npos ? text.size() : comma;
         const std::string_view item = trim(text.substr(begin, end - begin));
+        if (item.empty())
+            throw std::invalid_argument(fmt::format("axis indices {}: empty item (expected LETTER=INDEX, e.g. h=2,b=0)", text));
         const auto eq = item.find('=');
         const std::string_view key = eq == std::string_view::npos ? item : trim(item.substr(0, eq));
         if (eq != std::string_view::npos && trim(item.substr(eq + 1)) == "all" && key.size() == 1 && is_letter(key[0])) {

@@ -195,6 +195,16 @@ else:
     if table.returncode != 0 or table.stdout.count("== unit") != 5 or "over the 5 units" not in table.stdout:
         problems.append(f"analyze --at b=all table: exit {table.returncode}\n{table.stdout[:400]}{table.stderr}")
 
+p = run(["sweep", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all,h=0", "--vary", "n=16,32",
+         "--mechanism", "linear", "--csv", "sweep.csv", "--json", "sweep.json"])
+if p.returncode != 0:
+    problems.append(f"sweep --at b=all exited {p.returncode}: {p.stderr.strip()}")
+else:
+    with open(os.path.join(work, "sweep.csv")) as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) != 10:   # 5 inputs x 2 values of N x 1 mechanism
+        problems.append(f"sweep --at b=all: {len(rows)} records, expected 10")
+
 job_b = write_job("testset.toml", 'inputs = ["testset.h5"]\nq = "/q"\nk = "/k"\nheads = "all"\nat = { b = "all" }\n'
                                   'mechanisms = "softmax,linear"\n')
 p = run(["batch", job_b, "--out", "tb"])

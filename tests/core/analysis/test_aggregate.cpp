@@ -4,6 +4,8 @@
 // n = 1, 2, 1000 and beyond the exact range; and the errors.
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "io/selection.h"
 #include "support/test_support.h"
 #include "util/rng.h"
 
@@ -135,8 +138,9 @@ TEST(Aggregate, RowsAreWhatTheRecordsHold)
         EXPECT_EQ(s.metric.find("singular_values"), std::string::npos);
         EXPECT_LE(s.ci_low, s.mean + 1e-12) << s.mechanism << " " << s.metric;
         EXPECT_GE(s.ci_high, s.mean - 1e-12) << s.mechanism << " " << s.metric;
-        if (s.metric == "entropy.std")
+        if (s.metric == "entropy.std") {
             EXPECT_EQ(s.n, s.mechanism == "mhla" ? 5u : 6u);   // the null of unit 3 is left out
+        }
         mixing_rank = mixing_rank || s.metric == "mixing_rank";
     }
     EXPECT_TRUE(mixing_rank);
@@ -195,6 +199,27 @@ TEST(Aggregate, CsvHasOneRowPerStatistic)
         lines += c == '\n';
     EXPECT_EQ(lines, 1 + a.mechanisms.size() + a.pairs.size());
     EXPECT_EQ(csv.rfind("kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign\n", 0), 0u);
+}
+
+// `--at b=all`: the axes given as `all` are set apart from the indices; one axis may not be both.
+TEST(Aggregate, AtAllParses)
+{
+    std::map<char, std::int64_t> at;
+    std::set<char> all;
+    io::parse_at_units(" b = all , h=2", at, all);
+    EXPECT_EQ(at, (std::map<char, std::int64_t>{{'h', 2}}));
+    EXPECT_EQ(all, (std::set<char>{'b'}));
+    at.clear();
+    all.clear();
+    io::parse_at_units("", at, all);
+    EXPECT_TRUE(at.empty() && all.empty());
+    EXPECT_NE(test::message_of([&] { io::parse_at_units("b=all,b=1", at, all); }).find("given twice"), std::string::npos);
+    all.clear();
+    EXPECT_NE(test::message_of([&] { io::parse_at_units("b=all,b=all", at, all); }).find("given twice"), std::string::npos);
+    all.clear();
+    EXPECT_NE(test::message_of([&] { io::parse_at_units(",b=all", at, all); }).find("empty item"), std::string::npos);
+    all.clear();
+    EXPECT_NE(test::message_of([&] { io::parse_at_units("b=al", at, all); }).find("non-negative integer"), std::string::npos);
 }
 
 }  // namespace
