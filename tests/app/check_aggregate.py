@@ -31,6 +31,10 @@ with h5py.File(os.path.join(work, "testset.h5"), "w") as f:
     f["q"] = rng.normal(size=(5, 2, 32, 8))   # five inputs, two heads [b, h, n, d]
     f["k"] = rng.normal(size=(5, 2, 32, 8))
 
+with h5py.File(os.path.join(work, "huge.h5"), "w") as f:   # a header claiming two billion inputs (nothing stored)
+    for name in ("q", "k"):
+        f.create_dataset(name, shape=(2000000000, 8, 4), chunks=(1, 8, 4), dtype="f4")
+
 PROVENANCE = {"key", "unit", "mechanism_index", "settings", "attnscope_version", "input", "layer", "head", "unit_at",
               "seconds"}
 
@@ -237,6 +241,12 @@ for args, words in [
     (["analyze", "--q", "six.h5:/q", "--k", "six.h5:/k", "--at", "b=all"], "axis 'b' is not in layout"),
     (["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all,b=1"], "given twice"),
     (["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "h=all", "--head", "1"], "contradicts"),
+    (["matrix", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all", "--mechanism", "linear", "--out",
+      "m.npy"], "choose one index"),
+    # Counts are capped before anything is allocated (docs/security.md, "Counts and sizes").
+    (["analyze", "--q", "huge.h5:/q", "--k", "huge.h5:/k", "--layout", "bnd", "--at", "b=all"], "over the cap"),
+    (["sweep", "--q", "huge.h5:/q", "--k", "huge.h5:/k", "--layout", "bnd", "--at", "b=all", "--vary", "n=4"],
+     "over the cap"),
 ]:
     p = run(args)
     lines = p.stderr.strip().splitlines()
