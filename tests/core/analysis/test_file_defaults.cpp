@@ -35,6 +35,14 @@ std::string write_attributed(const std::string& dir, const nlohmann::json& attri
 const nlohmann::json k_lm_like = {{"prefix_tokens", 1}, {"causal", true}};
 const nlohmann::json k_vit_like = {{"prefix_tokens", 1}, {"grid", {4, 4}}};
 
+// A selection that drops one prefix token (named fields: the selection has more of them than this test sets).
+io::AxisSelection prefix_one()
+{
+    io::AxisSelection sel;
+    sel.prefix_tokens = 1;
+    return sel;
+}
+
 }  // namespace
 
 TEST(FileDefaults, AttributesFillWhatIsNotGiven)
@@ -103,7 +111,7 @@ TEST(FileDefaults, SweepAppliesEachInputsAttributes)
     const auto records = analysis::run_sweep(plan, analysis::JobContext{});
     ASSERT_EQ(records.size(), 6u);
     // N = 16 is every token after the prefix token, analysed causally: analyze() on those rows agrees.
-    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, {"", {}, 1, {}});
+    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, prefix_one());
     attention::AttentionOptions causal = spec.options;
     causal.causal = true;
     for (const auto& r : records) {
@@ -158,7 +166,7 @@ TEST(FileDefaults, TokensAndImageForDisplay)
     EXPECT_EQ(d.image->cols, 3);
     EXPECT_EQ(d.image->values[4], 4.0);
     analysis::ExploreRequest req;
-    req.source = {file + ":/q", file + ":/k", std::nullopt, {"", {}, 1, {}}};
+    req.source = {file + ":/q", file + ":/k", std::nullopt, prefix_one()};
     const analysis::ExploreResult r = analysis::explore(req, analysis::JobContext{});
     ASSERT_EQ(r.tokens.size(), 16u);   // the 16 analysed tokens after the prefix token
     EXPECT_EQ(r.tokens[0], "b");
