@@ -277,10 +277,12 @@ void write_final(const std::string& dir, const std::map<std::string, json>& reco
 {
     const auto list = ordered(records);
     const AggregateTexts stats = aggregate_texts(list);
-    write_file_atomically((fs::path(dir) / "results.jsonl").string(), results_text(list));
-    write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
+    // summary.csv last: its presence says the folder is complete (docs/batch.md), so a failure before it
+    // leaves a folder that a rerun finishes.
     write_file_atomically((fs::path(dir) / "aggregate.csv").string(), stats.csv);
     write_file_atomically((fs::path(dir) / "aggregate.json").string(), stats.json);
+    write_file_atomically((fs::path(dir) / "results.jsonl").string(), results_text(list));
+    write_file_atomically((fs::path(dir) / "summary.csv").string(), summary_csv(list));
 }
 
 // Appends one line to the open results file and makes it durable before returning. On failure the file

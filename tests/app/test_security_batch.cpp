@@ -343,7 +343,8 @@ TEST_F(SecurityBatch, MergeOutputIsFreshAndNeverAShard)
         expect_one_error(run("merge " + s0 + " " + s1 + " --out " + out), {"--out", "shard folder"}, "--out " + out);
     expect_one_error(run("merge " + s0 + " " + s1 + " --out " + dir), {"--out", "holds the shard folder"}, "--out parent");
     EXPECT_EQ(read_text(s0 + "/results.jsonl") + read_text(s0 + "/shard.json"), before);
-    EXPECT_EQ(listing(s0), (std::set<std::string>{"results.jsonl", "shard.json", "summary.csv"}));
+    EXPECT_EQ(listing(s0),
+              (std::set<std::string>{"aggregate.csv", "aggregate.json", "results.jsonl", "shard.json", "summary.csv"}));
 
     // A complete merge, then a partial one into the same folder: no complete-looking file of the first stays.
     const std::string out = dir + "/merged";
@@ -351,7 +352,8 @@ TEST_F(SecurityBatch, MergeOutputIsFreshAndNeverAShard)
     fs::create_directories(out + "/figures");
     put(out + "/figures/old_h0_maps.png", "from an earlier merge");
     ASSERT_EQ(run("merge " + s0 + " --partial --out " + out).status, 0);
-    EXPECT_EQ(listing(out), (std::set<std::string>{"merge.json", "results.partial.jsonl", "summary.partial.csv"}));
+    EXPECT_EQ(listing(out), (std::set<std::string>{"aggregate.partial.csv", "aggregate.partial.json", "merge.json",
+                                                   "results.partial.jsonl", "summary.partial.csv"}));
     EXPECT_FALSE(fs::exists(out + "/figures/old_h0_maps.png"));
     // A folder that is not an earlier merge is never replaced.
     fs::create_directories(dir + "/mine");
