@@ -7,6 +7,7 @@ Equal means:
 - results.jsonl: the same records in the same order (the job's plan order: unit, then mechanism), each
   record identical field by field except `seconds` (the time it took, the one run-specific field);
 - summary.csv: the same header and lines, except the `seconds` column;
+- aggregate.csv and aggregate.json: identical (statistics over units carry no timing);
 - sweeps/*.csv and sweeps/*.json: identical except their `seconds` column / keys;
 - figures/: the same file names.
 Prints one line per check and exits 1 on the first difference (naming the record and field).
@@ -105,6 +106,11 @@ def main():
     a_dir, b_dir = sys.argv[1], sys.argv[2]
     compare_results(a_dir, b_dir)
     compare_csv(os.path.join(a_dir, "summary.csv"), os.path.join(b_dir, "summary.csv"), "summary.csv")
+    for name in ("aggregate.csv", "aggregate.json"):
+        with open(os.path.join(a_dir, name), "rb") as fa, open(os.path.join(b_dir, name), "rb") as fb:
+            if fa.read() != fb.read():
+                fail("%s differs" % name)
+        print("compare: %s identical" % name)
     sweeps_a, sweeps_b = listing(os.path.join(a_dir, "sweeps")), listing(os.path.join(b_dir, "sweeps"))
     if sweeps_a != sweeps_b:
         fail("sweeps/: %s vs %s" % (sweeps_a, sweeps_b))
