@@ -41,17 +41,20 @@ std::vector<Index> support_sizes(const attention::AttentionOperator& op)
 std::unique_ptr<attention::AttentionOperator> make_baseline_operator(const attention::AttentionOperator& op,
                                                                      const attention::AttentionOptions& options)
 {
-    const attention::MechanismInfo& info = attention::mechanism_info(op.mechanism());
-    attention::AttentionOptions o = options;
-    if (info.structure == attention::Structure::scores) {   // rowsoftmax of a constant score: 1 / n_t on the mask
-        const Eigen::MatrixXd zeros = Eigen::MatrixXd::Zero(op.rows(), 1);
-        return attention::make_operator(op.mechanism(), zeros, zeros, o);
-    }
     // phi(q) . phi(k) = 1 for every pair: ones under the identity map (relu would add its epsilon). What
     // multiplies the kernel (mixing, decay, gates, cosformer's cos/sin reweighting) and the normalisation
     // (official's den(t) = 1e-6 + sum_b Mc[i, b] |b|) come out as for A.
-    o.feature_map.kind = attention::FeatureMapKind::identity;
     const Eigen::MatrixXd ones = Eigen::MatrixXd::Ones(op.rows(), 1);
+    attention::AttentionOptions o = options;
+    o.feature_map.kind = attention::FeatureMapKind::identity;
+    if (attention::mechanism_info(op.mechanism()).structure == attention::Structure::scores) {
+        // rowsoftmax of a constant score on the causal rule is 1 / n_t on the allowed keys: linear attention on
+        // these ones, row-normalised. Built so, it has factors (rank 1 when non-causal: the structured spectrum,
+        // where the dense SVD of the constant matrix is needlessly slow).
+        o = attention::effective_options(attention::Mechanism::linear, o);
+        o.feature_map.kind = attention::FeatureMapKind::identity;
+        return attention::make_operator(attention::Mechanism::linear, ones, ones, o);
+    }
     return attention::make_operator(op.mechanism(), ones, ones, o);
 }
 
@@ -74,7 +77,7 @@ void measure_past_block(MechanismResult& r, const attention::AttentionOperator& 
                         const MeasureRequest& request, StageProgress* progress)
 {
     const Index n = op.rows();
-    if (!request.metrics.spectrum || request.is_baseline)
+    if (!request.metrics.spectrum || request.baseline_of)
         return;
     const std::optional<Index> split = past_split_of(op.causal(), request.metrics.past_split, n);
     if (!split)
@@ -117,7 +120,7 @@ void measure_baseline(MechanismResult& r, const attention::AttentionOperator& op
                       const attention::AttentionOptions& options, const MeasureRequest& request,
                       StageProgress* progress)
 {
-    if (!request.metrics.baseline || request.is_baseline || !(request.metrics.spectrum || request.metrics.entropy))
+    if (!request.metrics.baseline || request.baseline_of || !(request.metrics.spectrum || request.metrics.entropy))
         return;
     MeasureRequest base;
     base.metrics = request.metrics;
@@ -125,7 +128,7 @@ void measure_baseline(MechanismResult& r, const attention::AttentionOperator& op
     base.metrics.baseline = false;
     base.metrics.past_split.reset();
     base.memory_limit = request.memory_limit;
-    base.is_baseline = true;
+    base.baseline_of = op.mechanism();
     std::unique_ptr<attention::AttentionOperator> op0;
     try {
         op0 = make_baseline_operator(op, options);

@@ -19,8 +19,9 @@ namespace attnscope::analysis {
 std::vector<Index> support_sizes(const attention::AttentionOperator& op);
 
 // A0 of `op`: every phi(q_t) . phi(k_j) replaced by 1 (Q0 = K0 = ones(N, 1) under the identity feature map),
-// softmax's every score by 0, on the same mask, blocks, Mc, decay, gates and normalisation (`options`: those
-// `op` was built with). Throws std::invalid_argument when the operator cannot be built.
+// on the same mask, blocks, Mc, decay, gates and normalisation (`options`: those `op` was built with). Softmax's
+// A0 (every score replaced by one constant: 1 / n_t on the mask) is built as linear attention on those ones, so
+// it has factors. Throws std::invalid_argument when the operator cannot be built.
 std::unique_ptr<attention::AttentionOperator> make_baseline_operator(const attention::AttentionOperator& op,
                                                                      const attention::AttentionOptions& options);
 

@@ -189,14 +189,12 @@ with open(os.path.join(bdir, "job.toml"), "w") as f:
 out_dir = os.path.join(bdir, "out")
 if run(["batch", os.path.join(bdir, "job.toml"), "--out", out_dir]) is not None:
     seen = 0
+    o = {"causal": True, "blocks": 4, "mixing_matrix": learned, "past_split": 30}
     with open(os.path.join(out_dir, "results.jsonl")) as f:
         for line in f:
-            rec = json.loads(line)
-            h = rec.get("unit", {}).get("head", rec.get("head"))
-            for r in rec.get("results", [rec.get("result")] if "result" in rec else []):
-                o = {"causal": True, "blocks": 4, "mixing_matrix": learned, "past_split": 30}
-                check_result(r, reference(r["mechanism"], h, o), f"batch head {h} {r['mechanism']}")
-                seen += 1
+            r = json.loads(line)   # one mechanism's analyze result, with its unit's layer and head
+            check_result(r, reference(r["mechanism"], r["head"], o), f"batch head {r['head']} {r['mechanism']}")
+            seen += 1
     if seen != 6:
         problems.append(f"batch: {seen} results checked, 6 expected")
     with open(os.path.join(out_dir, "summary.csv")) as f:
