@@ -77,7 +77,7 @@ void measure_past_block(MechanismResult& r, const attention::AttentionOperator& 
                         const MeasureRequest& request, StageProgress* progress)
 {
     const Index n = op.rows();
-    if (!request.metrics.spectrum || request.baseline_of)
+    if (!request.metrics.spectrum || request.is_baseline)
         return;
     const std::optional<Index> split = past_split_of(op.causal(), request.metrics.past_split, n);
     if (!split)
@@ -120,7 +120,7 @@ void measure_baseline(MechanismResult& r, const attention::AttentionOperator& op
                       const attention::AttentionOptions& options, const MeasureRequest& request,
                       StageProgress* progress)
 {
-    if (!request.metrics.baseline || request.baseline_of || !(request.metrics.spectrum || request.metrics.entropy))
+    if (!request.metrics.baseline || request.is_baseline || !(request.metrics.spectrum || request.metrics.entropy))
         return;
     MeasureRequest base;
     base.metrics = request.metrics;
@@ -128,7 +128,7 @@ void measure_baseline(MechanismResult& r, const attention::AttentionOperator& op
     base.metrics.baseline = false;
     base.metrics.past_split.reset();
     base.memory_limit = request.memory_limit;
-    base.baseline_of = op.mechanism();
+    base.is_baseline = true;
     std::unique_ptr<attention::AttentionOperator> op0;
     try {
         op0 = make_baseline_operator(op, options);

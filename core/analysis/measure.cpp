@@ -106,7 +106,7 @@ double measure_weight(const MeasureRequest& request, Index n)
     const double one = (dense ? 2.0 : 1.0) + spectrum_weight(request.path, n);
     // The baseline A0 takes about the path A takes (docs/performance.md); the past block a quarter-size SVD (a
     // causal default split is not known here: its stage then ends the job's bar a little early, never late).
-    const double baseline = request.metrics.baseline && !request.baseline_of ? 1.0 + spectrum_weight(request.path, n) : 0.0;
+    const double baseline = request.metrics.baseline && !request.is_baseline ? 1.0 + spectrum_weight(request.path, n) : 0.0;
     return one + baseline + (request.metrics.past_split ? past_block_weight(n) : 0.0);
 }
 
@@ -133,9 +133,8 @@ double done_fraction(Index t0, Index count, Index n) { return static_cast<double
 void begin(StageProgress* progress, Mechanism m, const MeasureRequest& request, const char* stage, double weight)
 {
     if (progress)
-        progress->begin(std::string(attention::to_string(request.baseline_of.value_or(m))) +
-                            (request.baseline_of ? " baseline: " : ": ") + stage,
-                        weight);
+        progress->begin(
+            std::string(request.is_baseline ? "content-free baseline" : attention::to_string(m)) + ": " + stage, weight);
 }
 
 void at(StageProgress* progress, double fraction)
@@ -332,7 +331,7 @@ void measure_beyond_mask(MechanismResult& r, const attention::AttentionOperator&
 {
     if (r.entropy)
         r.support_normalized_mean = metrics::support_normalized_mean(r.entropy->rows, support_sizes(op));
-    if (r.spectrum && r.partial_spectrum && !request.baseline_of)
+    if (r.spectrum && r.partial_spectrum && !request.is_baseline)
         r.warnings.push_back("energy ranks and ranks at fixed relative tolerances need every singular value, and only "
                              "the largest are known here");
     measure_baseline(r, op, options, request, progress);

@@ -173,9 +173,8 @@ struct MeasureRequest {
     const metrics::RowEntropies* shared_entropy = nullptr;
     // The memory limit of the past block formed from the operator and of the baseline's spectrum path.
     std::uint64_t memory_limit = UINT64_MAX;
-    // This request measures the content-free baseline of a mechanism (its stages are named after it; it has no
-    // baseline or past block itself).
-    std::optional<attention::Mechanism> baseline_of;
+    // This request measures a content-free baseline (its stages are named so; it has no baseline itself).
+    bool is_baseline = false;
 };
 
 struct Measurement {
