@@ -299,7 +299,7 @@ void add_beyond_mask_entries(std::vector<MetricEntry>& t)
                                                      store_rank_at_rtol<6>};
     for (std::size_t i = 0; i < metrics::k_rank_rtols.size(); ++i)
         t.push_back({rtol_keys[i], G::rank_at_rtol, metrics::k_rank_rtols[i].name, rtol_labels[i], rtol_labels[i], "", count,
-                     rtol_read[i], k_everywhere, "", 0, 0, 56 + static_cast<int>(i), 0, "", nullptr, rtol_store[i]});
+                     rtol_read[i], k_everywhere, "", 0, 0, 130 + static_cast<int>(i), 0, "", nullptr, rtol_store[i]});
     t.push_back({"entropy_support_normalized_mean", G::entropy, "support_normalized_mean", "entropy / ln |support|",
                  "row entropy normalised by its support", "", real, support_normalized_mean_of, k_everywhere, "", 0, 0,
                  105, 4, "", nullptr, store_support_normalized_mean});
