@@ -234,8 +234,12 @@ TEST(MetricsCsv, MatchesResult)
     const QStringList lines = widgets::metricsCsv(r).split('\n', Qt::SkipEmptyParts);
     ASSERT_EQ(lines.size(), 1 + static_cast<int>(r.outcomes.size()));
     // Copy as CSV's columns in their order (the metric table's Metrics view rows, analysis/metric_table.h).
-    EXPECT_EQ(lines[0], "mechanism,n,rank,relative_rank,tol,s1,effective_rank,stable_rank,entropy_mean,entropy_std,"
-                        "entropy_min,entropy_max,entropy_normalized_mean,params,warnings,error");
+    EXPECT_EQ(lines[0], "mechanism,n,rank,relative_rank,tol,s1,effective_rank,stable_rank,energy_rank_90,energy_rank_99,"
+                        "entropy_mean,entropy_std,entropy_min,entropy_max,entropy_normalized_mean,"
+                        "entropy_support_normalized_mean,baseline_rank,baseline_effective_rank,baseline_entropy_mean,"
+                        "excess_effective_rank,entropy_below_baseline,past_block_rank,past_block_effective_rank,"
+                        "rank_at_rtol_1e-2,rank_at_rtol_1e-3,rank_at_rtol_1e-4,rank_at_rtol_1e-6,rank_at_rtol_1e-8,"
+                        "rank_at_rtol_1e-10,rank_at_rtol_1e-12,params,warnings,error");
     const QStringList header = lines[0].split(',');
     EXPECT_EQ(header[0], "mechanism");
     const int rankCol = header.indexOf("rank"), tolCol = header.indexOf("tol"), meanCol = header.indexOf("entropy_mean"),
