@@ -228,6 +228,26 @@ TEST(MapsView, LargeMatrixUsesReducedImages)
     checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_large")), "zoom");
 }
 
+// Rank against the relative tolerance: one step curve per mechanism through the core's rank_at_rtol (docs/maths.md 2.2).
+TEST(SpectrumView, RankAgainstTolerance)
+{
+    std::unique_ptr<ResultView> view(widgets::createSpectrumView());
+    const auto result = result1d();
+    view->setResult(result);
+    view->restoreState(QJsonObject{{"rank_vs_tolerance", true}});
+    EXPECT_TRUE(view->saveState()["rank_vs_tolerance"].toBool());
+    QCustomPlot* plot = plotOf(view.get());
+    ASSERT_EQ(plot->graphCount(), static_cast<int>(result->outcomes.size()));
+    for (int g = 0; g < plot->graphCount(); ++g) {
+        const auto& sp = *result->outcomes[static_cast<std::size_t>(g)].result.spectrum;
+        const auto data = plot->graph(g)->data();
+        ASSERT_EQ(data->size(), 7);
+        EXPECT_DOUBLE_EQ(data->at(0)->key, 1e-12);   // ascending tolerance
+        EXPECT_EQ(data->at(0)->value, static_cast<double>(sp.rank_at_rtol[6]));
+        EXPECT_EQ(data->at(6)->value, static_cast<double>(sp.rank_at_rtol[0]));
+    }
+}
+
 TEST(MetricsCsv, MatchesResult)
 {
     const auto& r = *resultGrid();
