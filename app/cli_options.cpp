@@ -248,6 +248,8 @@ void MetricArgs::add_to(CLI::App& cmd)
     cmd.add_option("--rank-rtol", rank_rtol, "Rank tolerance relative to s_1 (default: NumPy's matrix_rank rule)")->group(g);
     cmd.add_option("--top-k", top_k, "Report only the k largest singular values")->group(g);
     cmd.add_flag("--row-entropy", row_entropy, "Include every row's entropy")->group(g);
+    cmd.add_option("--past-split", past_split,
+                   "Measure the past block A[h:N, 0:h] (default when causal: h = floor(N/2); h in 1..N-1)")->group(g);
 }
 
 analysis::MetricOptions MetricArgs::resolve() const
@@ -275,6 +277,11 @@ analysis::MetricOptions MetricArgs::resolve() const
     }
     m.method = analysis::parse_spectrum_method(method);
     m.row_entropy = row_entropy;
+    if (past_split) {
+        if (*past_split < 1)
+            throw std::invalid_argument("--past-split must be at least 1 (got " + std::to_string(*past_split) + ")");
+        m.past_split = static_cast<Eigen::Index>(*past_split);
+    }
     if (row_entropy && !m.entropy)
         throw std::invalid_argument("--row-entropy needs entropy in --metrics");
     return m;

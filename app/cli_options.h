@@ -66,6 +66,7 @@ struct MetricArgs {
     std::optional<double> rank_rtol;
     std::optional<std::int64_t> top_k;
     bool row_entropy = false;
+    std::optional<std::int64_t> past_split;
     void add_to(CLI::App& cmd);
     analysis::MetricOptions resolve() const;
 };

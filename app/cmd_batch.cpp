@@ -119,6 +119,7 @@ void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::p
             req.mechanisms = plan.mechanisms;
             req.options = u.options;
             req.rank_rtol = plan.metrics.rank_rtol;
+            req.past_split = plan.metrics.past_split;
             req.memory_limit = plan.memory_limit;
             FigureTarget t = f.size;
             t.path = out;

@@ -1,5 +1,6 @@
 // SpectrumView: normalised singular values s_i / s_1 (log y) per mechanism with the rank tolerance
-// tol / s_1 and the ranks in the legend; optionally the cumulative energy sum_{i<=k} s_i^2 / sum s^2.
+// tol / s_1 and the ranks in the legend; optionally the cumulative energy sum_{i<=k} s_i^2 / sum s^2, or the
+// rank against the relative tolerance (the core's rank_at_rtol, docs/maths.md 2.2) as a step curve.
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -8,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
+#include "metrics/metrics.h"
 #include "plot_util.h"
 #include "view_base.h"
 #include "views.h"
@@ -29,11 +31,17 @@ public:
         tools->addWidget(m_cumBox);
         m_logxBox = new QCheckBox(tr("Log index axis"), this);
         tools->addWidget(m_logxBox);
+        m_tolBox = new QCheckBox(tr("Rank vs tolerance"), this);
+        m_tolBox->setToolTip(tr("Show the rank #{s_i > rtol s_1} at rtol = 1e-2 ... 1e-12: where the order of the "
+                                "mechanisms depends on the tolerance"));
+        tools->addWidget(m_tolBox);
         tools->addStretch(1);
         connect(m_cumBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_logxBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        connect(m_tolBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         m_saved.add("cumulative", m_cumBox);
         m_saved.add("log_x", m_logxBox);
+        m_saved.add("rank_vs_tolerance", m_tolBox);
         rebuild();
     }
 
@@ -70,6 +78,10 @@ private:
             return;
         }
         clearPlot(m_plot);
+        if (m_tolBox->isChecked()) {
+            rebuildRankAgainstTolerance();
+            return;
+        }
         const bool cumulative = m_cumBox->isChecked();
         auto* title = addTitle(
             m_plot,
@@ -182,6 +194,64 @@ private:
         return drawn;
     }
 
+    // The rank at each relative tolerance of the core (metrics::k_rank_rtols), one step curve per mechanism with
+    // every singular value known; the tolerance-free ranks are the core's numbers, nothing is computed here.
+    void rebuildRankAgainstTolerance()
+    {
+        auto* title = addTitle(m_plot, tr("Rank against the relative tolerance (N = %1)").arg(m_result->n),
+                               plotFont(kTitlePt, true));
+        m_plot->plotLayout()->addElement(0, 0, title);
+        auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
+        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        auto* x = rect->axis(QCPAxis::atBottom);
+        auto* y = rect->axis(QCPAxis::atLeft);
+        x->setLabel(tr("relative tolerance rtol"));
+        y->setLabel(tr("rank  #{s\u1D62 > rtol s\u2081}"));
+        setLogScale(x, 10, 0);
+        setPowerLabels(x);
+        setIntegerTicks(y);
+        m_legendAlign = Qt::AlignBottom | Qt::AlignLeft;   // the ranks fall towards large rtol, on the right
+        auto* legend = addLegend(rect, m_legendAlign);
+        m_legend = legend;
+        m_rect = rect;
+        QStringList notes;
+        double ymax = 1;
+        for (const auto& o : m_result->outcomes) {
+            const auto mech = o.result.mechanism;
+            if (!o.result.spectrum || o.result.partial_spectrum) {
+                notes << tr("%1: no ranks at fixed tolerances (not every singular value is known)").arg(mechanismLabel(mech));
+                continue;
+            }
+            QVector<double> xs, ys;
+            for (std::size_t i = metrics::k_rank_rtols.size(); i-- > 0;) {   // ascending rtol
+                xs << metrics::k_rank_rtols[i].rtol;
+                ys << static_cast<double>(o.result.spectrum->rank_at_rtol[i]);
+                ymax = std::max(ymax, ys.back());
+            }
+            auto* g = m_plot->addGraph(x, y);
+            g->setData(xs, ys, true);
+            g->setPen(mechanismPen(mech, 1.1));
+            g->setLineStyle(QCPGraph::lsStepLeft);   // each rank holds up to the next tolerance (an upper bound there)
+            g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 5));
+            g->setName(tr("%1: %2 at 1e-3, %3 at 1e-12")
+                           .arg(mechanismLabel(mech))
+                           .arg(o.result.spectrum->rank_at_rtol[1])
+                           .arg(o.result.spectrum->rank_at_rtol[6]));
+            g->addToLegend(legend);
+        }
+        if (m_plot->graphCount() == 0) {
+            m_legend = nullptr;
+            m_rect = nullptr;
+            showPlotMessage(m_plot, tr("No ranks at fixed tolerances to show.\n") + notes.join('\n'));
+            return;
+        }
+        x->setRange(3e-13, 3e-2);
+        y->setRange(0, ymax * 1.08 + 1);
+        if (!notes.isEmpty())
+            addNote(m_plot, rect, notes.join('\n'), 0.02, 0.02, Qt::AlignLeft | Qt::AlignTop);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
     // Tolerance lines: one grey line when they agree within a factor 1.5, else one per mechanism; the
     // legend says which.
     void addToleranceLines(QCPAxisRect* rect, QCPLegend* legend, const Tolerances& tols)
@@ -203,7 +273,7 @@ private:
         legendLine->addToLegend(legend);
     }
 
-    QCheckBox *m_cumBox, *m_logxBox;
+    QCheckBox *m_cumBox, *m_logxBox, *m_tolBox;
     QCPLegend* m_legend = nullptr;
     QCPAxisRect* m_rect = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignBottom | Qt::AlignLeft;

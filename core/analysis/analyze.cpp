@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/mask_measures.h"
 #include "analysis/metric_table.h"
 #include "attention/mechanisms.h"
 #include "kernels/kernels.h"
@@ -57,6 +58,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         throw std::invalid_argument("top-k must be at least 1");
     if (metric_options.rank_rtol && !(*metric_options.rank_rtol > 0.0 && *metric_options.rank_rtol < 1.0))
         throw std::invalid_argument("the rank tolerance must lie in (0, 1)");
+    (void)past_split_of(options.causal, metric_options.past_split, n);   // a given split outside 1..N-1 fails here
 
     // Q, K, the factors and the streamed entropy's working space (measure.h); dense work is checked per
     // mechanism when its path is chosen.
@@ -81,6 +83,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         requests[i].path = prepared[i].path;
         requests[i].metrics = metric_options;
         requests[i].shared_entropy = shared[i] ? &*shared[i] : nullptr;
+        requests[i].memory_limit = memory_limit;
         total += measure_weight(requests[i], n);
     }
     std::optional<StageProgress> progress;
@@ -97,6 +100,9 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
         m.result.same_as_linear = p.result.same_as_linear;
         m.result.spectrum_why = std::move(p.result.spectrum_why);
+        // docs/maths.md 2.2: a causal result (or one with a split) has its past block, null when not measured.
+        m.result.past_block_asked = m.result.past_block_asked ||
+                                    (metric_options.spectrum && (options.causal || metric_options.past_split));
         results.push_back(std::move(m.result));
         p.op.reset();
     }
@@ -158,6 +164,8 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
             j["singular_values"] = values;
         }
     }
+    if (mo.spectrum)
+        write_metric_object(r, MetricGroup::rank_at_rtol, j, r.spectrum && !r.partial_spectrum);
     if (mo.entropy) {
         if (r.entropy) {
             json e = json::object();
@@ -171,6 +179,15 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
                 j["row_entropy"] = nullptr;
         }
     }
+    // docs/maths.md 2.2: the content-free baseline and A against it, the past block.
+    if (mo.baseline && (mo.spectrum || mo.entropy)) {
+        write_metric_object(r, MetricGroup::baseline, j, r.baseline.has_value());
+        if (r.baseline && !r.baseline->entropy)
+            j["baseline"]["entropy"] = nullptr;
+        write_metric_fields(r, MetricGroup::versus_baseline, j);
+    }
+    if (r.past_block_asked)
+        write_metric_object(r, MetricGroup::past_block, j, r.past_block.has_value());
     j["warnings"] = r.warnings;
     return j;
 }

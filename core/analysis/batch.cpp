@@ -92,6 +92,8 @@ json settings_json(const BatchPlan& plan)
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),
                     plan.metrics.rank_rtol ? *plan.metrics.rank_rtol : -1.0,
                     plan.metrics.top_k ? *plan.metrics.top_k : Index{-1}, plan.metrics.row_entropy};
+    if (plan.metrics.past_split)   // only when given: older settings keep their hash
+        j["metrics"].push_back(*plan.metrics.past_split);
     return j;
 }
 

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include "analysis/mask_measures.h"
 #include "attention/mechanisms.h"
 #include "metrics/bidiag_svd.h"
 #include "metrics/structured.h"
@@ -102,7 +103,11 @@ double spectrum_weight(SpectrumPath path, Index n)
 double measure_weight(const MeasureRequest& request, Index n)
 {
     const bool dense = request.keep_matrix || request.path == SpectrumPath::dense;
-    return (dense ? 2.0 : 1.0) + spectrum_weight(request.path, n);
+    const double one = (dense ? 2.0 : 1.0) + spectrum_weight(request.path, n);
+    // The baseline A0 takes about the path A takes (docs/performance.md); the past block a quarter-size SVD (a
+    // causal default split is not known here: its stage then ends the job's bar a little early, never late).
+    const double baseline = request.metrics.baseline && !request.is_baseline ? 1.0 + spectrum_weight(request.path, n) : 0.0;
+    return one + baseline + (request.metrics.past_split ? past_block_weight(n) : 0.0);
 }
 
 namespace {
@@ -125,10 +130,11 @@ void for_each_tile(Index n, Body&& body)
 
 double done_fraction(Index t0, Index count, Index n) { return static_cast<double>(t0 + count) / static_cast<double>(n); }
 
-void begin(StageProgress* progress, Mechanism m, const char* stage, double weight)
+void begin(StageProgress* progress, Mechanism m, const MeasureRequest& request, const char* stage, double weight)
 {
     if (progress)
-        progress->begin(std::string(attention::to_string(m)) + ": " + stage, weight);
+        progress->begin(
+            std::string(request.is_baseline ? "content-free baseline" : attention::to_string(m)) + ": " + stage, weight);
 }
 
 void at(StageProgress* progress, double fraction)
@@ -286,7 +292,7 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
     case SpectrumPath::dense:
         break;
     }
-    begin(progress, r.mechanism, "singular values", spectrum_weight(request.path, n));
+    begin(progress, r.mechanism, request, "singular values", spectrum_weight(request.path, n));
     std::vector<double> s;
     if (request.path == SpectrumPath::structured) {
         s = metrics::structured_singular_values(*op.factors());
@@ -315,6 +321,20 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
     }
     r.spectrum = metrics::spectrum_metrics(std::move(s), n, n, mo.rank_rtol);
     r.spectrum_method = request.path == SpectrumPath::structured ? "structured" : "dense";
+}
+
+// The measures of docs/maths.md 2.2 that need the spectrum and entropy of A: the entropy against the support,
+// and the content-free baseline; and the warning for tolerance-free ranks that a partial spectrum leaves open.
+void measure_beyond_mask(MechanismResult& r, const attention::AttentionOperator& op,
+                         const attention::AttentionOptions& options, const MeasureRequest& request,
+                         StageProgress* progress)
+{
+    if (r.entropy)
+        r.support_normalized_mean = metrics::support_normalized_mean(r.entropy->rows, support_sizes(op));
+    if (r.spectrum && r.partial_spectrum && !request.is_baseline)
+        r.warnings.push_back("energy ranks and ranks at fixed relative tolerances need every singular value, and only "
+                             "the largest are known here");
+    measure_baseline(r, op, options, request, progress);
 }
 
 }  // namespace
@@ -350,21 +370,27 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
         return out;
     }
     if (!(request.keep_matrix || request.path == SpectrumPath::dense)) {   // nothing N x N is ever formed
-        begin(progress, r.mechanism, "entropy", 1.0);
+        begin(progress, r.mechanism, request, "entropy", 1.0);
         out.finite = measure_streamed_entropy(r, op, options, request);
-        if (out.finite)
+        if (out.finite) {
+            measure_past_block(r, op, nullptr, request, progress);
             measure_spectrum(r, op, request, nullptr, false, progress);
-        return out;
+        }
+    } else {
+        const std::vector<Index> allowed = op.allowed_keys();
+        begin(progress, r.mechanism, request, "attention matrix", 1.0);
+        std::shared_ptr<Eigen::MatrixXd> A = form_matrix(op, request.keep_matrix, progress);
+        begin(progress, r.mechanism, request, "entropy", 1.0);
+        out.finite = measure_formed_entropy(r, op, *A, allowed, options, request.metrics, progress);
+        if (request.keep_matrix)
+            out.matrix = A;
+        if (out.finite) {
+            measure_past_block(r, op, A.get(), request, progress);   // before the spectrum, which may consume A
+            measure_spectrum(r, op, request, A.get(), !request.keep_matrix, progress);
+        }
     }
-    const std::vector<Index> allowed = op.allowed_keys();
-    begin(progress, r.mechanism, "attention matrix", 1.0);
-    std::shared_ptr<Eigen::MatrixXd> A = form_matrix(op, request.keep_matrix, progress);
-    begin(progress, r.mechanism, "entropy", 1.0);
-    out.finite = measure_formed_entropy(r, op, *A, allowed, options, request.metrics, progress);
-    if (request.keep_matrix)
-        out.matrix = A;
     if (out.finite)
-        measure_spectrum(r, op, request, A.get(), !request.keep_matrix, progress);
+        measure_beyond_mask(r, op, options, request, progress);
     return out;
 }
 

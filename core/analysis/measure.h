@@ -47,6 +47,23 @@ struct MetricOptions {
     std::optional<double> rank_rtol;    // tol = rtol * s_1 instead of the NumPy rule
     std::optional<Index> top_k;         // report only the k largest singular values
     bool row_entropy = false;           // include every row's entropy
+    // docs/maths.md 2.2: the content-free baseline A0 (measured like A: twice the work), and the past block
+    // A[h:N, 0:h], h = past_split (default N/2), measured when causal or when past_split is given.
+    bool baseline = true;
+    std::optional<Index> past_split;
+};
+
+// The content-free baseline A0 of docs/maths.md 2.2, measured as A is (its spectrum absent where its path
+// gives not every singular value, its entropy absent where undefined or not asked for).
+struct BaselineResult {
+    std::optional<metrics::SpectrumMetrics> spectrum;
+    std::optional<metrics::EntropyStats> entropy;
+};
+
+// The past block A[h:N, 0:h] of docs/maths.md 2.2 (`spectrum` absent when the block could not be formed).
+struct PastBlockResult {
+    Index split = 0, rows = 0, cols = 0;
+    std::optional<metrics::SpectrumMetrics> spectrum;
 };
 
 struct MechanismResult {
@@ -63,6 +80,11 @@ struct MechanismResult {
     std::optional<metrics::TopSingularValues> top_k;
     bool same_as_linear = false;                        // MHLA that is linear attention by construction (a warning says why)
     std::string spectrum_why;                           // why this spectrum path (choose_spectrum); empty: not recorded
+    // docs/maths.md 2.2 (each absent where not computable; a warning says why).
+    std::optional<double> support_normalized_mean;      // mean of H_t / ln|S_t|
+    std::optional<BaselineResult> baseline;             // A0
+    bool past_block_asked = false;                      // causal, or a past split given: the JSON has "past_block"
+    std::optional<PastBlockResult> past_block;
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -149,6 +171,10 @@ struct MeasureRequest {
     bool keep_matrix = false;
     // Row entropies computed ahead by a pass shared with another mechanism (analyze: linear and MHLA).
     const metrics::RowEntropies* shared_entropy = nullptr;
+    // The memory limit of the past block formed from the operator and of the baseline's spectrum path.
+    std::uint64_t memory_limit = UINT64_MAX;
+    // This request measures a content-free baseline (its stages are named so; it has no baseline itself).
+    bool is_baseline = false;
 };
 
 struct Measurement {

@@ -1,6 +1,7 @@
 #include "analysis/metric_table.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -96,6 +97,142 @@ void store_entropy_field(MechanismResult& r, double v)
         (*r.entropy).*F = v;
 }
 
+// docs/maths.md 2.2. A count of the full spectrum (energy ranks) and the rank at the I-th relative tolerance.
+template <Index metrics::SpectrumMetrics::*F>
+std::optional<double> spectrum_count(const MechanismResult& r)
+{
+    if (const auto* s = full_spectrum(r))
+        return static_cast<double>(s->*F);
+    return std::nullopt;
+}
+
+template <Index metrics::SpectrumMetrics::*F>
+void store_spectrum_count(MechanismResult& r, double v)
+{
+    if (r.spectrum)
+        (*r.spectrum).*F = static_cast<Index>(v);
+}
+
+template <std::size_t I>
+std::optional<double> rank_at_rtol_of(const MechanismResult& r)
+{
+    if (const auto* s = full_spectrum(r))
+        return static_cast<double>(s->rank_at_rtol[I]);
+    return std::nullopt;
+}
+
+template <std::size_t I>
+void store_rank_at_rtol(MechanismResult& r, double v)
+{
+    if (r.spectrum)
+        r.spectrum->rank_at_rtol[I] = static_cast<Index>(v);
+}
+
+std::optional<double> support_normalized_mean_of(const MechanismResult& r) { return r.support_normalized_mean; }
+void store_support_normalized_mean(MechanismResult& r, double v) { r.support_normalized_mean = v; }
+
+// The baseline's and the past block's spectra; a store makes the part it fills (a sweep record read back).
+const metrics::SpectrumMetrics* baseline_spectrum(const MechanismResult& r)
+{
+    return r.baseline && r.baseline->spectrum ? &*r.baseline->spectrum : nullptr;
+}
+
+metrics::SpectrumMetrics& baseline_spectrum_for_store(MechanismResult& r)
+{
+    if (!r.baseline)
+        r.baseline.emplace();
+    if (!r.baseline->spectrum)
+        r.baseline->spectrum.emplace();
+    return *r.baseline->spectrum;
+}
+
+template <class T, T metrics::SpectrumMetrics::*F>
+std::optional<double> baseline_field(const MechanismResult& r)
+{
+    if (const auto* s = baseline_spectrum(r))
+        return static_cast<double>(s->*F);
+    return std::nullopt;
+}
+
+template <class T, T metrics::SpectrumMetrics::*F>
+void store_baseline_field(MechanismResult& r, double v)
+{
+    baseline_spectrum_for_store(r).*F = static_cast<T>(v);
+}
+
+template <double metrics::EntropyStats::*F>
+std::optional<double> baseline_entropy_field(const MechanismResult& r)
+{
+    if (r.baseline && r.baseline->entropy)
+        return (*r.baseline->entropy).*F;
+    return std::nullopt;
+}
+
+template <double metrics::EntropyStats::*F>
+void store_baseline_entropy_field(MechanismResult& r, double v)
+{
+    if (!r.baseline)
+        r.baseline.emplace();
+    if (!r.baseline->entropy)
+        r.baseline->entropy.emplace();
+    (*r.baseline->entropy).*F = v;
+}
+
+// effective_rank(A) - effective_rank(A0), and entropy_mean(A0) - entropy_mean(A) (nats): read from the parts,
+// so a sweep record read back gets them from its stored baseline.
+std::optional<double> excess_effective_rank_of(const MechanismResult& r)
+{
+    const auto* s = full_spectrum(r);
+    const auto* b = baseline_spectrum(r);
+    if (!s || !b)
+        return std::nullopt;
+    return s->effective_rank - b->effective_rank;
+}
+
+// Their stores: nothing to put back, the parts they are read from are stored themselves.
+void store_derived(MechanismResult&, double) {}
+
+std::optional<double> entropy_below_baseline_of(const MechanismResult& r)
+{
+    if (!r.entropy || !r.baseline || !r.baseline->entropy)
+        return std::nullopt;
+    return r.baseline->entropy->mean - r.entropy->mean;
+}
+
+const metrics::SpectrumMetrics* past_spectrum(const MechanismResult& r)
+{
+    return r.past_block && r.past_block->spectrum ? &*r.past_block->spectrum : nullptr;
+}
+
+template <Index PastBlockResult::*F>
+std::optional<double> past_size(const MechanismResult& r)
+{
+    if (r.past_block)
+        return static_cast<double>((*r.past_block).*F);
+    return std::nullopt;
+}
+
+template <class T, T metrics::SpectrumMetrics::*F>
+std::optional<double> past_field(const MechanismResult& r)
+{
+    if (const auto* s = past_spectrum(r))
+        return static_cast<double>(s->*F);
+    return std::nullopt;
+}
+
+template <class T, T metrics::SpectrumMetrics::*F>
+void store_past_field(MechanismResult& r, double v)
+{
+    if (!r.past_block)
+        r.past_block.emplace();
+    if (!r.past_block->spectrum)
+        r.past_block->spectrum.emplace();
+    (*r.past_block->spectrum).*F = static_cast<T>(v);
+}
+
+// The entries of docs/maths.md 2.2 (after those of section 2 in make_table).
+void add_beyond_mask_entries(std::vector<MetricEntry>& t);
+
 constexpr unsigned k_everywhere = use_analyze | use_sweep_csv | use_sweep | use_batch_csv | use_metrics_view;
 
 std::vector<MetricEntry> make_table()
@@ -128,14 +265,109 @@ std::vector<MetricEntry> make_table()
                  entropy_field<&EntropyStats::max>, use_analyze | use_metrics_view, "", 0, 0, 90, 5, ""});
     t.push_back({"entropy_normalized_mean", en, "normalized_mean", "normalised entropy mean", "normalised row entropy", "",
                  MetricKind::real, entropy_field<&EntropyStats::normalized_mean>, k_everywhere, "H/ln n", 9, 4, 100, 4, ""});
+    add_beyond_mask_entries(t);
     return t;
+}
+
+void add_beyond_mask_entries(std::vector<MetricEntry>& t)
+{
+    using metrics::EntropyStats;
+    using metrics::SpectrumMetrics;
+    using G = MetricGroup;
+    constexpr MetricKind count = MetricKind::count, real = MetricKind::real;
+    constexpr unsigned flat = use_analyze | use_sweep_csv | use_sweep | use_batch_csv;
+    // key, group, field, label, title, unit, kind, read, uses, column, width, decimals, view row, digits, view CSV key,
+    // json_after, store
+    t.push_back({"energy_rank_90", G::spectrum, "energy_rank_90", "energy rank 90%", "energy rank (90% of sum s^2)", "",
+                 count, spectrum_count<&SpectrumMetrics::energy_rank_90>, k_everywhere, "", 0, 0, 52, 0, "", nullptr,
+                 store_spectrum_count<&SpectrumMetrics::energy_rank_90>});
+    t.push_back({"energy_rank_99", G::spectrum, "energy_rank_99", "energy rank 99%", "energy rank (99% of sum s^2)", "",
+                 count, spectrum_count<&SpectrumMetrics::energy_rank_99>, k_everywhere, "", 0, 0, 54, 0, "", nullptr,
+                 store_spectrum_count<&SpectrumMetrics::energy_rank_99>});
+    static constexpr std::array<std::string_view, 7> rtol_keys{"rank_at_rtol_1e-2", "rank_at_rtol_1e-3", "rank_at_rtol_1e-4",
+                                                               "rank_at_rtol_1e-6", "rank_at_rtol_1e-8", "rank_at_rtol_1e-10",
+                                                               "rank_at_rtol_1e-12"};
+    static constexpr std::array<std::string_view, 7> rtol_labels{"rank at rtol 1e-2", "rank at rtol 1e-3", "rank at rtol 1e-4",
+                                                                 "rank at rtol 1e-6", "rank at rtol 1e-8", "rank at rtol 1e-10",
+                                                                 "rank at rtol 1e-12"};
+    using Read = std::optional<double> (*)(const MechanismResult&);
+    using Store = void (*)(MechanismResult&, double);
+    static constexpr std::array<Read, 7> rtol_read{rank_at_rtol_of<0>, rank_at_rtol_of<1>, rank_at_rtol_of<2>, rank_at_rtol_of<3>,
+                                                   rank_at_rtol_of<4>, rank_at_rtol_of<5>, rank_at_rtol_of<6>};
+    static constexpr std::array<Store, 7> rtol_store{store_rank_at_rtol<0>, store_rank_at_rtol<1>, store_rank_at_rtol<2>,
+                                                     store_rank_at_rtol<3>, store_rank_at_rtol<4>, store_rank_at_rtol<5>,
+                                                     store_rank_at_rtol<6>};
+    for (std::size_t i = 0; i < metrics::k_rank_rtols.size(); ++i)
+        t.push_back({rtol_keys[i], G::rank_at_rtol, metrics::k_rank_rtols[i].name, rtol_labels[i], rtol_labels[i], "", count,
+                     rtol_read[i], k_everywhere, "", 0, 0, 130 + static_cast<int>(i), 0, "", nullptr, rtol_store[i]});
+    t.push_back({"entropy_support_normalized_mean", G::entropy, "support_normalized_mean", "entropy / ln |support|",
+                 "row entropy normalised by its support", "", real, support_normalized_mean_of, k_everywhere, "", 0, 0,
+                 105, 4, "", nullptr, store_support_normalized_mean});
+    t.push_back({"baseline_rank", G::baseline, "rank", "baseline rank", "content-free baseline: rank", "", count,
+                 baseline_field<Index, &SpectrumMetrics::rank>, flat | use_metrics_view, "", 0, 0, 110, 0, "", nullptr,
+                 store_baseline_field<Index, &SpectrumMetrics::rank>});
+    t.push_back({"baseline_effective_rank", G::baseline, "effective_rank", "baseline effective rank",
+                 "content-free baseline: effective rank", "", real, baseline_field<double, &SpectrumMetrics::effective_rank>,
+                 flat | use_metrics_view, "", 0, 0, 112, 5, "", nullptr,
+                 store_baseline_field<double, &SpectrumMetrics::effective_rank>});
+    t.push_back({"baseline_stable_rank", G::baseline, "stable_rank", "baseline stable rank", "content-free baseline: stable rank",
+                 "", real, baseline_field<double, &SpectrumMetrics::stable_rank>, flat, "", 0, 0, 0, 0, "", nullptr,
+                 store_baseline_field<double, &SpectrumMetrics::stable_rank>});
+    t.push_back({"baseline_energy_rank_90", G::baseline, "energy_rank_90", "baseline energy rank 90%",
+                 "content-free baseline: energy rank 90%", "", count, baseline_field<Index, &SpectrumMetrics::energy_rank_90>,
+                 flat, "", 0, 0, 0, 0, "", nullptr, store_baseline_field<Index, &SpectrumMetrics::energy_rank_90>});
+    t.push_back({"baseline_energy_rank_99", G::baseline, "energy_rank_99", "baseline energy rank 99%",
+                 "content-free baseline: energy rank 99%", "", count, baseline_field<Index, &SpectrumMetrics::energy_rank_99>,
+                 flat, "", 0, 0, 0, 0, "", nullptr, store_baseline_field<Index, &SpectrumMetrics::energy_rank_99>});
+    t.push_back({"baseline_entropy_mean", G::baseline, "entropy.mean", "baseline entropy mean",
+                 "content-free baseline: mean row entropy (nats)", "nats", real, baseline_entropy_field<&EntropyStats::mean>,
+                 flat | use_metrics_view, "", 0, 0, 114, 5, "", nullptr, store_baseline_entropy_field<&EntropyStats::mean>});
+    t.push_back({"baseline_entropy_normalized_mean", G::baseline, "entropy.normalized_mean", "baseline normalised entropy",
+                 "content-free baseline: normalised row entropy", "", real,
+                 baseline_entropy_field<&EntropyStats::normalized_mean>, flat, "", 0, 0, 0, 0, "", nullptr,
+                 store_baseline_entropy_field<&EntropyStats::normalized_mean>});
+    t.push_back({"excess_effective_rank", G::versus_baseline, "excess_effective_rank", "excess effective rank",
+                 "effective rank above the content-free baseline", "", real, excess_effective_rank_of, k_everywhere, "excess",
+                 9, 2, 116, 5, "", nullptr, store_derived});
+    t.push_back({"entropy_below_baseline", G::versus_baseline, "entropy_below_baseline", "entropy below baseline",
+                 "mean row entropy below the content-free baseline (nats)", "nats", real, entropy_below_baseline_of,
+                 k_everywhere, "", 0, 0, 118, 5, "", nullptr, store_derived});
+    t.push_back({"past_block_rows", G::past_block, "rows", "past block rows", "past block rows", "", count,
+                 past_size<&PastBlockResult::rows>, use_analyze, "", 0, 0, 0, 0, ""});
+    t.push_back({"past_block_cols", G::past_block, "cols", "past block columns", "past block columns", "", count,
+                 past_size<&PastBlockResult::cols>, use_analyze, "", 0, 0, 0, 0, ""});
+    t.push_back({"past_block_rank", G::past_block, "rank", "past block rank", "past block A[h:N, :h]: rank", "", count,
+                 past_field<Index, &SpectrumMetrics::rank>, k_everywhere, "past rank", 10, 0, 120, 0, "", nullptr,
+                 store_past_field<Index, &SpectrumMetrics::rank>});
+    t.push_back({"past_block_effective_rank", G::past_block, "effective_rank", "past block effective rank",
+                 "past block A[h:N, :h]: effective rank", "", real, past_field<double, &SpectrumMetrics::effective_rank>,
+                 k_everywhere, "", 0, 0, 122, 5, "", nullptr, store_past_field<double, &SpectrumMetrics::effective_rank>});
+    t.push_back({"past_block_energy_rank_90", G::past_block, "energy_rank_90", "past block energy rank 90%",
+                 "past block A[h:N, :h]: energy rank 90%", "", count, past_field<Index, &SpectrumMetrics::energy_rank_90>,
+                 flat, "", 0, 0, 0, 0, "", nullptr, store_past_field<Index, &SpectrumMetrics::energy_rank_90>});
+    t.push_back({"past_block_energy_rank_99", G::past_block, "energy_rank_99", "past block energy rank 99%",
+                 "past block A[h:N, :h]: energy rank 99%", "", count, past_field<Index, &SpectrumMetrics::energy_rank_99>,
+                 flat, "", 0, 0, 0, 0, "", nullptr, store_past_field<Index, &SpectrumMetrics::energy_rank_99>});
 }
 
 }  // namespace
 
 std::string_view json_object_of(MetricGroup g)
 {
-    return g == MetricGroup::entropy ? "entropy" : "";
+    switch (g) {
+    case MetricGroup::entropy:
+        return "entropy";
+    case MetricGroup::rank_at_rtol:
+        return "rank_at_rtol";
+    case MetricGroup::baseline:
+        return "baseline";
+    case MetricGroup::past_block:
+        return "past_block";
+    case MetricGroup::spectrum:
+    case MetricGroup::versus_baseline:
+        break;
+    }
+    return "";
 }
 
 const std::vector<MetricEntry>& metric_table()
@@ -181,9 +413,19 @@ const json& metric_json(const MetricEntry& e, const json& result)
             return null_value;
         holder = &*it;
     }
+    std::string_view field = e.field;
+    for (std::size_t dot = field.find('.'); dot != std::string_view::npos; dot = field.find('.')) {   // nested objects
+        if (!holder->is_object())
+            return null_value;
+        const auto it = holder->find(field.substr(0, dot));
+        if (it == holder->end())
+            return null_value;
+        holder = &*it;
+        field.remove_prefix(dot + 1);
+    }
     if (!holder->is_object())
         return null_value;
-    const auto it = holder->find(e.field);
+    const auto it = holder->find(field);
     return it == holder->end() ? null_value : *it;
 }
 
@@ -192,17 +434,35 @@ void write_metric_fields(const MechanismResult& r, MetricGroup g, json& out)
     for (const MetricEntry& e : metric_table()) {
         if (e.group != g || !e.used_in(use_analyze))
             continue;
-        const std::string field(e.field);
+        json* holder = &out;
+        std::string_view field = e.field;
+        for (std::size_t dot = field.find('.'); dot != std::string_view::npos; dot = field.find('.')) {   // nested
+            holder = &(*holder)[std::string(field.substr(0, dot))];
+            field.remove_prefix(dot + 1);
+        }
+        const std::string name(field);
         const std::optional<double> v = e.read(r);
         if (!v)
-            out[field] = nullptr;
+            (*holder)[name] = nullptr;
         else if (e.kind == MetricKind::count)
-            out[field] = static_cast<Eigen::Index>(*v);
+            (*holder)[name] = static_cast<Eigen::Index>(*v);
         else
-            out[field] = *v;
+            (*holder)[name] = *v;
         if (e.json_after)
             e.json_after(r, out);
     }
+}
+
+void write_metric_object(const MechanismResult& r, MetricGroup g, json& result, bool present)
+{
+    const std::string name(json_object_of(g));
+    if (!present) {
+        result[name] = nullptr;
+        return;
+    }
+    json o = json::object();
+    write_metric_fields(r, g, o);
+    result[name] = std::move(o);
 }
 
 std::string csv_number(const MetricEntry& e, std::optional<double> v)

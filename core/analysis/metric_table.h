@@ -23,9 +23,12 @@
 namespace attnscope::analysis {
 
 // The part of a result a metric is read from, and the request that computes it (MetricOptions::spectrum,
-// MetricOptions::entropy).
-enum class MetricGroup { spectrum, entropy };
-// The JSON object that holds a group's metrics ("" for spectrum: fields of the result itself).
+// MetricOptions::entropy, MetricOptions::baseline; the past block when causal or split): the spectrum, the
+// entropy, the ranks at fixed relative tolerances, the content-free baseline A0, A against A0, the past block
+// (docs/maths.md 2 and 2.2).
+enum class MetricGroup { spectrum, entropy, rank_at_rtol, baseline, versus_baseline, past_block };
+// The JSON object that holds a group's metrics ("" for spectrum and versus_baseline: fields of the result
+// itself). A field with a '.' is a field of an object inside it ("entropy.mean" of the baseline).
 std::string_view json_object_of(MetricGroup g);
 
 // Where a metric appears (bit flags of MetricEntry::uses).
@@ -89,6 +92,8 @@ const nlohmann::ordered_json& metric_json(const MetricEntry& e, const nlohmann::
 // Writes the metrics of group `g` used in the analyze JSON into `out` (a value, or null where the reader
 // has none), with what an entry writes after itself (json_after).
 void write_metric_fields(const MechanismResult& r, MetricGroup g, nlohmann::ordered_json& out);
+// Writes the object of group `g` (json_object_of) into `result`: its fields, or null when not `present`.
+void write_metric_object(const MechanismResult& r, MetricGroup g, nlohmann::ordered_json& result, bool present);
 
 // "5": a count as an integer, a real value with 17 significant digits (reads back as the same double);
 // empty when absent or not finite. The flat files' number format (sweep and batch CSV).

@@ -322,8 +322,8 @@ SweepRecord record_from_json(const json& j)
     }
     const json& more = object_at(j, "metrics");
     for (const auto& item : more.items())
-        if (const MetricEntry* e = find_metric(item.key()); e && e->store)   // else a metric this build does not know
-            e->store(r.result, field<double>(more, item.key().c_str(), 0.0));
+        if (const MetricEntry* e = find_metric(item.key()); e && e->store && !item.value().is_null())
+            e->store(r.result, field<double>(more, item.key().c_str(), 0.0));   // else unknown here, or not measured
     r.seconds = field<double>(j, "seconds", 0.0);
     r.result.warnings = field<std::vector<std::string>>(j, "warnings", {});
     return r;

@@ -72,8 +72,31 @@ SpectrumMetrics spectrum_metrics(std::vector<double> s, Index rows, Index cols, 
         out.effective_rank = std::exp(h);
         out.stable_rank = sum_sq / (s1 * s1);
     }
+    out.energy_rank_90 = energy_rank(s, 0.90);
+    out.energy_rank_99 = energy_rank(s, 0.99);
+    for (std::size_t i = 0; i < k_rank_rtols.size(); ++i) {
+        const double tol = k_rank_rtols[i].rtol * s1;
+        out.rank_at_rtol[i] = static_cast<Index>(std::count_if(s.begin(), s.end(), [&](double v) { return v > tol; }));
+    }
     out.singular_values = std::move(s);
     return out;
+}
+
+Index energy_rank(const std::vector<double>& s, double fraction)
+{
+    std::vector<double> partial(s.size());
+    double sum = 0.0;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        sum += s[i] * s[i];
+        partial[i] = sum;
+    }
+    const double target = fraction * sum;
+    if (!(target > 0.0))
+        return 0;
+    for (std::size_t k = 0; k < partial.size(); ++k)
+        if (partial[k] >= target)
+            return static_cast<Index>(k + 1);
+    return static_cast<Index>(s.size());   // not reached: the last partial sum is the total
 }
 
 EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::vector<Index>& allowed)
@@ -130,6 +153,20 @@ EntropyStats entropy_stats(std::vector<double> h, const std::vector<Index>& allo
     out.normalized_mean = norm_sum / static_cast<double>(n);
     out.rows = std::move(h);
     return out;
+}
+
+double support_normalized_mean(const std::vector<double>& h, const std::vector<Index>& support)
+{
+    if (support.size() != h.size())
+        throw std::invalid_argument("support_normalized_mean: " + std::to_string(support.size()) + " support sizes for " +
+                                    std::to_string(h.size()) + " rows");
+    if (h.empty())
+        return 0.0;
+    double sum = 0.0;
+    for (std::size_t t = 0; t < h.size(); ++t)
+        if (support[t] > 1)
+            sum += h[t] / std::log(static_cast<double>(support[t]));
+    return sum / static_cast<double>(h.size());
 }
 
 }  // namespace attnscope::metrics

@@ -1,6 +1,8 @@
 #pragma once
 // Metrics of an N x N attention matrix (docs/maths.md section 2), all in double precision.
+#include <array>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
@@ -23,7 +25,24 @@ struct SpectrumMetrics {
     double relative_rank = 0.0;            // rank / N
     double effective_rank = 0.0;           // Roy & Vetterli: exp(-sum p ln p), p = s / sum s
     double stable_rank = 0.0;              // sum s^2 / s_1^2
+    // Tolerance-free ranks (docs/maths.md 2.2): the smallest k with s_1^2 + ... + s_k^2 >= 0.90 (0.99) of
+    // sum s_i^2, and #{ s_i > rtol s_1 } at each rtol of k_rank_rtols.
+    Index energy_rank_90 = 0;
+    Index energy_rank_99 = 0;
+    std::array<Index, 7> rank_at_rtol{};
 };
+
+// The relative tolerances of SpectrumMetrics::rank_at_rtol and their names (the analyze JSON's keys).
+struct RankRtol {
+    std::string_view name;
+    double rtol;
+};
+inline constexpr std::array<RankRtol, 7> k_rank_rtols{{{"1e-2", 1e-2}, {"1e-3", 1e-3}, {"1e-4", 1e-4}, {"1e-6", 1e-6},
+                                                       {"1e-8", 1e-8}, {"1e-10", 1e-10}, {"1e-12", 1e-12}}};
+
+// The smallest k with s_1^2 + ... + s_k^2 >= fraction * sum s_i^2 (s descending; the partial sums in order,
+// the total being the last of them, so some k <= s.size() qualifies); 0 for an all-zero spectrum.
+Index energy_rank(const std::vector<double>& s, double fraction);
 
 // From singular values of a rows x cols matrix. Default tol = s_1 * max(rows, cols) * 2^-52;
 // with rtol, tol = rtol * s_1. An all-zero spectrum gives rank 0, effective and stable rank 0.
@@ -44,5 +63,9 @@ EntropyStats row_entropy(const Eigen::Ref<const Eigen::MatrixXd>& A, const std::
 
 // The statistics of given row entropies H_t (kept as `rows`).
 EntropyStats entropy_stats(std::vector<double> h, const std::vector<Index>& allowed);
+
+// docs/maths.md 2.2: the mean over rows of H_t / ln|S_t|, |S_t| = `support[t]` the keys that can have a
+// non-zero weight by construction; rows with |S_t| <= 1 count as 0.
+double support_normalized_mean(const std::vector<double>& h, const std::vector<Index>& support);
 
 }  // namespace attnscope::metrics

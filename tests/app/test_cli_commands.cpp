@@ -128,6 +128,13 @@ TEST(CliCommands, AggregateOverUnitsMatchesTheReference)
     attnscope::test::expect_script_passes("app/check_aggregate.py", "cli_aggregate");
 }
 
+// The measures of docs/maths.md 2.2 (energy ranks, rank_at_rtol, support-normalised entropy, the content-free
+// baseline, the past block) through analyze and batch against the NumPy reference (tests/app/check_measures.py).
+TEST(CliCommands, MeasuresBeyondTheMaskMatchTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_measures.py", "cli_measures");
+}
+
 // The grouped-query sample (data/char_llama_gqa.h5, 4 query heads sharing 2 key/value heads): query head 3
 // pairs key/value head 1, and the summary says so; info lists its token strings.
 TEST(CliCommands, GroupedQuerySamplePairsAndSaysSo)

@@ -228,14 +228,38 @@ TEST(MapsView, LargeMatrixUsesReducedImages)
     checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_large")), "zoom");
 }
 
+// Rank against the relative tolerance: one step curve per mechanism through the core's rank_at_rtol (docs/maths.md 2.2).
+TEST(SpectrumView, RankAgainstTolerance)
+{
+    std::unique_ptr<ResultView> view(widgets::createSpectrumView());
+    const auto result = result1d();
+    view->setResult(result);
+    view->restoreState(QJsonObject{{"rank_vs_tolerance", true}});
+    EXPECT_TRUE(view->saveState()["rank_vs_tolerance"].toBool());
+    QCustomPlot* plot = plotOf(view.get());
+    ASSERT_EQ(plot->graphCount(), static_cast<int>(result->outcomes.size()));
+    for (int g = 0; g < plot->graphCount(); ++g) {
+        const auto& sp = *result->outcomes[static_cast<std::size_t>(g)].result.spectrum;
+        const auto data = plot->graph(g)->data();
+        ASSERT_EQ(data->size(), 7);
+        EXPECT_DOUBLE_EQ(data->at(0)->key, 1e-12);   // ascending tolerance
+        EXPECT_EQ(data->at(0)->value, static_cast<double>(sp.rank_at_rtol[6]));
+        EXPECT_EQ(data->at(6)->value, static_cast<double>(sp.rank_at_rtol[0]));
+    }
+}
+
 TEST(MetricsCsv, MatchesResult)
 {
     const auto& r = *resultGrid();
     const QStringList lines = widgets::metricsCsv(r).split('\n', Qt::SkipEmptyParts);
     ASSERT_EQ(lines.size(), 1 + static_cast<int>(r.outcomes.size()));
     // Copy as CSV's columns in their order (the metric table's Metrics view rows, analysis/metric_table.h).
-    EXPECT_EQ(lines[0], "mechanism,n,rank,relative_rank,tol,s1,effective_rank,stable_rank,entropy_mean,entropy_std,"
-                        "entropy_min,entropy_max,entropy_normalized_mean,params,warnings,error");
+    EXPECT_EQ(lines[0], "mechanism,n,rank,relative_rank,tol,s1,effective_rank,stable_rank,energy_rank_90,energy_rank_99,"
+                        "entropy_mean,entropy_std,entropy_min,entropy_max,entropy_normalized_mean,"
+                        "entropy_support_normalized_mean,baseline_rank,baseline_effective_rank,baseline_entropy_mean,"
+                        "excess_effective_rank,entropy_below_baseline,past_block_rank,past_block_effective_rank,"
+                        "rank_at_rtol_1e-2,rank_at_rtol_1e-3,rank_at_rtol_1e-4,rank_at_rtol_1e-6,rank_at_rtol_1e-8,"
+                        "rank_at_rtol_1e-10,rank_at_rtol_1e-12,params,warnings,error");
     const QStringList header = lines[0].split(',');
     EXPECT_EQ(header[0], "mechanism");
     const int rankCol = header.indexOf("rank"), tolCol = header.indexOf("tol"), meanCol = header.indexOf("entropy_mean"),

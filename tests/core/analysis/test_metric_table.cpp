@@ -35,6 +35,9 @@ MechanismResult full_result()
     s.relative_rank = 0.75;
     s.effective_rank = 2.25;
     s.stable_rank = 1.375;
+    s.energy_rank_90 = 2;
+    s.energy_rank_99 = 3;
+    s.rank_at_rtol = {1, 2, 3, 4, 5, 6, 7};   // distinct, to catch a reader of the wrong tolerance
     r.spectrum = s;
     r.spectrum_method = "dense";
     metrics::EntropyStats e;
@@ -45,6 +48,24 @@ MechanismResult full_result()
     e.normalized_mean = 0.625;
     e.rows = {1.0, 2.0};
     r.entropy = e;
+    r.support_normalized_mean = 0.875;
+    metrics::SpectrumMetrics b;
+    b.rank = 9;
+    b.effective_rank = 1.75;
+    b.stable_rank = 1.125;
+    b.energy_rank_90 = 11;
+    b.energy_rank_99 = 12;
+    metrics::EntropyStats be;
+    be.mean = 2.5;
+    be.normalized_mean = 0.9375;
+    r.baseline = analysis::BaselineResult{b, be};
+    metrics::SpectrumMetrics p;
+    p.rank = 13;
+    p.effective_rank = 4.5;
+    p.energy_rank_90 = 14;
+    p.energy_rank_99 = 15;
+    r.past_block_asked = true;
+    r.past_block = analysis::PastBlockResult{16, 17, 18, p};
     return r;
 }
 
@@ -63,7 +84,32 @@ std::map<std::string, double> fields_of(const MechanismResult& r)
             {"entropy_std", e.std},
             {"entropy_min", e.min},
             {"entropy_max", e.max},
-            {"entropy_normalized_mean", e.normalized_mean}};
+            {"entropy_normalized_mean", e.normalized_mean},
+            {"energy_rank_90", 2.0},
+            {"energy_rank_99", 3.0},
+            {"rank_at_rtol_1e-2", 1.0},
+            {"rank_at_rtol_1e-3", 2.0},
+            {"rank_at_rtol_1e-4", 3.0},
+            {"rank_at_rtol_1e-6", 4.0},
+            {"rank_at_rtol_1e-8", 5.0},
+            {"rank_at_rtol_1e-10", 6.0},
+            {"rank_at_rtol_1e-12", 7.0},
+            {"entropy_support_normalized_mean", 0.875},
+            {"baseline_rank", 9.0},
+            {"baseline_effective_rank", 1.75},
+            {"baseline_stable_rank", 1.125},
+            {"baseline_energy_rank_90", 11.0},
+            {"baseline_energy_rank_99", 12.0},
+            {"baseline_entropy_mean", 2.5},
+            {"baseline_entropy_normalized_mean", 0.9375},
+            {"excess_effective_rank", s.effective_rank - 1.75},
+            {"entropy_below_baseline", 2.5 - e.mean},
+            {"past_block_rows", 17.0},
+            {"past_block_cols", 18.0},
+            {"past_block_rank", 13.0},
+            {"past_block_effective_rank", 4.5},
+            {"past_block_energy_rank_90", 14.0},
+            {"past_block_energy_rank_99", 15.0}};
 }
 
 }  // namespace
@@ -78,9 +124,11 @@ TEST(MetricTable, NamesAreUnique)
         EXPECT_TRUE(labels.insert(std::string(e.label)).second) << e.key;
         EXPECT_TRUE(titles.insert(std::string(e.title)).second) << e.key;
         EXPECT_NE(e.read, nullptr) << e.key;
-        // The flat key joins the group's object and the field.
+        // The flat key joins the group's object and the field (a nested field's '.' written '_').
         const std::string_view object = analysis::json_object_of(e.group);
-        EXPECT_EQ(e.key, object.empty() ? std::string(e.field) : std::string(object) + "_" + std::string(e.field));
+        std::string field(e.field);
+        std::replace(field.begin(), field.end(), '.', '_');
+        EXPECT_EQ(e.key, object.empty() ? field : std::string(object) + "_" + field);
         if (e.used_in(analysis::use_metrics_view)) {
             EXPECT_TRUE(rows.insert(e.view_row).second) << e.key;
             EXPECT_TRUE(csv_keys.insert(std::string(e.metrics_csv_key())).second) << e.key;
@@ -102,10 +150,13 @@ TEST(MetricTable, ReadersMatchTheResultFields)
         EXPECT_EQ(*v, fields.at(std::string(e.key))) << e.key;
     }
 
-    // No entropy (undefined) and no spectrum: every reader of the group has nothing.
+    // No entropy (undefined), no spectrum, no baseline, no past block: every reader has nothing.
     MechanismResult none = r;
     none.entropy.reset();
     none.spectrum.reset();
+    none.support_normalized_mean.reset();
+    none.baseline.reset();
+    none.past_block.reset();
     for (const MetricEntry& e : analysis::metric_table())
         EXPECT_FALSE(e.read(none)) << e.key;
 
@@ -147,12 +198,18 @@ TEST(MetricTable, AnalyzeJsonIsWrittenFromTheReaders)
     for (const auto& [k, v] : j.items())
         keys.push_back(k);
     EXPECT_EQ(keys, (std::vector<std::string>{"mechanism", "params", "method", "rank", "rank_tol", "relative_rank",
-                                              "effective_rank", "stable_rank", "singular_values", "entropy", "row_entropy",
+                                              "effective_rank", "stable_rank", "energy_rank_90", "energy_rank_99",
+                                              "singular_values", "rank_at_rtol", "entropy", "row_entropy", "baseline",
+                                              "excess_effective_rank", "entropy_below_baseline", "past_block",
                                               "warnings"}));
     std::vector<std::string> entropy_keys;
     for (const auto& [k, v] : j["entropy"].items())
         entropy_keys.push_back(k);
-    EXPECT_EQ(entropy_keys, (std::vector<std::string>{"mean", "std", "min", "max", "normalized_mean"}));
+    EXPECT_EQ(entropy_keys, (std::vector<std::string>{"mean", "std", "min", "max", "normalized_mean", "support_normalized_mean"}));
+    EXPECT_EQ(j["rank_at_rtol"].dump(), R"({"1e-2":1,"1e-3":2,"1e-4":3,"1e-6":4,"1e-8":5,"1e-10":6,"1e-12":7})");
+    EXPECT_EQ(j["baseline"]["entropy"].dump(), R"({"mean":2.5,"normalized_mean":0.9375})");
+    EXPECT_EQ(j["past_block"].dump(),
+              R"({"rows":17,"cols":18,"rank":13,"effective_rank":4.5,"energy_rank_90":14,"energy_rank_99":15})");
     EXPECT_TRUE(j["rank"].is_number_integer());
     for (const MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
         EXPECT_EQ(analysis::metric_json(*e, j).get<double>(), *e->read(r)) << e->key;
@@ -164,6 +221,25 @@ TEST(MetricTable, AnalyzeJsonIsWrittenFromTheReaders)
     const auto k = analysis::result_json(no_entropy, mo);
     EXPECT_TRUE(k["entropy"].is_null());
     EXPECT_TRUE(analysis::metric_json(*analysis::find_metric("entropy_mean"), k).is_null());
+    EXPECT_TRUE(k["entropy_below_baseline"].is_null());
+
+    // No baseline (not defined) and a past block that could not be formed: null objects; not asked: no field.
+    MechanismResult no_parts = r;
+    no_parts.baseline.reset();
+    no_parts.past_block.reset();
+    const auto np = analysis::result_json(no_parts, mo);
+    EXPECT_TRUE(np["baseline"].is_null());
+    EXPECT_TRUE(np["excess_effective_rank"].is_null());
+    EXPECT_TRUE(np["past_block"].is_null());
+    EXPECT_TRUE(analysis::metric_json(*analysis::find_metric("baseline_entropy_mean"), np).is_null());
+    no_parts.past_block_asked = false;
+    EXPECT_FALSE(analysis::result_json(no_parts, mo).contains("past_block"));
+    // A baseline with negative entries: its entropy null, the rest there.
+    MechanismResult signed_base = r;
+    signed_base.baseline->entropy.reset();
+    const auto sb = analysis::result_json(signed_base, mo);
+    EXPECT_TRUE(sb["baseline"]["entropy"].is_null());
+    EXPECT_EQ(sb["baseline"]["rank"], 9);
 
     // The randomized bracket: rank null (bounds apart), rank_bounds right after rank_tol.
     MechanismResult bracket = r;
@@ -197,9 +273,14 @@ TEST(MetricTable, FlatNumbers)
 
 TEST(MetricTable, SweepMetricsAndColumns)
 {
-    EXPECT_EQ(analysis::sweep_metric_names(),
+    const std::vector<std::string> names = analysis::sweep_metric_names();
+    EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 6),
               (std::vector<std::string>{"rank", "relative_rank", "effective_rank", "stable_rank", "entropy_mean",
-                                        "entropy_normalized_mean", "seconds"}));
+                                        "entropy_normalized_mean"}));
+    for (const char* key : {"energy_rank_90", "rank_at_rtol_1e-3", "entropy_support_normalized_mean", "baseline_effective_rank",
+                            "excess_effective_rank", "entropy_below_baseline", "past_block_rank"})
+        EXPECT_NE(std::find(names.begin(), names.end(), key), names.end()) << key;
+    EXPECT_EQ(names.back(), "seconds");
     for (const std::string& name : analysis::sweep_metric_names())
         EXPECT_FALSE(analysis::sweep_metric_title(name).empty()) << name;
     EXPECT_TRUE(analysis::sweep_metric_title("s1").empty());   // a Metrics-view metric, not a sweep metric
@@ -208,9 +289,9 @@ TEST(MetricTable, SweepMetricsAndColumns)
     rec.result = full_result();
     rec.seconds = 0.5;
     const std::string csv = analysis::sweep_csv({rec});
-    EXPECT_EQ(csv.substr(0, csv.find('\n')),
+    EXPECT_EQ(csv.substr(0, csv.find('\n')).substr(0, 159),
               "mechanism,n,m,layer,head,draw,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
-              "entropy_normalized_mean,seconds");
+              "entropy_normalized_mean,energy_rank_90,energy_rank_99,rank_at");
     EXPECT_EQ(analysis::sweep_metric_value(rec, "seconds"), 0.5);
     EXPECT_EQ(analysis::sweep_metric_value(rec, "stable_rank"), 1.375);
     EXPECT_TRUE(std::isnan(analysis::sweep_metric_value(rec, "no_such_metric")));
