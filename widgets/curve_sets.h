@@ -47,6 +47,8 @@ struct CurveRun {
     std::shared_ptr<const analysis::SweepResult> sweep;
     QString name;
     nlohmann::ordered_json summary;
+    QString stale;           // CurveSet::stale
+    int datasetLayer = -1;   // CurveSet::datasetLayer
     char kind() const;   // 'm' for a sweep over M, else 'n'
 };
 
