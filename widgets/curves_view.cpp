@@ -191,7 +191,7 @@ protected:
     void adjustLayout(const QSize& size) override
     {
         if (m_legend)
-            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, 3, isNarrow(size.width(), fontScale()));
+            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, m_rectRow + 1, isNarrow(size.width(), fontScale()));
     }
 
 private:
@@ -370,6 +370,7 @@ private:
     {
         m_rect = new QCPAxisRect(m_plot, true);
         const int row = m_plot->plotLayout()->rowCount();   // under the title and its lines
+        m_rectRow = row;
         m_plot->plotLayout()->addElement(row, 0, m_rect);
         for (int r = 0; r < row; ++r)
             m_plot->plotLayout()->setRowStretchFactor(r, 0.01);
@@ -587,6 +588,7 @@ private:
     QString m_note;                          // shown instead of the usual hint while there is no run
     std::vector<Curve> m_curves;
     QCPAxisRect* m_rect = nullptr;
+    int m_rectRow = 0;                       // the plot layout's row of m_rect (a narrow legend goes below it)
     QCPLegend* m_legend = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignTop | Qt::AlignLeft;
     QComboBox *m_kindBox, *m_bandBox, *m_xBox, *m_yBox;

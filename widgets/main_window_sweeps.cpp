@@ -335,9 +335,9 @@ QString MainWindow::staleReason(const analysis::SweepResult& r, bool overview) c
     if (!q)
         return tr("no queries are assigned now");
     QStringList parts;
-    if (q->file != file) {
-        parts << tr("computed on %1, the window shows %2").arg(name, QFileInfo(q->file).fileName());
-    } else if (!overview) {
+    if (q->file != file)   // another file's options differ anyway: the file says it
+        return tr("computed on %1, the window shows %2").arg(name, QFileInfo(q->file).fileName());
+    if (!overview) {
         const int layer = m_selection->currentLayer();
         if (q->ref().toStdString() != in.q_ref)
             parts << (layer >= 0 ? tr("other queries (now layer %1)").arg(layer) : tr("other queries (now %1)").arg(q->name));

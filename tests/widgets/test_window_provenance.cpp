@@ -22,6 +22,7 @@
 #include "curves.h"
 #include "data_browser.h"
 #include "mechanism_panel.h"
+#include "plot_util.h"
 #include "selection_panel.h"
 #include "sweep_dialog.h"
 #include "widget_test_support.h"
@@ -65,8 +66,10 @@ QString plotText(SweepView* view)
     QStringList texts;
     QCustomPlot* plot = view->findChild<QCustomPlot*>();
     for (int i = 0; i < plot->plotLayout()->elementCount(); ++i)
-        if (auto* t = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i)))
-            texts << t->text();
+        if (auto* t = qobject_cast<QCPTextElement*>(plot->plotLayout()->elementAt(i))) {
+            const QString whole = elidedTitleText(t);   // a title shortened to its width on this small window
+            texts << (whole.isEmpty() ? t->text() : whole);
+        }
     return texts.join(QLatin1Char('\n'));
 }
 
@@ -111,9 +114,11 @@ TEST_F(WindowProvenance, FeatureMapAndHeadStayWithTheirFile)
     EXPECT_EQ(w.selectionPanel()->index(QLatin1Char('h')), 0);
     EXPECT_TRUE(w.mechanismPanel()->options().causal);   // its own attributes
     ASSERT_TRUE(w.result());
-    for (const auto& o : w.result()->outcomes)
-        if (o.result.params.contains("feature_map"))
+    for (const auto& o : w.result()->outcomes) {
+        if (o.result.params.contains("feature_map")) {
             EXPECT_EQ(o.result.params["feature_map"], "relu") << attention::to_string(o.result.mechanism);
+        }
+    }
 
     // Back to vit_digits (opening it again shows it): its feature map, head and layer as they were left.
     w.selectionPanel()->setIndex(QLatin1Char('h'), 1);   // gqa's own choice, kept for gqa
@@ -274,7 +279,8 @@ TEST_F(WindowProvenance, CurveSetsCarryTheirInputsAndCanBeRemoved)
     EXPECT_TRUE(plotText(view).contains(QStringLiteral("closed"))) << plotText(view).toStdString();
 }
 
-// A learned 4 x 4 mixing matrix on grid data: the dialog refuses block counts it does not fit (the core's
+// A learned 4 x 4 mixing matrix on grid data (vit_digits.h5's 8 x 8 grid in 2 x 2 blocks): the dialog refuses
+// block counts it does not fit (the core's
 // check of every point), accepts the one it fits; switching Vary puts in the other kind's proposal.
 TEST_F(WindowProvenance, SweepDialogChecksLearnedMixingAndSwitchesProposals)
 {
@@ -288,12 +294,13 @@ TEST_F(WindowProvenance, SweepDialogChecksLearnedMixingAndSwitchesProposals)
               0);
     test::TestWindow w;
     ASSERT_TRUE(w.openAndWait({data("vit_digits.h5")}));
+    setOption(w, "block_grid", QStringLiteral("2x2"));   // 2 x 2 blocks of 4 x 4 tokens: M = 4
     setOption(w, "mixing", QStringLiteral("file"));
     setOption(w, "mixing_file", mc);
     ASSERT_TRUE(test::waitIdle(w));
-    ASSERT_TRUE(w.result());
-    ASSERT_TRUE(w.result()->blocks);
-    ASSERT_EQ(w.result()->blocks->num_blocks, 4) << w.lastError().toStdString();
+    ASSERT_TRUE(w.result()) << w.lastError().toStdString();
+    ASSERT_TRUE(w.result()->blocks) << w.messageText().toStdString();
+    ASSERT_EQ(w.result()->blocks->num_blocks, 4) << w.messageText().toStdString();
 
     SweepParams p;
     p.vary = QLatin1Char('m');
