@@ -264,7 +264,7 @@ private:
                 continue;
             QString text = r.name.isEmpty() ? tr("(unnamed run)") : r.name;
             if (!r.stale.isEmpty())
-                text += tr(" \u2014 not current");
+                text += tr(" (not current)");   // as the legend names it
             auto* item = new QListWidgetItem(text, m_runList);
             item->setData(Qt::UserRole, r.name);
             item->setFlags(r.name.isEmpty() ? Qt::ItemIsEnabled | Qt::ItemIsSelectable
