@@ -281,6 +281,14 @@ QString runLabel(const std::vector<const CurveRun*>& drawn, std::size_t i)
     return drawn[i]->stale.isEmpty() ? label : SweepView::tr("%1 (not current)").arg(label);
 }
 
+QString runTip(const CurveRun& r)
+{
+    QString tip = runDetails(*r.sweep, r.datasetLayer) + QLatin1Char('\n') + sourceText(r.sweep->spec);
+    if (!r.stale.isEmpty())
+        tip += QLatin1Char('\n') + SweepView::tr("Not the current inputs or options: %1").arg(r.stale);
+    return tip;
+}
+
 QString curveName(const Curve& c, const std::vector<const CurveRun*>& drawn)
 {
     const QString mech = mechanismLabel(c.mechanism);

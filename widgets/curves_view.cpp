@@ -314,15 +314,6 @@ private:
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // A run's tooltip: everything it was computed with, and why it is not current.
-    static QString runTip(const CurveRun& r)
-    {
-        QString tip = runDetails(*r.sweep, r.datasetLayer) + QLatin1Char('\n') + sourceText(r.sweep->spec);
-        if (!r.stale.isEmpty())
-            tip += QLatin1Char('\n') + tr("Not the current inputs or options: %1").arg(r.stale);
-        return tip;
-    }
-
     // Title (metric against x), a details line per drawn run (what it was computed with: data, layer, heads,
     // mechanisms, options), a line saying which runs no longer match the current inputs, and what a point pools.
     void addTitles(const CurveFrame& f)
