@@ -103,6 +103,7 @@ TEST_F(WindowProvenance, FeatureMapAndHeadStayWithTheirFile)
     const QString vit = data("vit_digits.h5"), gqa = data("char_llama_gqa.h5");
     ASSERT_TRUE(w.openAndWait({vit}));
     setOption(w, "feature_map", QStringLiteral("elu1"));
+    setOption(w, "gates", QStringLiteral("gates.h5:/g"));   // typed for gated (not ticked): kept with the file
     w.selectionPanel()->setIndex(QLatin1Char('h'), 2);
     ASSERT_TRUE(test::waitIdle(w));
     ASSERT_EQ(featureMap(w), attention::FeatureMapKind::elu1);
@@ -112,6 +113,7 @@ TEST_F(WindowProvenance, FeatureMapAndHeadStayWithTheirFile)
     EXPECT_EQ(queriesFile(w), gqa);
     EXPECT_EQ(featureMap(w), attention::FeatureMapKind::relu);
     EXPECT_EQ(w.selectionPanel()->index(QLatin1Char('h')), 0);
+    EXPECT_EQ(w.mechanismPanel()->saveState().value(QStringLiteral("gates")).toString(), QString());
     EXPECT_TRUE(w.mechanismPanel()->options().causal);   // its own attributes
     ASSERT_TRUE(w.result());
     for (const auto& o : w.result()->outcomes) {
@@ -126,6 +128,7 @@ TEST_F(WindowProvenance, FeatureMapAndHeadStayWithTheirFile)
     EXPECT_EQ(queriesFile(w), vit);
     EXPECT_EQ(featureMap(w), attention::FeatureMapKind::elu1);
     EXPECT_EQ(w.selectionPanel()->index(QLatin1Char('h')), 2);
+    EXPECT_EQ(w.mechanismPanel()->saveState().value(QStringLiteral("gates")).toString(), QStringLiteral("gates.h5:/g"));
     EXPECT_FALSE(w.mechanismPanel()->options().causal);
     ASSERT_TRUE(w.openAndWait({gqa}));
     EXPECT_EQ(w.selectionPanel()->index(QLatin1Char('h')), 1);
