@@ -12,6 +12,7 @@
 #include <string>
 
 #include "analysis/sweep.h"
+#include "attention/options_json.h"
 #include "plot_style.h"
 
 namespace attnscope::widgets {
@@ -43,6 +44,62 @@ QString axisText(const std::set<Eigen::Index>& values, const char* letter)
     if (values.size() == 1)
         return QStringLiteral("%1=%2").arg(l).arg(*values.begin());
     return QStringLiteral("%1=%2\u2013%3").arg(l).arg(*values.begin()).arg(*values.rbegin());
+}
+
+// The layers and heads of a run: "l=0" (the records' layers, or the per-layer dataset's) and "h=1" / "h=0\u20133".
+QStringList unitTexts(const analysis::SweepResult& sweep, int datasetLayer)
+{
+    std::set<Eigen::Index> layers, heads;
+    for (const auto& r : sweep.records) {
+        if (r.layer)
+            layers.insert(*r.layer);
+        if (r.head)
+            heads.insert(*r.head);
+    }
+    if (layers.empty() && datasetLayer >= 0)
+        layers.insert(datasetLayer);
+    QStringList out;
+    for (const QString& part : {axisText(layers, "l"), axisText(heads, "h")})
+        if (!part.isEmpty())
+            out << part;
+    return out;
+}
+
+// An option's value as a reader would say it: names bare, lists as 4x4, none as "default".
+QString valueText(const std::string& key, const nlohmann::ordered_json& v)
+{
+    if (v.is_null())
+        return key == "scale" ? QStringLiteral("1/\u221ad") : QCoreApplication::translate("CurvesView", "default");
+    if (v.is_boolean())
+        return v.get<bool>() ? QStringLiteral("on") : QStringLiteral("off");
+    if (v.is_string())
+        return v.get<std::string>().empty() ? QCoreApplication::translate("CurvesView", "default") : QString::fromStdString(v.get<std::string>());
+    if (v.is_array()) {
+        QStringList parts;
+        for (const auto& x : v)
+            parts << QString::fromStdString(x.dump());
+        return parts.isEmpty() ? QCoreApplication::translate("CurvesView", "none") : parts.join(QLatin1Char('x'));
+    }
+    return QString::fromStdString(v.dump());
+}
+
+// "feature map relu": an option (options_json.h's key, underscores as spaces) and its value.
+QString optionText(const std::string& key, const nlohmann::ordered_json& v)
+{
+    QString k = QString::fromStdString(key);
+    k.replace(QLatin1Char('_'), QLatin1Char(' '));
+    return k + QLatin1Char(' ') + valueText(key, v);
+}
+
+// The options that differ from the program's defaults, the feature map always: what a run's numbers depend on.
+QString optionsText(const attention::AttentionOptions& o)
+{
+    const nlohmann::ordered_json j = attention::options_to_json(o), defaults = attention::options_to_json(attention::AttentionOptions{});
+    QStringList parts;
+    for (auto it = j.begin(); it != j.end(); ++it)
+        if (it.key() == "feature_map" || defaults.value(it.key(), nlohmann::ordered_json()) != it.value())
+            parts << optionText(it.key(), it.value());
+    return parts.join(QStringLiteral(", "));
 }
 
 bool allPowersOfTwo(const std::vector<double>& xs)
@@ -93,7 +150,7 @@ char CurveRuns::set(const QList<CurveSet>& sets)
     for (const CurveSet& set : sets) {
         if (!set.sweep)
             continue;
-        CurveRun r{set.sweep, set.name, {}};
+        CurveRun r{set.sweep, set.name, {}, set.stale, set.datasetLayer};
         const auto it = known.find(set.sweep.get());
         if (it != known.end()) {
             r.summary = std::move(it->second);
@@ -220,7 +277,16 @@ Qt::PenStyle runStyle(int run)
 QString runLabel(const std::vector<const CurveRun*>& drawn, std::size_t i)
 {
     const QString& name = drawn[i]->name;
-    return name.isEmpty() ? SweepView::tr("run %1").arg(i + 1) : name;
+    const QString label = name.isEmpty() ? SweepView::tr("run %1").arg(i + 1) : name;
+    return drawn[i]->stale.isEmpty() ? label : SweepView::tr("%1 (not current)").arg(label);
+}
+
+QString runTip(const CurveRun& r)
+{
+    QString tip = runDetails(*r.sweep, r.datasetLayer) + QLatin1Char('\n') + sourceText(r.sweep->spec);
+    if (!r.stale.isEmpty())
+        tip += QLatin1Char('\n') + SweepView::tr("Not the current inputs or options: %1").arg(r.stale);
+    return tip;
 }
 
 QString curveName(const Curve& c, const std::vector<const CurveRun*>& drawn)
@@ -259,7 +325,7 @@ double featureDimension(const analysis::SweepSpec& spec, QString* what)
     return static_cast<double>(spec.synth->d);
 }
 
-QString curveSetName(const analysis::SweepResult& sweep)
+QString curveSetName(const analysis::SweepResult& sweep, int datasetLayer)
 {
     const auto& spec = sweep.spec;
     QString name = spec.vary == 'm' ? QCoreApplication::translate("CurvesView", "M sweep") : QCoreApplication::translate("CurvesView", "N sweep");
@@ -271,17 +337,37 @@ QString curveSetName(const analysis::SweepResult& sweep)
         return name;
     }
     name += dataText(spec);
-    std::set<Eigen::Index> layers, heads;
-    for (const auto& r : sweep.records) {
-        if (r.layer)
-            layers.insert(*r.layer);
-        if (r.head)
-            heads.insert(*r.head);
-    }
-    for (const QString& part : {axisText(layers, "l"), axisText(heads, "h")})
-        if (!part.isEmpty())
-            name += QLatin1Char(' ') + part;
+    for (const QString& part : unitTexts(sweep, datasetLayer))
+        name += QLatin1Char(' ') + part;
     return name;
+}
+
+QString runDetails(const analysis::SweepResult& sweep, int datasetLayer)
+{
+    const auto& spec = sweep.spec;
+    QStringList parts;
+    parts << dataText(spec);
+    if (spec.synth)
+        parts.back() = QCoreApplication::translate("CurvesView", "synthetic %1 d=%2").arg(QString::fromStdString(spec.synth->kind)).arg(spec.synth->d);
+    parts << unitTexts(sweep, datasetLayer);
+    QStringList mechanisms;
+    for (const Mechanism m : spec.mechanisms)
+        mechanisms << mechanismLabel(m);
+    parts << mechanisms.join(QStringLiteral(", "));
+    parts << optionsText(spec.options);
+    parts.removeAll(QString());
+    return parts.join(QStringLiteral(" \u00b7 "));
+}
+
+QString optionsDifference(const attention::AttentionOptions& run, const attention::AttentionOptions& now)
+{
+    const nlohmann::ordered_json a = attention::options_to_json(run), b = attention::options_to_json(now);
+    QStringList parts;
+    for (auto it = a.begin(); it != a.end(); ++it)
+        if (!b.contains(it.key()) || b[it.key()] != it.value())
+            parts << QCoreApplication::translate("CurvesView", "%1 (now %2)")
+                         .arg(optionText(it.key(), it.value()), valueText(it.key(), b.value(it.key(), nlohmann::ordered_json())));
+    return parts.join(QStringLiteral(", "));
 }
 
 }  // namespace attnscope::widgets

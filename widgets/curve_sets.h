@@ -47,6 +47,8 @@ struct CurveRun {
     std::shared_ptr<const analysis::SweepResult> sweep;
     QString name;
     nlohmann::ordered_json summary;
+    QString stale;           // CurveSet::stale
+    int datasetLayer = -1;   // CurveSet::datasetLayer
     char kind() const;   // 'm' for a sweep over M, else 'n'
 };
 
@@ -101,6 +103,8 @@ std::pair<double, double> bandOf(const CurvePoint& p, const QString& band);
 Qt::PenStyle runStyle(int run);
 // Drawn run i in the legend: its name, or "run i+1" when it has none.
 QString runLabel(const std::vector<const CurveRun*>& drawn, std::size_t i);
+// A run's tooltip in the list of runs: runDetails, sourceText and why it is not current.
+QString runTip(const CurveRun& run);
 // A curve's name in the legend and the read-out: the mechanism, and its run when several are drawn.
 QString curveName(const Curve& c, const std::vector<const CurveRun*>& drawn);
 // What a run's data are ("vit_local2d.h5", "synthetic local1d, d = 16, N = 256, 3 seeds") and, when it has

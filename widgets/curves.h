@@ -4,7 +4,9 @@
 #include <QList>
 #include <QString>
 #include <memory>
+#include <utility>
 
+#include "attention/options.h"
 #include "result_view.h"
 
 namespace attnscope::analysis {
@@ -16,13 +18,24 @@ namespace attnscope::widgets {
 // One finished run of a sweep as the Curves tab lists it: its result and the name its curves carry in
 // the legend and in the list of runs.
 struct CurveSet {
+    CurveSet() = default;
+    CurveSet(std::shared_ptr<const analysis::SweepResult> s, QString n) : sweep(std::move(s)), name(std::move(n)) {}
     std::shared_ptr<const analysis::SweepResult> sweep;
     QString name;
+    QString stale;           // why it no longer matches the window's current inputs or options ("": it does)
+    int datasetLayer = -1;   // the layer its queries are, for files with per-layer datasets (-1: none)
 };
 
-// "N sweep · vit_local2d.h5 h=0", "M sweep · synthetic local1d d=16": what varied, on which data, and the
-// layers and heads the records hold.
-QString curveSetName(const analysis::SweepResult& sweep);
+// "N sweep · vit_local2d.h5 h=0", "M sweep · synthetic local1d d=16", "M sweep · lm.h5 l=1 h=1": what varied,
+// on which data, and the layers and heads the records hold (or `datasetLayer`, the layer of per-layer datasets).
+QString curveSetName(const analysis::SweepResult& sweep, int datasetLayer = -1);
+// Everything a run was computed with, on one line: data, layer, heads, mechanisms and the options that differ
+// from the program's defaults ("char_lm_licenses.h5 · l=0 · h=1 · softmax, linear, MHLA · feature map relu,
+// causal"). Legends name runs by curveSetName; tooltips and the views' details lines show this.
+QString runDetails(const analysis::SweepResult& sweep, int datasetLayer = -1);
+// The options of `run` that differ from `now`, in words ("feature map relu (now elu1), causal (now not)"); "" when
+// none does.
+QString optionsDifference(const attention::AttentionOptions& run, const attention::AttentionOptions& now);
 
 // CurvesView: one line per mechanism of the chosen metric (a sweep metric: analysis::sweep_metric_names)
 // against N or M (from the sweep's vary), mean over layers / heads / draws / seeds with a shaded band
@@ -51,6 +64,8 @@ signals:
     // The user clicked the cell of this layer and head (the file's numbers; -1 where the data have no such
     // axis). The overview emits it; another view may then select that layer and head.
     void cellActivated(int layer, int head);
+    // The user asked to remove the run of this name (the Curves tab's list of runs: context menu or Delete).
+    void runRemovalRequested(const QString& name);
 };
 
 SweepView* createCurvesView(QWidget* parent = nullptr);

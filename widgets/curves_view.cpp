@@ -12,6 +12,8 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QListWidget>
+#include <QKeyEvent>
+#include <QMenu>
 #include <QMouseEvent>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -172,10 +174,24 @@ public:
     }
 
 protected:
+    // Delete (or Backspace) in the list of runs removes the selected run.
+    bool eventFilter(QObject* watched, QEvent* event) override
+    {
+        if (watched == m_runList && event->type() == QEvent::KeyPress) {
+            const int key = static_cast<QKeyEvent*>(event)->key();
+            const QListWidgetItem* item = m_runList->currentItem();
+            if ((key == Qt::Key_Delete || key == Qt::Key_Backspace) && item && !item->data(Qt::UserRole).toString().isEmpty()) {
+                emit runRemovalRequested(item->data(Qt::UserRole).toString());
+                return true;
+            }
+        }
+        return SweepPlotView::eventFilter(watched, event);
+    }
+
     void adjustLayout(const QSize& size) override
     {
         if (m_legend)
-            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, 3, isNarrow(size.width(), fontScale()));
+            placeLegend(m_plot, m_rect, m_legend, m_legendAlign, m_rectRow + 1, isNarrow(size.width(), fontScale()));
     }
 
 private:
@@ -216,6 +232,20 @@ private:
         row->addWidget(m_runList, 1);
         if (auto* v = qobject_cast<QVBoxLayout*>(layout()))
             v->insertWidget(1, m_runRow);
+        // Removing a run: its context menu, or Delete on the selected run.
+        m_runList->setObjectName(QStringLiteral("runs"));
+        m_runList->setSelectionMode(QAbstractItemView::SingleSelection);
+        m_runList->setContextMenuPolicy(Qt::CustomContextMenu);
+        connect(m_runList, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+            QListWidgetItem* item = m_runList->itemAt(pos);
+            const QString name = item ? item->data(Qt::UserRole).toString() : QString();
+            if (name.isEmpty())
+                return;
+            QMenu menu(this);
+            menu.addAction(tr("Remove run \u201c%1\u201d").arg(name), this, [this, name] { emit runRemovalRequested(name); });
+            menu.exec(m_runList->viewport()->mapToGlobal(pos));
+        });
+        m_runList->installEventFilter(this);   // Delete (eventFilter)
         connect(m_runList, &QListWidget::itemChanged, this, [this](QListWidgetItem* item) {
             m_runs.setShown(item->data(Qt::UserRole).toString(), item->checkState() == Qt::Checked);
             rebuild();
@@ -232,16 +262,22 @@ private:
             kinds[r.kind() == 'm' ? 1 : 0] = true;
             if (r.kind() != kind())
                 continue;
-            auto* item = new QListWidgetItem(r.name.isEmpty() ? tr("(unnamed run)") : r.name, m_runList);
+            QString text = r.name.isEmpty() ? tr("(unnamed run)") : r.name;
+            if (!r.stale.isEmpty())
+                text += tr(" (not current)");   // as the legend names it
+            auto* item = new QListWidgetItem(text, m_runList);
             item->setData(Qt::UserRole, r.name);
-            item->setFlags(r.name.isEmpty() ? Qt::ItemIsEnabled : Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
+            item->setFlags(r.name.isEmpty() ? Qt::ItemIsEnabled | Qt::ItemIsSelectable
+                                            : Qt::ItemIsEnabled | Qt::ItemIsSelectable | Qt::ItemIsUserCheckable);
             item->setCheckState(m_runs.shown(r) ? Qt::Checked : Qt::Unchecked);
-            item->setToolTip(sourceText(r.sweep->spec));
+            if (!r.stale.isEmpty())
+                item->setForeground(QColor(0xa0, 0x50, 0x00));
+            item->setToolTip(runTip(r));
         }
         const bool both = kinds[0] && kinds[1];
         m_kindLabel->setVisible(both);
         m_kindBox->setVisible(both);
-        m_runRow->setVisible(m_runs.all().size() > 1);
+        m_runRow->setVisible(!m_runs.empty());   // one run too: its details in the tooltip, removable
     }
 
     void rebuild() override
@@ -278,11 +314,24 @@ private:
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // Title (metric against x) and a subtitle saying what the data are and what a point pools.
+    // Title (metric against x), a details line per drawn run (what it was computed with: data, layer, heads,
+    // mechanisms, options), a line saying which runs no longer match the current inputs, and what a point pools.
     void addTitles(const CurveFrame& f)
     {
         QString title = tr("%1 against %2").arg(sweepMetricLabel(f.key), xName(f));
         title[0] = title[0].toUpper();
+        QStringList details, stale;
+        constexpr std::size_t kMaxDetails = 4;
+        for (std::size_t i = 0; i < m_drawn.size(); ++i) {
+            const CurveRun& r = *m_drawn[i];
+            const QString d = runDetails(*r.sweep, r.datasetLayer);
+            if (i < kMaxDetails)
+                details << (m_drawn.size() == 1 ? d : tr("%1: %2").arg(runLabel(m_drawn, i), d));
+            if (!r.stale.isEmpty())
+                stale << (m_drawn.size() == 1 ? r.stale : tr("%1: %2").arg(runLabel(m_drawn, i), r.stale));
+        }
+        if (m_drawn.size() > kMaxDetails)
+            details << tr("\u2026 and %1 more runs (their tooltips in the list of runs)").arg(m_drawn.size() - kMaxDetails);
         QString sub = m_drawn.size() == 1 ? sourceText(m_drawn.front()->sweep->spec)
                                           : tr("%1 runs (line style marks the run)").arg(m_drawn.size());
         if (f.pooled > 1)
@@ -294,6 +343,14 @@ private:
         auto* st = addTitle(m_plot, sub, plotFont(kTickPt));
         st->setTextColor(QColor(80, 80, 80));
         m_plot->plotLayout()->addElement(1, 0, st);
+        auto* dt = addTitle(m_plot, details.join(QLatin1Char('\n')), plotFont(kTickPt));
+        dt->setTextColor(QColor(60, 60, 60));
+        m_plot->plotLayout()->addElement(2, 0, dt);
+        if (!stale.isEmpty()) {
+            auto* nt = addTitle(m_plot, tr("Not the current inputs or options \u2014 %1").arg(stale.join(QStringLiteral("; "))), plotFont(kTickPt, true));
+            nt->setTextColor(QColor(0xa0, 0x50, 0x00));
+            m_plot->plotLayout()->addElement(3, 0, nt);
+        }
     }
 
     QString xName(const CurveFrame& f) const { return f.byM ? tr("blocks M") : tr("sequence length N"); }
@@ -303,9 +360,11 @@ private:
     QCPLegend* addAxes(const CurveFrame& f)
     {
         m_rect = new QCPAxisRect(m_plot, true);
-        m_plot->plotLayout()->addElement(2, 0, m_rect);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
-        m_plot->plotLayout()->setRowStretchFactor(1, 0.01);
+        const int row = m_plot->plotLayout()->rowCount();   // under the title and its lines
+        m_rectRow = row;
+        m_plot->plotLayout()->addElement(row, 0, m_rect);
+        for (int r = 0; r < row; ++r)
+            m_plot->plotLayout()->setRowStretchFactor(r, 0.01);
         m_plot->plotLayout()->setRowSpacing(0);
         m_rect->setupFullAxesBox(true);
         styleAxisRect(m_rect);
@@ -520,6 +579,7 @@ private:
     QString m_note;                          // shown instead of the usual hint while there is no run
     std::vector<Curve> m_curves;
     QCPAxisRect* m_rect = nullptr;
+    int m_rectRow = 0;                       // the plot layout's row of m_rect (a narrow legend goes below it)
     QCPLegend* m_legend = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignTop | Qt::AlignLeft;
     QComboBox *m_kindBox, *m_bandBox, *m_xBox, *m_yBox;

@@ -295,6 +295,14 @@ bool DataBrowser::closeFile(const QString& path)
     return true;
 }
 
+int DataBrowser::tensorCount(const QString& file) const
+{
+    for (const OpenFile& f : m_files)
+        if (f.path == file)
+            return static_cast<int>(f.tensors.size());
+    return 0;
+}
+
 QString DataBrowser::currentFile() const
 {
     const QTreeWidgetItem* item = m_tree->currentItem();

@@ -48,6 +48,7 @@ public:
     // Closes one file; its tensors lose their roles. False when it is not open.
     bool closeFile(const QString& path);
     QStringList files() const;                 // successfully opened files, in opening order
+    int tensorCount(const QString& file) const;   // numeric tensors listed for an open file (0: not open)
     QString currentFile() const;               // the file of the item selected in the tree ("" when none)
 
     // Assigns Q, K and V from the first group of `file` whose names suggest them (Q and K at least).

@@ -165,6 +165,7 @@ void MainWindow::buildDocks()
     connect(m_mechanism, &MechanismPanel::changed, this, [this] {
         if (!m_settingPanels)
             m_userChangedOptions = true;   // an explicit choice: it stays with this file
+        updateSweepProvenance();
         scheduleCompute();
     });
 }

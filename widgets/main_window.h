@@ -48,6 +48,7 @@ class MechanismPanel;
 class ResultView;
 class SweepView;
 struct SweepParams;
+struct SweepDataContext;
 template <class Result>
 class GuiJob;
 
@@ -112,6 +113,9 @@ public:
     // the status bar) and opens its tab when done: "curves" (Sweep..., on the current data or synthetic
     // data) and "overview" (Model Overview: every layer x head of the current Q/K). Sessions store the
     // finished sweeps with their records and the views' states; loading a session never runs a sweep.
+    // What the sweep dialog checks against: the current data, selection and options, the learned mixing
+    // matrix read (a problem when it cannot be).
+    SweepDataContext sweepDataContext() const;
     void runSweep(const SweepParams& params);
     void runOverview();
     bool isSweeping() const;
@@ -168,6 +172,9 @@ private:
 
     // The explore computation (main_window_explore.cpp).
     void onAssignmentChanged();
+    void saveFileState(const QString& file);
+    bool showFile(const QString& file);
+    QString noDataReason() const;
     void applyFileDefaults(const QString& queriesRef);
     void updateLayers();
     void updateHeadPairing();
@@ -205,10 +212,15 @@ private:
     void updateSweepStatus();
     void resetSweeps();
     bool currentSource(analysis::TensorSource& source, QString* error) const;
+    QString staleReason(const analysis::SweepResult& run, bool overview) const;
+    void updateSweepProvenance();                          // marks runs that no longer match the current inputs
+    void activateOverviewCell(int layer, int head);         // a click on the overview: on the overview's file
+    void removeRun(SweepSlot& s, const QString& name);
     void showSweepRuns(SweepSlot& s);                       // the slot's tab: created when needed, given its runs
     void clearSweepError();                                 // hides a failed sweep's message
-    QJsonObject sweepsState() const;                        // finished runs for the session ("sweeps")
-    QString restoreSweeps(const QJsonObject& session);      // a session's runs (or a note); returns a message for the bar
+    QJsonObject sweepsState(const QString& sessionFile) const;   // finished runs for the session ("sweeps")
+    // A session's runs (or a note); returns a message for the bar.
+    QString restoreSweeps(const QJsonObject& session, const QString& sessionFile);
 
     std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;
@@ -222,7 +234,16 @@ private:
     QString m_defaultsFile;                       // ... and their file
     bool m_userChangedOptions = false;            // the user changed an option since (an override for this file)
     bool m_settingPanels = false;                 // the window itself is setting the panels
-    QHash<QString, QJsonObject> m_fileOptions;    // per file: the mechanism options the user chose there
+    // One state per open file: what the window shows when it comes back to the file.
+    struct FileState {
+        QJsonObject mechanism, selection;         // the panels' states
+        bool userChanged = false;                 // the user changed an option there
+        QStringList tensors;                      // names of the queries, keys, values in the file
+    };
+    QHash<QString, FileState> m_fileStates;
+    QStringList m_lastTensors;                    // the current file's tensor names (q, k, v)
+    QString m_unusable;                           // why the file opened last cannot be shown (one tensor ...)
+    QString m_unusableFile;                       // ... and that file
     std::vector<analysis::LayerTensors> m_layers; // per-layer datasets of the queries' file (may be empty)
     bool m_resultCurrent = false;                 // m_result answers the current inputs
     int m_query = -1;

@@ -42,33 +42,93 @@ void MainWindow::onAssignmentChanged()
     const auto q = m_browser->assigned(TensorRole::queries);
     const QString ref = q ? q->ref() : QString();
     const QString file = q ? q->file : QString();
-    // Leaving a file whose options the user changed: they stay with that file.
-    if (file != m_defaultsFile && !m_defaultsFile.isEmpty() && m_userChangedOptions)
-        m_fileOptions[m_defaultsFile] = m_mechanism->saveState();
+    // Leaving a file: its options, selection and tensors stay with it (one state per open file); a closed
+    // file's state goes with it.
+    if (file != m_defaultsFile && !m_defaultsFile.isEmpty() && !m_applyingSession)
+        saveFileState(m_defaultsFile);
+    const QStringList open = m_browser->files();
+    for (auto it = m_fileStates.begin(); it != m_fileStates.end();)
+        it = open.contains(it.key()) ? std::next(it) : m_fileStates.erase(it);
     m_selection->setTensor(q);
     if (file != m_defaultsFile)
         m_attributeProblem.clear();
+    if (q || !open.contains(m_unusableFile))
+        m_unusable.clear();
     if (m_applyingSession) {
         m_mechanism->forgetFileDefaults();   // a session brings its own options
-    } else if (q && ref != m_defaultsRef) {
+    } else if (!q) {
+        // Nothing describes a closed file any more: the options go back to the program's defaults.
+        m_settingPanels = true;
+        m_mechanism->resetToDefaults();
+        m_settingPanels = false;
+        m_userChangedOptions = false;
+    } else if (ref != m_defaultsRef) {
         const bool otherFile = file != m_defaultsFile;
-        if (otherFile && m_fileOptions.contains(file)) {
-            // Back to a file the user configured: its options as they were left.
+        if (otherFile && m_fileStates.contains(file)) {
+            // Back to a file: its options and selection as they were left (its attributes' note with them).
+            const FileState st = m_fileStates.value(file);
             m_settingPanels = true;
-            m_mechanism->restoreState(m_fileOptions.value(file));
+            applyFileDefaults(ref);
+            m_mechanism->restoreState(st.mechanism);
+            m_selection->restoreState(st.selection);
             m_settingPanels = false;
-            m_userChangedOptions = true;
+            m_userChangedOptions = st.userChanged;
         } else if (otherFile || !m_userChangedOptions) {
             // New queries start from their file's attributes (another layer of a file keeps what the user chose).
+            m_settingPanels = true;
             applyFileDefaults(ref);
+            m_settingPanels = false;
             m_userChangedOptions = false;
         }
     }
     m_defaultsRef = ref;
     m_defaultsFile = file;
+    m_lastTensors.clear();
+    if (q) {
+        const auto k = m_browser->assigned(TensorRole::keys), v = m_browser->assigned(TensorRole::values);
+        m_lastTensors = {q->name, k && k->file == file ? k->name : QString(), v && v->file == file ? v->name : QString()};
+    }
     updateLayers();
     onSelectionChanged();
+    if (!q && !m_applyingSession) {
+        // The views describe no file now: cleared at once, not greyed until a computation that cannot start.
+        m_debounce.stop();
+        m_explore->cancel();
+        clearResult(noDataReason());
+    }
     updateCentral();
+}
+
+// What the file shows when the window comes back to it: the options (with whether the user changed them),
+// the selection and the tensors assigned.
+void MainWindow::saveFileState(const QString& file)
+{
+    FileState st;
+    st.mechanism = m_mechanism->saveState();
+    st.selection = m_selection->saveState();
+    st.userChanged = m_userChangedOptions;
+    st.tensors = m_lastTensors;
+    m_fileStates.insert(file, st);
+}
+
+// Shows `file`: the tensors it had when the window left it, else those its names suggest. False when it
+// has no queries and keys the window can use.
+bool MainWindow::showFile(const QString& file)
+{
+    const auto it = m_fileStates.constFind(file);
+    if (it != m_fileStates.cend() && it->tensors.size() == 3 &&
+        m_browser->assignTensors(file, it->tensors[0], it->tensors[1], it->tensors[2]))
+        return true;
+    return m_browser->autoAssign(file) && m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
+}
+
+// Why nothing is computed while queries or keys are missing.
+QString MainWindow::noDataReason() const
+{
+    if (!m_unusable.isEmpty())
+        return m_unusable;
+    return m_browser->files().isEmpty() ? tr("no data open")
+                                        : tr("queries and keys are not assigned (right-click a tensor in the Data dock)");
 }
 
 // The per-layer datasets of the queries' file, for the Selection dock's layer control.
@@ -149,6 +209,7 @@ void MainWindow::onSelectionChanged()
     m_mechanism->setContext(m_selection->tokens(), m_selection->tokenGrid(), !m_selection->gridGuessed());
     m_mechanism->setFeatureDim(m_selection->features());
     updateTitle();
+    updateSweepProvenance();
     scheduleCompute();
 }
 
@@ -268,8 +329,7 @@ bool MainWindow::buildRequest(analysis::ExploreRequest& request)
     const auto v = m_browser->assigned(TensorRole::values);
     if (!q || !k) {
         m_explore->cancel();
-        clearResult(m_browser->files().isEmpty() ? tr("no data open")
-                                                 : tr("queries and keys are not assigned (right-click a tensor in the Data dock)"));
+        clearResult(noDataReason());
         emit computationFinished(false, tr("queries and keys are not assigned"));
         return false;
     }

@@ -55,13 +55,24 @@ void MainWindow::openFiles(const QStringList& paths)
     }
     // Opening a file shows it: Q/K/V from the names of the newest file that has them (the current ones stay
     // when none of the opened files names queries and keys).
-    for (auto it = opened.crbegin(); it != opened.crend(); ++it)
-        if (m_browser->autoAssign(*it) && m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys))
-            break;
-    if (!opened.isEmpty() && (!m_browser->assigned(TensorRole::queries) || !m_browser->assigned(TensorRole::keys)))
-        showMessage(tr("No queries and keys recognised from the tensor names: right-click a tensor in the Data dock "
-                       "and choose \"Use as queries\" / \"Use as keys\"."),
-                    false);
+    // A file the window was showing before comes back with its own tensors and options (showFile).
+    bool shown = false;
+    for (auto it = opened.crbegin(); it != opened.crend() && !shown; ++it)
+        shown = showFile(*it);
+    if (!opened.isEmpty() && !shown) {
+        // Opening a file shows it: one the app cannot use says so in the views, where its data would be,
+        // instead of leaving the previous file on screen.
+        const QString name = QFileInfo(opened.last()).fileName();
+        m_unusable = tr("%1 has no queries and keys the app recognises (%2). Right-click a tensor in the Data dock and "
+                        "choose \"Use as queries\" / \"Use as keys\".")
+                         .arg(name, m_browser->tensorCount(opened.last()) == 1 ? tr("it holds one tensor; attention needs two")
+                                                                             : tr("no tensor names like q / k"));
+        m_unusableFile = opened.last();
+        for (TensorRole r : {TensorRole::queries, TensorRole::keys, TensorRole::values})
+            m_browser->clearAssignment(r);
+        clearResult(m_unusable);
+        showMessage(m_unusable, false);
+    }
     if (!errors.isEmpty()) {
         showMessage(errors.join(QLatin1Char('\n')), true);
         statusBar()->showMessage(errors.first(), 10000);

@@ -91,7 +91,7 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
     s[QStringLiteral("views")] = views;
     // Finished sweeps with their records: a session shows them as they were and never starts a sweep.
     // The dialog's last parameters only fill the dialog again.
-    const QJsonObject sweeps = sweepsState();
+    const QJsonObject sweeps = sweepsState(sessionFile);
     if (!sweeps.isEmpty())
         s[QStringLiteral("sweeps")] = sweeps;
     if (m_sweepParams->toJson() != SweepParams().toJson())
@@ -145,28 +145,67 @@ QString sessionIndexProblem(const QJsonObject& s, const std::optional<TensorEntr
 
 }  // namespace
 
-QJsonObject MainWindow::sweepsState() const
+namespace {
+
+// A stored run's data references (its spec's inputs, each record's input) mapped by `map`: relative to the
+// session when saved, back to paths when read, like every path of a session. Synthetic runs name no file.
+QJsonObject mapRunReferences(QJsonObject result, const std::function<QString(const QString&)>& map)
 {
+    QJsonObject spec = result.value(QStringLiteral("spec")).toObject();
+    QJsonArray inputs = spec.value(QStringLiteral("inputs")).toArray();
+    if (inputs.isEmpty())
+        return result;
+    for (qsizetype i = 0; i < inputs.size(); ++i) {
+        QJsonObject in = inputs[i].toObject();
+        for (const QString& key : {QStringLiteral("q"), QStringLiteral("k")})
+            if (in.value(key).isString())
+                in[key] = map(in.value(key).toString());
+        inputs[i] = in;
+    }
+    spec[QStringLiteral("inputs")] = inputs;
+    result[QStringLiteral("spec")] = spec;
+    QJsonArray records = result.value(QStringLiteral("records")).toArray();
+    for (qsizetype i = 0; i < records.size(); ++i) {
+        QJsonObject r = records[i].toObject();
+        if (r.value(QStringLiteral("input")).isString() && !r.value(QStringLiteral("input")).toString().isEmpty())
+            r[QStringLiteral("input")] = map(r.value(QStringLiteral("input")).toString());
+        records[i] = r;
+    }
+    result[QStringLiteral("records")] = records;
+    return result;
+}
+
+}  // namespace
+
+QJsonObject MainWindow::sweepsState(const QString& sessionFile) const
+{
+    const auto stored = [&sessionFile](const analysis::SweepResult& r) {
+        return mapRunReferences(toQt(analysis::sweep_result_json(r)),
+                                [&sessionFile](const QString& ref) { return sessionStoredReference(sessionFile, ref); });
+    };
     QJsonObject out;
     QJsonArray curves;
     for (const CurveSet& run : m_curvesSlot->runs)
-        curves.append(QJsonObject{{QStringLiteral("name"), run.name}, {QStringLiteral("result"), toQt(analysis::sweep_result_json(*run.sweep))}});
+        curves.append(QJsonObject{{QStringLiteral("name"), run.name}, {QStringLiteral("result"), stored(*run.sweep)}});
     if (!curves.isEmpty())
         out[QStringLiteral("curves")] = curves;
     if (m_overviewSlot->result)
-        out[QStringLiteral("overview")] = QJsonObject{{QStringLiteral("result"), toQt(analysis::sweep_result_json(*m_overviewSlot->result))}};
+        out[QStringLiteral("overview")] = QJsonObject{{QStringLiteral("result"), stored(*m_overviewSlot->result)}};
     return out;
 }
 
 // The session's finished sweeps go back into their tabs as they were. Sessions of older versions kept a
 // sweep's parameters ("sweep", "overview": true) to rerun it when opened; such a sweep is not rerun (it may
 // never have finished): its tab says how to run it again.
-QString MainWindow::restoreSweeps(const QJsonObject& s)
+QString MainWindow::restoreSweeps(const QJsonObject& s, const QString& sessionFile)
 {
     QStringList problems;
-    auto read = [&problems](const QJsonValue& v) -> SweepResultPtr {
+    auto read = [&problems, &sessionFile](const QJsonValue& v) -> SweepResultPtr {
         try {
-            const QByteArray text = QJsonDocument(v.toObject().value(QStringLiteral("result")).toObject()).toJson(QJsonDocument::Compact);
+            const QJsonObject result = mapRunReferences(v.toObject().value(QStringLiteral("result")).toObject(), [&sessionFile](const QString& ref) {
+                return sessionResolvedReference(sessionFile, ref);
+            });
+            const QByteArray text = QJsonDocument(result).toJson(QJsonDocument::Compact);
             return std::make_shared<const analysis::SweepResult>(analysis::sweep_result_from_json(nlohmann::json::parse(text.toStdString())));
         } catch (const std::exception& e) {
             problems << QString::fromStdString(e.what());
@@ -309,7 +348,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     for (SweepSlot* slot : {m_curvesSlot.get(), m_overviewSlot.get()})
         if (views.contains(slot->name))
             slot->pendingState = views.value(slot->name).toObject();
-    const QString sweepMessage = restoreSweeps(s);
+    const QString sweepMessage = restoreSweeps(s, sessionFile);
     setCurrentView(s.value(QStringLiteral("view")).toString(QStringLiteral("maps")));
     m_query = s.value(QStringLiteral("query")).toInt(-1);
     m_applyingSession = false;

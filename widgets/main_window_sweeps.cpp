@@ -2,6 +2,7 @@
 // Overview). Each runs on its own GuiJob; its progress shares the status bar's sweep indicator (with
 // "cancelling…" from Cancel until the job stops), and the first result creates the slot's tab. The curves
 // keep every finished run as a curve set of its own (an N sweep and an M sweep, several runs of each).
+#include <QFileInfo>
 #include <QLabel>
 #include <QProgressBar>
 #include <QStatusBar>
@@ -11,6 +12,8 @@
 #include <stdexcept>
 
 #include "analysis/inputs.h"
+#include "analysis/plan.h"
+#include "io/selection.h"
 #include "curves.h"
 #include "data_browser.h"
 #include "main_window_p.h"
@@ -20,6 +23,32 @@
 #include "util/json_text.h"
 
 namespace attnscope::widgets {
+
+namespace {
+
+// The file of a reference FILE[:NAME], as the Data dock names it.
+QString fileOf(const std::string& ref) { return QString::fromStdString(io::parse_tensor_ref(ref).file); }
+
+// The layer a run's queries are when its file has per-layer datasets (/layers/<i>/q); -1 otherwise or when
+// the records carry their layers. Headers only.
+int datasetLayerOf(const analysis::SweepResult& r)
+{
+    if (r.spec.synth || r.spec.inputs.empty())
+        return -1;
+    if (!r.spec.input_layers.empty() && r.spec.input_layers.front())
+        return static_cast<int>(*r.spec.input_layers.front());
+    const analysis::TensorSource& in = r.spec.inputs.front();
+    try {
+        for (const analysis::LayerTensors& l : analysis::layer_tensors(in.q_ref, in.k_ref, std::nullopt))
+            if (l.q_ref == in.q_ref)
+                return static_cast<int>(l.layer);
+    } catch (const std::exception&) {
+        // A file that moved or cannot be read: the run is named without its layer.
+    }
+    return -1;
+}
+
+}  // namespace
 
 MainWindow::SweepSlot& MainWindow::slot(const QString& view) const
 {
@@ -145,6 +174,13 @@ bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) c
 
 void MainWindow::showSweepDialog()
 {
+    SweepDialog dialog(*m_sweepParams, sweepDataContext(), this);
+    if (dialog.exec() == QDialog::Accepted)
+        runSweep(dialog.params());
+}
+
+SweepDataContext MainWindow::sweepDataContext() const
+{
     SweepDataContext data;
     data.haveData = m_browser->assigned(TensorRole::queries) && m_browser->assigned(TensorRole::keys);
     if (data.haveData) {
@@ -156,9 +192,16 @@ void MainWindow::showSweepDialog()
             data.problem = why;
     }
     data.options = m_mechanism->options();
-    SweepDialog dialog(*m_sweepParams, std::move(data), this);
-    if (dialog.exec() == QDialog::Accepted)
-        runSweep(dialog.params());
+    // The learned mixing matrix as the run will read it: the dialog checks it against every point's blocks.
+    if (const QString mixing = m_mechanism->mixingFile(); !mixing.isEmpty() && data.source) {
+        try {
+            analysis::load_mixing(data.options.mixing, mixing.toStdString());
+        } catch (const std::exception& e) {
+            data.source.reset();
+            data.problem = tr("Mixing matrix: %1").arg(QString::fromStdString(e.what()));
+        }
+    }
+    return data;
 }
 
 void MainWindow::runSweep(const SweepParams& params)
@@ -236,7 +279,7 @@ void MainWindow::finishSweep(const QString& view, SweepResultPtr result)
     if (&s == m_overviewSlot.get()) {
         s.runs = {CurveSet{result, QString()}};
     } else {
-        const QString base = curveSetName(*result);
+        const QString base = curveSetName(*result, datasetLayerOf(*result));
         const auto specText = [](const analysis::SweepResult& r) {
             return json_text(analysis::sweep_result_json(analysis::SweepResult{r.spec, {}})["spec"]);
         };
@@ -251,7 +294,7 @@ void MainWindow::finishSweep(const QString& view, SweepResultPtr result)
         int same = -1, taken = 0;
         for (int i = 0; i < s.runs.size(); ++i) {
             const CurveSet& run = s.runs.at(i);
-            if (curveSetName(*run.sweep) != base)
+            if (curveSetName(*run.sweep, run.datasetLayer) != base)
                 continue;
             ++taken;
             if (specText(*run.sweep) == spec && valuesText(*run.sweep) == values)
@@ -275,14 +318,124 @@ void MainWindow::finishSweep(const QString& view, SweepResultPtr result)
     updateCentral();
 }
 
+
+// Why run `r` no longer matches what the window shows ("" when it does): its file closed or not the one shown,
+// another layer or selection (the axes it swept aside), or other mechanism options. Synthetic runs depend on
+// nothing the window shows.
+QString MainWindow::staleReason(const analysis::SweepResult& r, bool overview) const
+{
+    if (r.spec.synth || r.spec.inputs.empty())
+        return {};
+    const analysis::TensorSource& in = r.spec.inputs.front();
+    const QString file = fileOf(in.q_ref);
+    const QString name = QFileInfo(file).fileName();
+    if (!m_browser->files().contains(file))
+        return tr("%1 is closed").arg(name);
+    const auto q = m_browser->assigned(TensorRole::queries);
+    if (!q)
+        return tr("no queries are assigned now");
+    QStringList parts;
+    if (q->file != file)   // another file's options differ anyway: the file says it
+        return tr("computed on %1, the window shows %2").arg(name, QFileInfo(q->file).fileName());
+    if (!overview) {
+        const int layer = m_selection->currentLayer();
+        if (q->ref().toStdString() != in.q_ref)
+            parts << (layer >= 0 ? tr("other queries (now layer %1)").arg(layer) : tr("other queries (now %1)").arg(q->name));
+        const io::AxisSelection now = m_selection->selection();
+        if (now.prefix_tokens != in.selection.prefix_tokens)
+            parts << tr("prefix tokens %1 (now %2)").arg(in.selection.prefix_tokens).arg(now.prefix_tokens);
+        for (const auto& [axis, index] : in.selection.at) {
+            const bool swept = (axis == 'h' && r.spec.heads.kind != analysis::AxisChoice::Kind::selection) ||
+                               (axis == 'l' && r.spec.layers.kind != analysis::AxisChoice::Kind::selection);
+            const auto it = now.at.find(axis);
+            const std::int64_t current = it == now.at.end() ? 0 : it->second;
+            if (!swept && current != index)
+                parts << tr("%1=%2 (now %3)").arg(QChar::fromLatin1(axis)).arg(index).arg(current);
+        }
+    }
+    try {
+        if (const QString d = optionsDifference(r.spec.options, m_mechanism->options()); !d.isEmpty())
+            parts << d;
+    } catch (const std::exception& e) {
+        parts << tr("the current options are incomplete (%1)").arg(QString::fromStdString(e.what()));
+    }
+    return parts.join(QStringLiteral("; "));
+}
+
+// Every run says whether it still matches the current inputs and options (checked on every change of files,
+// selection or options); a view is redrawn only when that changed.
+void MainWindow::updateSweepProvenance()
+{
+    for (SweepSlot* s : {m_curvesSlot.get(), m_overviewSlot.get()}) {
+        bool changed = false;
+        for (CurveSet& run : s->runs) {
+            const QString why = staleReason(*run.sweep, s == m_overviewSlot.get());
+            changed = changed || why != run.stale;
+            run.stale = why;
+        }
+        if (changed && s->view)
+            s->view->setCurveSets(s->runs);
+    }
+}
+
+// A click on an overview cell shows that layer and head of the overview's own file: the window switches to
+// the file when another is shown (with that file's options), and refuses when the file was closed.
+void MainWindow::activateOverviewCell(int layer, int head)
+{
+    const SweepResultPtr r = m_overviewSlot->result;
+    if (!r || r->spec.inputs.empty()) {
+        jumpTo(layer, head);
+        return;
+    }
+    const QString file = fileOf(r->spec.inputs.front().q_ref);
+    const auto q = m_browser->assigned(TensorRole::queries);
+    if (!q || q->file != file) {
+        if (!m_browser->files().contains(file) || !showFile(file)) {
+            const QString why = tr("The overview is of %1, which is not open: open it again to see layer %2, head %3.")
+                                    .arg(QFileInfo(file).fileName())
+                                    .arg(layer)
+                                    .arg(head);
+            showMessage(why, true);
+            statusBar()->showMessage(why, 8000);
+            return;
+        }
+        statusBar()->showMessage(tr("Switched to %1, the overview's file").arg(QFileInfo(file).fileName()), 6000);
+    }
+    jumpTo(layer, head);
+    if (!m_overviewSlot->runs.isEmpty() && !m_overviewSlot->runs.back().stale.isEmpty())
+        statusBar()->showMessage(tr("Layer %1, head %2 with the current options, not the overview's: %3")
+                                     .arg(layer)
+                                     .arg(head)
+                                     .arg(m_overviewSlot->runs.back().stale),
+                                 10000);
+}
+
+// A run the user removed from the Curves tab: gone from the tab, the session and the Sweep CSV export.
+void MainWindow::removeRun(SweepSlot& s, const QString& name)
+{
+    const auto it = std::find_if(s.runs.begin(), s.runs.end(), [&](const CurveSet& r) { return r.name == name; });
+    if (it == s.runs.end())
+        return;
+    s.runs.erase(it);
+    s.result = s.runs.isEmpty() ? nullptr : s.runs.back().sweep;
+    showSweepRuns(s);
+    statusBar()->showMessage(tr("Removed the run %1").arg(name), 5000);
+}
+
 void MainWindow::showSweepRuns(SweepSlot& s)
 {
+    for (CurveSet& run : s.runs) {
+        run.stale = staleReason(*run.sweep, &s == m_overviewSlot.get());
+        if (run.datasetLayer < 0)
+            run.datasetLayer = datasetLayerOf(*run.sweep);
+    }
     if (!s.view) {
         const bool overview = &s == m_overviewSlot.get();
         s.view = overview ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
         m_tabs->addTab(s.view, overview ? tr("Overview") : tr("Curves"));
         connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
-        connect(s.view, &SweepView::cellActivated, this, &MainWindow::jumpTo);
+        connect(s.view, &SweepView::cellActivated, this, &MainWindow::activateOverviewCell);
+        connect(s.view, &SweepView::runRemovalRequested, this, [this, &s](const QString& name) { removeRun(s, name); });
     }
     s.view->setNote(s.note);
     s.view->setCurveSets(s.runs);

@@ -70,6 +70,10 @@ MechanismPanel::MechanismPanel(QWidget* parent) : QWidget(parent)
     connectFields();
     updateEnabled();
     updateProblems();
+    // The program's defaults, for a file that has none of its own (applyFileDefaults, resetToDefaults); the
+    // block mode is left to setContext.
+    m_defaults = saveState();
+    m_defaults.remove(QStringLiteral("block_mode"));
 }
 
 // Common and softmax.
@@ -352,6 +356,9 @@ std::vector<attention::Mechanism> MechanismPanel::mechanisms() const { return m_
 
 void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile)
 {
+    // Everything the file does not set starts from the program's defaults (feature map, normalisation,
+    // mechanisms, gates ...): nothing of another file's options stays.
+    restoreFields(m_defaults);
     m_fromFile = fromFile;
     m_fileOptions = resolved;
     m_restoring = true;
@@ -388,6 +395,16 @@ void MechanismPanel::applyFileDefaults(const attention::AttentionOptions& resolv
 void MechanismPanel::forgetFileDefaults()
 {
     m_fromFile = nlohmann::ordered_json::object();
+    updateFileNote();
+}
+
+void MechanismPanel::resetToDefaults()
+{
+    restoreFields(m_defaults);
+    m_fromFile = nlohmann::ordered_json::object();
+    m_fileBlockGrid.clear();
+    updateEnabled();
+    updateProblems();
     updateFileNote();
 }
 
@@ -517,6 +534,12 @@ QJsonObject MechanismPanel::saveState() const
 
 void MechanismPanel::restoreState(const QJsonObject& s)
 {
+    restoreFields(s);
+    emitChanged();
+}
+
+void MechanismPanel::restoreFields(const QJsonObject& s)
+{
     m_restoring = true;
     const QJsonValue scale = s.value(QStringLiteral("scale"));
     m_scaleAuto->setChecked(!scale.isDouble());
@@ -545,7 +568,6 @@ void MechanismPanel::restoreState(const QJsonObject& s)
     restoreData(m_normalize, s, "normalize");
     m_choice->restoreState(s);
     m_restoring = false;
-    emitChanged();
 }
 
 }  // namespace attnscope::widgets

@@ -48,6 +48,8 @@ public:
     void applyFileDefaults(const attention::AttentionOptions& resolved, const nlohmann::ordered_json& fromFile);
     // No file's defaults apply (a session's options, or no data).
     void forgetFileDefaults();
+    // The program's defaults and no file's note (no data left: every file was closed). Emits nothing.
+    void resetToDefaults();
     // What the selection provides: N tokens (after prefix tokens) and its token grid (may be empty). Until
     // the user picks a block mode, a grid gives MHLA grid blocks unless `gridBlocks` is false (a grid
     // guessed from N is for display only: the command line's 1-D blocks stay).
@@ -78,6 +80,7 @@ private:
     std::vector<Eigen::Index> effectiveGrid() const;
     void emitChanged();
     void updateFileNote();
+    void restoreFields(const QJsonObject& state);   // restoreState without emitting
 
     qint64 m_tokens = -1;
     qint64 m_featureDim = -1;
@@ -88,6 +91,7 @@ private:
     nlohmann::ordered_json m_fromFile = nlohmann::ordered_json::object();   // what the file's attributes set
     attention::AttentionOptions m_fileOptions;   // the options they set it to
     QLabel* m_fileNote = nullptr;                // "From the file's attributes: causal, ..."
+    QJsonObject m_defaults;                      // saveState() of the program's defaults (no block mode)
 
     MechanismChoice* m_choice = nullptr;   // which mechanisms, decay's gamma, gated's gates
     QCheckBox* m_scaleAuto = nullptr;

@@ -57,6 +57,15 @@ public:
         rebuild();
     }
 
+    // The last run, with what the window knows of it: whether it still matches the current inputs and the
+    // layer of per-layer datasets its queries are.
+    void setCurveSets(const QList<CurveSet>& sets) override
+    {
+        m_stale = sets.isEmpty() ? QString() : sets.back().stale;
+        m_datasetLayer = sets.isEmpty() ? -1 : sets.back().datasetLayer;
+        setSweep(sets.isEmpty() ? nullptr : sets.back().sweep);
+    }
+
     QSize preferredExportSize() const override
     {
         const int k = std::max<int>(1, static_cast<int>(m_panels.size()));
@@ -167,9 +176,20 @@ private:
         QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
         title[0] = title[0].toUpper();
         m_plot->plotLayout()->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
+        // What it was computed with, and (marked) when the current inputs or options are others.
+        auto* details = addTitle(m_plot, runDetails(*m_sweep, m_datasetLayer), plotFont(kTickPt));
+        details->setTextColor(QColor(60, 60, 60));
+        m_plot->plotLayout()->addElement(1, 0, details);
+        if (!m_stale.isEmpty()) {
+            auto* stale = addTitle(m_plot, tr("Not the current inputs or options \u2014 %1").arg(m_stale), plotFont(kTickPt, true));
+            stale->setTextColor(QColor(0xa0, 0x50, 0x00));
+            m_plot->plotLayout()->addElement(2, 0, stale);
+        }
         auto* grid = new QCPLayoutGrid;
-        m_plot->plotLayout()->addElement(1, 0, grid);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        const int gridRow = m_plot->plotLayout()->rowCount();
+        m_plot->plotLayout()->addElement(gridRow, 0, grid);
+        for (int r = 0; r < gridRow; ++r)
+            m_plot->plotLayout()->setRowStretchFactor(r, 0.01);
         auto* group = new QCPMarginGroup(m_plot);
         auto* scale = addColorScale(m_plot, sweepMetricLabel(key), 14, group);
         scale->setGradient(colorGradient(colorMapFromName(m_cmapBox->currentText())));
@@ -403,6 +423,8 @@ private:
     std::vector<QCPItemText*> m_labels;
     QString m_widestLabel;
     QString m_note;   // shown instead of the usual hint while there is no sweep
+    QString m_stale;  // why the overview no longer matches the current inputs ("": it does)
+    int m_datasetLayer = -1;
     QPoint m_pressPos;
     QComboBox* m_cmapBox;
 };

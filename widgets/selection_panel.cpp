@@ -124,6 +124,19 @@ void SelectionPanel::setTensor(const std::optional<TensorEntry>& queries)
 {
     // Another shape, or another file: fresh guesses (nothing of the previous file's selection stays).
     const bool newShape = !queries || !m_tensor || queries->shape != m_shape || queries->file != m_tensor->file;
+    const bool otherFile = !queries || !m_tensor || queries->file != m_tensor->file;
+    if (otherFile && !m_restoring) {
+        // Another file (or none): its indices start at 0 and no layout typed for the previous one stays
+        // (the window restores a file's own selection when it comes back to it).
+        m_at.clear();
+        m_layout->clear();
+        if (!queries) {
+            m_grid->clear();
+            m_prefix->setValue(0);
+            m_origin.clear();
+            m_gridGuessed = false;
+        }
+    }
     m_tensor = queries;
     m_shape = queries ? queries->shape : QVector<qint64>();
     m_layout->setPlaceholderText(queries ? tr("default: %1").arg(defaultLayout(int(m_shape.size())).isEmpty()

@@ -2,6 +2,8 @@
 // in the app's words; see sweep_dialog.h.
 #include "sweep_dialog.h"
 
+#include "analysis/sweep_check.h"
+
 #include "analysis/synth.h"
 
 #include <QCheckBox>
@@ -248,7 +250,13 @@ void SweepDialog::build(const SweepParams& initial)
             if (on)
                 kindChanged();
         });
-    connect(m_vary, &QComboBox::currentIndexChanged, this, &SweepDialog::kindChanged);
+    // N values are no M values: switching what varies puts in the proposal for the new kind.
+    connect(m_vary, &QComboBox::currentIndexChanged, this, [this] {
+        updateEnabled();
+        validate();
+        if (!m_proposed.empty())
+            useProposal();
+    });
     connect(m_subsample, &QComboBox::currentIndexChanged, this, &SweepDialog::kindChanged);
     connect(m_values, &QLineEdit::textEdited, this, later);
     for (QSpinBox* box : {m_d, m_seeds, m_n, m_blocks, m_draws, m_seed})
@@ -286,6 +294,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     auto* wf = new QFormLayout(sweep);
     m_vary = comboBox(sweep, {{tr("sequence length N"), QStringLiteral("n")}, {tr("block count M (block-grid side for grid data)"), QStringLiteral("m")}});
     m_vary->setCurrentIndex(initial.vary == QLatin1Char('m') ? 1 : 0);
+    m_vary->setObjectName(QStringLiteral("vary"));
     wf->addRow(tr("&Vary"), m_vary);
     m_values = new QLineEdit(initial.values, sweep);
     m_values->setObjectName(QStringLiteral("values"));
@@ -447,8 +456,8 @@ QString SweepDialog::validate()
     try {
         bool checkable = false;
         const analysis::SweepSpec spec = specOf(p, &checkable);
-        if (checkable)
-            analysis::plan_sweep(spec);   // headers only
+        if (checkable)   // headers only; the mechanisms at every point as the run builds them
+            analysis::check_sweep_mechanisms(analysis::plan_sweep(spec));
     } catch (const std::exception& e) {
         problem = sweepProblemText(QString::fromStdString(e.what()));
     }

@@ -117,13 +117,17 @@ TEST_F(WindowViewsState, CloseAllAndOneTensorFiles)
 {
     test::TestWindow w;
     ASSERT_TRUE(w.openAndWait({fixture("nested.h5")}));
-    // A one-tensor file whose name suggests no role: the assignment (and so the views) stay as they are.
+    // A one-tensor file: opening it shows it, so the views say what it is instead of keeping nested.h5 on screen
+    // (nested.h5 stays open with its state).
     const std::string dir = test::fresh_work_dir("views_state_one");
     io::write_npy(dir + "/weights.npy", test::gaussian_matrix(5, 5, 3));
     w.openFiles({QString::fromStdString(dir + "/weights.npy")});
     ASSERT_TRUE(waitIdle(w));
     expectViewsAgree(w, "one-tensor file");
-    EXPECT_TRUE(w.resultIsCurrent());
+    EXPECT_FALSE(w.result());
+    for (const ResultView* v : w.views())
+        EXPECT_TRUE(v->noticeText().contains(QStringLiteral("weights.npy"))) << v->noticeText().toStdString();
+    EXPECT_TRUE(w.dataBrowser()->files().contains(fixture("nested.h5")));
 
     w.dataBrowser()->closeAll();
     ASSERT_TRUE(waitIdle(w));

@@ -1,5 +1,6 @@
 // Sweep building blocks: token subsets (first, random, crop), records equal to analyze(), the values that fit
-// the data, a result as JSON and back, progress and cancellation inside one point.
+// the data, a result as JSON and back, progress and cancellation inside one point, the check of every mechanism
+// at every point.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +14,7 @@
 
 #include "analysis/analyze.h"
 #include "analysis/sweep.h"
+#include "analysis/sweep_check.h"
 #include "analysis/synth.h"
 #include "io/writers.h"
 #include "support/test_support.h"
@@ -338,4 +340,27 @@ TEST(Sweep, ProgressInsideAPointAndPromptCancel)
         named = named || (stage.find("N=1024") != std::string::npos && stage.find(", softmax: ") != std::string::npos);
     }
     EXPECT_TRUE(named);
+}
+
+// What a front end checks before it approves a sweep (analysis/sweep_check.h): every mechanism at every
+// planned point, a loaded mixing matrix against the point's blocks; the message names the point.
+TEST(Sweep, MechanismCheckNamesThePointAMixingMatrixDoesNotFit)
+{
+    analysis::SweepSpec spec;
+    spec.synth = analysis::SynthSource{"gaussian", 4, 1, 16};
+    spec.vary = 'm';
+    spec.values = {1, 4};
+    spec.mechanisms = {attention::Mechanism::linear, attention::Mechanism::mhla};
+    spec.options.mixing.matrix = Eigen::MatrixXd::Constant(4, 4, 0.25);
+    spec.options.mixing.preset = "w.npy";
+    try {
+        analysis::check_sweep_mechanisms(analysis::plan_sweep(spec));
+        ADD_FAILURE() << "M = 1 with a 4 x 4 mixing matrix was approved";
+    } catch (const std::invalid_argument& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("--vary m=1: mhla: mixing matrix w.npy is 4x4"), std::string::npos) << what;
+    }
+    spec.values = {4};
+    EXPECT_NO_THROW(analysis::check_sweep_mechanisms(analysis::plan_sweep(spec)));
+    EXPECT_EQ(analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{}).size(), 2u);
 }
