@@ -47,7 +47,7 @@ def attention_layer(mechanism, width, heads, n, causal, mhla_blocks):
         return SoftmaxAttention(width, heads, causal=causal)
     if mechanism == "linear":
         return LinearAttention(width, heads, causal=causal)
-    return MHLA(width, heads, n, causal=causal, per_head=True, **mhla_blocks)
+    return MHLA(width, heads, n, causal=causal, per_head=True, parametrisation="relu", **mhla_blocks)  # as these samples were made
 
 
 class Block(nn.Module):
