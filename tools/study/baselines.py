@@ -73,14 +73,14 @@ class Trigram:
         parts = self._parts(a, b, c)
         best = (float("inf"), None)
         grid = np.arange(step, 1.0, step)
-        for l3, l2, l0 in itertools.product(grid, grid, (0.001, 0.005, 0.02)):
+        for l3, l2, l0 in itertools.product(grid, grid, (0.001, 0.005, 0.02, 0.05, 0.1)):
             l1 = 1.0 - l3 - l2 - l0
             if l1 <= 0:
                 continue
             loss = -self._loss_from_parts(parts, (l3, l2, l1, l0))
             if loss < best[0]:
                 best = (loss, (float(l3), float(l2), float(l1), float(l0)))
-        self.weights = best[1]
+        self.weights = tuple(round(w, 4) for w in best[1])
         return best[0]
 
     @staticmethod
@@ -119,3 +119,23 @@ def logistic_regression(xtr, ytr, xte, classes: int, l2: float = 1e-3, steps: in
         w -= lr * (a.T @ g + l2 * w)
         bias -= lr * g.sum(0)
     return (b @ w + bias).argmax(1)
+
+
+def sign_test(diffs) -> float:
+    """Two-sided exact sign test of paired differences (zeros dropped): p-value of as many or more of one sign
+    under p = 1/2. On 0/1 correctness differences it is McNemar's exact test."""
+    d = np.asarray(diffs, dtype=np.float64)
+    pos, neg = int((d > 0).sum()), int((d < 0).sum())
+    n = pos + neg
+    if n == 0:
+        return 1.0
+    k = min(pos, neg)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
+    return min(1.0, 2.0 * tail)
+
+
+def paired(a, b, seed: int = 0) -> dict:
+    """Paired comparison of per-unit values a - b: mean difference, bootstrap 95% interval, sign-test p."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    lo, hi = bootstrap_mean(d, seed=seed)
+    return {"n": int(len(d)), "mean_diff": float(d.mean()), "ci_low": lo, "ci_high": hi, "p_sign": sign_test(d)}
