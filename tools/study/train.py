@@ -55,7 +55,7 @@ from make_trained_mechanisms import Model, digits16  # noqa: E402
 MECHANISMS = ("softmax", "linear", "mhla")
 VIT = dict(width=32, heads=2, depth=2, epochs=20, batch=64, lr=3e-3, weight_decay=0.05, test=297,
            mhla=dict(grid=(16, 16), block_grid=(4, 4), mixing="cos", parametrisation="free", per_head=False))
-LM = dict(width=64, heads=4, depth=2, context=256, conv=3, steps=1500, batch=16, lr=3e-3, weight_decay=0.01,
+LM = dict(width=64, heads=4, depth=2, context=256, conv=3, steps=400, batch=16, lr=3e-3, weight_decay=0.01,
           mhla=dict(chunk=32, mixing="causal-local", parametrisation="clamp", per_head=True))
 LN2 = math.log(2)
 
@@ -308,9 +308,10 @@ def write_summary(out_dir):
                     v = f.attrs[k]
                     row[k] = v.tolist() if hasattr(v, "tolist") else v
             rows.append(row)
-    with open(os.path.join(out_dir, "summary.json.tmp"), "w") as f:
+    tmp = os.path.join(out_dir, f".summary.json.{os.getpid()}")   # several training processes may share a folder
+    with open(tmp, "w") as f:
         json.dump(rows, f, indent=1, default=str)
-    os.replace(os.path.join(out_dir, "summary.json.tmp"), os.path.join(out_dir, "summary.json"))
+    os.replace(tmp, os.path.join(out_dir, "summary.json"))
 
 
 def main():
