@@ -280,9 +280,10 @@ def main():
                 f"Second row: the attention of query {spec['query']} over the {'image' if task == 'vit' else 'text'}.", ""]
         zeros, total = mix_zero_count(task)
         out += ["### MHLA's learned mixing matrices", "", mix, "",
-                f"{zeros} of the {total} entries the mechanism uses ended at zero: the reference layer keeps Mc non-negative as relu(W), and an "
-                "entry that training drives below zero gets no gradient afterwards. A smooth parametrisation (softplus, "
-                "exp) would keep every block pair trainable; these models show what relu does.", "",
+                f"{zeros} of the {total} entries the mechanism uses ended at zero: these models' layers keep Mc non-negative as relu(W) (parametrisation "
+                "`relu` of tools/python/attnscope_layers.py), and an entry that training drives below zero gets no gradient "
+                "afterwards. The layer's `clamp` and `free` parametrisations keep every block pair trainable (the study of "
+                "tools/study/train.py uses them); these models show what relu does.", "",
                 f"![Mc, layer 1 head 0](figures/trained/{task}_mhla_mixing.png)", "",
                 f"MHLA's rank against M on the MHLA model's queries and keys (layer 1, `{mixing}` mixing at each M):",
                 "", f"![rank against M](figures/trained/{task}_rank_vs_m.svg)", ""]
