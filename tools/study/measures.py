@@ -75,12 +75,12 @@ def _split(path):
 
 
 def unit_key(record):
-    """(seed, input, layer, head): the same unit across the models of different mechanisms."""
-    m = FILE.search(str(record.get("input", {}).get("q", "") or record.get("file", "")))
-    seed = int(m.group(3)) if m else -1
-    at = record.get("input", {}).get("at", {}) or record.get("at", {})
-    return seed, int(at.get("b", -1)) if isinstance(at, dict) else -1, int(record.get("layer", -1)), \
-        int(record.get("head", -1))
+    """(seed, input, layer, head): the same unit across the models of different mechanisms. A batch record names
+    its file in input.file and, for an axis given as `all`, the unit's index in unit_at (docs/batch.md)."""
+    m = FILE.search(str(record.get("input", {}).get("file", "")))
+    at = record.get("unit_at") or {}
+    return (int(m.group(3)) if m else -1, int(at.get("b", -1)), int(record.get("layer") or 0),
+            int(record.get("head") or 0))
 
 
 def tables(records_by_mech, d):
