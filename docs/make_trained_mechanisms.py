@@ -226,7 +226,7 @@ def study_page(binary, work, study):
     for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
                                   "block grid, M = 16)", report.vit_section),
                                  ("lm", "Causal character model, license texts (N = 256, d = 16; MHLA on chunks of "
-                                  "32, M = 8)", report.lm_section)):
+                                  "32, M = 8)", lambda m, b: report.lm_section(m, b, study))):
         out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
         out += ["### Measures over every held-out input, layer and head", ""]
         out += measures.section(binary, work, study, task, d=16)

@@ -58,7 +58,7 @@ def vit_section(models, base):
     return lines + [""] + seed_summary(models, "vit", "test_accuracy", "test accuracy")
 
 
-def lm_section(models, base):
+def lm_section(models, base, study):
     tri = base["trigram"]
     lines = ["| trained with | seed | parametrisation | held-out bits/char [95% bootstrap over windows] | minus "
              "trigram (per window: mean [95% bootstrap], sign-test p) | train seconds |", "|---|---|---|---|---|---|"]
@@ -70,6 +70,11 @@ def lm_section(models, base):
             p = paired(a["test_window_bits"], tri["test_window_bits"])
             lines.append(f"| {m} | {seed} | {a['parametrisation']} | {a['test_bits_per_char']:.3f} {fmt_ci(lo, hi)} | "
                          f"{fmt_paired(p)} | {a['train_seconds']:.0f} |")
+    for path in sorted(glob.glob(os.path.join(study, "lm_none_s*.json"))):   # the control without attention
+        a = json.load(open(path))
+        p = paired(a["test_window_bits"], tri["test_window_bits"])
+        lines.append(f"| none (convolution only) | {a['seed']} | | {a['test_bits_per_char']:.3f} "
+                     f"{fmt_ci(*a['test_bits_ci95'])} | {fmt_paired(p)} | {a['train_seconds']:.0f} |")
     lo, hi = tri["test_bits_ci95"]
     lines += ["", f"Interpolated trigram on the same {tri['test_windows']} windows (history limited to the window as the "
                   f"models' is; weights {tri['weights_l3_l2_l1_l0']} chosen on the validation split, "
@@ -97,7 +102,7 @@ def main():
     models = load_models(study)
     base = json.load(open(os.path.join(study, "baselines.json")))
     print("\n".join(["### Vision transformer: training and baseline", ""] + vit_section(models, base) +
-                    ["### Character model: training and baseline", ""] + lm_section(models, base)))
+                    ["### Character model: training and baseline", ""] + lm_section(models, base, study)))
 
 
 if __name__ == "__main__":

@@ -86,6 +86,13 @@ class ShortConvModel(Model):
         return self.head(self.norm(h))
 
 
+class NoAttention(nn.Module):
+    """The control of ``--controls``: an attention layer that contributes nothing (the block keeps its MLP)."""
+
+    def forward(self, x):
+        return torch.zeros_like(x)
+
+
 def record_all(model, x, out, mechanism, **save):
     rec = AttnScopeRecorder(model, name=f"{mechanism}-trained", mha=False)
     for layer in model.attention_layers:
@@ -202,8 +209,11 @@ def train_lm(mechanism, seed, out, steps=None, eval_every=0):
     steps = steps or LM["steps"]
     ctx, batch, vocab = LM["context"], LM["batch"], len(chars)
     torch.manual_seed(seeded(seed, 1))
-    model = ShortConvModel(mechanism, LM["width"], LM["heads"], LM["depth"], ctx, True, dict(LM["mhla"]), vocab=vocab,
-                           conv=LM["conv"])
+    model = ShortConvModel("linear" if mechanism == "none" else mechanism, LM["width"], LM["heads"], LM["depth"], ctx,
+                           True, dict(LM["mhla"]), vocab=vocab, conv=LM["conv"])
+    if mechanism == "none":   # the control: no attention at all, only the convolution's local context
+        for b in model.blocks:
+            b.attn = NoAttention()
     opt = torch.optim.AdamW(model.parameters(), lr=LM["lr"], weight_decay=LM["weight_decay"], betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=LM["lr"], total_steps=steps, pct_start=0.1)
     g = torch.Generator().manual_seed(seeded(seed, 2))
@@ -248,8 +258,14 @@ def train_lm(mechanism, seed, out, steps=None, eval_every=0):
              "test_bits_per_char": float(per_window.mean()), "test_bits_ci95": np.array([lo, hi]),
              "test_bits_interval": "percentile bootstrap over windows, 95%", "vocab_size": vocab,
              "train_seconds": round(seconds, 1), "threads": torch.get_num_threads()}
-    record_all(model, w[:, :-1], out + ".part.h5", mechanism, causal=True, attrs=attrs)
-    os.replace(out + ".part.h5", out)
+    if mechanism == "none":   # nothing to record: the result only (report.py reads it beside the models)
+        keep = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in attrs.items() if k != "texts"}
+        with open(out + ".part", "w") as f:
+            json.dump(keep, f, indent=1)
+        os.replace(out + ".part", out)
+    else:
+        record_all(model, w[:, :-1], out + ".part.h5", mechanism, causal=True, attrs=attrs)
+        os.replace(out + ".part.h5", out)
     print(f"lm/{mechanism}/s{seed}: held-out {per_window.mean():.3f} bits/char [{lo:.3f}, {hi:.3f}] over {len(w)} "
           f"windows, train loss {ema / LN2:.3f} bits/char (EMA), {seconds:.0f} s -> {out}", flush=True)
 
@@ -325,6 +341,8 @@ def main():
     p.add_argument("--vit-epochs", type=int, default=None, help=f"ViT epochs (default {VIT['epochs']})")
     p.add_argument("--lm-eval-every", type=int, default=0, help="print validation bits/char every S steps (trials)")
     p.add_argument("--baselines-only", action="store_true")
+    p.add_argument("--controls", action="store_true",
+                   help="also the LM without attention (mechanism none: the convolution alone; lm_none_s<seed>.json)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
@@ -336,8 +354,11 @@ def main():
         VIT["epochs"] = a.vit_epochs
     for seed in [int(s) for s in a.seeds.split(",")]:
         for task in a.which or ["vit", "lm"]:
-            for m in a.mechanisms.split(","):
-                out = os.path.join(a.out, f"{task}_{m}_s{seed}.h5")
+            controls = ["none"] if a.controls and task == "lm" else []
+            for m in a.mechanisms.split(",") + controls:
+                if m == "none" and task != "lm":   # (--mechanisms none: the LM control alone)
+                    continue
+                out = os.path.join(a.out, f"{task}_{m}_s{seed}" + (".json" if m == "none" else ".h5"))
                 if os.path.exists(out):
                     print(f"{task}/{m}/s{seed}: {out} exists, skipped", flush=True)
                     continue
