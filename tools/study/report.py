@@ -30,6 +30,11 @@ def load_models(study):
     return out
 
 
+def param(a):
+    """The Mc parametrisation of an MHLA model (softmax and linear have no Mc)."""
+    return str(a["parametrisation"]) if a["mechanism"] == "mhla" else "n/a"
+
+
 def fmt_ci(lo, hi, digits=3):
     return f"[{lo:.{digits}f}, {hi:.{digits}f}]"
 
@@ -49,7 +54,7 @@ def vit_section(models, base):
                 continue
             lo, hi = a["test_accuracy_ci95"]
             p = paired(a["test_correct"], lr["test_correct"])
-            lines.append(f"| {m} | {seed} | {a['parametrisation']} | {a['test_accuracy']:.3f} {fmt_ci(lo, hi)} | "
+            lines.append(f"| {m} | {seed} | {param(a)} | {a['test_accuracy']:.3f} {fmt_ci(lo, hi)} | "
                          f"{fmt_paired(p)} | {a['train_seconds']:.0f} |")
     lo, hi = lr["test_accuracy_ci95"]
     lines += ["", f"Logistic regression on the raw 16x16 pixels the models see (same split): "
@@ -68,7 +73,7 @@ def lm_section(models, base, study):
                 continue
             lo, hi = a["test_bits_ci95"]
             p = paired(a["test_window_bits"], tri["test_window_bits"])
-            lines.append(f"| {m} | {seed} | {a['parametrisation']} | {a['test_bits_per_char']:.3f} {fmt_ci(lo, hi)} | "
+            lines.append(f"| {m} | {seed} | {param(a)} | {a['test_bits_per_char']:.3f} {fmt_ci(lo, hi)} | "
                          f"{fmt_paired(p)} | {a['train_seconds']:.0f} |")
     for path in sorted(glob.glob(os.path.join(study, "lm_none_s*.json"))):   # the control without attention
         a = json.load(open(path))
