@@ -26,6 +26,8 @@ def load_models(study):
             continue
         with h5py.File(path, "r") as f:
             a = {k: f.attrs[k] for k in f.attrs}
+        if "task" not in a:   # not a finished model (a placeholder of a model being retrained)
+            continue
         out[(str(a["task"]), str(a["mechanism"]), int(a["seed"]))] = dict(a, file=os.path.basename(path))
     return out
 
