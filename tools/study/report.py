@@ -90,7 +90,7 @@ def lm_section(models, base, study):
 
 
 def seed_summary(models, task, key, label):
-    """Across seeds: mean, range and (3 or more seeds) a bootstrap interval over seeds; paired by seed between
+    """Across seeds: mean, range and (5 or more seeds) a bootstrap interval over seeds; paired by seed between
     mechanisms (the same seed gives the same initialisation stream and data order)."""
     lines = [f"Across seeds ({label}):", ""]
     vals = {m: {s: float(a[key]) for (t, mm, s), a in models.items() if t == task and mm == m} for m in MECHS}
@@ -99,7 +99,8 @@ def seed_summary(models, task, key, label):
         if len(v) == 0:
             lines.append(f"- {m}: no finished model")
             continue
-        ci = f", 95% bootstrap over seeds {fmt_ci(*bootstrap_mean(v))}" if len(v) >= 3 else ""
+        # a percentile bootstrap of 3 values is their range: the paired unit-level intervals carry the inference
+        ci = f", 95% bootstrap over seeds {fmt_ci(*bootstrap_mean(v))}" if len(v) >= 5 else ""
         lines.append(f"- {m}: mean {v.mean():.3f} over {len(v)} seeds (range {v.min():.3f} to {v.max():.3f}{ci})")
     return lines + [""]
 
