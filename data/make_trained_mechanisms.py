@@ -47,7 +47,8 @@ def attention_layer(mechanism, width, heads, n, causal, mhla_blocks):
         return SoftmaxAttention(width, heads, causal=causal)
     if mechanism == "linear":
         return LinearAttention(width, heads, causal=causal)
-    return MHLA(width, heads, n, causal=causal, per_head=True, **mhla_blocks)
+    # per head, relu(W): as these samples were made; tools/study/train.py passes its own in mhla_blocks
+    return MHLA(width, heads, n, causal=causal, **{"per_head": True, "parametrisation": "relu", **mhla_blocks})
 
 
 class Block(nn.Module):

@@ -4,7 +4,12 @@ with softmax, linear and MHLA attention (data/trained_{vit,lm}_{softmax,linear,m
 data/make_trained_mechanisms.py), with `attnscope batch`, `sweep` and `figure` only: every number on the
 page comes from their outputs, and rerunning this script reproduces the page.
 
-usage: docs/make_trained_mechanisms.py [ATTNSCOPE (default build/app/attnscope)] [--work DIR]
+usage: docs/make_trained_mechanisms.py [ATTNSCOPE (default build/app/attnscope)] [--work DIR] [--study DIR]
+
+--study DIR: the page from the study instead (tools/study/train.py's folder, e.g. build/study: three seeds per
+mechanism, each model dumped on its whole held-out set): training results against baselines with intervals
+(tools/study/report.py) and the measures over every input, layer and head with the paper's claims judged
+(tools/study/measures.py, `attnscope batch` with `at = { b = "all" }`).
 """
 import argparse
 import csv
@@ -201,14 +206,47 @@ def verdicts(task, means, rows, mix_ranks, sweep, d):
     return "\n".join(v)
 
 
+def study_page(binary, work, study):
+    """docs/trained-mechanisms.md from a study folder (see the usage above); every number from its files and
+    from `attnscope batch` over them."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "study"))
+    import measures
+    import report
+
+    models = report.load_models(study)
+    base = json.load(open(os.path.join(study, "baselines.json")))
+    seeds = sorted({s for (_, _, s) in models})
+    out = ["# Models trained with each mechanism: softmax, linear and MHLA compared", "",
+           "Made by `docs/make_trained_mechanisms.py --study DIR` from the models of `tools/study/train.py` (rerun both",
+           "to reproduce every number): the same models, split and budget, trained with each mechanism at seeds "
+           f"{', '.join(map(str, seeds))}; MHLA's Mc parametrisation is each file's `parametrisation` attribute",
+           "(`clamp`: Mc in [1e-5, 1] after each step, one per head, as the authors' language-model code; their vision",
+           "code's `free`, signed and shared across heads, reached 44% test accuracy on the ViT at seed 0: Adam's steps",
+           "flip the sign of entries near 1/16 within tens of steps). Each model is dumped on its whole held-out set and",
+           "analysed on every input, layer and head under its own mechanism.", ""]
+    for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
+                                  "block grid, M = 16)", report.vit_section),
+                                 ("lm", "Causal character model, license texts (N = 256, d = 16; MHLA on chunks of "
+                                  "32, M = 8)", lambda m, b: report.lm_section(m, b, study))):
+        out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
+        out += ["### Measures over every held-out input, layer and head", ""]
+        out += measures.section(binary, work, study, task, d=16)
+    with open(os.path.join(ROOT, "docs", "trained-mechanisms.md"), "w") as f:
+        f.write("\n".join(out))
+    print(f"wrote docs/trained-mechanisms.md from {study} (work files in {work})")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("binary", nargs="?", default=os.path.join(ROOT, "build", "app", "attnscope"))
     p.add_argument("--work", default=None)
+    p.add_argument("--study", default=None, help="a tools/study/train.py folder: the page from the study")
     a = p.parse_args()
     binary = os.path.abspath(a.binary)
     work = a.work or tempfile.mkdtemp(prefix="attnscope_trained_")
     os.makedirs(work, exist_ok=True)
+    if a.study:
+        return study_page(binary, work, a.study)
     os.makedirs(FIGS, exist_ok=True)
     out = ["# Models trained with each mechanism: softmax, linear and MHLA compared", "",
            "Made by `docs/make_trained_mechanisms.py` (rerun it to reproduce every number and figure here) from the",
@@ -243,9 +281,10 @@ def main():
                 f"Second row: the attention of query {spec['query']} over the {'image' if task == 'vit' else 'text'}.", ""]
         zeros, total = mix_zero_count(task)
         out += ["### MHLA's learned mixing matrices", "", mix, "",
-                f"{zeros} of the {total} entries the mechanism uses ended at zero: the reference layer keeps Mc non-negative as relu(W), and an "
-                "entry that training drives below zero gets no gradient afterwards. A smooth parametrisation (softplus, "
-                "exp) would keep every block pair trainable; these models show what relu does.", "",
+                f"{zeros} of the {total} entries the mechanism uses ended at zero: these models' layers keep Mc non-negative as relu(W) (parametrisation "
+                "`relu` of tools/python/attnscope_layers.py), and an entry that training drives below zero gets no gradient "
+                "afterwards. The layer's `clamp` and `free` parametrisations keep every block pair trainable (the study of "
+                "tools/study/train.py uses them); these models show what relu does.", "",
                 f"![Mc, layer 1 head 0](figures/trained/{task}_mhla_mixing.png)", "",
                 f"MHLA's rank against M on the MHLA model's queries and keys (layer 1, `{mixing}` mixing at each M):",
                 "", f"![rank against M](figures/trained/{task}_rank_vs_m.svg)", ""]

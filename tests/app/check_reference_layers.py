@@ -2,7 +2,9 @@
 the layer's recorded queries, keys and learned Mc (`attnscope matrix`) equals the layer's own attention
 matrix to 1e-6 (float64: far closer in practice), causal and non-causal, 1-D blocks, chunks and grids (raster
 and blocked), one Mc per head (H x M x M, named by the layer's `mixing` attribute: no option needed) and
-one shared. The layers' linear-cost forward equals their dense matrix times v. Recorded through the bridge
+one shared. The layers' linear-cost forward equals their dense matrix times v. The Mc parametrisations: clamp
+keeps every entry in [1e-5, 1] under steps that push it down with weight decay, relu loses entries, free goes
+negative and is written signed. Recorded through the bridge
 (tools/python/attnscope_dump.py, record_reference_layer), which writes /layers/<i>/mixing.
 usage: check_reference_layers.py ATTNSCOPE WORKDIR"""
 import os
@@ -15,7 +17,8 @@ import cli_checks
 
 torch = cli_checks.torch_or_skip()
 from attnscope_dump import AttnScopeRecorder  # noqa: E402
-from attnscope_layers import MHLA, LinearAttention, SoftmaxAttention, record_reference_layer  # noqa: E402
+from attnscope_layers import (MHLA, PARAMETRISATIONS, LinearAttention, SoftmaxAttention, constrain_,  # noqa: E402
+                              record_reference_layer)
 
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
@@ -30,14 +33,14 @@ cases = [
     ("linear", LinearAttention(C, H), ["--mechanism", "linear"]),
     ("linear causal elu1", LinearAttention(C, H, feature_map="elu1", causal=True),
      ["--mechanism", "linear", "--causal", "--feature-map", "elu1"]),
-    ("mhla blocks", MHLA(C, H, N, blocks=4), ["--mechanism", "mhla", "--blocks", "4"]),
+    ("mhla blocks relu", MHLA(C, H, N, blocks=4, parametrisation="relu"), ["--mechanism", "mhla", "--blocks", "4"]),
     ("mhla uneven blocks, shared Mc", MHLA(C, H, N, blocks=5, mixing="exp", per_head=False),
      ["--mechanism", "mhla", "--blocks", "5"]),
     ("mhla grid raster", MHLA(C, H, N, grid=(8, 8), block_grid=(2, 4)),
      ["--mechanism", "mhla", "--grid", "8,8", "--block-grid", "2,4"]),
     ("mhla grid blocked", MHLA(C, H, N, grid=(8, 8), block_grid=(2, 2), token_order="blocked"),
      ["--mechanism", "mhla", "--grid", "8,8", "--block-grid", "2,2", "--token-order", "blocked"]),
-    ("mhla causal chunks", MHLA(C, H, N, chunk=16, causal=True, mixing="causal-local"),
+    ("mhla causal chunks relu", MHLA(C, H, N, chunk=16, causal=True, mixing="causal-local", parametrisation="relu"),
      ["--mechanism", "mhla", "--causal", "--chunk", "16"]),
     ("mhla causal uneven chunks elu1", MHLA(C, H, N, chunk=24, causal=True, mixing="causal", feature_map="elu1"),
      ["--mechanism", "mhla", "--causal", "--chunk", "24", "--feature-map", "elu1"]),
@@ -49,6 +52,7 @@ for label, layer, opts in cases:
             layer.weight.mul_(torch.empty_like(layer.weight).uniform_(0.2, 1.8))
             layer.weight[..., -1, 0] = -0.1   # relu: a zero weight of the last query block on the first
             layer.weight[..., -1, -1] += 0.2  # the last row keeps a positive weight (causal: its own block)
+            layer.constrain_()                # clamp: back into [1e-5, 1] as after an optimiser step
     path = os.path.join(work, label.replace(" ", "_").replace(",", "") + ".h5")
     with torch.no_grad():
         A = layer.attention(x)
@@ -73,5 +77,46 @@ for label, layer, opts in cases:
             problems.append(f"{label}, head {h}: max |attnscope - layer| = {err:.3g}")
         elif err > 1e-12:
             problems.append(f"{label}, head {h}: {err:.3g} is more than float64 rounding")
+
+
+# The parametrisations (attnscope_layers.PARAMETRISATIONS) under steps that push Mc below 0 with weight decay:
+# relu loses entries for good (zero, no gradient), clamp keeps every entry in [1e-5, 1], free goes negative and
+# the bridge writes it signed.
+def push_down(layer, steps=30):
+    opt = torch.optim.AdamW(layer.parameters(), lr=0.05, weight_decay=0.5)
+    for _ in range(steps):
+        loss = layer(x).sum() + layer.mixing_matrix().sum()   # pulls Mc down
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        constrain_(layer)
+    return layer.mixing_matrix().detach()
+
+
+for kind in PARAMETRISATIONS:
+    torch.manual_seed(5)
+    layer = MHLA(C, H, N, blocks=4, parametrisation=kind, per_head=kind != "free")
+    mc = push_down(layer)
+    if kind == "clamp" and not (float(mc.min()) >= np.float32(1e-5) and float(mc.max()) <= 1.0):
+        problems.append(f"clamp: Mc left [1e-5, 1]: min {float(mc.min()):.3g}, max {float(mc.max()):.3g}")
+    if kind == "relu" and not bool((mc == 0).any()):
+        problems.append("relu: no Mc entry died (the test no longer shows what clamp prevents)")
+    if kind == "free":
+        if not float(mc.min()) < 0:
+            problems.append(f"free: Mc stayed non-negative (min {float(mc.min()):.3g})")
+        rec = AttnScopeRecorder(layer, mha=False).add(layer, record_reference_layer)
+        with torch.no_grad(), rec:
+            layer(x)
+        path = rec.save(os.path.join(work, "free.h5"), dtype="float64")
+        with h5py.File(path, "r") as f:
+            written = f["layers/0/mixing"][()]
+        if written.shape != (4, 4) or not np.allclose(written, mc.numpy(), rtol=0, atol=1e-12):
+            problems.append(f"free: the file's Mc {written.shape} is not the layer's signed [4, 4] Mc")
+try:
+    MHLA(C, H, N, blocks=4, mixing=-np.eye(4), parametrisation="clamp")
+    problems.append("clamp took a negative initial Mc")
+except ValueError:
+    pass
+MHLA(C, H, N, blocks=4, mixing=-np.eye(4) + 0.5, parametrisation="free")   # signed initial Mc: accepted
 
 cli_checks.report(problems)

@@ -43,3 +43,13 @@ TEST(PytorchBridge, GatesSavedWithTheRecordingAreAnalysedAsGated)
         GTEST_SKIP() << "python3 cannot import torch (apt-get install python3-torch): " << why;
     attnscope::test::expect_script_passes("app/check_bridge_gates.py", "bridge_gates");
 }
+
+// save(batch="all"): B inputs in one file ([B, H, N, d], layout bhnd); `--at b=I` reads each back as PyTorch computed
+// it (tests/app/check_bridge_batch.py).
+TEST(PytorchBridge, BatchDumpReadsBackEachInputByIndex)
+{
+    std::string why;
+    if (torch_missing(why))
+        GTEST_SKIP() << "python3 cannot import torch (apt-get install python3-torch): " << why;
+    attnscope::test::expect_script_passes("app/check_bridge_batch.py", "bridge_batch");
+}

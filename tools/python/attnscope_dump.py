@@ -63,17 +63,20 @@ What is captured
 The file (``save``)
 -------------------
 ``/layers/<i>/q``, ``/layers/<i>/k``, ``/layers/<i>/v``: float32 (or ``dtype="float64"``),
-``[heads, N, head_dim]``, gzip + shuffle, for one batch element (``batch=0``). Root attributes:
+``[heads, N, head_dim]``, gzip + shuffle, for one batch element (``batch=0``); with ``batch="all"``
+``[batch, heads, N, head_dim]`` (one chunk per element), every input of the forward in one file: AttnScope's
+default layout for rank 4 is ``bhnd``, so ``--at b=I`` selects input I (``b=all``: each input a unit). Root attributes:
 
 =================  ==========================================================================
 ``model``          model name (``name=``, default the model's class name)
 ``source``         ``"attnscope_dump"``;  ``source_version``: this module's version
 ``torch_version``  ``torch.__version__`` of the run
-``layout``         ``"hnd"`` (the datasets' axis order; AttnScope's default for rank 3)
+``layout``         ``"hnd"`` (the datasets' axis order; AttnScope's default for rank 3), ``"bhnd"`` with
+                   ``batch="all"`` (the default for rank 4)
 ``n_layers``       number of ``/layers/<i>`` groups
 ``n_heads``        heads per layer (when all layers agree; else -1 and see the datasets)
 ``n_tokens``       tokens N of the queries (when all layers agree; else -1)
-``batch_index``    which batch element was written
+``batch_index``    which batch element was written, or ``"all"`` (then ``n_batch``: how many)
 ``causal``         bool: analyse with ``--causal``. ``save(causal=None)`` sets it when every
                    layer's attn_mask was a causal mask (see ``mask`` below)
 ``prefix_tokens``  int: leading non-grid tokens (CLS, registers) -> ``--prefix-tokens``
@@ -605,11 +608,17 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
         return pick(q), pick(k), pick(v)
 
     def save(self, path: str, grid: Optional[Sequence[int]] = None, prefix_tokens: int = 0,
-             causal: Optional[bool] = None, batch: int = 0, dtype: str = "float32",
+             causal: Optional[bool] = None, batch=0, dtype: str = "float32",
              name: Optional[str] = None, attrs: Optional[dict] = None,
-             tokens: Optional[Sequence[str]] = None, image=None, gates=None, gates_log: bool = False) -> str:
+             tokens: Optional[Sequence[str]] = None, image=None, gates=None, gates_log: bool = False,
+             values: bool = True) -> str:
         """Write ``path`` (HDF5, atomically). ``grid``: token grid of the N - prefix_tokens tokens
         (e.g. ``(14, 14)``); ``causal``: None takes it from the masks (every layer causal).
+        ``batch``: the batch element written (``[H, N, d]`` datasets), or ``"all"``: every element, as
+        ``[B, H, N, d]`` datasets (layout ``bhnd``: ``attnscope ... --at b=I`` selects input I, ``--head h`` the
+        head), so that a whole test set is one file; every element must then have the same tokens (no padding)
+        and the same mask, and ``tokens``, ``image`` and ``gates`` (one element's) are refused.
+        ``values=False`` leaves v out (AttnScope's measures need q and k only).
         ``attrs``: extra root attributes (numbers, strings, bools, lists). ``tokens``: the token strings
         of the dumped batch element (one per query token; padded tokens, if given, are dropped with the
         padding), written as the root attribute ``tokens``. ``image``: the input image (a 2-D or 3-D array),
@@ -621,6 +630,8 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
         layers = self.layers
         if not layers:
             raise RuntimeError("nothing recorded: run the model inside the `with` block first")
+        if batch == "all":
+            return self._save_all(path, grid, prefix_tokens, causal, dtype, name, attrs, tokens, image, gates, values)
         for r in layers:
             if not 0 <= batch < r.q.shape[0]:
                 raise IndexError(f"batch {batch} out of range: {r.name} saw {r.q.shape[0]} batch elements")
@@ -649,7 +660,7 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                 meta.update(r.meta)
                 meta["padded_tokens"] = 0 if keep_k is None else int((~keep_k).sum())
             ts = {"q": q, "k": k}
-            if v is not None:
+            if v is not None and values:
                 ts["v"] = v
             if r.mixing is not None:   # the layer's learned Mc, its default mixing (docs/cli.md, file attributes)
                 ts["mixing"] = r.mixing
@@ -674,6 +685,49 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
                 extra_datasets["image"] = img
         root.update(attrs or {})
         return write_h5(path, out_layers, root, dtype=dtype, datasets=extra_datasets)
+
+    def _save_all(self, path, grid, prefix_tokens, causal, dtype, name, attrs, tokens, image, gates, values) -> str:
+        """``save(batch="all")``: every batch element, datasets ``[B, H, N, d]``, root ``layout`` ``bhnd``."""
+        for arg, what in ((tokens, "tokens"), (image, "image"), (gates, "gates")):
+            if arg is not None:
+                raise ValueError(f"save(batch='all'): {what} belong to one batch element; pass them in attrs or "
+                                 f"save one element")
+        out_layers, kinds = [], []
+        for r in self.layers:
+            nb = r.q.shape[0]
+            per = [r.mask_of(b) for b in range(nb)]
+            if any(kq is not None and not bool(kq.all()) or kk is not None and not bool(kk.all()) for _, kq, kk in per):
+                raise ValueError(f"save(batch='all'): {r.name} has padded tokens; the elements differ in length")
+            if len({kind for kind, _, _ in per}) != 1:
+                raise ValueError(f"save(batch='all'): the batch elements of {r.name} have different masks")
+            kinds.append(per[0][0])
+            if grid is not None and int(np.prod(grid)) + prefix_tokens != r.q.shape[2]:
+                raise ValueError(f"grid {list(grid)} + {prefix_tokens} prefix tokens != N = {r.q.shape[2]} ({r.name})")
+            meta = {"module": r.name, "module_type": r.module_type, "scale": float(r.scale), "mask": per[0][0]}
+            if r.masks is None or not r.meta:
+                meta.update({"key_padding_mask": bool(r.key_padding_mask), "extra_keys": int(r.extra_keys)})
+                if r.key_padding_mask:
+                    meta["padded_tokens"] = 0
+            else:
+                meta.update(r.meta)
+                meta["padded_tokens"] = 0
+            ts = {"q": r.q, "k": r.k}
+            if r.v is not None and values:
+                ts["v"] = r.v
+            if r.mixing is not None:
+                ts["mixing"] = r.mixing
+                meta["mixing"] = f"/layers/{len(out_layers)}/mixing"
+            out_layers.append((ts, meta))
+        if len({int(ts["q"].shape[0]) for ts, _ in out_layers}) != 1:
+            raise ValueError("save(batch='all'): the layers saw different batch sizes")
+        if causal is None:
+            causal = all(k in ("causal", "causal+padding") for k in kinds)
+        root = {"model": name or self.name, "causal": bool(causal), "prefix_tokens": int(prefix_tokens),
+                "layout": "bhnd", "batch_index": "all", "n_batch": int(out_layers[0][0]["q"].shape[0])}
+        if grid is not None:
+            root["grid"] = [int(g) for g in grid]
+        root.update(attrs or {})
+        return write_h5(path, out_layers, root, dtype=dtype)
 
     def _tokens_for(self, tokens: List[str], batch: int) -> List[str]:
         """The token strings of the written queries: as given, or with the padded tokens dropped."""
@@ -790,8 +844,8 @@ def write_h5(path: str, layers: List[Tuple[Dict[str, torch.Tensor], dict]], root
 
     if dtype not in ("float32", "float64"):
         raise ValueError("dtype must be float32 or float64")
-    heads = {int(ts["q"].shape[0]) for ts, _ in layers}
-    ntok = {int(ts["q"].shape[1]) for ts, _ in layers}
+    heads = {int(ts["q"].shape[-3]) for ts, _ in layers}   # [H, N, d] or, save(batch="all"), [B, H, N, d]
+    ntok = {int(ts["q"].shape[-2]) for ts, _ in layers}
     attrs = {"source": "attnscope_dump", "source_version": __version__, "torch_version": str(torch.__version__),
              "layout": "hnd", "n_layers": len(layers), "n_heads": heads.pop() if len(heads) == 1 else -1,
              "n_tokens": ntok.pop() if len(ntok) == 1 else -1}

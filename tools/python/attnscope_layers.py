@@ -9,8 +9,19 @@ an output projection), at linear cost in N:
 * ``LinearAttention(dim, heads, feature_map="relu"|"elu1", causal=False)``: docs/maths.md 1.3.
 * ``MHLA(dim, heads, blocks=M | chunk=C | grid=(G1, G2[, G3]) + block_grid=..., token_order="raster",
   mixing="cos" (any preset of docs/maths.md 1.6, or an M x M / H x M x M array), per_head=True,
-  causal=False, feature_map="relu")``: docs/maths.md 1.4 with row normalisation; Mc is learned,
-  initialised from the preset, kept non-negative (``Mc = relu(W)``) and, causally, lower triangular.
+  causal=False, feature_map="relu", parametrisation="clamp")``: docs/maths.md 1.4 with row normalisation;
+  Mc is learned, initialised from the preset and, causally, lower triangular. ``parametrisation`` says how
+  (``PARAMETRISATIONS``):
+
+  - ``"clamp"``: Mc = W, W clamped to [1e-5, 1] after every optimiser step (call ``constrain_(model)``
+    after ``opt.step()``), as the authors' language-model code does: no entry can reach 0 and stop learning.
+  - ``"free"``: Mc = W, unconstrained and signed, as in the authors' vision code (a 1x1 convolution over the
+    block axis initialised from the preset, trainable, no sign constraint, one for all heads: pass
+    ``per_head=False`` to match it; DAGroup-PKU/MHLA, mhla_image_classification/models/modules/attention/mhla.py).
+    Row sums of the weights may then be 0 or negative: the layer normalises as the definition does.
+  - ``"relu"``: Mc = relu(W), the earlier reference layer, kept for reproducibility. With weight decay,
+    an entry pushed below 0 has no gradient and never returns (764 of 1024 entries in an earlier study).
+
   Causal MHLA needs blocks contiguous in token order (``blocks`` or ``chunk``).
 
 ``layer.attention(x)`` returns the dense attention matrix ``[B, H, N, N]`` (the definition, O(N^2), for
@@ -39,6 +50,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 EPS = 1e-6   # docs/maths.md 1.2: relu features are max(x, 0) + 1e-6
+PARAMETRISATIONS = ("clamp", "free", "relu")   # how MHLA keeps its learned Mc (the MHLA docstring above)
+CLAMP_RANGE = (1e-5, 1.0)
 
 
 def feature_map(x: torch.Tensor, name: str) -> torch.Tensor:
@@ -210,8 +223,11 @@ class MHLA(_Attention):
     def __init__(self, dim: int, heads: int, n: int, blocks: Optional[int] = None, chunk: Optional[int] = None,
                  grid: Optional[Sequence[int]] = None, block_grid: Optional[Sequence[int]] = None,
                  token_order: str = "raster", mixing: Union[str, np.ndarray] = "cos", per_head: bool = True,
-                 causal: bool = False, feature_map: str = "relu"):
+                 causal: bool = False, feature_map: str = "relu", parametrisation: str = "clamp"):
         super().__init__(dim, heads, feature_map, causal)
+        if parametrisation not in PARAMETRISATIONS:
+            raise ValueError(f"parametrisation {parametrisation!r}: one of {', '.join(PARAMETRISATIONS)}")
+        self.parametrisation = parametrisation
         blk, centres = block_layout(n, blocks, chunk, grid, block_grid, token_order)
         if causal and np.any(np.diff(blk) < 0):
             raise ValueError("causal MHLA needs blocks contiguous in token order (blocks or chunk)")
@@ -219,15 +235,24 @@ class MHLA(_Attention):
         self.block_options = dict(blocks=blocks, chunk=chunk, grid=grid, block_grid=block_grid, token_order=token_order)
         self.register_buffer("blk", torch.as_tensor(blk))
         init = mixing_preset(mixing, centres) if isinstance(mixing, str) else np.asarray(mixing, dtype=np.float64)
-        if init.shape[-2:] != (self.m, self.m) or np.any(init < 0):
-            raise ValueError(f"mixing matrix of shape {init.shape}: expected non-negative {self.m} x {self.m}")
+        signed_ok = parametrisation == "free"
+        if init.shape[-2:] != (self.m, self.m) or (not signed_ok and np.any(init < 0)):
+            kind = "" if signed_ok else "non-negative "
+            raise ValueError(f"mixing matrix of shape {init.shape}: expected {kind}{self.m} x {self.m}")
         if per_head and init.ndim == 2:
             init = np.broadcast_to(init, (heads, self.m, self.m)).copy()
         self.weight = nn.Parameter(torch.as_tensor(init, dtype=torch.float32))
+        self.constrain_()
+
+    @torch.no_grad()
+    def constrain_(self) -> None:
+        """``clamp``: W back into [1e-5, 1] (after each optimiser step); the other parametrisations: nothing."""
+        if self.parametrisation == "clamp":
+            self.weight.clamp_(*CLAMP_RANGE)
 
     def mixing_matrix(self) -> torch.Tensor:
-        """Mc: [H, M, M] (per head) or [M, M], non-negative, lower triangular when causal."""
-        mc = F.relu(self.weight)
+        """Mc: [H, M, M] (per head) or [M, M]; lower triangular when causal; signed only with ``free``."""
+        mc = F.relu(self.weight) if self.parametrisation == "relu" else self.weight
         return torch.tril(mc) if self.causal else mc
 
     def _mixing_heads(self, dtype) -> torch.Tensor:   # [H, M, M]
@@ -272,6 +297,13 @@ class MHLA(_Attention):
         y = torch.empty_like(v)
         y[:, :, order] = torch.cat(outs, dim=2)
         return self._out(y)
+
+
+def constrain_(model: nn.Module) -> None:
+    """Applies every MHLA layer's parametrisation constraint in ``model``: call it after each ``opt.step()``."""
+    for m in model.modules():
+        if isinstance(m, MHLA):
+            m.constrain_()
 
 
 def record_reference_layer(module, args, kwargs, output):
