@@ -47,7 +47,8 @@ void block_params(json& p, const AttentionOptions& o, Index n)
 
 void mixing_params(json& p, const AttentionOptions& o)
 {
-    const std::string mixing = o.mixing.matrix ? o.mixing.preset : resolved_mixing_name(o.mixing, o.causal);
+    const std::string mixing = o.mixing.matrix ? o.mixing.preset
+                                                : resolved_mixing_name(o.mixing, o.causal, o.blocks.kind == BlockSpec::Kind::grid);
     p["mixing"] = mixing;
     if (o.mixing.matrix && o.mixing.head)
         p["mixing_head"] = *o.mixing.head;   // a per-head mixing file: the analysed head's matrix

@@ -492,7 +492,7 @@ std::string mhla_same_as_linear(const AttentionOptions& options, Index n)
     const std::string what = "MHLA is linear attention by construction here (the same matrix, not a measured similarity): ";
     if (m == 1)
         return what + "one block (M = 1)";
-    const std::string name = resolved_mixing_name(options.mixing, options.causal);
+    const std::string name = resolved_mixing_name(options.mixing, options.causal, options.blocks.kind == BlockSpec::Kind::grid);
     if (name == "uniform")
         return what + "uniform mixing with row normalisation";
     if (name == "causal")

@@ -253,6 +253,18 @@ TEST(Operator, MhlaRankAtMostRankOfMixingTimesFeatureDimension)
     }
 }
 
+// Issue 23's check of the 1-D default (docs/maths.md 1.6): on random data, N = 256, d = 16, 16 blocks, default
+// MHLA goes above 2d = 32, where the rank-2 `cos` preset stops it.
+TEST(Operator, DefaultOneDimensionalMixingDoesNotCapMhlaAtTwiceTheFeatures)
+{
+    const MatrixXd Q = test::gaussian_matrix(256, 16, 7), K = test::gaussian_matrix(256, 16, 8);
+    AttentionOptions o;
+    o.blocks = count_blocks(16);
+    EXPECT_GT(rank_of(make_operator(Mechanism::mhla, Q, K, o)->dense()), 32);
+    o.mixing.preset = "cos";
+    EXPECT_LE(rank_of(make_operator(Mechanism::mhla, Q, K, o)->dense()), 32);
+}
+
 TEST(Operator, RowNormalisedRowsSumToOne)
 {
     const Index n = 120;
