@@ -96,6 +96,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.params = std::move(p.result.params);
         m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
         m.result.same_as_linear = p.result.same_as_linear;
+        m.result.rank_cap = p.result.rank_cap;
         m.result.spectrum_why = std::move(p.result.spectrum_why);
         results.push_back(std::move(m.result));
         p.op.reset();

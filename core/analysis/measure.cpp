@@ -86,6 +86,11 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
         p.result.same_as_linear = true;
     }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
+    if (const attention::KernelFactors* f = p.op->kernel_pieces())
+        if (const std::optional<metrics::MixingRankCap> cap = metrics::mixing_rank_cap(*f)) {
+            p.result.warnings.push_back(metrics::rank_cap_sentence(*cap, attention::mechanism_info(mechanism).label));
+            p.result.rank_cap = cap->bound;
+        }
     SpectrumChoice choice = choose_spectrum(*p.op, metric_options, memory_limit);
     p.path = choice.path;
     p.result.spectrum_why = std::move(choice.why);
