@@ -127,8 +127,8 @@ std::unique_ptr<AttentionOperator> make_mhla(const Eigen::Ref<const MatrixXd>& Q
     const FeatureMap phi(o.feature_map, Q.cols());
     BlockLayout layout = make_blocks(o.blocks, Q.rows());
     MatrixXd mixing = make_mixing(o.mixing, layout, o.causal);
-    return make_kernel_operator(Mechanism::mhla, phi(Q), phi(K), std::move(layout), std::move(mixing), o,
-                                !phi.non_negative());
+    const bool negative = !phi.non_negative() || signed_mixing(mixing);
+    return make_kernel_operator(Mechanism::mhla, phi(Q), phi(K), std::move(layout), std::move(mixing), o, negative);
 }
 
 std::string no_problem(const AttentionOptions&, Index) { return {}; }

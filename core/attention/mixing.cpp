@@ -67,6 +67,8 @@ std::string_view default_mixing_name(bool causal, bool grid)
     return grid ? "cos" : "exp";
 }
 
+bool signed_mixing(const Eigen::MatrixXd& mixing) { return (mixing.array() < 0.0).any(); }
+
 std::string default_mixing_text()
 {
     std::string s(default_mixing_name(false, false));
@@ -98,9 +100,6 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
                 if (!std::isfinite(W(i, j)))
                     throw std::invalid_argument(source + " has a non-finite entry at (" + std::to_string(i) + ", " +
                                                 std::to_string(j) + ")");
-                if (W(i, j) < 0.0)
-                    throw std::invalid_argument(source + " has a negative entry " + fmt_double(W(i, j)) + " at (" +
-                                                std::to_string(i) + ", " + std::to_string(j) + ")");
             }
         return W;
     }

@@ -121,6 +121,13 @@ TEST(CliCommands, MixingRankCapIsSaidInWords)
     attnscope::test::expect_script_passes("app/check_rank_cap.py", "cli_rank_cap");
 }
 
+// A signed learned Mc (docs/maths.md 1.4) against the reference, per head, with the degenerate-normaliser rule
+// (tests/app/check_signed_mixing.py).
+TEST(CliCommands, SignedMixingMatricesMatchTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_signed_mixing.py", "cli_signed_mixing");
+}
+
 // The decay, gated and cosformer families (docs/maths.md 1.8) against the NumPy reference, with their identities and
 // errors (tests/app/check_families.py).
 TEST(CliCommands, LinearAttentionFamiliesMatchTheReference)

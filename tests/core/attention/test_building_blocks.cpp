@@ -346,8 +346,10 @@ TEST(Mixing, LoadedMatrixChecks)
     m.matrix = MatrixXd::Ones(3, 4);
     expect_mixing_refused(m, layout, {"3x4", "M=4", "mc.npy"});
     m.matrix = MatrixXd::Ones(4, 4);
-    (*m.matrix)(2, 1) = -0.5;
-    expect_mixing_refused(m, layout, {"negative"});
+    (*m.matrix)(2, 1) = -0.5;   // a signed learned Mc is accepted as it is (docs/maths.md 1.4)
+    EXPECT_EQ(make_mixing(m, layout, false), *m.matrix);
+    EXPECT_TRUE(signed_mixing(*m.matrix));
+    EXPECT_FALSE(signed_mixing(MatrixXd::Ones(4, 4)));
     (*m.matrix)(2, 1) = std::numeric_limits<double>::quiet_NaN();
     expect_mixing_refused(m, layout, {"non-finite"});
     (*m.matrix)(2, 1) = std::numeric_limits<double>::infinity();
