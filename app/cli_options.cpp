@@ -158,7 +158,10 @@ void MechanismArgs::add_to(CLI::App& cmd)
                    joined(attention::token_order_names(), " | ") + " (grid data; default raster)")->group(g);
     b->excludes(c)->excludes(gr);
     c->excludes(gr);
-    cmd.add_option("--mixing", mixing, joined(attention::mixing_presets(), " | ") + " | FILE[:DATASET]")->group(g);
+    cmd.add_option("--mixing", mixing,
+                   joined(attention::mixing_presets(), " | ") + " | FILE[:DATASET] (default " +
+                       attention::default_mixing_text() + ")")
+        ->group(g);
     cmd.add_option("--mixing-sigma", mixing_sigma, "exp mixing: sigma (default 3)")->group(g);
     cmd.add_option("--mixing-threshold", mixing_threshold, "local mixing: threshold tau (default 1.5)")->group(g);
     cmd.add_option("--normalize", normalize,

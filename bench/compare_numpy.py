@@ -291,7 +291,7 @@ def main():
             t_numpy, ref = run_numpy_child(coretype, "pipeline", **{"in": path, "blocks": args.blocks})
             t0 = time.perf_counter()
             p = subprocess.run([args.attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--blocks",
-                                str(args.blocks), "--json", "-"], capture_output=True, text=True)
+                                str(args.blocks), "--mixing", "cos", "--json", "-"], capture_output=True, text=True)
             t_ours = time.perf_counter() - t0
             if p.returncode != 0:
                 print(p.stderr)

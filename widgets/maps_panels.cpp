@@ -240,6 +240,8 @@ QString MapPanels::panelTitle(const Panel& p) const
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
     if (o.result.same_as_linear)
         t += tr(" = linear by construction");
+    else if (o.result.rank_cap)   // the mixing matrix, not the data, caps the rank (docs/maths.md 1.6)
+        t += tr(", rank \u2264 %1 by its mixing").arg(*o.result.rank_cap);
     return t;
 }
 

@@ -167,7 +167,7 @@ void MechanismPanel::addMixingRows(QGroupBox* mh)
     for (const std::string_view p : attention::mixing_presets())
         m_mixing->addItem(QString::fromLatin1(p.data(), qsizetype(p.size())), QString::fromLatin1(p.data(), qsizetype(p.size())));
     m_mixing->addItem(tr("matrix from file..."), QStringLiteral("file"));
-    m_mixing->setToolTip(tr("The M x M block mixing matrix of MHLA; default: cos, or causal-local when causal (--mixing)"));
+    m_mixing->setToolTip(tr("The M x M block mixing matrix of MHLA; default: %1 (--mixing)").arg(QString::fromStdString(attention::default_mixing_text())));
     mf->addRow(tr("Mixing"), m_mixing);
     m_sigma = doubleSpinBox(mh, 1e-6, 1e6, 3, 3.0, tr("Width σ of exp mixing (--mixing-sigma)"));
     m_threshold = doubleSpinBox(mh, 0, 1e6, 3, 1.5, tr("Distance threshold of local mixing (--mixing-threshold)"));

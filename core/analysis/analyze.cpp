@@ -99,6 +99,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.params = std::move(p.result.params);
         m.result.warnings.insert(m.result.warnings.begin(), p.result.warnings.begin(), p.result.warnings.end());
         m.result.same_as_linear = p.result.same_as_linear;
+        m.result.rank_cap = p.result.rank_cap;
         m.result.spectrum_why = std::move(p.result.spectrum_why);
         // docs/maths.md 2.2: a causal result (or one with a split) has its past block, null when not measured.
         m.result.past_block_asked = m.result.past_block_asked ||

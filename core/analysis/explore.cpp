@@ -134,6 +134,7 @@ void measure_kept(Planned& p, const MetricOptions& mo, StageProgress& progress)
     m.result.params = std::move(o.result.params);
     m.result.warnings.insert(m.result.warnings.begin(), p.prepared->result.warnings.begin(), p.prepared->result.warnings.end());
     m.result.same_as_linear = p.prepared->result.same_as_linear;
+    m.result.rank_cap = p.prepared->result.rank_cap;
     o.result = std::move(m.result);
     o.matrix = std::move(m.matrix);
     if (m.finite && o.matrix && o.matrix->rows() > k_pyramid_above) {

@@ -112,7 +112,8 @@ MapValues map_values(const MechanismOutcome& a, const CausalMask& mask_a, const 
         out.min = out.max = 0;
         return out;
     }
-    out.signed_values = b || out.min < 0;
+    // A matrix with negative entries (identity features, a signed Mc) is signed even where max cells hide them.
+    out.signed_values = b || out.min < 0 || (pyramids && a.pyramid->min < 0);
     out.values.reserve(img.values.size());
     for (std::size_t i = 0; i < img.values.size(); ++i)
         if (masked.empty() || !masked[i])

@@ -11,6 +11,7 @@
 
 #include "analysis/mask_measures.h"
 #include "attention/mechanisms.h"
+#include "attention/mixing.h"
 #include "metrics/bidiag_svd.h"
 #include "metrics/structured.h"
 #include "metrics/svd_two_stage.h"
@@ -87,6 +88,11 @@ PreparedMechanism prepare_mechanism(Mechanism mechanism, const Eigen::Ref<const 
         p.result.same_as_linear = true;
     }
     p.op = attention::make_operator(mechanism, Q, K, p.options);
+    if (const attention::KernelFactors* f = p.op->kernel_pieces())
+        if (const std::optional<metrics::MixingRankCap> cap = metrics::mixing_rank_cap(*f)) {
+            p.result.warnings.push_back(metrics::rank_cap_sentence(*cap, attention::mechanism_info(mechanism).label));
+            p.result.rank_cap = cap->bound;
+        }
     SpectrumChoice choice = choose_spectrum(*p.op, metric_options, memory_limit);
     p.path = choice.path;
     p.result.spectrum_why = std::move(choice.why);
@@ -160,14 +166,24 @@ std::shared_ptr<Eigen::MatrixXd> form_matrix(const attention::AttentionOperator&
     return A;
 }
 
+// Why entries may be negative: the feature map, or a learned mixing matrix with negative entries (docs/maths.md 1.4).
+std::string negative_cause(Mechanism m, const attention::AttentionOptions& options)
+{
+    std::string why = "feature map ";
+    why.append(attention::to_string(options.feature_map.kind));
+    if (attention::mechanism_info(m).has_mixing() && options.mixing.matrix && attention::signed_mixing(*options.mixing.matrix))
+        why = options.feature_map.kind == attention::FeatureMapKind::identity ? why + " and a signed mixing matrix"
+                                                                             : std::string("a signed mixing matrix");
+    return why;
+}
+
 // The warnings that go with entropy (or its absence), the same on every path.
 void entropy_warnings(MechanismResult& r, bool negative, const attention::AttentionOptions& options)
 {
-    if (negative)
-        r.warnings.push_back("entropy is undefined: the matrix has negative entries (feature map " +
-                             std::string(attention::to_string(options.feature_map.kind)) +
-                             "), so its rows are not distributions");
-    else if (attention::mechanism_info(r.mechanism).takes(attention::opt_normalize) &&
+    if (negative) {
+        std::string w = "entropy is undefined: the matrix has negative entries (";
+        r.warnings.push_back(w.append(negative_cause(r.mechanism, options)).append("), so its rows are not distributions"));
+    } else if (attention::mechanism_info(r.mechanism).takes(attention::opt_normalize) &&
              options.normalize != attention::Normalize::row)
         r.warnings.push_back("rows are not normalised to sum 1 (normalize=" +
                              std::string(attention::to_string(options.normalize)) +
@@ -348,7 +364,8 @@ std::string non_finite_reason(const attention::AttentionOperator& op)
         std::snprintf(sum, sizeof sum, "%g", op.unnormalisable_sum());
         why = "the kernel scores phi(q) . phi(k) of query t=" + std::to_string(*row) +
               " over the keys it sees sum to " + sum + ", so its row cannot be normalised (features that cancel, "
-              "such as identity on signed data, a mixing row of zeros, or scores that overflow)";
+              "such as identity on signed data, a mixing row of zeros, a signed mixing matrix that makes the sum <= 0, "
+              "or scores that overflow)";
     } else if (op.softmax_pieces()) {
         why = "its scaled scores scale * q . k are not finite (they overflow double precision: rescale the inputs "
               "or give a smaller --scale)";

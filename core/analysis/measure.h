@@ -79,6 +79,7 @@ struct MechanismResult {
     // Matrix-free top-k (metrics/topk.h): the solver's report, with a residual bound per value.
     std::optional<metrics::TopSingularValues> top_k;
     bool same_as_linear = false;                        // MHLA that is linear attention by construction (a warning says why)
+    std::optional<Index> rank_cap;                      // rank <= this whatever the data: the mixing matrix caps it (a warning says so)
     std::string spectrum_why;                           // why this spectrum path (choose_spectrum); empty: not recorded
     // docs/maths.md 2.2 (each absent where not computable; a warning says why).
     std::optional<double> support_normalized_mean;      // mean of H_t / ln|S_t|

@@ -14,6 +14,7 @@
 #include "analysis/metric_table.h"
 #include "analysis/sweep.h"
 #include "attention/options_json.h"
+#include "metrics/structured.h"
 
 namespace attnscope::analysis {
 
@@ -72,6 +73,7 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
     struct Acc {
         std::map<std::string, std::vector<double>> values;
         Index count = 0;
+        std::string rank_cap;   // the mixing matrix caps the rank (docs/maths.md 1.6): its sentence
     };
     // Points in first-seen order.
     std::vector<std::tuple<std::string, Index, Index>> order;
@@ -86,6 +88,9 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
             if (const std::optional<double> v = e->read(r.result))
                 a.values[std::string(e->key)].push_back(*v);
         a.values["seconds"].push_back(r.seconds);
+        for (const std::string& w : r.result.warnings)
+            if (a.rank_cap.empty() && metrics::is_rank_cap_sentence(w))
+                a.rank_cap = w;
     }
     nlohmann::ordered_json doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;
@@ -104,6 +109,8 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
         p["n"] = std::get<1>(key);
         p["m"] = std::get<2>(key);
         p["count"] = a.count;
+        if (!a.rank_cap.empty())
+            p["rank_cap"] = a.rank_cap;
         for (const std::string& metric : sweep_metric_names()) {
             const auto it = a.values.find(metric);
             if (it == a.values.end() || it->second.empty()) {

@@ -47,7 +47,8 @@ void block_params(json& p, const AttentionOptions& o, Index n)
 
 void mixing_params(json& p, const AttentionOptions& o)
 {
-    const std::string mixing = o.mixing.matrix ? o.mixing.preset : resolved_mixing_name(o.mixing, o.causal);
+    const std::string mixing = o.mixing.matrix ? o.mixing.preset
+                                                : resolved_mixing_name(o.mixing, o.causal, o.blocks.kind == BlockSpec::Kind::grid);
     p["mixing"] = mixing;
     if (o.mixing.matrix && o.mixing.head)
         p["mixing_head"] = *o.mixing.head;   // a per-head mixing file: the analysed head's matrix
@@ -126,8 +127,8 @@ std::unique_ptr<AttentionOperator> make_mhla(const Eigen::Ref<const MatrixXd>& Q
     const FeatureMap phi(o.feature_map, Q.cols());
     BlockLayout layout = make_blocks(o.blocks, Q.rows());
     MatrixXd mixing = make_mixing(o.mixing, layout, o.causal);
-    return make_kernel_operator(Mechanism::mhla, phi(Q), phi(K), std::move(layout), std::move(mixing), o,
-                                !phi.non_negative());
+    const bool negative = !phi.non_negative() || signed_mixing(mixing);
+    return make_kernel_operator(Mechanism::mhla, phi(Q), phi(K), std::move(layout), std::move(mixing), o, negative);
 }
 
 std::string no_problem(const AttentionOptions&, Index) { return {}; }

@@ -60,12 +60,28 @@ bool is_mixing_preset(std::string_view text)
     return false;
 }
 
-std::string resolved_mixing_name(const MixingSpec& spec, bool causal)
+std::string_view default_mixing_name(bool causal, bool grid)
+{
+    if (causal)
+        return "causal-local";
+    return grid ? "cos" : "exp";
+}
+
+bool signed_mixing(const Eigen::MatrixXd& mixing) { return (mixing.array() < 0.0).any(); }
+
+std::string default_mixing_text()
+{
+    std::string s(default_mixing_name(false, false));
+    s.append(" on 1-D blocks, ").append(default_mixing_name(false, true)).append(" on a block grid, ");
+    return s.append(default_mixing_name(true, false)).append(" when causal");
+}
+
+std::string resolved_mixing_name(const MixingSpec& spec, bool causal, bool grid)
 {
     if (spec.matrix)
         return "file";
     if (spec.preset.empty())
-        return causal ? "causal-local" : "cos";
+        return std::string(default_mixing_name(causal, grid));
     return spec.preset;
 }
 
@@ -84,14 +100,11 @@ Eigen::MatrixXd make_mixing(const MixingSpec& spec, const BlockLayout& layout, b
                 if (!std::isfinite(W(i, j)))
                     throw std::invalid_argument(source + " has a non-finite entry at (" + std::to_string(i) + ", " +
                                                 std::to_string(j) + ")");
-                if (W(i, j) < 0.0)
-                    throw std::invalid_argument(source + " has a negative entry " + fmt_double(W(i, j)) + " at (" +
-                                                std::to_string(i) + ", " + std::to_string(j) + ")");
             }
         return W;
     }
 
-    const std::string name = resolved_mixing_name(spec, causal);
+    const std::string name = resolved_mixing_name(spec, causal, layout.centres.cols() > 1);
     if (!is_mixing_preset(name))
         throw std::invalid_argument("unknown mixing preset '" + name + "' (valid: " + joined(mixing_presets()) +
                                     ", or FILE[:DATASET])");

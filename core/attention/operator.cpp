@@ -304,14 +304,12 @@ public:
 
         m_f.row_scale = VectorXd::Ones(m_n);
         m_f.row_normalised = options.normalize == Normalize::row;
+        // A signed Mc (docs/maths.md 1.4) can make a normaliser negative: such a row is not defined either.
+        const bool signed_mc = signed_mixing(m_f.mixing);
         if (m_f.row_normalised) {
             const VectorXd z = scatter(m_fwd.apply(MatrixXd::Ones(m_n, 1), m_causal)).col(0);
-            for (Index t = 0; t < m_n && !m_f.unnormalisable_row; ++t)
-                if (!(z(t) != 0.0) || !std::isfinite(z(t))) {
-                    m_f.unnormalisable_row = t;
-                    m_f.unnormalisable_sum = z(t);
-                }
             m_f.row_scale = z.cwiseInverse();
+            mark_unnormalisable(z, signed_mc);
         } else if (options.normalize == Normalize::official) {
             // den(t) = 1e-6 + sum_b Mc[i,b] phi(q_{b,p}) . z_b for t at position p of block i;
             // G(b,p) = phi(q_{b,p}) . z_b, so den = 1e-6 + (Mc G)(i,p).
@@ -327,10 +325,30 @@ public:
             }
             MatrixXd den(m, L);
             den.noalias() = m_f.mixing * G;
+            VectorXd den_t(m_n);
             for (Index i = 0; i < m; ++i)
                 for (Index p = 0; p < L; ++p)
-                    m_f.row_scale(layout.tokens[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)]) =
-                        1.0 / (k_official_eps + den(i, p));
+                    den_t(layout.tokens[static_cast<std::size_t>(i)][static_cast<std::size_t>(p)]) = k_official_eps + den(i, p);
+            m_f.row_scale = den_t.cwiseInverse();
+            if (signed_mc)   // non-negative Mc: den >= 1e-6
+                mark_unnormalisable(den_t, true);
+        }
+    }
+
+    // Records the first row whose normaliser z(t) is 0 or not finite, or with a signed Mc <= 0 (the
+    // degenerate-normaliser rule, docs/maths.md 4); with a signed Mc every such row's scale becomes NaN, so the
+    // matrix is not finite wherever it is not defined (1/z alone would be finite for z < 0).
+    void mark_unnormalisable(const VectorXd& z, bool signed_mc)
+    {
+        for (Index t = 0; t < m_n; ++t) {
+            if (z(t) != 0.0 && std::isfinite(z(t)) && (!signed_mc || z(t) > 0.0))
+                continue;
+            if (!m_f.unnormalisable_row) {
+                m_f.unnormalisable_row = t;
+                m_f.unnormalisable_sum = z(t);
+            }
+            if (signed_mc)
+                m_f.row_scale(t) = std::numeric_limits<double>::quiet_NaN();
         }
     }
 
@@ -360,8 +378,12 @@ public:
         }
         // Whole rows: row normalisation uses each row's own sum, exactly as dense() does.
         // (Column by column: rows of a column-major tile are strided.)
-        const VectorXd scale = m_f.row_normalised ? VectorXd(out.rowwise().sum().cwiseInverse())
-                                                : VectorXd(m_f.row_scale.segment(t0, count));
+        VectorXd scale = m_f.row_normalised ? VectorXd(out.rowwise().sum().cwiseInverse())
+                                          : VectorXd(m_f.row_scale.segment(t0, count));
+        if (m_f.unnormalisable_row)   // rows mark_unnormalisable left undefined stay so
+            for (Index i = 0; i < count; ++i)
+                if (std::isnan(m_f.row_scale(t0 + i)))
+                    scale(i) = m_f.row_scale(t0 + i);
         out.array().colwise() *= scale.array();
     }
 
@@ -492,7 +514,7 @@ std::string mhla_same_as_linear(const AttentionOptions& options, Index n)
     const std::string what = "MHLA is linear attention by construction here (the same matrix, not a measured similarity): ";
     if (m == 1)
         return what + "one block (M = 1)";
-    const std::string name = resolved_mixing_name(options.mixing, options.causal);
+    const std::string name = resolved_mixing_name(options.mixing, options.causal, options.blocks.kind == BlockSpec::Kind::grid);
     if (name == "uniform")
         return what + "uniform mixing with row normalisation";
     if (name == "causal")

@@ -99,4 +99,51 @@ std::vector<double> structured_singular_values(const attention::KernelFactors& f
     return s;
 }
 
+Index mixing_rank(const Eigen::MatrixXd& mixing)
+{
+    const Index m = mixing.rows();
+    return spectrum_metrics(singular_values(Eigen::MatrixXd(mixing)), m, m, std::nullopt).rank;
+}
+
+std::optional<MixingRankCap> mixing_rank_cap(const attention::KernelFactors& pieces)
+{
+    if (pieces.causal)
+        return std::nullopt;
+    MixingRankCap cap;
+    cap.features = pieces.phi_q.cols();
+    cap.mixing_rank = mixing_rank(pieces.mixing);
+    cap.bound = cap.mixing_rank * cap.features;
+    cap.allowed = std::min(pieces.phi_q.rows(), pieces.mixing.rows() * cap.features);
+    if (cap.bound >= cap.allowed)
+        return std::nullopt;
+    return cap;
+}
+
+namespace {
+constexpr std::string_view k_rank_cap_opening = "the mixing matrix has rank ";
+}
+
+std::string rank_cap_sentence(const MixingRankCap& cap, std::string_view label)
+{
+    std::string s(k_rank_cap_opening);
+    s.append(std::to_string(cap.mixing_rank))
+        .append(": ")
+        .append(label)
+        .append(" rank <= ")
+        .append(std::to_string(cap.bound))
+        .append(" whatever the data (rank(Mc) x r = ")
+        .append(std::to_string(cap.mixing_rank))
+        .append(" x ")
+        .append(std::to_string(cap.features))
+        .append(" features; N and M x r allow ")
+        .append(std::to_string(cap.allowed))
+        .append(")");
+    return s;
+}
+
+bool is_rank_cap_sentence(std::string_view warning)
+{
+    return warning.substr(0, k_rank_cap_opening.size()) == k_rank_cap_opening;
+}
+
 }  // namespace attnscope::metrics

@@ -7,6 +7,9 @@
 // Phi_K,b = V_b S_b, give A = blockdiag(U) * C * blockdiag(V)^T with orthonormal blockdiag(U), (V) and
 // the small core C[i,j] = Mc[i,j] * R_i S_j^T. The non-zero singular values of A are those of C:
 // O(N r^2 + (M r)^3) time, O(N r + (M r)^2) memory.
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "attention/operator.h"
@@ -19,5 +22,27 @@ std::vector<double> structured_singular_values(const attention::KernelFactors& f
 
 // Side of the core C for these factors (sum over blocks of min(block size, r)): the cost driver.
 Eigen::Index structured_core_size(const attention::KernelFactors& factors);
+
+// The cap a mixing matrix puts on non-causal MHLA's rank whatever the data (docs/maths.md 1.6 and 3): the
+// factorisation above gives rank(A) <= rank(Mc) * r. It is worth saying when it binds below what the blocks
+// allow, rank(Mc) * r < min(N, M * r): then the mixing matrix, not the data, decides the rank (1-D `cos`
+// mixing has rank 2, so MHLA rank <= 2r).
+struct MixingRankCap {
+    Eigen::Index mixing_rank = 0;   // rank(Mc) by the numpy.linalg.matrix_rank rule on its singular values
+    Eigen::Index features = 0;      // r
+    Eigen::Index bound = 0;         // rank(Mc) * r
+    Eigen::Index allowed = 0;       // min(N, M * r)
+};
+
+// rank(Mc): #{ s_i > s_1 * M * 2^-52 } (docs/maths.md 2).
+Eigen::Index mixing_rank(const Eigen::MatrixXd& mixing);
+// The cap of the operator with these kernel pieces (MHLA; linear attention, one block, never has one), or
+// nothing when it does not bind or the pieces are causal (the causal mask breaks the factorisation).
+std::optional<MixingRankCap> mixing_rank_cap(const attention::KernelFactors& pieces);
+// The cap in words for every report, `label` naming the mechanism: "the mixing matrix has rank 2: MHLA rank <= 32
+// whatever the data (rank(Mc) x r = 2 x 16 features; N and M x r allow 256)".
+std::string rank_cap_sentence(const MixingRankCap& cap, std::string_view label);
+// True for a warning rank_cap_sentence wrote (reports read back from JSON keep only the words).
+bool is_rank_cap_sentence(std::string_view warning);
 
 }  // namespace attnscope::metrics

@@ -114,6 +114,20 @@ TEST(CliCommands, PerHeadMixingMatricesMatchTheReference)
     attnscope::test::expect_script_passes("app/check_head_mixing.py", "cli_head_mixing");
 }
 
+// The rank-cap sentence of docs/maths.md 1.6 in analyze's table and JSON and the sweep summary, against NumPy's
+// rank of Mc (tests/app/check_rank_cap.py).
+TEST(CliCommands, MixingRankCapIsSaidInWords)
+{
+    attnscope::test::expect_script_passes("app/check_rank_cap.py", "cli_rank_cap");
+}
+
+// A signed learned Mc (docs/maths.md 1.4) against the reference, per head, with the degenerate-normaliser rule
+// (tests/app/check_signed_mixing.py).
+TEST(CliCommands, SignedMixingMatricesMatchTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_signed_mixing.py", "cli_signed_mixing");
+}
+
 // The decay, gated and cosformer families (docs/maths.md 1.8) against the NumPy reference, with their identities and
 // errors (tests/app/check_families.py).
 TEST(CliCommands, LinearAttentionFamiliesMatchTheReference)

@@ -112,7 +112,6 @@ TEST_F(CliErrors, ImpossibleOptions)
         {" --mechanism softmax,attn", {"attn"}},
         {" --mixing " + f("missing_mix.npy"), {"missing_mix.npy"}},
         {" --blocks 4 --mixing " + f("mix_3x4.npy"), {"3"}},
-        {" --blocks 4 --mixing " + f("mix_neg.npy"), {"negative"}},
         {" --mixing-sigma -1", {"--mixing-sigma"}},
         {" --scale nan", {"--scale"}},
         {" --favor-features 0 --feature-map favor", {"--favor-features"}},

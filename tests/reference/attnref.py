@@ -162,11 +162,10 @@ def _colnorm(W):
 
 
 def mixing_preset(name, centres, causal=False, sigma=3.0, threshold=1.5):
-    # The non-causal default is cos here, as docs/maths.md says today. ../shared/spec/attention.md 1.6 (issue 23)
-    # makes exp the default on 1-D blocks (cos stays on grids); switch this with the C++, not before, or the
-    # known answers of tests/core/attention and tests/app disagree with the binary.
+    # The defaults of docs/maths.md 1.6: causal-local when causal; non-causal, cos on a block grid (centres with
+    # two or three coordinates) and exp on 1-D blocks.
     if name is None or name == "":
-        name = "causal-local" if causal else "cos"
+        name = "causal-local" if causal else ("cos" if centres.shape[1] > 1 else "exp")
     M = centres.shape[0]
     if M == 1:
         return np.ones((1, 1))

@@ -168,6 +168,33 @@ TEST(MapsReadable, DoubleClickEnlargesOnePanelAndBack)
     EXPECT_EQ(view->saveState()["panels"].toString(), "all");
 }
 
+// docs/maths.md 1.6: when the mixing matrix caps MHLA's rank whatever the data, the app says so in words: the MHLA
+// panel's title and the warnings the Metrics view shows (and its CSV). data/gaussian.h5 (N = 256, d = 64) with
+// 16 1-D blocks and `cos` mixing (rank 2): MHLA rank <= 128; with the default `exp` there is no cap to state.
+TEST(MapsReadable, MixingRankCapIsSaidInWords)
+{
+    const auto explore = [](const char* mixing) {
+        return test::exploreFile(test::dataPath("gaussian.h5"), [&](analysis::ExploreRequest& r) {
+            r.options.blocks.blocks = 16;
+            r.options.mixing.preset = mixing;
+        });
+    };
+    const char* sentence = "the mixing matrix has rank 2: MHLA rank <= 128 whatever the data";
+    for (const char* mixing : {"cos", ""}) {
+        SCOPED_TRACE(mixing);
+        const bool capped = std::string(mixing) == "cos";
+        const Result res = explore(mixing);
+        EXPECT_EQ(widgets::metricsCsv(*res).contains(sentence), capped);
+        std::unique_ptr<ResultView> view(widgets::createMapsView());
+        QCustomPlot* plot = showMaps(view.get(), {1400, 600}, res);
+        QString titles;
+        for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
+            if (auto* t = qobject_cast<QCPTextElement*>(e))
+                titles += t->text().replace('\n', ' ') + "|";
+        EXPECT_EQ(titles.contains(QStringLiteral("rank \u2264 128 by its mixing")), capped) << titles.toStdString();
+    }
+}
+
 TEST(MapsReadable, CausalMaskHasItsOwnColour)
 {
     const auto& r = *charLmDefault();

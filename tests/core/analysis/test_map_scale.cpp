@@ -120,6 +120,25 @@ TEST(MapScale, PercentilesLeaveTheMaskOut)
     EXPECT_EQ(log.hi, 34);
 }
 
+// A matrix with a negative entry (a signed Mc) gets a diverging scale even when the max cells of its pyramid hide
+// the entry (N > kRangeCells).
+TEST(MapScale, NegativeEntriesHiddenByMaxCellsStillMakeTheScaleSigned)
+{
+    const Index n = 2 * analysis::kRangeCells;   // each cell the max of 2 x 2 entries
+    Eigen::MatrixXd A = Eigen::MatrixXd::Constant(n, n, 1.0 / static_cast<double>(n));
+    A(5, 7) = -1e-4;   // its cell's max is positive
+    analysis::MechanismOutcome o;
+    o.result.mechanism = attention::Mechanism::mhla;
+    o.allowed_keys.assign(static_cast<std::size_t>(n), n);
+    o.pyramid = std::make_shared<const analysis::MatrixPyramid>(analysis::make_pyramid(A));
+    o.matrix = std::make_shared<const Eigen::MatrixXd>(std::move(A));
+    const auto r = result_of(n);
+    const MapValues v = analysis::map_values(o, CausalMask::of(r, o), nullptr, nullptr, n, analysis::Reduce::max);
+    EXPECT_GE(v.min, 0.0);   // no cell shows the negative entry
+    EXPECT_TRUE(v.signed_values);
+    EXPECT_TRUE(analysis::colour_range({&v}, 100, false).diverging);
+}
+
 TEST(MapScale, DifferencesAreSymmetricAroundZero)
 {
     const auto r = result_of(4);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <fstream>
 #include <limits>
+#include <utility>
 
 #include <unistd.h>
 
@@ -270,14 +271,34 @@ TEST(Mixing, ColumnNormalisedPresetsHaveUnitColumns)
 
 TEST(Mixing, NamesAndDefaults)
 {
+    // docs/maths.md 1.6: exp on 1-D blocks, cos on a block grid, causal-local when causal (either layout).
     MixingSpec m;
-    EXPECT_EQ(resolved_mixing_name(m, false), "cos");
-    EXPECT_EQ(resolved_mixing_name(m, true), "causal-local");   // docs/maths.md 1.6: the causal default
+    EXPECT_EQ(resolved_mixing_name(m, false, false), "exp");
+    EXPECT_EQ(resolved_mixing_name(m, false, true), "cos");
+    EXPECT_EQ(resolved_mixing_name(m, true, false), "causal-local");
+    EXPECT_EQ(resolved_mixing_name(m, true, true), "causal-local");
     m.preset = "exp";
-    EXPECT_EQ(resolved_mixing_name(m, true), "exp");
+    EXPECT_EQ(resolved_mixing_name(m, true, true), "exp");
     m.preset = "learned.h5:/mc";
     m.matrix = MatrixXd::Identity(2, 2);
-    EXPECT_EQ(resolved_mixing_name(m, false), "file");
+    EXPECT_EQ(resolved_mixing_name(m, false, false), "file");
+}
+
+// The default preset's matrix is the named preset's on each layout.
+TEST(Mixing, DefaultMatrixFollowsTheLayout)
+{
+    BlockSpec line;
+    line.blocks = 6;
+    BlockSpec grid;
+    grid.kind = BlockSpec::Kind::grid;
+    grid.grid = {6, 8};
+    grid.block_grid = {3, 4};
+    for (const auto& [spec, name] : {std::pair{line, "exp"}, std::pair{grid, "cos"}}) {
+        const BlockLayout layout = make_blocks(spec, 48);
+        MixingSpec named;
+        named.preset = name;
+        EXPECT_EQ(make_mixing(MixingSpec{}, layout, false), make_mixing(named, layout, false)) << name;
+    }
 }
 
 // causal-local: lower triangular exp(-(i - j) / sigma), each row summing to 1 (docs/maths.md 1.6).
@@ -325,8 +346,10 @@ TEST(Mixing, LoadedMatrixChecks)
     m.matrix = MatrixXd::Ones(3, 4);
     expect_mixing_refused(m, layout, {"3x4", "M=4", "mc.npy"});
     m.matrix = MatrixXd::Ones(4, 4);
-    (*m.matrix)(2, 1) = -0.5;
-    expect_mixing_refused(m, layout, {"negative"});
+    (*m.matrix)(2, 1) = -0.5;   // a signed learned Mc is accepted as it is (docs/maths.md 1.4)
+    EXPECT_EQ(make_mixing(m, layout, false), *m.matrix);
+    EXPECT_TRUE(signed_mixing(*m.matrix));
+    EXPECT_FALSE(signed_mixing(MatrixXd::Ones(4, 4)));
     (*m.matrix)(2, 1) = std::numeric_limits<double>::quiet_NaN();
     expect_mixing_refused(m, layout, {"non-finite"});
     (*m.matrix)(2, 1) = std::numeric_limits<double>::infinity();

@@ -253,6 +253,50 @@ TEST(Operator, MhlaRankAtMostRankOfMixingTimesFeatureDimension)
     }
 }
 
+// Issue 23's check of the 1-D default (docs/maths.md 1.6): on random data, N = 256, d = 16, 16 blocks, default
+// MHLA goes above 2d = 32, where the rank-2 `cos` preset stops it.
+TEST(Operator, DefaultOneDimensionalMixingDoesNotCapMhlaAtTwiceTheFeatures)
+{
+    const MatrixXd Q = test::gaussian_matrix(256, 16, 7), K = test::gaussian_matrix(256, 16, 8);
+    AttentionOptions o;
+    o.blocks = count_blocks(16);
+    EXPECT_GT(rank_of(make_operator(Mechanism::mhla, Q, K, o)->dense()), 32);
+    o.mixing.preset = "cos";
+    EXPECT_LE(rank_of(make_operator(Mechanism::mhla, Q, K, o)->dense()), 32);
+}
+
+// A signed learned Mc (docs/maths.md 1.4): rows with a positive normaliser are P / z as usual (they sum to 1 and
+// may hold negative entries); a row whose normaliser is <= 0 is not defined: the first is reported and every such
+// row is NaN (row and official normalisation), so no path measures a matrix that does not exist.
+TEST(Operator, SignedMixingRowsAndTheDegenerateNormaliserRule)
+{
+    const Index n = 40;
+    const MatrixXd Q = test::gaussian_matrix(n, 4, 5), K = test::gaussian_matrix(n, 4, 6);
+    AttentionOptions o;
+    o.blocks = count_blocks(4);
+    MatrixXd mc = MatrixXd::Constant(4, 4, 0.5);
+    mc(1, 2) = -0.1;
+    o.mixing.matrix = mc;
+    const auto fine = make_operator(Mechanism::mhla, Q, K, o);
+    EXPECT_FALSE(fine->unnormalisable_row());
+    EXPECT_TRUE(fine->may_be_negative());
+    const MatrixXd A = fine->dense();
+    EXPECT_LE((A.rowwise().sum().array() - 1.0).abs().maxCoeff(), 1e-13);
+    EXPECT_LT(A.minCoeff(), 0.0);
+    mc.row(2) << -1.0, -1.0, 0.01, -1.0;   // block 2's rows (tokens 20..29) sum to < 0
+    o.mixing.matrix = mc;
+    for (Normalize norm : {Normalize::row, Normalize::official}) {
+        o.normalize = norm;
+        const auto bad = make_operator(Mechanism::mhla, Q, K, o);
+        ASSERT_TRUE(bad->unnormalisable_row()) << to_string(norm);
+        EXPECT_EQ(*bad->unnormalisable_row(), 20) << to_string(norm);
+        EXPECT_LT(bad->unnormalisable_sum(), 0.0);
+        const MatrixXd B = bad->dense();
+        EXPECT_FALSE(B.middleRows(20, 10).array().isFinite().any()) << to_string(norm);
+        EXPECT_TRUE(B.topRows(20).allFinite()) << to_string(norm);
+    }
+}
+
 TEST(Operator, RowNormalisedRowsSumToOne)
 {
     const Index n = 120;

@@ -104,3 +104,52 @@ TEST(Structured, RefusesCausal)
     ASSERT_NE(op->kernel_pieces(), nullptr);
     EXPECT_THROW(metrics::structured_singular_values(*op->kernel_pieces()), std::invalid_argument);
 }
+
+// docs/maths.md 1.6: the mixing matrix caps non-causal MHLA at rank(Mc) * r, and the cap is reported when it is
+// below min(N, M r). 1-D `cos` has rank 2 (cos of a difference); `exp` has full rank; a causal mask breaks the
+// factorisation; linear attention (one block) never has a cap; FAVOR+ counts its m features.
+TEST(Structured, MixingRankCap)
+{
+    const Eigen::MatrixXd q = test::gaussian_matrix(256, 16, 3), k = test::gaussian_matrix(256, 16, 4);
+    attention::AttentionOptions o;
+    o.blocks.blocks = 16;
+    o.mixing.preset = "cos";
+    const auto cos_op = attention::make_operator(Mechanism::mhla, q, k, o);
+    const std::optional<metrics::MixingRankCap> cap = metrics::mixing_rank_cap(*cos_op->kernel_pieces());
+    ASSERT_TRUE(cap);
+    EXPECT_EQ(cap->mixing_rank, 2);
+    EXPECT_EQ(cap->features, 16);
+    EXPECT_EQ(cap->bound, 32);
+    EXPECT_EQ(cap->allowed, 256);
+    const std::string words = metrics::rank_cap_sentence(*cap, "MHLA");
+    EXPECT_EQ(words.rfind("the mixing matrix has rank 2: MHLA rank <= 32 whatever the data", 0), 0u) << words;
+    EXPECT_TRUE(metrics::is_rank_cap_sentence(words));
+    EXPECT_FALSE(metrics::is_rank_cap_sentence("MHLA is linear attention by construction here"));
+    // The bound holds: the rank of the matrix is at most 32.
+    EXPECT_LE(metrics::spectrum_metrics(metrics::singular_values(cos_op->dense()), 256, 256, std::nullopt).rank, 32);
+
+    o.mixing.preset = "exp";
+    EXPECT_FALSE(metrics::mixing_rank_cap(*attention::make_operator(Mechanism::mhla, q, k, o)->kernel_pieces()));
+    o.mixing.preset = "cos";
+    o.causal = true;
+    EXPECT_FALSE(metrics::mixing_rank_cap(*attention::make_operator(Mechanism::mhla, q, k, o)->kernel_pieces()));
+    o.causal = false;
+    EXPECT_FALSE(metrics::mixing_rank_cap(*attention::make_operator(Mechanism::linear, q, k, o)->kernel_pieces()));
+    // FAVOR+ with m = 100 features: 2 x 100 < min(256, 1600).
+    o.feature_map.kind = attention::FeatureMapKind::favor;
+    o.feature_map.favor_features = 100;
+    const auto favor = metrics::mixing_rank_cap(*attention::make_operator(Mechanism::mhla, q, k, o)->kernel_pieces());
+    ASSERT_TRUE(favor);
+    EXPECT_EQ(favor->bound, 200);
+    // A learned Mc of rank 3 (zeros included), M = 4, r = 16: 48 < min(256, 64).
+    Eigen::MatrixXd mc(4, 4);
+    mc << 1, 0, 1, 2, 0, 1, 1, 0, 1, 1, 0, 0, 2, 1, 1, 2;   // row 3 = row 0 + row 2: rank 3
+    o.feature_map.kind = attention::FeatureMapKind::relu;
+    o.blocks.blocks = 4;
+    o.mixing.matrix = mc;
+    const auto learned = metrics::mixing_rank_cap(*attention::make_operator(Mechanism::mhla, q, k, o)->kernel_pieces());
+    ASSERT_TRUE(learned);
+    EXPECT_EQ(learned->mixing_rank, metrics::mixing_rank(mc));
+    EXPECT_EQ(learned->mixing_rank, 3);
+    EXPECT_EQ(learned->bound, 48);
+}
