@@ -451,9 +451,10 @@ TEST(MetricsView, FontScaleAndState)
     twin->setResult(result);
     twin->restoreState(state);
     EXPECT_EQ(twin->saveState(), state);
-    // Larger fonts: more ink.
+    // Larger fonts: more ink (on a page tall enough for every row at 1.5x: the 2.2 measures made the table
+    // long, and rows cut off at the page's foot would hide the growth).
     auto ink = [&](double scale) {
-        QImage img(QSize(1000, 600), QImage::Format_ARGB32_Premultiplied);
+        QImage img(QSize(1000, 2400), QImage::Format_ARGB32_Premultiplied);
         img.fill(Qt::white);
         QPainter painter(&img);
         view->renderTo(&painter, img.size(), scale);
