@@ -238,6 +238,8 @@ def study_page(binary, work, study):
         out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
         out += ["### Measures over every held-out input, layer and head", ""]
         out += measures.section(binary, work, study, task, d=16)
+        if task == "vit":
+            out += measures.free_note(binary, work, study)
     out += [f"(This run of the page's script: {time.time() - t0:.0f} s, with the batches and sweeps already in its "
             f"work folder; reading their records and bootstrapping is most of it.)", ""]
     with open(os.path.join(ROOT, "docs", "trained-mechanisms.md"), "w") as f:

@@ -439,3 +439,35 @@ def wall_seconds(work, task):
         if f.startswith(f"sweep_{task}_") and f.endswith(".seconds"):
             sweep += float(open(os.path.join(work, f)).read())
     return batch, sweep
+
+
+def free_note(binary, work, study):
+    """Markdown lines on the `free` ViT (study/free/vit_mhla_s<seed>.h5: Mc signed and shared, the authors' vision
+    code), analysed like the others: how many units have a defined MHLA matrix under row normalisation."""
+    folder = os.path.join(study, "free")
+    files = sorted(f for f in os.listdir(folder) if FILE.match(f)) if os.path.isdir(folder) else []
+    if not files:
+        return []
+    job = os.path.join(work, "vit_free.toml")
+    with open(job, "w") as f:
+        inputs = ", ".join(json.dumps(os.path.join(os.path.abspath(folder), x)) for x in files)
+        f.write(f'inputs = [{inputs}]\nq = "/layers/0/q"\nk = "/layers/0/k"\nlayers = "all"\nheads = "all"\n'
+                f'at = {{ b = "all" }}\nmechanisms = ["mhla"]\n')
+    out = os.path.join(work, "vit_free_out")
+    p = subprocess.run([binary, "batch", job, "--out", out, "--jobs", "2"], capture_output=True, text=True)
+    if p.returncode not in (0, 2):   # 2: some units failed (failures.txt); their records say why
+        sys.exit(f"error: attnscope batch {job} exited {p.returncode}: {p.stderr.strip()}")
+    with open(os.path.join(out, "results.jsonl")) as f:
+        records = [json.loads(line) for line in f]
+    defined = [r for r in records if value(r, "rank") is not None]
+    per_layer = {layer: sum(1 for r in records if r.get("layer") == layer and value(r, "rank") is None)
+                 for layer in sorted({r.get("layer") for r in records})}
+    example = next((w for r in records if value(r, "rank") is None for w in r.get("warnings") or []), "")
+    import h5py
+    acc = [float(h5py.File(os.path.join(folder, f), "r").attrs["test_accuracy"]) for f in files]
+    return ["", f"The `free` ViT ({', '.join(files)}: Mc signed and shared across heads, test accuracy "
+                f"{', '.join(f'{a:.3f}' for a in acc)}; not used above) analysed the same way: MHLA is defined on "
+                f"{len(defined)} of {len(records)} units; undefined per layer {per_layer}. A row whose normaliser "
+                f"is <= 0 has no attention distribution (docs/maths.md 1.4 and 4), e.g. \"{example.split(' (')[0]}\"; "
+                f"the reference layer divides by such normalisers anyway in training, a possible cause of its low "
+                f"accuracy.", ""]
