@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import h5py
 import numpy as np
@@ -208,11 +209,12 @@ def verdicts(task, means, rows, mix_ranks, sweep, d):
 
 def study_page(binary, work, study):
     """docs/trained-mechanisms.md from a study folder (see the usage above); every number from its files and
-    from `attnscope batch` over them."""
+    from `attnscope batch` and `sweep` over them."""
     sys.path.insert(0, os.path.join(ROOT, "tools", "study"))
     import measures
     import report
 
+    t0 = time.time()
     models = report.load_models(study)
     base = json.load(open(os.path.join(study, "baselines.json")))
     seeds = sorted({s for (_, _, s) in models})
@@ -223,7 +225,12 @@ def study_page(binary, work, study):
            "(`clamp`: Mc in [1e-5, 1] after each step, one per head, as the authors' language-model code; their vision",
            "code's `free`, signed and shared across heads, reached 44% test accuracy on the ViT at seed 0: Adam's steps",
            "flip the sign of entries near 1/16 within tens of steps). Each model is dumped on its whole held-out set and",
-           "analysed on every input, layer and head under its own mechanism.", ""]
+           "analysed on every input, layer and head under its own mechanism with its learned Mc (`attnscope batch`,",
+           "`at = { b = \"all\" }`); the measures are those of docs/maths.md 2.2 (content-free baseline A0, excess",
+           "effective rank, entropy below baseline, support-normalised entropy, energy ranks, rank against the tolerance,",
+           "the causal past block) and the statistics those of docs/maths.md 5. The MHLA paper (arXiv 2601.07832) makes",
+           "three claims; each task ends with them judged.", ""]
+    out += reproduce(models, study)
     for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
                                   "block grid, M = 16)", report.vit_section),
                                  ("lm", "Causal character model, license texts (N = 256, d = 16; MHLA on chunks of "
@@ -231,9 +238,33 @@ def study_page(binary, work, study):
         out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
         out += ["### Measures over every held-out input, layer and head", ""]
         out += measures.section(binary, work, study, task, d=16)
+        if task == "vit":
+            out += measures.free_note(binary, work, study)
+    out += [f"(This run of the page's script: {time.time() - t0:.0f} s, with the batches and sweeps already in its "
+            f"work folder; reading their records and bootstrapping is most of it.)", ""]
     with open(os.path.join(ROOT, "docs", "trained-mechanisms.md"), "w") as f:
         f.write("\n".join(out))
     print(f"wrote docs/trained-mechanisms.md from {study} (work files in {work})")
+
+
+def reproduce(models, study):
+    """How to redo the page from a clean checkout, and how long it took here (the models' train_seconds; the
+    measures' wall time is at the end of each task's section)."""
+    train = sum(float(a["train_seconds"]) for a in models.values())
+    none = [json.load(open(os.path.join(study, f))) for f in sorted(os.listdir(study))
+            if f.startswith("lm_none_s") and f.endswith(".json")]
+    train_none = sum(float(a["train_seconds"]) for a in none)
+    return ["## Reproducing this page", "",
+            "From a clean checkout (Debian's python3-torch, python3-h5py, python3-numpy, python3-sklearn):", "",
+            "```sh", "tools/build.sh                      # build/app/attnscope",
+            "/usr/bin/python3 tools/study/train.py --out build/study --seeds 0,1,2 --controls   # resumable",
+            "/usr/bin/python3 docs/make_trained_mechanisms.py build/app/attnscope --study build/study --work build/study_work",
+            "```", "",
+            f"Training took {train / 3600:.1f} h of wall time summed over the {len(models)} models (each file's "
+            f"`train_seconds`, one thread each, on a 2-core machine shared with C++ builds and other jobs), plus "
+            f"{train_none / 60:.0f} min for the {len(none)} LM controls without attention. The measures (all batches and "
+            "sweeps below) take the seconds stated at the end of each task's section; the page's script itself, at the "
+            "end of the page.", ""]
 
 
 def main():

@@ -3,6 +3,7 @@ an interpolated character trigram model, multinomial logistic regression on raw 
 95% intervals. NumPy only (no scikit-learn model: the same code runs wherever the study runs)."""
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -130,8 +131,9 @@ def sign_test(diffs) -> float:
     if n == 0:
         return 1.0
     k = min(pos, neg)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
-    return min(1.0, 2.0 * tail)
+    # exact in integers: 2.0 ** n overflows a double above n = 1023 (the study pairs thousands of units)
+    tail = Fraction(sum(math.comb(n, i) for i in range(k + 1)), 2 ** n)
+    return min(1.0, float(2 * tail))
 
 
 def paired(a, b, seed: int = 0) -> dict:
