@@ -34,6 +34,19 @@ QString paramsText(const nlohmann::ordered_json& params)
     return parts.join(", ");
 }
 
+// What a count is out of in its cell ("r / N"): N, except for the past block's counts, whose block
+// A[h:N, :h] has min(N - h, h) singular values (a past-block rank of 16 reads "16 / 256", not "/ 512").
+long long countOutOf(const analysis::MetricEntry& e, const analysis::MechanismResult& r, long long n)
+{
+    if (e.group != analysis::MetricGroup::past_block)
+        return n;
+    const analysis::MetricEntry* rows = analysis::find_metric("past_block_rows");
+    const analysis::MetricEntry* cols = analysis::find_metric("past_block_cols");
+    const std::optional<double> a = rows ? rows->read(r) : std::nullopt;
+    const std::optional<double> b = cols ? cols->read(r) : std::nullopt;
+    return a && b ? static_cast<long long>(std::min(*a, *b)) : n;
+}
+
 class MetricsView : public ExploreView {
 public:
     explicit MetricsView(QWidget* parent) : ExploreView(parent, QStringLiteral("metrics"), tr("Metrics"), {1000, 600})
@@ -239,7 +252,7 @@ private:
             for (const analysis::MetricEntry* e : metrics) {
                 const std::optional<double> x = e->read(r);
                 if (x && e->kind == analysis::MetricKind::count)
-                    v << tr("%1 / %2").arg(static_cast<qlonglong>(*x)).arg(m_result->n);
+                    v << tr("%1 / %2").arg(static_cast<qlonglong>(*x)).arg(countOutOf(*e, r, static_cast<long long>(m_result->n)));
                 else if (x)
                     v << fmtNum(*x, e->view_digits);
                 else   // no entropy without an error: it is undefined (an entry < 0, docs/maths.md section 2)

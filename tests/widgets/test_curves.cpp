@@ -466,6 +466,32 @@ TEST(MetricsView, FontScaleAndState)
     EXPECT_GT(ink(1.5), ink(1.0) * 1.3);
 }
 
+// Counts read "r / what they are out of": N for the whole matrix, min(N - h, h) for the past block A[h:N, :h]
+// (lm_local1d, causal, N = 512: h = 256, so linear attention's past-block rank reads "r / 256").
+TEST(MetricsView, PastBlockCountsAreOutOfTheBlock)
+{
+    const auto result = test::exploreFile(test::dataPath("lm_local1d.h5"),
+                                          [](analysis::ExploreRequest& r) { r.options.causal = true; });
+    std::unique_ptr<ResultView> view(widgets::createMetricsView());
+    view->setResult(result);
+    auto* table = view->findChild<QTableWidget*>();
+    ASSERT_NE(table, nullptr);
+    int rankRow = -1, pastRow = -1;
+    for (int i = 0; i < table->rowCount(); ++i) {
+        const QString label = table->verticalHeaderItem(i)->text();
+        if (label == "rank")
+            rankRow = i;
+        if (label == "past block rank")
+            pastRow = i;
+    }
+    ASSERT_GE(rankRow, 0);
+    ASSERT_GE(pastRow, 0);
+    for (int c = 0; c < table->columnCount(); ++c) {
+        EXPECT_TRUE(table->item(rankRow, c)->text().endsWith(" / 512")) << table->item(rankRow, c)->text().toStdString();
+        EXPECT_TRUE(table->item(pastRow, c)->text().endsWith(" / 256")) << table->item(pastRow, c)->text().toStdString();
+    }
+}
+
 // Documentation figures; only when ATTNSCOPE_SCREENSHOTS is set.
 TEST(CurvesView, Screenshots)
 {
