@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "util/csv.h"
 #include "util/rng.h"
 
 namespace attnscope::analysis {
@@ -273,20 +274,6 @@ void flatten(const json& obj, const std::string& prefix, bool top, std::vector<s
 json number_or_null(std::optional<double> v) { return v ? json(*v) : json(); }
 
 std::string csv_number(double v) { return fmt::format("{:.17g}", v); }
-
-// A CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break.
-std::string csv_field(const std::string& s)
-{
-    if (s.find_first_of(",\"\r\n") == std::string::npos)
-        return s;
-    std::string q = "\"";
-    for (const char c : s) {
-        if (c == '"')
-            q += '"';
-        q += c;
-    }
-    return q + "\"";
-}
 
 }  // namespace
 

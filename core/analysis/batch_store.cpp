@@ -25,6 +25,7 @@
 #include "analysis/metric_table.h"
 #include "attention/options.h"
 #include "util/atomic_file.h"
+#include "util/csv.h"
 #include "util/json_text.h"
 
 namespace attnscope::analysis {
@@ -209,20 +210,6 @@ std::string num(const json& v)
     if (v.is_number_integer())
         return std::to_string(v.get<long long>());
     return fmt::format("{:.17g}", v.get<double>());
-}
-
-// A CSV field: quoted (RFC 4180) when it holds a comma, a quote or a line break (a file name may).
-std::string csv_field(const std::string& s)
-{
-    if (s.find_first_of(",\"\r\n") == std::string::npos)
-        return s;
-    std::string q = "\"";
-    for (const char c : s) {
-        if (c == '"')
-            q += '"';
-        q += c;
-    }
-    return q + "\"";
 }
 
 std::string summary_csv(const std::vector<json>& records)
