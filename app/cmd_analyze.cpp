@@ -1,6 +1,7 @@
 // `attnscope analyze` (docs/cli.md): rank, spectrum and entropy of softmax, linear and MHLA attention, as
 // a summary table or the analyze JSON.
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -133,6 +134,27 @@ void print_summary(const ojson& doc)
     }
 }
 
+// Writes the analysis document: alone on standard output under `--json -`, else the summary `print` writes
+// and, with `--json FILE`, the file, published only once the summary reached standard output (a failed run
+// leaves no file). Returns the exit status.
+int publish(const ojson& doc, const std::optional<std::string>& json_out, bool json_to_stdout,
+            std::optional<OutputFile>& json_file, const std::function<void()>& print)
+{
+    if (json_to_stdout) {
+        write_text_output("-", json_text(doc, 2) + "\n");
+        return 0;
+    }
+    if (json_file)
+        json_file->write_text(json_text(doc, 2) + "\n");
+    print();
+    flush_standard_output();
+    if (json_file) {
+        json_file->commit();
+        std::cout << "\nwrote " << *json_out << "\n";
+    }
+    return 0;
+}
+
 // `--at b=all`: every index of the axes given as `all` is its own unit (analysis/plan.h), analysed in turn.
 // The document holds one {unit, at, input, results} per unit and the statistics over them
 // (analysis/aggregate.h); a selection without `all` keeps the single-unit document, byte for byte.
@@ -175,25 +197,15 @@ int run_analyze_units(const AnalyzeArgs& a, const std::vector<attention::Mechani
     doc["units"] = std::move(list);
     doc["aggregate"] = analysis::aggregate_json(stats, agg_options);
     doc["kernels"] = analysis::kernels_json();
-    if (json_to_stdout) {
-        write_text_output("-", json_text(doc, 2) + "\n");
-        return 0;
-    }
-    if (json_file)
-        json_file->write_text(json_text(doc, 2) + "\n");
-    for (const auto& unit : doc["units"]) {
-        std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.size() << "\n";
-        print_summary(unit);
-    }
-    std::cout << "== over the " << units.size() << " units (n = units measured; 95% percentile bootstrap intervals, "
-              << agg_options.resamples << " resamples, seed " << agg_options.seed << ")\n";
-    print_aggregate(stats, {});
-    flush_standard_output();
-    if (json_file) {
-        json_file->commit();
-        std::cout << "\nwrote " << *a.json_out << "\n";
-    }
-    return 0;
+    return publish(doc, a.json_out, json_to_stdout, json_file, [&] {
+        for (const auto& unit : doc["units"]) {
+            std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.size() << "\n";
+            print_summary(unit);
+        }
+        std::cout << "== over the " << units.size() << " units (n = units measured; 95% percentile bootstrap intervals, "
+                  << agg_options.resamples << " resamples, seed " << agg_options.seed << ")\n";
+        print_aggregate(stats, {});
+    });
 }
 
 int run_analyze(const AnalyzeArgs& a)
@@ -239,20 +251,7 @@ int run_analyze(const AnalyzeArgs& a)
     doc["results"] = std::move(list);
     doc["kernels"] = analysis::kernels_json();
 
-    if (json_to_stdout) {
-        write_text_output("-", json_text(doc, 2) + "\n");
-        return 0;
-    }
-    // The file is published only once the summary reached standard output (a failed run leaves no file).
-    if (json_file)
-        json_file->write_text(json_text(doc, 2) + "\n");
-    print_summary(doc);
-    flush_standard_output();
-    if (json_file) {
-        json_file->commit();
-        std::cout << "\nwrote " << *a.json_out << "\n";
-    }
-    return 0;
+    return publish(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc); });
 }
 
 }  // namespace
