@@ -83,14 +83,8 @@ private:
             return;
         }
         const bool cumulative = m_cumBox->isChecked();
-        auto* title = addTitle(
-            m_plot,
-            cumulative ? tr("Cumulative spectral energy (N = %1)").arg(m_result->n)
-                       : tr("Normalised singular values (N = %1)").arg(m_result->n),
-            plotFont(kTitlePt, true));
-        m_plot->plotLayout()->addElement(0, 0, title);
-        auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        QCPAxisRect* rect = titledRect(cumulative ? tr("Cumulative spectral energy (N = %1)").arg(m_result->n)
+                                                  : tr("Normalised singular values (N = %1)").arg(m_result->n));
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("index i"));
@@ -194,15 +188,20 @@ private:
         return drawn;
     }
 
+    // The plot's layout: the title in row 0, one axis rect below it (returned).
+    QCPAxisRect* titledRect(const QString& title)
+    {
+        m_plot->plotLayout()->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));
+        QCPAxisRect* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
+        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        return rect;
+    }
+
     // The rank at each relative tolerance of the core (metrics::k_rank_rtols), one step curve per mechanism with
     // every singular value known; the tolerance-free ranks are the core's numbers, nothing is computed here.
     void rebuildRankAgainstTolerance()
     {
-        auto* title = addTitle(m_plot, tr("Rank against the relative tolerance (N = %1)").arg(m_result->n),
-                               plotFont(kTitlePt, true));
-        m_plot->plotLayout()->addElement(0, 0, title);
-        auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
-        m_plot->plotLayout()->setRowStretchFactor(0, 0.01);
+        QCPAxisRect* rect = titledRect(tr("Rank against the relative tolerance (N = %1)").arg(m_result->n));
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("relative tolerance rtol"));
