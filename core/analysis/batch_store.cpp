@@ -212,12 +212,30 @@ std::string num(const json& v)
     return fmt::format("{:.17g}", v.get<double>());
 }
 
+// The record's unit index axes (`--at b=all` and friends) as "b=3" (axes joined by ';'), empty when the unit
+// has none: without it the lines of one head over many inputs could not be told apart (docs/batch.md).
+static std::string unit_at_text(const json& record)
+{
+    const json& at = field(record, "unit_at");
+    std::string text;
+    if (!at.is_object())
+        return text;
+    for (const auto& [axis, index] : at.items()) {
+        if (!text.empty())
+            text += ';';
+        text += axis;
+        text += '=';
+        text += num(index);
+    }
+    return text;
+}
+
 std::string summary_csv(const std::vector<json>& records)
 {
     // The metrics are read from each record's analyze JSON (analysis/metric_table.h).
     const std::vector<const MetricEntry*> columns = metric_entries(use_batch_csv);
     std::ostringstream out;
-    out << "unit,file,layer,head,mechanism,n,d,";
+    out << "unit,file,layer,head,at,mechanism,n,d,";
     for (const MetricEntry* e : columns)
         out << e->key << ',';
     out << "seconds\n";
@@ -225,7 +243,7 @@ std::string summary_csv(const std::vector<json>& records)
         const json& input = field(r, "input");
         const json& seconds = field(r, "seconds");
         out << num(field(r, "unit")) << ',' << csv_field(string_field(input, "file")) << ',' << num(field(r, "layer")) << ','
-            << num(field(r, "head")) << ',' << csv_field(string_field(r, "mechanism")) << ',' << num(field(input, "n")) << ','
+            << num(field(r, "head")) << ',' << csv_field(unit_at_text(r)) << ',' << csv_field(string_field(r, "mechanism")) << ',' << num(field(input, "n")) << ','
             << num(field(input, "d")) << ',';
         for (const MetricEntry* e : columns)
             out << num(metric_json(*e, r)) << ',';

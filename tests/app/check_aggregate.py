@@ -220,6 +220,11 @@ else:
     if seen != sorted((h, b) for h in range(2) for b in range(5)):
         problems.append(f"batch b=all: units (head, b) {seen}")
     compare("batch b=all aggregate.json", json.load(open(os.path.join(work, "tb", "aggregate.json"))), reference(recs_b))
+    # summary.csv tells the inputs apart: its `at` column holds each record's b.
+    with open(os.path.join(work, "tb", "summary.csv"), newline="") as f:
+        lines = [(int(r["head"]), r["at"]) for r in csv.DictReader(f) if r["mechanism"] == "softmax"]
+    if sorted(lines) != sorted((h, f"b={b}") for h in range(2) for b in range(5)):
+        problems.append(f"batch b=all summary.csv (head, at): {lines}")
     p = run(["aggregate", "tb", "--by", "b", "--json"])
     if p.returncode != 0 or [g["group"] for g in json.loads(p.stdout)["groups"]] != [{"b": b} for b in range(5)]:
         problems.append(f"aggregate tb --by b: exit {p.returncode} {p.stderr.strip()}")
