@@ -49,17 +49,32 @@ double sweep_metric_value(const SweepRecord& record, std::string_view name)
     return v.value_or(std::numeric_limits<double>::quiet_NaN());
 }
 
+// The unit's index on each axis given as `all` ("b=3", axes joined by ';'; empty for none), so the lines of
+// many inputs at one point can be told apart (docs/cli.md "sweep").
+static std::string unit_at_text(const std::map<char, Index>& at)
+{
+    std::string text;
+    for (const auto& [axis, index] : at) {
+        if (!text.empty())
+            text += ';';
+        text += axis;
+        text += '=';
+        text += std::to_string(index);
+    }
+    return text;
+}
+
 std::string sweep_csv(const std::vector<SweepRecord>& records)
 {
     const std::vector<const MetricEntry*> columns = metric_entries(use_sweep_csv);
     std::ostringstream out;
-    out << "mechanism,n,m,layer,head,draw,";
+    out << "mechanism,n,m,layer,head,at,draw,";
     for (const MetricEntry* e : columns)
         out << e->key << ',';
     out << "seconds\n";
     for (const auto& r : records) {
         out << r.mechanism << ',' << r.n << ',' << r.m << ',' << (r.layer ? std::to_string(*r.layer) : "") << ','
-            << (r.head ? std::to_string(*r.head) : "") << ',' << r.draw << ',';
+            << (r.head ? std::to_string(*r.head) : "") << ',' << unit_at_text(r.at) << ',' << r.draw << ',';
         for (const MetricEntry* e : columns)
             out << csv_number(*e, e->read(r.result)) << ',';
         out << fmt::format("{:.6f}", r.seconds) << '\n';

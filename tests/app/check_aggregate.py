@@ -208,6 +208,8 @@ else:
         rows = list(csv.DictReader(f))
     if len(rows) != 10:   # 5 inputs x 2 values of N x 1 mechanism
         problems.append(f"sweep --at b=all: {len(rows)} records, expected 10")
+    if sorted((r["n"], r["at"]) for r in rows) != sorted((n, f"b={b}") for n in ("16", "32") for b in range(5)):
+        problems.append(f"sweep --at b=all: (n, at) columns {[(r.get('n'), r.get('at')) for r in rows]}")
 
 job_b = write_job("testset.toml", 'inputs = ["testset.h5"]\nq = "/q"\nk = "/k"\nheads = "all"\nat = { b = "all" }\n'
                                   'mechanisms = "softmax,linear"\n')

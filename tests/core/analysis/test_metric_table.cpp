@@ -289,8 +289,8 @@ TEST(MetricTable, SweepMetricsAndColumns)
     rec.result = full_result();
     rec.seconds = 0.5;
     const std::string csv = analysis::sweep_csv({rec});
-    EXPECT_EQ(csv.substr(0, csv.find('\n')).substr(0, 159),
-              "mechanism,n,m,layer,head,draw,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
+    EXPECT_EQ(csv.substr(0, csv.find('\n')).substr(0, 162),
+              "mechanism,n,m,layer,head,at,draw,rank,rank_tol,relative_rank,effective_rank,stable_rank,entropy_mean,"
               "entropy_normalized_mean,energy_rank_90,energy_rank_99,rank_at");
     EXPECT_EQ(analysis::sweep_metric_value(rec, "seconds"), 0.5);
     EXPECT_EQ(analysis::sweep_metric_value(rec, "stable_rank"), 1.375);
