@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "util/flush_subnormals.h"
+
 // The BLAS routines (dgemv_, dgemm_, dscal_) are declared by Eigen's misc/blas.h, which <Eigen/Core>
 // includes under EIGEN_USE_BLAS (a public definition of attnscope::core). Redeclaring them here would
 // conflict; the LAPACK ones below are not in Eigen. Trailing size_t: gfortran's hidden string lengths.
@@ -218,6 +220,7 @@ void bidiagonal_singular_values(int n, double* d, double* e, double* work)
 
 std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const SvdProgress& progress)
 {
+    const util::FlushSubnormals flush;   // low-rank inputs decay into subnormals (util/flush_subnormals.h)
     if (A.rows() == 0 || A.cols() == 0)
         return {};
     if (!A.allFinite())

@@ -11,11 +11,13 @@
 
 #include "kernels/kernels.h"
 #include "metrics/svd_two_stage.h"
+#include "util/flush_subnormals.h"
 
 namespace attnscope::metrics {
 
 std::vector<double> singular_values(Eigen::MatrixXd&& A)
 {
+    const util::FlushSubnormals flush;   // low-rank inputs decay into subnormals (util/flush_subnormals.h)
     const Index rows = A.rows(), cols = A.cols();
     if (rows == 0 || cols == 0)
         return {};

@@ -12,6 +12,7 @@
 #include <lapacke.h>
 
 #include "kernels/kernels.h"
+#include "util/flush_subnormals.h"
 
 namespace attnscope::metrics {
 
@@ -146,6 +147,7 @@ kernels::GemmPath stage1_path(lapack_int n, lapack_int b)
 std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, const TwoStageProgress& progress,
                                               TwoStageStats* stats)
 {
+    const util::FlushSubnormals flush;   // low-rank inputs decay into subnormals (util/flush_subnormals.h)
     if (A.rows() == 0 || A.cols() == 0)
         return {};
     if (!A.allFinite())
