@@ -268,7 +268,7 @@ def step_validate(args):
         if "application/x-attnscope-session" not in text or "application/x-hdf5" not in text:
             fail("the desktop entry does not open sessions and HDF5 files")
         print("desktop entry, metainfo and MIME type valid")
-    r = run(["lintian", "--no-tag-display-limit", "--display-info", deb])
+    r = run(["lintian", "--tag-display-limit", "0", "--display-info", deb])
     print(r.stdout + r.stderr)
     errors = [line for line in r.stdout.splitlines() if line.startswith("E:")]
     if errors or r.returncode not in (0, 1):
@@ -287,8 +287,9 @@ mount -t tmpfs tmpfs "$work/root/tmp"
 cp "$deb" "$work/root/tmp/"
 chroot "$work/root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
     /bin/sh -eu -c '
+      cd /tmp   # apt makes the .deb path absolute from the working folder, which must exist inside the root
       if command -v attnscope >/dev/null; then echo "attnscope already on PATH before the install"; exit 3; fi
-      apt-get install -y --no-download /tmp/'"$(basename "$deb")"' >/tmp/apt.log 2>&1 \
+      apt-get install -y /tmp/'"$(basename "$deb")"' >/tmp/apt.log 2>&1 \
         || { cat /tmp/apt.log; exit 4; }
       echo "path=$(command -v attnscope)"
       echo "version=$(attnscope --version)"
