@@ -2,7 +2,6 @@
 // writes OUTDIR/<SIZE>x<SIZE>/apps/attnscope.png. Qt's own SVG renderer does it, so the package build needs no
 // other tool and the PNGs always match the SVG.
 #include <QDir>
-#include <QGuiApplication>
 #include <QImage>
 #include <QPainter>
 #include <QSvgRenderer>
@@ -14,9 +13,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: attnscope_render_icon SVG OUTDIR SIZE...\n");
         return 2;
     }
-    // Headless on build machines: no display is needed to paint into an image.
-    if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
-    QGuiApplication app(argc, argv);
+    // No QGuiApplication: painting shapes into a QImage needs no platform plugin or display (the SVG has no text).
     QSvgRenderer svg(QString::fromLocal8Bit(argv[1]));
     if (!svg.isValid()) {
         std::fprintf(stderr, "error: %s is not a valid SVG\n", argv[1]);
