@@ -280,7 +280,7 @@ def step_validate(args):
 
 INSTALL_SCRIPT = r"""
 set -eu
-work=$1 deb=$2
+work=$1 deb=$2 module=$3
 mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/ovl" "$work/root" || exit 77
 for m in proc sys dev; do mount --rbind "/$m" "$work/root/$m"; done
 mount -t tmpfs tmpfs "$work/root/tmp"
@@ -294,6 +294,9 @@ chroot "$work/root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FR
       echo "path=$(command -v attnscope)"
       echo "version=$(attnscope --version)"
       echo "status=$(dpkg-query -W -f="\${Status}" attnscope)"
+      if [ '"$module"' = 1 ]; then
+        echo "module=$(PYTHONDONTWRITEBYTECODE=1 python3 -c "import attnscope; print(attnscope.__file__)")"
+      fi
       for f in /usr/share/applications/*.desktop; do echo "desktop=$f"; done
       grep -h "x-attnscope-session" /usr/share/applications/mimeinfo.cache 2>/dev/null | sed "s/^/mimecache=/" || true
       grep -h "attnscope" /usr/share/mime/globs2 2>/dev/null | sed "s/^/mimeglob=/" || true
@@ -317,7 +320,8 @@ def step_install(args):
     for sub in ("upper", "ovl", "root"):
         os.makedirs(os.path.join(work, sub))
     try:
-        r = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", INSTALL_SCRIPT, "install", work, deb])
+        r = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", INSTALL_SCRIPT, "install", work, deb,
+                 "1" if args.python else "0"])
         print(r.stdout + r.stderr)
         if r.returncode == SKIP:
             print("SKIPPED: cannot mount an overlay of / here (no overlayfs, or no CAP_SYS_ADMIN in this container)")
@@ -329,6 +333,8 @@ def step_install(args):
             fail(f"after apt-get install: {out}")
         if out.get("version") != "attnscope " + args.version.rsplit("-", 1)[0]:
             fail(f"the installed attnscope --version printed {out.get('version')!r}")
+        if args.python and out.get("module") != f"/usr/{args.python_dir.strip('/')}/attnscope/__init__.py":
+            fail(f"python3 does not import the installed module: {out.get('module')!r}")
         if args.gui:
             desktops = [l.split("=", 1)[1] for l in r.stdout.splitlines() if l.startswith("desktop=")]
             if f"/usr/share/applications/{args.app_id}.desktop" not in desktops:
@@ -339,7 +345,8 @@ def step_install(args):
                 fail("update-mime-database did not register *.attnscope")
         if out.get("purged") != "0":
             fail("files left in /usr/share/doc/attnscope after purge")
-        print("apt-get install in a throw-away root: attnscope on PATH, desktop entry and MIME type registered; purge clean")
+        print("apt-get install in a throw-away root: attnscope on PATH, desktop entry and MIME type registered"
+              + (", import attnscope works" if args.python else "") + "; purge clean")
     finally:
         # The namespace is gone with its process, so the mounts are too: only plain folders remain.
         shutil.rmtree(work, ignore_errors=True)
