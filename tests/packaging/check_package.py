@@ -315,6 +315,10 @@ def step_install(args):
         if not shutil.which(tool):
             print(f"SKIPPED: {tool} is not installed")
             sys.exit(SKIP)
+    probe = run(["unshare", "--mount", "--propagation", "private", "true"])
+    if probe.returncode != 0:
+        print(f"SKIPPED: no private mount namespace here: {probe.stderr.strip()}")
+        sys.exit(SKIP)
     deb = os.path.abspath(the_deb(args))
     work = fresh(os.path.join(args.work, "install"))
     for sub in ("upper", "ovl", "root"):
