@@ -281,7 +281,11 @@ def step_validate(args):
 INSTALL_SCRIPT = r"""
 set -eu
 work=$1 deb=$2 module=$3
-mount -t overlay overlay -o "lowerdir=/,upperdir=$work/upper,workdir=$work/ovl" "$work/root" || exit 77
+# The upper layer lives in a tmpfs of this namespace: it works where the build folder is itself on an overlay
+# (containers), and it vanishes with the namespace.
+mount -t tmpfs tmpfs "$work/layers" || exit 77
+mkdir "$work/layers/upper" "$work/layers/ovl"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$work/layers/upper,workdir=$work/layers/ovl" "$work/root" || exit 77
 for m in proc sys dev; do mount --rbind "/$m" "$work/root/$m"; done
 mount -t tmpfs tmpfs "$work/root/tmp"
 cp "$deb" "$work/root/tmp/"
@@ -321,7 +325,7 @@ def step_install(args):
         sys.exit(SKIP)
     deb = os.path.abspath(the_deb(args))
     work = fresh(os.path.join(args.work, "install"))
-    for sub in ("upper", "ovl", "root"):
+    for sub in ("layers", "root"):
         os.makedirs(os.path.join(work, sub))
     try:
         r = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", INSTALL_SCRIPT, "install", work, deb,
