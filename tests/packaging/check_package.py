@@ -157,7 +157,7 @@ def check_manpage(args, root):
         fail(f"man reports problems in the page:\n{r.stderr}")
     text = check_run(["man", "-l", page], env=env)
     text = re.sub(r".\x08", "", text)
-    for sub in SUBCOMMANDS:
+    for sub in subcommands(os.path.join(root, "usr/bin/attnscope")):
         if f"attnscope {sub}" not in text:
             fail(f"the man page has no section for attnscope {sub}")
     for opt in ("--mechanism", "--block-grid", "--vary", "--shard", "--view"):
@@ -172,6 +172,13 @@ def complete(script, words):
             "_attnscope; printf '%s\\n' \"${COMPREPLY[@]}\"")
     out = check_run(["bash", "--norc", "-c", bash, "complete", script] + words, cwd=tempfile.gettempdir())
     return [w for w in out.split("\n") if w]
+
+
+def subcommands(exe):
+    """docs/cli.md's subcommands, and any the packaged binary's --help lists besides."""
+    text = check_run([exe, "--help"])
+    listed = re.findall(r"^  ([a-z]+)  ", text.split("Subcommands:", 1)[-1], re.M)
+    return SUBCOMMANDS + [s for s in listed if s not in SUBCOMMANDS]
 
 
 def help_options(exe, sub):
@@ -192,7 +199,7 @@ def check_completion(args, root):
     if complete(script, ["attnscope", "analyze", "--threads", ""]):
         fail("a number option offers completions")
     exe = os.path.join(root, "usr/bin/attnscope")
-    for sub in SUBCOMMANDS:
+    for sub in subcommands(exe):
         offered = sorted(w for w in complete(script, ["attnscope", sub, "--"]) if w.startswith("--"))
         if offered != help_options(exe, sub):
             fail(f"attnscope {sub} --<TAB> offers {offered}, its --help lists {help_options(exe, sub)}")
