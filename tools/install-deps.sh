@@ -16,6 +16,8 @@ PACKAGES=(
   python3 python3-numpy python3-h5py python3-scipy   # scipy: bench/compare_numpy.py (svds)
   python3-torch python3-sklearn
   slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
+  help2man dpkg-dev             # the Debian package (packaging/): man page from --help, dpkg-shlibdeps
+  lintian desktop-file-utils appstream shared-mime-info   # tests/packaging: the package's validators
 )
 
 missing=()

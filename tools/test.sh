@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the whole test suite: installs missing packages, builds everything (tests included), runs CTest,
+# Runs the whole test suite: installs missing packages, builds everything (tests included), runs CTest (which
+# also builds the Debian package and checks it: the tests labelled package, docs/packaging.md),
 # then the fuzz smoke run: the five libFuzzer targets (tests/fuzz, docs/hardening.md) built with clang-14
 # in ./build-fuzz and run FUZZ_SECONDS (default 30) each on their seed corpora, nproc at a time; any
 # crash, sanitizer report, timeout or OOM fails the run. ATTNSCOPE_SKIP_FUZZ=1 skips the smoke run
