@@ -240,10 +240,11 @@ TEST_F(HeadsViewTest, FigureAndScreenshotDrawEveryHead)
         ASSERT_EQ(r.status, 0) << ext << ": " << r.err;
         const std::string text = test::read_text(out);
         ASSERT_GT(text.size(), 2000u) << ext;
-        if (std::string(ext) == "pdf")
+        if (std::string(ext) == "pdf") {
             EXPECT_EQ(text.rfind("%PDF", 0), 0u);
-        if (std::string(ext) == "svg")
+        } else if (std::string(ext) == "svg") {
             EXPECT_NE(text.find("<svg"), std::string::npos);
+        }
     }
     QImage png(QString::fromStdString(dir + "/heads.png"));
     EXPECT_EQ(png.width(), 1100);
