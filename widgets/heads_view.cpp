@@ -270,9 +270,10 @@ private:
         for (std::size_t h = 0; h < m_heads->maps.size(); ++h, ++col) {
             const analysis::HeadMaps& hm = m_heads->maps[h];
             const analysis::HeadPanel& p = hm.panels[m];
+            // Two lines: a narrow column shortens the numbers' line, never the word that names a number.
             QString title = headName(hm);
             if (p.error.empty())
-                title += QStringLiteral(" \u00b7 ") + metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
+                title += QLatin1Char('\n') + metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
                          metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
             grid->addElement(row, col, addTitle(m_plot, title, plotFont(kTickPt, true)));
             auto* rect = addAxisRect(m_plot, grid, row + 1, col);

@@ -3,15 +3,38 @@
 // newer page or result replaces the running job). The view is marked like the others: out of date while its
 // page answers an older result or another page, not computed when it has none.
 #include <QFileInfo>
+#include <algorithm>
+#include <cmath>
 #include <QStatusBar>
 #include <QTabWidget>
 
 #include "analysis/inputs.h"
+#include "attention/options_json.h"
+#include "io/selection.h"
 #include "data_browser.h"
 #include "main_window_p.h"
 #include "selection_panel.h"
 
 namespace attnscope::widgets {
+
+namespace {
+
+// Whether two explore requests differ at most in the query head: one page of heads answers both (stepping
+// through the heads of a layer recomputes the maps, not the page).
+bool samePage(analysis::ExploreRequest a, analysis::ExploreRequest b)
+{
+    io::AxisSelection& sa = a.source.selection;
+    io::AxisSelection& sb = b.source.selection;
+    sa.at.erase('h');
+    sb.at.erase('h');
+    return a.source.q_ref == b.source.q_ref && a.source.k_ref == b.source.k_ref && a.source.v_ref == b.source.v_ref &&
+           sa.layout == sb.layout && sa.at == sb.at && sa.all == sb.all && sa.prefix_tokens == sb.prefix_tokens &&
+           sa.kv_head == sb.kv_head && a.mechanisms == b.mechanisms &&
+           attention::options_to_json(a.options) == attention::options_to_json(b.options) && a.rank_rtol == b.rank_rtol &&
+           a.past_split == b.past_split && a.token_grid == b.token_grid;
+}
+
+}  // namespace
 
 void MainWindow::setUpHeads()
 {
@@ -34,6 +57,8 @@ void MainWindow::setUpHeads()
             return;
         }
         s.basis = s.computing;
+        s.basisRequest = s.computingRequest;
+        s.basisMixing = s.computingMixing;
         s.view->setHeads(page);
         if (m_resultCurrent)
             s.view->setNotice(ResultView::Freshness::current);
@@ -55,7 +80,13 @@ void MainWindow::setUpHeads()
                               tr("The heads' computation was cancelled (press F5, or turn the page, to compute them)"));
         emit headsFinished(false, tr("cancelled"));
     };
-    handlers.progress = [this](double fraction, const QString& stage) { m_heads->view->setProgress(fraction, stage); };
+    // The notice covers the view while its page is computed: the progress goes there too.
+    handlers.progress = [this](double fraction, const QString& stage) {
+        HeadsSlot& s = *m_heads;
+        s.view->setProgress(fraction, stage);
+        if (s.view->freshness() != ResultView::Freshness::current && !s.notice.isEmpty() && s.computing == m_result && m_resultCurrent)
+            s.view->setNotice(s.view->freshness(), tr("%1\n%2 (%3 %)").arg(s.notice, stage).arg(std::lround(fraction * 100)));
+    };
     h.job.setHandlers(std::move(handlers));
 }
 
@@ -67,8 +98,10 @@ void MainWindow::updateHeads()
         return;
     const auto page = h.view->heads();
     const int first = h.view->pageFirst();
-    const bool answered = h.basis == m_result && page && page->first == first;
+    const bool answered = page && page->first == first &&
+                          (h.basis == m_result || (h.basis && samePage(h.basisRequest, *h.shown) && h.basisMixing == h.shownMixing));
     if (answered) {
+        h.basis = m_result;
         if (m_resultCurrent)
             h.view->setNotice(ResultView::Freshness::current);
         return;
@@ -86,6 +119,8 @@ void MainWindow::updateHeads()
     request.count = HeadsView::kPageSize;
     const std::string mixingRef = h.shownMixing;
     h.computing = m_result;
+    h.computingRequest = *h.shown;
+    h.computingMixing = mixingRef;
     h.computingFirst = first;
     h.job.start([request, mixingRef](const analysis::JobContext& ctx) mutable {
         loadMixingMatrix(mixingRef, request.base.options, ctx);
@@ -96,8 +131,9 @@ void MainWindow::updateHeads()
             request.first = 0;
         return std::make_shared<const analysis::HeadsResult>(analysis::explore_heads(request, ctx));
     });
-    h.view->setNotice(stale, page ? tr("Out of date: computing heads %1\u2013%2 for the current inputs\u2026").arg(first).arg(first + HeadsView::kPageSize - 1)
-                                  : tr("Computing the heads\u2026"));
+    h.notice = page ? tr("Out of date: computing heads %1\u2013%2 for the current inputs\u2026").arg(first).arg(first + HeadsView::kPageSize - 1)
+                    : tr("Computing the heads\u2026");
+    h.view->setNotice(stale, h.notice);
 }
 
 // A click on a small map: that head of the page's queries in the Maps view. Refused when the page was

@@ -44,7 +44,10 @@ struct MainWindow::HeadsSlot {
     std::optional<analysis::ExploreRequest> started, shown;
     std::string startedMixing, shownMixing;
     ExploreResultPtr basis, computing;
+    analysis::ExploreRequest basisRequest, computingRequest;   // as asked (the mixing file not read yet)
+    std::string basisMixing, computingMixing;
     int computingFirst = -1;
+    QString notice;   // what the view's notice says while its page is computed (the progress is added to it)
 };
 // A one-line label for places whose width is shared (the status bar): when the text is wider than the
 // label it is drawn elided ("softmax: singular val…") and the label's tool tip shows all of it. Its

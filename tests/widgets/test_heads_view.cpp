@@ -115,7 +115,8 @@ TEST_F(HeadsViewTest, OneMapPerHeadTitledWithItsMetricsAndAnalyzeNumbers)
         for (std::size_t m = 0; m < mechanisms; ++m) {
             const auto& res = r->outcomes[m].result;
             const QString mech = QString::fromLatin1(attention::to_string(res.mechanism));
-            const QString expected = QStringLiteral("q head %1 (kv %2) \u00b7 rank %3 \u00b7 H/ln n %4")
+            // Two lines (head, then numbers), read with the line break as a space.
+            const QString expected = QStringLiteral("q head %1 (kv %2) rank %3 \u00b7 H/ln n %4")
                                          .arg(h)
                                          .arg(h / 2)
                                          .arg(metricsViewText(res, "rank"), metricsViewText(res, "entropy_normalized_mean"));
@@ -175,6 +176,13 @@ TEST_F(HeadsViewTest, PagesThroughManyHeads)
     prev->click();
     ASSERT_TRUE(test::waitIdle(w));
     EXPECT_EQ(view->heads()->maps.size(), 8u);
+    // Stepping the head recomputes the maps, not the page (it holds every head already), which stays current.
+    const auto shownPage = view->heads();
+    w.selectionPanel()->setIndex(QLatin1Char('h'), 3);
+    ASSERT_TRUE(test::waitIdle(w));
+    EXPECT_EQ(w.result()->input["at"]["h"], 3);
+    EXPECT_EQ(view->heads(), shownPage);
+    EXPECT_EQ(view->freshness(), ResultView::Freshness::current);
 }
 
 TEST_F(HeadsViewTest, ClickOpensTheHeadInMaps)
