@@ -217,24 +217,25 @@ TEST_F(HeadsViewTest, OutOfDateWhenAnOptionChangesThenRecomputed)
     ASSERT_EQ(view->freshness(), ResultView::Freshness::current);
     const auto before = view->heads();
     QJsonObject s = w.mechanismPanel()->saveState();
-    s[QStringLiteral("feature_map")] = QStringLiteral("relu");
+    ASSERT_EQ(before->request.base.options.feature_map.kind, attention::FeatureMapKind::relu);   // the default
+    s[QStringLiteral("feature_map")] = QStringLiteral("elu1");
     w.mechanismPanel()->restoreState(s);
     EXPECT_EQ(view->freshness(), ResultView::Freshness::outOfDate);
     EXPECT_FALSE(view->noticeText().isEmpty());
     ASSERT_TRUE(test::waitIdle(w));
     EXPECT_EQ(view->freshness(), ResultView::Freshness::current);
     ASSERT_NE(view->heads(), before);
-    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::relu);
+    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::elu1);
     // Another tab: the heads wait for their tab, marked as not answering the new inputs.
     w.setCurrentView(QStringLiteral("maps"));
-    s[QStringLiteral("feature_map")] = QStringLiteral("elu1");
+    s[QStringLiteral("feature_map")] = QStringLiteral("relu");
     w.mechanismPanel()->restoreState(s);
     ASSERT_TRUE(test::waitIdle(w));
     EXPECT_EQ(view->freshness(), ResultView::Freshness::outOfDate);
-    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::relu);
+    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::elu1);
     ASSERT_TRUE(showHeads(w));
     EXPECT_EQ(view->freshness(), ResultView::Freshness::current);
-    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::elu1);
+    EXPECT_EQ(view->heads()->request.base.options.feature_map.kind, attention::FeatureMapKind::relu);
 }
 
 TEST_F(HeadsViewTest, FigureAndScreenshotDrawEveryHead)
