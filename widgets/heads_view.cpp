@@ -132,18 +132,44 @@ protected:
         std::vector<CellRect> cells;
         for (const Cell& c : m_cells)
             cells.push_back({c.rect, static_cast<double>(c.cols), static_cast<double>(c.rows)});
-        if (!cells.empty())
-            fitSquareCells(m_plot, cells, size, [this](const QSize& s) { layoutAt(s); });
+        if (cells.empty())
+            return;
+        const auto layOut = [this](const QSize& s) { layoutAt(s); };
+        fitSquareCells(m_plot, cells, size, layOut);
+        // The numbers on a third line of their own when a column is too narrow for "rank · entropy" (the
+        // titles are taller then: the cells are fitted again).
+        bool split = false;
+        for (const Cell& c : m_cells)
+            if (c.title && !c.numbers.isEmpty())
+                split = split || QFontMetricsF(c.title->font()).horizontalAdvance(c.numbers) > c.rect->width() + 8;
+        if (split != m_split) {
+            m_split = split;
+            for (const Cell& c : m_cells)
+                if (c.title)
+                    c.title->setText(titleText(c));
+            fitSquareCells(m_plot, cells, size, layOut);
+        }
     }
 
 private:
     struct Cell {
         QCPAxisRect* rect = nullptr;
-        int head = -1;        // -1: the data have no head axis
+        int headIndex = -1;  // -1: the data have no head axis
         std::size_t map = 0;  // into m_heads->maps
         std::size_t panel = 0;
         Index cols = 1, rows = 1;
+        QCPTextElement* title = nullptr;
+        QString head, numbers;   // the title's lines: "head 3" and "rank 37 · H/ln n 0.71" (empty on failure)
     };
+
+    // The head on the first line, the numbers on the second (or, split, rank and entropy on two): a narrow
+    // column shortens a number's line, never the word that names the number.
+    QString titleText(const Cell& c) const
+    {
+        if (c.numbers.isEmpty())
+            return c.head;
+        return c.head + QLatin1Char('\n') + (m_split ? QString(c.numbers).replace(QStringLiteral(" \u00b7 "), QStringLiteral("\n")) : c.numbers);
+    }
 
     Index totalHeads() const { return m_heads ? std::max<Index>(1, m_heads->heads) : 0; }
 
@@ -270,12 +296,13 @@ private:
         for (std::size_t h = 0; h < m_heads->maps.size(); ++h, ++col) {
             const analysis::HeadMaps& hm = m_heads->maps[h];
             const analysis::HeadPanel& p = hm.panels[m];
-            // Two lines: a narrow column shortens the numbers' line, never the word that names a number.
-            QString title = headName(hm);
+            Cell cell;
+            cell.head = headName(hm);
             if (p.error.empty())
-                title += QLatin1Char('\n') + metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
-                         metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
-            grid->addElement(row, col, addTitle(m_plot, title, plotFont(kTickPt, true)));
+                cell.numbers = metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
+                               metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
+            cell.title = addTitle(m_plot, titleText(cell), plotFont(kTickPt, true));
+            grid->addElement(row, col, cell.title);
             auto* rect = addAxisRect(m_plot, grid, row + 1, col);
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             const Index cols = std::max<Index>(1, p.image.cols), rows = std::max<Index>(1, p.image.rows);
@@ -285,7 +312,13 @@ private:
                 ax->setTickLabels(false);
                 ax->setTicks(false);
             }
-            m_cells.push_back({rect, hm.head ? static_cast<int>(*hm.head) : -1, h, m, cols, rows});
+            cell.rect = rect;
+            cell.headIndex = hm.head ? static_cast<int>(*hm.head) : -1;
+            cell.map = h;
+            cell.panel = m;
+            cell.cols = cols;
+            cell.rows = rows;
+            m_cells.push_back(cell);
             if (!p.error.empty()) {
                 addPanelMessage(m_plot, rect, QString::fromStdString(p.error));
                 continue;
@@ -342,11 +375,12 @@ private:
     void click(const QPoint& pos)
     {
         if (const Cell* c = cellAt(pos))
-            emit headActivated(c->head);
+            emit headActivated(c->headIndex);
     }
 
     std::shared_ptr<const analysis::HeadsResult> m_heads;
     std::vector<Cell> m_cells;
+    bool m_split = false;   // rank and entropy on lines of their own (narrow columns)
     int m_first = 0;
     SavedControls m_saved;
     QPushButton *m_prev, *m_next;

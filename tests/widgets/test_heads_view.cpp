@@ -36,7 +36,8 @@ HeadsView* headsView(const MainWindow& w)
     return nullptr;
 }
 
-// Every title the plot shows, whole (elided or wrapped titles as their full text, spaces collapsed).
+// Every title the plot shows, whole (elided or wrapped titles as their full text), its line breaks and
+// separators (" · ") read as spaces.
 QStringList titles(QCustomPlot* plot)
 {
     QStringList out;
@@ -44,7 +45,8 @@ QStringList titles(QCustomPlot* plot)
     for (QCPLayoutElement* e : all)
         if (auto* t = qobject_cast<QCPTextElement*>(e)) {
             const QString whole = elidedTitleText(t);
-            out << (whole.isEmpty() ? t->text() : whole).simplified();
+            QString text = whole.isEmpty() ? t->text() : whole;
+            out << text.replace(QChar(0x00b7), QLatin1Char(' ')).simplified();
         }
     return out;
 }
@@ -115,8 +117,7 @@ TEST_F(HeadsViewTest, OneMapPerHeadTitledWithItsMetricsAndAnalyzeNumbers)
         for (std::size_t m = 0; m < mechanisms; ++m) {
             const auto& res = r->outcomes[m].result;
             const QString mech = QString::fromLatin1(attention::to_string(res.mechanism));
-            // Two lines (head, then numbers), read with the line break as a space.
-            const QString expected = QStringLiteral("q head %1 (kv %2) rank %3 \u00b7 H/ln n %4")
+            const QString expected = QStringLiteral("q head %1 (kv %2) rank %3 H/ln n %4")
                                          .arg(h)
                                          .arg(h / 2)
                                          .arg(metricsViewText(res, "rank"), metricsViewText(res, "entropy_normalized_mean"));
