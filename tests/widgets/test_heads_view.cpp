@@ -3,6 +3,7 @@
 // paging through many heads; a click opens the head in the Maps view; the page is marked out of date when an
 // option changes and recomputed; `attnscope figure --view heads` and `--screenshot --view heads` draw it.
 #include <QImage>
+#include <fstream>
 #include <QPushButton>
 #include <QTest>
 
@@ -268,6 +269,13 @@ TEST_F(HeadsViewTest, FigureAndScreenshotDrawEveryHead)
     ASSERT_EQ(r2.status, 0) << r2.err;
     const std::string svg = test::read_text(dir + "/p2.svg");
     EXPECT_NE(svg.find("heads 8"), std::string::npos);
+    // A batch figure is one unit's (one head): the page of every head is refused there, saying where it is made.
+    {
+        std::ofstream job(dir + "/job.toml");
+        job << "inputs = [\"" << ten << "\"]\n[[figure]]\nview = \"heads\"\n";
+    }
+    const auto batch = test::run_attnscope("batch " + dir + "/job.toml --out " + dir + "/batch_out");
+    test::expect_one_error(batch, {"view = \"heads\"", "attnscope figure --view heads"}, "batch figure heads");
     // The desktop app's screenshot of the Heads tab.
     const auto shot = test::run_attnscope(lm + " --screenshot " + dir + "/shot.png --view heads --size 1280x720");
     ASSERT_EQ(shot.status, 0) << shot.err;
