@@ -289,6 +289,8 @@ BatchFigure read_figure(const toml::node& node, const JobReader& r, const analys
     f.view = r.str(t, "view").value_or("");
     if (!is_explore_view(f.view) && !is_sweep_view(f.view))
         r.fail(&node, "[[figure]] 'view' must be one of " + figure_view_names());
+    if (f.view == "heads")   // a batch figure is one unit's (one head): the page of every head is not
+        r.fail(&node, "[[figure]] view = \"heads\" draws every head of a layer, not one unit: use attnscope figure --view heads");
     f.format = r.str(t, "format").value_or("png");
     if (f.format != "png" && f.format != "pdf" && f.format != "svg")
         r.fail(t.get("format"), "[[figure]] 'format' must be png, pdf or svg");

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "analysis/explore.h"
+#include "analysis/heads.h"
 #include "analysis/job.h"
 #include "analysis/measure.h"
 #include "analysis/sweep.h"
 #include "curves.h"
 #include "export.h"
+#include "heads_view.h"
 #include "main_window.h"
 #include "qt_platform.h"
 #include "result_view.h"
@@ -301,6 +303,14 @@ void render_explore_figure(const analysis::ExploreRequest& request, const std::s
     v->restoreState(state);
     if (look.query)
         v->setQuery(*look.query);
+    if (auto* heads = qobject_cast<widgets::HeadsView*>(v)) {
+        // The page of heads the view's state names (first_head, default 0), computed as the app computes it.
+        analysis::HeadsRequest page;
+        page.base = request;
+        page.first = heads->pageFirst();
+        page.count = widgets::HeadsView::kPageSize;
+        heads->setHeads(std::make_shared<const analysis::HeadsResult>(analysis::explore_heads(page, ctx)));
+    }
     export_to(v, target.path, target, true);
 }
 
@@ -341,7 +351,10 @@ void render_session_figure(const std::string& session, const std::string& view, 
     QString error;
     if (!window.loadSession(QString::fromStdString(session), &error))
         throw InputError(error.toStdString());
-    // The session's computations (explore, and the sweeps it records) run in the background.
+    // The session's computations (explore, the heads of the Heads view, and the sweeps it records) run in
+    // the background; the heads are computed while their tab is current.
+    if (view == "heads")
+        window.setCurrentView(QString::fromStdString(view));
     QElapsedTimer timer;
     timer.start();
     while (window.isComputing() || window.isSweeping()) {

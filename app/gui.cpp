@@ -352,6 +352,15 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
         else
             grab();
     });
+    // The Heads view's page is computed after the result it belongs to: the grab waits for it too.
+    QObject::connect(&window, &widgets::MainWindow::headsFinished, &window, [&](bool ok, const QString& message) {
+        if (window.isComputing())
+            return;
+        if (!ok)
+            finish(2, QStringLiteral("%1: %2").arg(what, message));
+        else
+            grab();
+    });
     QTimer::singleShot(kScreenshotTimeoutMinutes * 60 * 1000, &window, [&] {
         finish(2, QStringLiteral("%1: timed out after %2 minutes waiting for the computation").arg(what).arg(kScreenshotTimeoutMinutes));
     });

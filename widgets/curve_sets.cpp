@@ -92,6 +92,8 @@ QString optionText(const std::string& key, const nlohmann::ordered_json& v)
 }
 
 // The options that differ from the program's defaults, the feature map always: what a run's numbers depend on.
+}  // namespace
+
 QString optionsText(const attention::AttentionOptions& o)
 {
     const nlohmann::ordered_json j = attention::options_to_json(o), defaults = attention::options_to_json(attention::AttentionOptions{});
@@ -101,6 +103,8 @@ QString optionsText(const attention::AttentionOptions& o)
             parts << optionText(it.key(), it.value());
     return parts.join(QStringLiteral(", "));
 }
+
+namespace {
 
 bool allPowersOfTwo(const std::vector<double>& xs)
 {

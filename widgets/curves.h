@@ -33,6 +33,9 @@ QString curveSetName(const analysis::SweepResult& sweep, int datasetLayer = -1);
 // from the program's defaults ("char_lm_licenses.h5 · l=0 · h=1 · softmax, linear, MHLA · feature map relu,
 // causal"). Legends name runs by curveSetName; tooltips and the views' details lines show this.
 QString runDetails(const analysis::SweepResult& sweep, int datasetLayer = -1);
+// The mechanism options in words: the feature map and every option that differs from the program's defaults
+// ("feature map relu, causal"). runDetails and the heads view's details line use it.
+QString optionsText(const attention::AttentionOptions& options);
 // The options of `run` that differ from `now`, in words ("feature map relu (now elu1), causal (now not)"); "" when
 // none does.
 QString optionsDifference(const attention::AttentionOptions& run, const attention::AttentionOptions& now);

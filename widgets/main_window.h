@@ -136,6 +136,8 @@ signals:
     void computationFinished(bool ok, const QString& error);
     // Every sweep ends here ("curves" or "overview"; ok, or the error / "cancelled").
     void sweepFinished(const QString& view, bool ok, const QString& error);
+    // Every computation of the Heads view's page ends here (ok, or the error / "cancelled").
+    void headsFinished(bool ok, const QString& error);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -222,6 +224,13 @@ private:
     // A session's runs (or a note); returns a message for the bar.
     QString restoreSweeps(const QJsonObject& session, const QString& sessionFile);
 
+    // The Heads view (main_window_heads.cpp): its page computed for the request of the views' result while its
+    // tab is current, on its own job (isComputing() includes it); a click on a head opens it in the Maps view.
+    struct HeadsSlot;
+    void setUpHeads();
+    void updateHeads();
+    void openHead(int head);
+
     std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;
     QTimer m_debounce;
@@ -264,6 +273,7 @@ private:
     QMenu* m_recentMenu = nullptr;
 
     std::unique_ptr<SweepSlot> m_curvesSlot, m_overviewSlot;
+    std::unique_ptr<HeadsSlot> m_heads;
     std::unique_ptr<SweepParams> m_sweepParams;   // the dialog's last parameters
     QString m_lastSweepError;
     QString m_pendingView;                       // a session's active view that waits for its sweep

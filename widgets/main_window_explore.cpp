@@ -255,7 +255,7 @@ void MainWindow::setAutoCompute(bool on)
 
 bool MainWindow::isComputing() const
 {
-    return m_debounce.isActive() || m_explore->running();
+    return m_debounce.isActive() || m_explore->running() || m_heads->job.running();
 }
 
 void MainWindow::computeNow()
@@ -268,6 +268,7 @@ void MainWindow::cancelComputation()
 {
     m_debounce.stop();
     m_explore->cancel();
+    m_heads->job.cancel();
 }
 
 void MainWindow::finishWithError(const QString& error)
@@ -314,6 +315,8 @@ void MainWindow::startComputation()
         loadMixingMatrix(mixingRef, request.options, ctx);
         return std::make_shared<const analysis::ExploreResult>(analysis::explore(request, ctx));
     });
+    m_heads->started = request;   // the Heads view computes its page with the request of the result shown
+    m_heads->startedMixing = mixingRef;
     m_computeStatus.stage->setText(tr("starting"));
     m_computeStatus.progress->setValue(0);
     m_computeStatus.setVisible(true);
@@ -428,6 +431,9 @@ void MainWindow::showResult(ExploreResultPtr result)
     statusBar()->showMessage(tr("Computed in %1 s").arg(m_result->seconds, 0, 'f', 2), 4000);
     updateCentral();
     updateTitle();
+    m_heads->shown = m_heads->started;
+    m_heads->shownMixing = m_heads->startedMixing;
+    updateHeads();   // before the signal: a caller waiting for the window sees the heads' job
     emit computationFinished(true, QString());
 }
 

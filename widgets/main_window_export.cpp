@@ -51,7 +51,8 @@ void MainWindow::showExportDialog()
 {
     ResultView* view = currentView();
     const bool sweepView = view && (view == curvesView() || view == overviewView());
-    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !resultIsCurrent())) {
+    // A view still computing its own part (the Heads view's page) is not current either.
+    if (!view || (sweepView ? !hasSweepResult(view->viewName()) : !resultIsCurrent() || view->freshness() != ResultView::Freshness::current)) {
         showMessage(m_result && !sweepView ? tr("Nothing to export: the views are out of date. Wait for the computation of the "
                                                 "current inputs (or press F5).")
                                            : tr("Nothing to export yet: open data and wait for the computation."),
@@ -68,8 +69,12 @@ void MainWindow::showExportDialog()
     if (dialog.allViews()) {
         QDir().mkpath(target);
         QList<ResultView*> views = exportableViews();
-        if (!resultIsCurrent())   // only the sweep views have something to show
-            views.erase(std::remove_if(views.begin(), views.end(), [this](ResultView* v) { return m_views.contains(v); }), views.end());
+        // Only views that show the current inputs (the sweep views show their runs, marked).
+        views.erase(std::remove_if(views.begin(), views.end(),
+                                   [this](ResultView* v) {
+                                       return m_views.contains(v) && (!resultIsCurrent() || v->freshness() != ResultView::Freshness::current);
+                                   }),
+                    views.end());
         if (const ExportPreset* preset = findExportPreset(dialog.preset())) {
             // A printed size: each view keeps its own aspect (or the height it asks for) at the preset's width and font size.
             for (ResultView* v : views) {

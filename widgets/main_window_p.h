@@ -8,10 +8,12 @@
 #include <string>
 
 #include "analysis/explore.h"
+#include "analysis/heads.h"
 #include "analysis/job.h"
 #include "analysis/sweep.h"
 #include "curves.h"
 #include "gui_job.h"
+#include "heads_view.h"
 #include "main_window.h"
 
 namespace attnscope::widgets {
@@ -32,6 +34,20 @@ struct MainWindow::SweepSlot {
     SweepView* view = nullptr;
     std::optional<QJsonObject> pendingState;   // a session's view state, applied when the tab is made
     QString note;                              // what the tab says while it has no run (a session's old sweep)
+};
+// The Heads view's page (main_window_heads.cpp): the explore request last started and the one the views'
+// result answers (with the mixing file each reads), the result the view's page answers and the one the
+// running job answers (a page of another result is never shown as current).
+struct MainWindow::HeadsSlot {
+    GuiJob<std::shared_ptr<const analysis::HeadsResult>> job;
+    HeadsView* view = nullptr;
+    std::optional<analysis::ExploreRequest> started, shown;
+    std::string startedMixing, shownMixing;
+    ExploreResultPtr basis, computing;
+    analysis::ExploreRequest basisRequest, computingRequest;   // as asked (the mixing file not read yet)
+    std::string basisMixing, computingMixing;
+    int computingFirst = -1;
+    QString notice;   // what the view's notice says while its page is computed (the progress is added to it)
 };
 // A one-line label for places whose width is shared (the status bar): when the text is wider than the
 // label it is drawn elided ("softmax: singular val…") and the label's tool tip shows all of it. Its

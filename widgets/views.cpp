@@ -6,6 +6,7 @@
 
 #include "analysis/explore.h"
 #include "analysis/metric_table.h"
+#include "heads_view.h"
 #include "plot_style.h"
 #include "util/json_text.h"
 
@@ -14,7 +15,8 @@ namespace attnscope::widgets {
 QList<ResultView*> createAllViews(QWidget* parent)
 {
     return {createMapsView(parent),    createQueryView(parent),  createSpectrumView(parent),
-            createEntropyView(parent), createMixingView(parent), createMetricsView(parent)};
+            createEntropyView(parent), createMixingView(parent), createMetricsView(parent),
+            createHeadsView(parent)};
 }
 
 namespace {

@@ -13,6 +13,7 @@
 //  EntropyView   row-entropy histograms overlaid per mechanism, and entropy per query (over the grid for grid data).
 //  MixingView    the M x M mixing matrix as a heatmap with its rank and singular values.
 //  MetricsView   a table of every metric per mechanism; Copy as CSV.
+//  HeadsView     every head of the layer as small maps per mechanism (heads_view.h: the window computes its pages).
 #include "result_view.h"
 
 namespace attnscope::widgets {
@@ -24,7 +25,7 @@ ResultView* createEntropyView(QWidget* parent = nullptr);
 ResultView* createMixingView(QWidget* parent = nullptr);
 ResultView* createMetricsView(QWidget* parent = nullptr);
 
-// All six, in the order above.
+// All seven, in the order above.
 QList<ResultView*> createAllViews(QWidget* parent = nullptr);
 
 // CSV of every metric per mechanism (the MetricsView's "Copy as CSV" and File > Export metrics).
