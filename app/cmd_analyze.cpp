@@ -173,7 +173,11 @@ int run_analyze_units(const analysis::AnalyzeRequest& request, const std::option
 
 int run_analyze(const AnalyzeArgs& a)
 {
-    analysis::AnalyzeRequest request{a.q, a.k, a.v, {}, {}, analysis::parse_mechanisms(a.mechanisms), {}, 0};
+    analysis::AnalyzeRequest request;
+    request.mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    request.q = a.q;
+    request.k = a.k;
+    request.v = a.v;
     // `--json /dev/stdout` is `--json -`: the document alone on standard output.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
     std::optional<OutputFile> json_file;

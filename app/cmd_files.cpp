@@ -107,7 +107,10 @@ struct MatrixArgs {
 
 int run_matrix(const MatrixArgs& a)
 {
-    analysis::AnalyzeRequest request{a.q, a.k, std::nullopt, {}, {}, analysis::parse_mechanisms(a.mechanism), {}, 0};
+    analysis::AnalyzeRequest request;
+    request.mechanisms = analysis::parse_mechanisms(a.mechanism);
+    request.q = a.q;
+    request.k = a.k;
     if (request.mechanisms.size() != 1)
         throw std::invalid_argument("matrix takes one --mechanism (got " + a.mechanism + ")");
     const std::string ext = lower(a.out);

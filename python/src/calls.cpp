@@ -27,7 +27,11 @@ void AnalyzeCall::add_to(CLI::App& app)
 
 std::string AnalyzeCall::run(const analysis::JobContext& ctx) const
 {
-    analysis::AnalyzeRequest r{q, k, v, {}, {}, analysis::parse_mechanisms(mechanisms), {}, 0};
+    analysis::AnalyzeRequest r;
+    r.mechanisms = analysis::parse_mechanisms(mechanisms);
+    r.q = q;
+    r.k = k;
+    r.v = v;
     r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);
     r.metrics = metrics.resolve();
     r.memory_limit = memory.resolve();
@@ -49,7 +53,10 @@ void MatrixCall::add_to(CLI::App& app)
 
 analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
 {
-    analysis::AnalyzeRequest r{q, k, std::nullopt, {}, {}, analysis::parse_mechanisms(mechanism_text), {}, 0};
+    analysis::AnalyzeRequest r;
+    r.mechanisms = analysis::parse_mechanisms(mechanism_text);
+    r.q = q;
+    r.k = k;
     if (r.mechanisms.size() != 1)
         throw std::invalid_argument("matrix takes one --mechanism (got " + mechanism_text + ")");
     r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);

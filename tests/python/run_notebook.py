@@ -1,5 +1,6 @@
 """Runs a notebook top to bottom with nbclient (python3-nbclient, the python3 kernel of python3-ipykernel) and
-fails on the first cell that raises. Plots go to Agg (MPLBACKEND=Agg from CTest). The notebook is not rewritten.
+fails on the first cell that raises. Plots are rendered offscreen by the inline backend
+(the notebook's `%matplotlib inline`) whatever MPLBACKEND says. The notebook is not rewritten.
     run_notebook.py NOTEBOOK.ipynb
 """
 import os
@@ -11,6 +12,7 @@ from nbclient import NotebookClient
 
 def main():
     path = sys.argv[1]
+    os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")   # the kernel's debugger notice, not ours
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": os.path.dirname(os.path.abspath(path))}})

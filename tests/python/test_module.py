@@ -202,7 +202,7 @@ class BadInputs(unittest.TestCase):
             attnscope.analyze(q, q, json="-")
         with self.assertRaisesRegex(ValueError, "complex128"):
             attnscope.analyze(q.astype(np.complex128), q)
-        with self.assertRaisesRegex(ValueError, "expected a FILE"):
+        with self.assertRaisesRegex(ValueError, "q: arrays of dtype object are not read"):
             attnscope.analyze(object(), q)
         with self.assertRaisesRegex(ValueError, "matrix takes one --mechanism"):
             attnscope.matrix(q, q, "softmax,linear")
@@ -271,30 +271,33 @@ class Behaviour(unittest.TestCase):
             attnscope.analyze(q, q, progress=stop)
 
     def test_ctrl_c_cancels(self):
+        # The child announces the run once the core first reports progress, so the signal arrives mid-run.
         script = (
             "import numpy as np, attnscope, sys\n"
-            "q = np.random.default_rng(0).standard_normal((6144, 64))\n"
-            "print('started', flush=True)\n"
+            "q = np.random.default_rng(0).standard_normal((4096, 64))\n"
+            "said = []\n"
+            "def progress(fraction, stage):\n"
+            "    if not said:\n"
+            "        said.append(1)\n"
+            "        print('started', flush=True)\n"
             "try:\n"
-            "    attnscope.analyze(q, q, mechanism='softmax', method='dense')\n"
+            "    attnscope.analyze(q, q, mechanism='softmax', method='dense', progress=progress)\n"
             "except KeyboardInterrupt:\n"
             "    print('interrupted', flush=True)\n"
             "    sys.exit(7)\n"
             "print('finished', flush=True)\n")
         p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.assertEqual(p.stdout.readline().strip(), "started")
-        time.sleep(2.0)
         p.send_signal(signal.SIGINT)
         sent = time.monotonic()
         try:
-            out, err = p.communicate(timeout=60)
+            out, err = p.communicate(timeout=300)
         except subprocess.TimeoutExpired:
             p.kill()
-            self.fail("no exit within 60 s of SIGINT")
-        waited = time.monotonic() - sent
-        self.assertEqual(p.returncode, 7, (out, err))
+            self.fail("no exit within 300 s of SIGINT")
+        self.assertEqual(p.returncode, 7, (out, err))   # not a crash (negative), not "finished" (0)
         self.assertIn("interrupted", out)
-        print(f"Ctrl+C: KeyboardInterrupt after {waited:.2f} s", file=sys.stderr)
+        print(f"Ctrl+C: KeyboardInterrupt {time.monotonic() - sent:.2f} s after SIGINT", file=sys.stderr)
 
 
 class LoadAndInfo(unittest.TestCase):
