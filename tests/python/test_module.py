@@ -153,6 +153,23 @@ class MatrixAgainstReference(unittest.TestCase):
         self.assertEqual(ints.shape, (64, 64))
 
 
+class PyTorchTensors(unittest.TestCase):
+    def test_tensors_are_read_through_numpy(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(2, 48, 8, generator=g).to(torch.bfloat16)   # bfloat16: exact in float32 and float64
+        k = torch.randn(2, 48, 8, generator=g).to(torch.bfloat16)
+        expected = attnscope.matrix(q.double().numpy(), k.double().numpy(), "softmax", head=1)
+        self.assertTrue(np.array_equal(attnscope.matrix(q, k, "softmax", head=1), expected))
+        self.assertTrue(np.array_equal(attnscope.matrix(q.float().requires_grad_(), k.half(), "softmax", head=1),
+                                       attnscope.matrix(q.float().numpy(), k.half().float().numpy(), "softmax", head=1)))
+        doc = attnscope.analyze(q.float(), k.float(), head=1, mechanism="softmax")
+        self.assertEqual(doc["input"]["q"], "<q: float32 array [2, 48, 8]>")
+
+
 class BadInputs(unittest.TestCase):
     def test_cli_messages(self):
         path = os.path.join(SOURCE, "data", "gaussian.h5")
