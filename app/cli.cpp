@@ -37,39 +37,6 @@ bool is_gui_flag(const std::string& arg)
     return false;
 }
 
-// CLI11's messages in the words of the rest of the command line (docs/cli.md): the option at fault and
-// what it takes, never the parser's phrasing.
-std::string parse_error_text(const CLI::ParseError& e)
-{
-    std::string m = e.what();
-    auto starts = [&](const std::string& prefix) { return m.rfind(prefix, 0) == 0; };
-    auto after = [&](const std::string& prefix) { return m.substr(prefix.size()); };
-    for (const char* p : {"The following arguments were not expected: ", "The following argument was not expected: "})
-        if (starts(p))
-            return "unexpected argument(s) " + after(p) + " (the subcommand's --help lists its options)";
-    if (starts("Could not convert: ")) {
-        const std::string rest = after("Could not convert: ");
-        const auto eq = rest.find(" = ");
-        if (eq != std::string::npos)
-            return rest.substr(0, eq) + ": '" + rest.substr(eq + 3) + "' is not a value it takes";
-    }
-    if (const auto at = m.find(": At Most "); at != std::string::npos)
-        return m.substr(0, at) + ": given more values than it takes";
-    if (const auto at = m.find(": At least "); at != std::string::npos)
-        return m.substr(0, at) + ": needs a value";
-    if (starts("A subcommand is required") || starts("Requires at least 1 subcommands"))
-        return std::string("give a subcommand: ") + subcommand_list() + " (attnscope --help), or file names for the desktop app";
-    if (const auto at = m.find(" excludes "); at != std::string::npos)
-        return m.substr(0, at) + " and " + m.substr(at + 10) + " cannot be given together";
-    if (const auto at = m.find(": Value "); at != std::string::npos) {
-        const std::string rest = m.substr(at + 8);
-        const auto range = rest.find(" not in range ");
-        if (range != std::string::npos)
-            return m.substr(0, at) + ": " + rest.substr(0, range) + " is outside " + rest.substr(range + 14);
-    }
-    return m;
-}
-
 // A subcommand that succeeded but whose standard output could not be written (a full device, a closed
 // stream) has not done its job: exit 2 instead of reporting success with the output lost.
 int check_standard_output()
@@ -143,7 +110,12 @@ int run_cli(int argc, char** argv)
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0)
             return app.exit(e);
-        print_error(parse_error_text(e));
+        const std::string m = e.what();
+        if (m.rfind("A subcommand is required", 0) == 0 || m.rfind("Requires at least 1 subcommands", 0) == 0)
+            print_error(std::string("give a subcommand: ") + subcommand_list() +
+                        " (attnscope --help), or file names for the desktop app");
+        else
+            print_error(parse_error_text(e));
         return 2;
     }
     for (const Command& c : commands)

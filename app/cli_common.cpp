@@ -13,6 +13,37 @@
 
 namespace attnscope::app {
 
+// CLI11's messages in the words of the rest of the command line (docs/cli.md): the option at fault and
+// what it takes, never the parser's phrasing.
+std::string parse_error_text(const CLI::ParseError& e)
+{
+    std::string m = e.what();
+    auto starts = [&](const std::string& prefix) { return m.rfind(prefix, 0) == 0; };
+    auto after = [&](const std::string& prefix) { return m.substr(prefix.size()); };
+    for (const char* p : {"The following arguments were not expected: ", "The following argument was not expected: "})
+        if (starts(p))
+            return "unexpected argument(s) " + after(p) + " (the subcommand's --help lists its options)";
+    if (starts("Could not convert: ")) {
+        const std::string rest = after("Could not convert: ");
+        const auto eq = rest.find(" = ");
+        if (eq != std::string::npos)
+            return rest.substr(0, eq) + ": '" + rest.substr(eq + 3) + "' is not a value it takes";
+    }
+    if (const auto at = m.find(": At Most "); at != std::string::npos)
+        return m.substr(0, at) + ": given more values than it takes";
+    if (const auto at = m.find(": At least "); at != std::string::npos)
+        return m.substr(0, at) + ": needs a value";
+    if (const auto at = m.find(" excludes "); at != std::string::npos)
+        return m.substr(0, at) + " and " + m.substr(at + 10) + " cannot be given together";
+    if (const auto at = m.find(": Value "); at != std::string::npos) {
+        const std::string rest = m.substr(at + 8);
+        const auto range = rest.find(" not in range ");
+        if (range != std::string::npos)
+            return m.substr(0, at) + ": " + rest.substr(0, range) + " is outside " + rest.substr(range + 14);
+    }
+    return m;
+}
+
 void print_error(const std::string& message)
 {
     std::string line = message;

@@ -10,8 +10,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "io/tensor_file.h"
 #include "util/error.h"
 #include "util/output.h"
 
@@ -36,6 +38,15 @@ Command add_aggregate_command(CLI::App& app);
 // The statistics over units as the aggregate subcommand prints them (app/cmd_aggregate.cpp): one block per
 // metric with the mechanisms under it, then the paired differences. `metrics`: only these (empty = all).
 void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::string>& metrics);
+
+// CLI11's messages in the words of the rest of the command line (docs/cli.md): the option at fault and
+// what it takes, never the parser's phrasing (the missing subcommand is the caller's: app/cli.cpp).
+std::string parse_error_text(const CLI::ParseError& e);
+
+// What a file carries for display (docs/pytorch.md 3.4): {"tokens": ..., "image": ...}, members absent when
+// the file has none; and the `info --json` document of `file` opened from `path` (app/info_json.cpp).
+nlohmann::ordered_json display_inputs(const io::TensorFile& file);
+nlohmann::ordered_json info_json(const std::string& path, const io::TensorFile& file);
 
 // "error: MESSAGE" on stderr, on one line whatever the message holds.
 void print_error(const std::string& message);

@@ -11,10 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
-#include "analysis/analyze.h"
-#include "analysis/inputs.h"
+#include "analysis/analyze_document.h"
 #include "analysis/metric_table.h"
-#include "analysis/plan.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
 #include "cli_common.h"
@@ -158,59 +156,28 @@ int publish(const ojson& doc, const std::optional<std::string>& json_out, bool j
 // `--at b=all`: every index of the axes given as `all` is its own unit (analysis/plan.h), analysed in turn.
 // The document holds one {unit, at, input, results} per unit and the statistics over them
 // (analysis/aggregate.h); a selection without `all` keeps the single-unit document, byte for byte.
-int run_analyze_units(const AnalyzeArgs& a, const std::vector<attention::Mechanism>& mechanisms,
-                      const analysis::AnalysisSetup& setup, const ojson& from_file,
-                      const analysis::MetricOptions& metric_options, std::uint64_t memory_limit, bool json_to_stdout,
-                      std::optional<OutputFile>& json_file)
+int run_analyze_units(const analysis::AnalyzeRequest& request, const std::optional<std::string>& json_out,
+                      bool json_to_stdout, std::optional<OutputFile>& json_file)
 {
-    const analysis::TensorSource source{a.q, a.k, a.v, setup.selection};
-    const std::vector<analysis::Unit> units = analysis::plan_units({source}, {}, {});
-    ojson list = ojson::array();
-    std::vector<analysis::UnitMetrics> records;
-    for (const analysis::Unit& u : units) {
-        const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, u.source.selection);
-        const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms,
-                                               analysis::options_for_inputs(setup.options, in), metric_options, memory_limit);
-        ojson unit;
-        unit["unit"] = u.index;
-        ojson at = ojson::object();
-        for (const auto& [axis, index] : u.source.selection.at)
-            if (setup.selection.all.count(axis))
-                at[std::string(1, axis)] = index;
-        unit["at"] = at;
-        unit["input"] = in.input_json;
-        if (!from_file.empty())
-            unit["input"]["defaults_from_file"] = from_file;
-        ojson rs = ojson::array();
-        for (const auto& r : results) {
-            rs.push_back(analysis::result_json(r, metric_options));
-            records.push_back({std::to_string(u.index), rs.back()["mechanism"].get<std::string>(),
-                               analysis::result_metrics(rs.back())});
-        }
-        unit["results"] = std::move(rs);
-        list.push_back(std::move(unit));
-    }
-    const analysis::AggregateOptions agg_options;
-    const analysis::Aggregate stats = analysis::aggregate(records, agg_options);
-    ojson doc;
-    doc["attnscope_version"] = ATTNSCOPE_VERSION;
-    doc["units"] = std::move(list);
-    doc["aggregate"] = analysis::aggregate_json(stats, agg_options);
-    doc["kernels"] = analysis::kernels_json();
-    return publish(doc, a.json_out, json_to_stdout, json_file, [&] {
-        for (const auto& unit : doc["units"]) {
-            std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.size() << "\n";
+    const analysis::UnitsDocument units = analysis::analyze_units_document(request);
+    return publish(units.doc, json_out, json_to_stdout, json_file, [&] {
+        for (const auto& unit : units.doc["units"]) {
+            std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.units << "\n";
             print_summary(unit);
         }
-        std::cout << "== over the " << units.size() << " units (n = units measured; 95% percentile bootstrap intervals, "
-                  << agg_options.resamples << " resamples, seed " << agg_options.seed << ")\n";
-        print_aggregate(stats, {});
+        std::cout << "== over the " << units.units << " units (n = units measured; 95% percentile bootstrap intervals, "
+                  << units.options.resamples << " resamples, seed " << units.options.seed << ")\n";
+        print_aggregate(units.stats, {});
     });
 }
 
 int run_analyze(const AnalyzeArgs& a)
 {
-    const auto mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    analysis::AnalyzeRequest request;
+    request.mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    request.q = a.q;
+    request.k = a.k;
+    request.v = a.v;
     // `--json /dev/stdout` is `--json -`: the document alone on standard output.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
     std::optional<OutputFile> json_file;
@@ -228,29 +195,13 @@ int run_analyze(const AnalyzeArgs& a)
         if (!json_to_stdout)
             json_file.emplace(*a.json_out, SpecialFiles::write_in_place);   // an unwritable destination fails before the work
     }
-    ojson from_file;
-    const analysis::AnalysisSetup setup = resolve_setup(a.q, a.selection, a.mechanism, &from_file);
-    const analysis::MetricOptions metric_options = a.metrics.resolve();
-    const std::uint64_t memory_limit = a.memory.resolve();
-    io::set_read_limit_bytes(memory_limit);
-    if (!setup.selection.all.empty())
-        return run_analyze_units(a, mechanisms, setup, from_file, metric_options, memory_limit, json_to_stdout, json_file);
-
-    const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, a.v, setup.selection);
-    const auto results = analysis::analyze(in.q.values, in.k.values, mechanisms, analysis::options_for_inputs(setup.options, in),
-                                           metric_options, memory_limit);
-
-    ojson doc;
-    doc["attnscope_version"] = ATTNSCOPE_VERSION;
-    doc["input"] = in.input_json;
-    if (!from_file.empty())
-        doc["input"]["defaults_from_file"] = from_file;
-    ojson list = ojson::array();
-    for (const auto& r : results)
-        list.push_back(analysis::result_json(r, metric_options));
-    doc["results"] = std::move(list);
-    doc["kernels"] = analysis::kernels_json();
-
+    request.setup = resolve_setup(a.q, a.selection, a.mechanism, &request.from_file);
+    request.metrics = a.metrics.resolve();
+    request.memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(request.memory_limit);
+    if (!request.setup.selection.all.empty())
+        return run_analyze_units(request, a.json_out, json_to_stdout, json_file);
+    const ojson doc = analysis::analyze_document(request);
     return publish(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc); });
 }
 

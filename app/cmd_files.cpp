@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/analyze_document.h"
 #include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
 #include "analysis/measure.h"
@@ -51,72 +52,11 @@ struct InfoArgs {
     bool json = false;
 };
 
-// The shape of a nested JSON array (an attribute's value): [] for a scalar.
-std::vector<std::int64_t> json_shape(const nlohmann::json& v)
-{
-    std::vector<std::int64_t> shape;
-    for (const nlohmann::json* p = &v; p->is_array(); p = &(*p)[0]) {
-        shape.push_back(static_cast<std::int64_t>(p->size()));
-        if (p->empty())
-            break;
-    }
-    return shape;
-}
-
-// What a file carries for display (docs/pytorch.md 3.4 "Tokens and images"): the token strings (the `tokens`
-// attribute, else `text` one token per character; the core's rule) and the input image (an `image` or
-// `image_*` attribute of any shape, else a dataset /image). Null members when absent.
-ojson display_inputs(const io::TensorFile& file)
-{
-    constexpr std::size_t kShownTokens = 16;
-    const nlohmann::json& attrs = file.file_attributes();
-    const analysis::FileDefaults d = analysis::file_defaults_from(attrs);
-    ojson out;
-    if (!d.tokens.empty()) {
-        ojson first = ojson::array();
-        for (std::size_t i = 0; i < std::min(d.tokens.size(), kShownTokens); ++i)
-            first.push_back(d.tokens[i]);
-        const bool listed = attrs.contains("tokens") && attrs["tokens"].is_array();
-        out["tokens"] = ojson{{"count", d.tokens.size()}, {"attribute", listed ? "tokens" : "text"}, {"first", first}};
-    }
-    for (const auto& [key, value] : attrs.items())
-        if ((key == "image" || key.rfind("image_", 0) == 0) && value.is_array()) {
-            out["image"] = ojson{{"attribute", key}, {"shape", json_shape(value)}};
-            break;
-        }
-    if (!out.contains("image"))
-        for (const auto& t : file.tensors())
-            if (t.name == "/image")
-                out["image"] = ojson{{"dataset", t.name}, {"shape", t.shape}};
-    return out;
-}
-
 int run_info(const InfoArgs& a)
 {
     const auto file = io::open_tensor_file(a.file);
     if (a.json) {
-        ojson j;
-        j["file"] = a.file;
-        j["format"] = std::string(file->format());
-        j["attributes"] = file->file_attributes();
-        ojson tensors = ojson::array();
-        for (const auto& t : file->tensors()) {
-            ojson e;
-            e["name"] = t.name;
-            e["shape"] = t.shape;
-            e["dtype"] = std::string(io::dtype_name(t.dtype));
-            e["attributes"] = t.attributes;
-            tensors.push_back(std::move(e));
-        }
-        j["tensors"] = std::move(tensors);
-        ojson skipped = ojson::array();
-        for (const auto& s : file->skipped())
-            skipped.push_back(ojson{{"name", s.name}, {"reason", s.reason}});
-        j["skipped"] = std::move(skipped);
-        const ojson shown = display_inputs(*file);
-        j["tokens"] = shown.contains("tokens") ? shown["tokens"] : ojson(nullptr);
-        j["image"] = shown.contains("image") ? shown["image"] : ojson(nullptr);
-        std::cout << json_text(j, 2) << "\n";
+        std::cout << json_text(info_json(a.file, *file), 2) << "\n";
         return 0;
     }
     std::cout << a.file << " (" << file->format() << ", " << file->tensors().size() << " tensor"
@@ -167,8 +107,11 @@ struct MatrixArgs {
 
 int run_matrix(const MatrixArgs& a)
 {
-    const auto mechanisms = analysis::parse_mechanisms(a.mechanism);
-    if (mechanisms.size() != 1)
+    analysis::AnalyzeRequest request;
+    request.mechanisms = analysis::parse_mechanisms(a.mechanism);
+    request.q = a.q;
+    request.k = a.k;
+    if (request.mechanisms.size() != 1)
         throw std::invalid_argument("matrix takes one --mechanism (got " + a.mechanism + ")");
     const std::string ext = lower(a.out);
     const bool npy = ends_with(ext, ".npy");
@@ -180,30 +123,15 @@ int run_matrix(const MatrixArgs& a)
     add_input_refs(inputs, "--k", {a.k});
     add_mixing_input(inputs, a.mechanism_args.mixing);
     check_output_paths({{"--out", a.out}}, inputs);
-    ojson from_file;
-    const analysis::AnalysisSetup setup = resolve_setup(a.q, a.selection, a.mechanism_args, &from_file);
-    const std::uint64_t memory_limit = a.memory.resolve();
-    io::set_read_limit_bytes(memory_limit);
+    request.setup = resolve_setup(a.q, a.selection, a.mechanism_args, &request.from_file);
+    request.memory_limit = a.memory.resolve();
+    io::set_read_limit_bytes(request.memory_limit);
     OutputFile out(a.out, SpecialFiles::refuse);   // checks the folder (and refuses a device) before any work
 
-    const analysis::LoadedInputs in = analysis::load_inputs(a.q, a.k, std::nullopt, setup.selection);
-    const auto n = in.q.values.rows();
-    const long double need = static_cast<long double>(n) * n * 8.0L * 1.1L;
-    if (need > static_cast<long double>(memory_limit))
-        throw InputError("N=" + std::to_string(n) + " tokens: the " + std::to_string(n) + " x " + std::to_string(n) +
-                         " matrix needs " + std::to_string(static_cast<unsigned long long>(need / 1048576.0L)) +
-                         " MiB, over the memory limit (--max-memory)");
-    const auto mechanism = mechanisms.front();
-    analysis::MetricOptions nothing;
-    nothing.spectrum = nothing.entropy = false;
-    const analysis::PreparedMechanism p =
-        analysis::prepare_mechanism(mechanism, in.q.values, in.k.values, analysis::options_for_inputs(setup.options, in),
-                                    nothing, memory_limit);
-    const ojson& params = p.result.params;
-    const Eigen::MatrixXd A = p.op->dense();
-    if (!A.allFinite())
-        throw InputError(analysis::non_finite_reason(*p.op));
-
+    const analysis::DenseAttention dense = analysis::dense_attention(request, a.mechanism);
+    const Eigen::MatrixXd& A = dense.matrix;
+    const auto n = A.rows();
+    const auto mechanism = request.mechanisms.front();
     if (npy) {
         out.write([&](const std::string& temp) { io::write_npy(temp, A); });
     } else {
@@ -215,11 +143,8 @@ int run_matrix(const MatrixArgs& a)
             for (Eigen::Index j = 0; j < n; ++j)
                 ds.data[static_cast<std::size_t>(t * n + j)] = A(t, j);
         ds.attributes["mechanism"] = std::string(attention::to_string(mechanism));
-        ds.attributes["params"] = json_text(params);
-        ojson input = in.input_json;
-        if (!from_file.empty())
-            input["defaults_from_file"] = from_file;
-        ds.attributes["input"] = json_text(input);
+        ds.attributes["params"] = json_text(dense.params);
+        ds.attributes["input"] = json_text(dense.input);
         ds.attributes["attnscope_version"] = ATTNSCOPE_VERSION;
         out.write([&](const std::string& temp) { io::write_hdf5(temp, {ds}); });
     }

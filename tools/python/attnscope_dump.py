@@ -607,6 +607,23 @@ class AttnScopeRecorder(contextlib.AbstractContextManager):
         pick = (lambda t: None if t is None else t.double().numpy())
         return pick(q), pick(k), pick(v)
 
+    def analyze(self, layer: int, head: int = 0, batch: int = 0, **options) -> dict:
+        """``attnscope.analyze`` (docs/python.md) on one recorded layer and batch element, without a file: the
+        document of ``attnscope analyze --json`` for query head ``head``. What ``save`` would write as the
+        layer's defaults is passed as options unless given: ``causal`` (from the layer's mask), ``scale`` (the
+        module's softmax scale) and ``mixing`` (a learned Mc). ``options``: the command line's, ``_`` for ``-``."""
+        import attnscope   # the module built with AttnScope (PYTHONPATH=build/python, or the Debian package)
+        r = self.layers[layer]
+        q, k, v = self.tensors(layer, batch)
+        kind = r.mask_of(batch)[0]
+        options.setdefault("causal", kind in ("causal", "causal+padding"))
+        if r.scale is not None:
+            options.setdefault("scale", float(r.scale))
+        if r.mixing is not None:
+            options.setdefault("mixing", np.asarray(r.mixing.detach().double().cpu().numpy()
+                                                    if isinstance(r.mixing, torch.Tensor) else r.mixing, dtype=np.float64))
+        return attnscope.analyze(q, k, v, head=head, **options)
+
     def save(self, path: str, grid: Optional[Sequence[int]] = None, prefix_tokens: int = 0,
              causal: Optional[bool] = None, batch=0, dtype: str = "float32",
              name: Optional[str] = None, attrs: Optional[dict] = None,

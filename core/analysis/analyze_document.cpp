@@ -1,0 +1,95 @@
+#include "analysis/analyze_document.h"
+
+#include "analysis/analyze.h"
+#include "analysis/inputs.h"
+#include "analysis/plan.h"
+#include "util/error.h"
+
+#include <stdexcept>
+
+namespace attnscope::analysis {
+
+using ojson = nlohmann::ordered_json;
+
+ojson analyze_document(const AnalyzeRequest& r, const JobContext* ctx)
+{
+    const LoadedInputs in = load_inputs(r.q, r.k, r.v, r.setup.selection);
+    const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options_for_inputs(r.setup.options, in),
+                                 r.metrics, r.memory_limit, ctx);
+    ojson doc;
+    doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    doc["input"] = in.input_json;
+    if (!r.from_file.empty())
+        doc["input"]["defaults_from_file"] = r.from_file;
+    ojson list = ojson::array();
+    for (const auto& result : results)
+        list.push_back(result_json(result, r.metrics));
+    doc["results"] = std::move(list);
+    doc["kernels"] = kernels_json();
+    return doc;
+}
+
+UnitsDocument analyze_units_document(const AnalyzeRequest& r, const JobContext* ctx)
+{
+    const TensorSource source{r.q, r.k, r.v, r.setup.selection};
+    const std::vector<Unit> units = plan_units({source}, {}, {});
+    ojson list = ojson::array();
+    std::vector<UnitMetrics> records;
+    for (const Unit& u : units) {
+        if (ctx)
+            ctx->check();
+        const LoadedInputs in = load_inputs(r.q, r.k, r.v, u.source.selection);
+        const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options_for_inputs(r.setup.options, in),
+                                     r.metrics, r.memory_limit, ctx);
+        ojson unit;
+        unit["unit"] = u.index;
+        ojson at = ojson::object();
+        for (const auto& [axis, index] : u.source.selection.at)
+            if (r.setup.selection.all.count(axis))
+                at[std::string(1, axis)] = index;
+        unit["at"] = at;
+        unit["input"] = in.input_json;
+        if (!r.from_file.empty())
+            unit["input"]["defaults_from_file"] = r.from_file;
+        ojson rs = ojson::array();
+        for (const auto& result : results) {
+            rs.push_back(result_json(result, r.metrics));
+            records.push_back({std::to_string(u.index), rs.back()["mechanism"].get<std::string>(), result_metrics(rs.back())});
+        }
+        unit["results"] = std::move(rs);
+        list.push_back(std::move(unit));
+    }
+    UnitsDocument out;
+    out.stats = aggregate(records, out.options);
+    out.units = units.size();
+    out.doc["attnscope_version"] = ATTNSCOPE_VERSION;
+    out.doc["units"] = std::move(list);
+    out.doc["aggregate"] = aggregate_json(out.stats, out.options);
+    out.doc["kernels"] = kernels_json();
+    return out;
+}
+
+DenseAttention dense_attention(const AnalyzeRequest& r, const std::string& mechanism_text)
+{
+    if (r.mechanisms.size() != 1)
+        throw std::invalid_argument("matrix takes one --mechanism (got " + mechanism_text + ")");
+    const LoadedInputs in = load_inputs(r.q, r.k, std::nullopt, r.setup.selection);
+    const auto n = in.q.values.rows();
+    const long double need = static_cast<long double>(n) * n * 8.0L * 1.1L;
+    if (need > static_cast<long double>(r.memory_limit))
+        throw InputError("N=" + std::to_string(n) + " tokens: the " + std::to_string(n) + " x " + std::to_string(n) +
+                         " matrix needs " + std::to_string(static_cast<unsigned long long>(need / 1048576.0L)) +
+                         " MiB, over the memory limit (--max-memory)");
+    MetricOptions nothing;
+    nothing.spectrum = nothing.entropy = false;
+    const PreparedMechanism p = prepare_mechanism(r.mechanisms.front(), in.q.values, in.k.values,
+                                                  options_for_inputs(r.setup.options, in), nothing, r.memory_limit);
+    DenseAttention out{p.op->dense(), p.result.params, in.input_json};
+    if (!out.matrix.allFinite())
+        throw InputError(non_finite_reason(*p.op));
+    if (!r.from_file.empty())
+        out.input["defaults_from_file"] = r.from_file;
+    return out;
+}
+
+}  // namespace attnscope::analysis

@@ -1,0 +1,150 @@
+"""AttnScope from Python: the core's analyses on NumPy arrays (docs/python.md).
+
+    import attnscope
+    doc = attnscope.analyze(q, k, head=2, blocks=8)      # the document of `attnscope analyze --json`
+    A = attnscope.matrix(q, k, mechanism="mhla")          # the N x N matrix, float64
+    q = attnscope.load("acts.h5:/layers/0/q")             # a tensor, with its file's attributes
+
+The functions call AttnScope's C++ core (no second implementation). Keyword options are the command
+line's long options with ``_`` for ``-`` (``row_entropy=True`` is ``--row-entropy``, ``at={"h": 2}`` is
+``--at h=2``, ``mechanism=["softmax", "mhla"]`` is ``--mechanism softmax,mhla``); they are parsed and
+checked by the command line's own code, and every error raises ``ValueError`` with its message.
+``q`` and ``k`` are arrays of any float or integer dtype in any layout the command line reads
+(``layout="bnhd"``, ``at=...``), PyTorch tensors, anything with ``__array__``, or ``FILE[:NAME]``
+references (then the result is byte for byte the command line's). The core computes without the GIL on
+a worker thread; Ctrl+C cancels it (KeyboardInterrupt); ``progress=callable(fraction, stage)`` reports.
+"""
+import json
+import os
+
+import numpy as np
+
+from . import _attnscope as _core
+
+__version__ = _core.__version__
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor"]
+
+
+class Tensor(np.ndarray):
+    """A float64 array read by :func:`load`, with ``attrs`` (its file's attributes, which analyze and
+    matrix take as defaults exactly as the command line takes them from the file) and ``ref``."""
+
+    def __new__(cls, values, attrs=None, ref=None):
+        t = np.asarray(values).view(cls)
+        t.attrs = dict(attrs or {})
+        t.ref = ref
+        return t
+
+    def __array_finalize__(self, obj):
+        # A view or slice of a Tensor is a different tensor: its file's attributes no longer describe it.
+        self.attrs = {}
+        self.ref = None
+
+
+def _array(x, role):
+    """x as a NumPy array the core can read in place: the same buffer when its dtype and byte order allow."""
+    if isinstance(x, np.ndarray):
+        a = x
+    elif hasattr(x, "detach") and hasattr(x, "numpy"):  # a PyTorch tensor (on any device, with or without grad)
+        t = x.detach().cpu()
+        if str(t.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: float32 holds every bfloat16 exactly
+            t = t.float()
+        a = t.numpy()
+    else:
+        a = np.asarray(x)
+    if a.dtype.kind not in "fiub" or (a.dtype.kind == "f" and a.dtype.itemsize not in (2, 4, 8)):
+        if a.dtype.name != "bfloat16":
+            raise ValueError(f"{role}: arrays of dtype {a.dtype} are not read "
+                             "(float16, bfloat16, float32, float64 or an integer type)")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _tensor(x, role):
+    if isinstance(x, (str, os.PathLike)):
+        return os.fspath(x)
+    a = _array(x, role)
+    if isinstance(x, Tensor) and x.attrs:
+        a = a.view(Tensor)
+        a.attrs = x.attrs
+    return a
+
+
+def _text(value):
+    """An option's value as the command line writes it."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, dict):  # at={"h": 2, "b": "all"}
+        return ",".join(f"{axis}={_text(index)}" for axis, index in value.items())
+    if isinstance(value, (list, tuple)):  # mechanism=["softmax", "mhla"], grid=(16, 16)
+        return ",".join(_text(v) for v in value)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
+
+
+def _options(options):
+    out = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or isinstance(value, np.bool_):
+            out.append((name, bool(value)))
+        elif name in ("mixing", "gates") and not isinstance(value, (str, os.PathLike)):
+            out.append((name, _array(value, name)))  # a learned mixing matrix, the gates: lent like q and k
+        else:
+            out.append((name, _text(value)))
+    return out
+
+
+def _with_arrays(doc):
+    """Singular values and row entropies as NumPy arrays (every result, of one unit or of several)."""
+    for unit in doc.get("units", [doc]):
+        for r in unit.get("results", []):
+            for key in ("singular_values", "row_entropy"):
+                if isinstance(r.get(key), list):
+                    r[key] = np.array(r[key], dtype=np.float64)
+    return doc
+
+
+def analyze(q, k, v=None, *, progress=None, **options):
+    """The document of ``attnscope analyze --json`` (docs/cli.md) for queries q and keys k: a dict, with
+    ``singular_values`` and ``row_entropy`` as NumPy arrays. ``options``: the command line's (``mechanism``,
+    ``layout``, ``at``, ``head``, ``causal``, ``blocks``, ``row_entropy``, ...)."""
+    text = _core.analyze(_tensor(q, "q"), _tensor(k, "k"), None if v is None else _tensor(v, "v"),
+                         _options(options), progress)
+    return _with_arrays(json.loads(text))
+
+
+def matrix(q, k, mechanism, *, progress=None, **options):
+    """The N x N attention matrix of one mechanism as a float64 array (``attnscope matrix``)."""
+    values, _params, _input = _core.matrix(_tensor(q, "q"), _tensor(k, "k"),
+                                           _options(dict(mechanism=mechanism, **options)), progress)
+    return values
+
+
+def sweep(q=None, k=None, *, progress=None, **options):
+    """The document of ``attnscope sweep --json``: rank and entropy against N (``vary="n=64,128,256"``) or the
+    blocks M (``vary="m=1,2,4"``). q and k: one input each or lists of them (or ``synth="gaussian"``)."""
+    listed = (lambda x: [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x])
+    text = _core.sweep([_tensor(x, "q") for x in listed(q)], [_tensor(x, "k") for x in listed(k)],
+                       _options(options), progress)
+    return json.loads(text)
+
+
+def load(ref, **selection):
+    """The tensor ``FILE[:NAME]`` as a float64 :class:`Tensor` in its own shape; with selection options
+    (``layout``, ``at``, ``head``, ``kv_head``, ``prefix_tokens``) the N x d slice the command line reads."""
+    opts = _options(selection)
+    if not opts:
+        opts = [("whole", True)]
+    values, attrs = _core.load(os.fspath(ref), opts)
+    return Tensor(values, json.loads(attrs), os.fspath(ref))
+
+
+def info(path):
+    """The document of ``attnscope info --json``: every tensor in the file (name, shape, dtype, attributes)."""
+    return json.loads(_core.info(os.fspath(path)))

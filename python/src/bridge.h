@@ -1,0 +1,60 @@
+#pragma once
+// The pieces of `import attnscope` (docs/python.md). The module is a front end like app/: keyword arguments
+// become the command line's options and are parsed and validated by the same option groups
+// (app/cli_options.h, app/sweep_options.h); NumPy arrays are lent to the core as in-memory tensors
+// (core/io/memory_tensor.h) under a name that stands for a file reference; the core computes on a worker
+// thread while the calling thread, without the GIL, waits and watches for Ctrl+C and progress.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "analysis/job.h"
+#include "io/memory_tensor.h"
+
+namespace attnscope::python {
+
+namespace py = pybind11;
+
+// An array lent to the core for one call: the name it goes by and its buffer. `owner` keeps the NumPy
+// array alive; it is only touched with the GIL held.
+struct LentArray {
+    std::string name;
+    io::ArrayView view;
+    py::object owner;
+};
+
+// The view of `array` (GIL held): any float or integer dtype NumPy has in native byte order (float16,
+// bfloat16 when the array's dtype is named so, float32, float64, int8..uint64), any strides. Throws
+// py::value_error naming `role` for another dtype (complex, object, float128, strings).
+LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes);
+
+// One call's command line: arguments in order, and the arrays its references name.
+struct CallArgs {
+    std::vector<std::string> args;
+    std::vector<LentArray> arrays;
+};
+
+// Adds `--ROLE REF` for a tensor argument: a str is a FILE[:NAME] reference, an array is lent (with
+// the attributes of an attnscope.Tensor, so a file's defaults follow it).
+void add_tensor(CallArgs& call, const std::string& role, const py::handle& value);
+
+// Registers the options with `register_options` on a fresh parser, adds each (name, value) pair of `options`
+// as `--name-with-dashes`: a str is its text, a bool True the flag and False the flag's --no- form when it has
+// one (else nothing), an array is lent (--mixing, --gates); then parses call.args as the command line does.
+// Throws py::value_error naming an unknown option by its keyword name, or with the command line's message.
+void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options);
+
+// Runs `work` on a worker thread with call.arrays lent there, the GIL released. Meanwhile the calling thread
+// checks for signals (Ctrl+C cancels through the job's token and raises KeyboardInterrupt) and calls
+// `progress(fraction, stage)` with the GIL when the core reports. The core's exceptions become ValueError
+// (bad input, the command line's message), MemoryError, or RuntimeError (internal).
+void run_released(const CallArgs& call, const std::function<void(const analysis::JobContext&)>& work,
+                  const py::object& progress);
+
+}  // namespace attnscope::python

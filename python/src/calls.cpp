@@ -1,0 +1,111 @@
+// What each function of the module runs on the worker thread: the same option groups and core calls as the
+// subcommands (app/cmd_analyze.cpp, cmd_files.cpp, cmd_sweep.cpp), so the documents are the same.
+#include "calls.h"
+
+#include "analysis/analyze_document.h"
+#include "analysis/sweep.h"
+#include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
+#include "cli_common.h"
+#include "io/selection.h"
+#include "util/json_text.h"
+#include "util/names.h"
+
+namespace attnscope::python {
+
+void AnalyzeCall::add_to(CLI::App& app)
+{
+    app.add_option("--q", q)->required();
+    app.add_option("--k", k)->required();
+    app.add_option("--v", v);
+    app.add_option("--mechanism", mechanisms);
+    selection.add_to(app);
+    mechanism.add_to(app);
+    metrics.add_to(app);
+    memory.add_to(app);
+}
+
+std::string AnalyzeCall::run(const analysis::JobContext& ctx) const
+{
+    analysis::AnalyzeRequest r;
+    r.mechanisms = analysis::parse_mechanisms(mechanisms);
+    r.q = q;
+    r.k = k;
+    r.v = v;
+    r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);
+    r.metrics = metrics.resolve();
+    r.memory_limit = memory.resolve();
+    io::set_read_limit_bytes(r.memory_limit);
+    if (!r.setup.selection.all.empty())
+        return json_text(analysis::analyze_units_document(r, &ctx).doc, 2);
+    return json_text(analysis::analyze_document(r, &ctx), 2);
+}
+
+void MatrixCall::add_to(CLI::App& app)
+{
+    app.add_option("--q", q)->required();
+    app.add_option("--k", k)->required();
+    app.add_option("--mechanism", mechanism_text)->required();
+    selection.add_to(app);
+    mechanism.add_to(app);
+    memory.add_to(app);
+}
+
+analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
+{
+    analysis::AnalyzeRequest r;
+    r.mechanisms = analysis::parse_mechanisms(mechanism_text);
+    r.q = q;
+    r.k = k;
+    if (r.mechanisms.size() != 1)
+        throw std::invalid_argument("matrix takes one --mechanism (got " + mechanism_text + ")");
+    r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);
+    r.memory_limit = memory.resolve();
+    io::set_read_limit_bytes(r.memory_limit);
+    ctx.check();
+    return analysis::dense_attention(r, mechanism_text);
+}
+
+std::string SweepCall::run(const analysis::JobContext& ctx) const
+{
+    const analysis::SweepPlan plan = analysis::plan_sweep(sweep.resolve());
+    const std::vector<analysis::SweepRecord> records = analysis::run_sweep(plan, ctx);
+    return json_text(analysis::sweep_summary(plan.spec, records, plan.inputs), 2);
+}
+
+void LoadCall::add_to(CLI::App& app)
+{
+    app.add_option("--ref", ref)->required();
+    app.add_flag("--whole", whole);
+    selection.add_to(app);
+}
+
+LoadCall::Loaded LoadCall::run() const
+{
+    const io::TensorRef r = io::parse_tensor_ref(ref);
+    const auto file = io::open_tensor_file(r.file);
+    const io::TensorInfo& info = file->find(r.name);
+    Loaded out;
+    out.attributes = info.attributes;   // the file's own attributes win, as analysis::read_file_defaults reads them
+    for (const auto& [key, value] : file->file_attributes().items())
+        out.attributes[key] = value;
+    if (whole) {
+        out.shape = info.shape;
+        out.values = file->read_all(info);
+        return out;
+    }
+    const io::SelectedMatrix m = io::load_selected(*file, r.name, selection.resolve(), ref);
+    out.shape = {m.values.rows(), m.values.cols()};
+    out.values.resize(static_cast<std::size_t>(m.values.size()));
+    for (Eigen::Index t = 0; t < m.values.rows(); ++t)
+        for (Eigen::Index j = 0; j < m.values.cols(); ++j)
+            out.values[static_cast<std::size_t>(t * m.values.cols() + j)] = m.values(t, j);
+    return out;
+}
+
+std::string info_text(const std::string& path)
+{
+    return json_text(app::info_json(path, *io::open_tensor_file(path)), 2);
+}
+
+}  // namespace attnscope::python

@@ -1,0 +1,69 @@
+#pragma once
+// The calls of the module (python/src/module.cpp), each with the command line's option groups for its
+// subcommand: registered on a parser, filled from keyword arguments, then run on the worker thread.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "analysis/analyze_document.h"
+#include "analysis/job.h"
+#include "attention/mechanisms.h"
+#include "cli_options.h"
+#include "sweep_options.h"
+
+namespace attnscope::python {
+
+// attnscope.analyze: `attnscope analyze` (the analyze JSON as text, indented as `--json` writes it).
+struct AnalyzeCall {
+    std::string q, k;
+    std::optional<std::string> v;
+    std::string mechanisms = attention::default_mechanism_text();
+    app::SelectionArgs selection;
+    app::MechanismArgs mechanism;
+    app::MetricArgs metrics;
+    app::MemoryArgs memory;
+    void add_to(CLI::App& app);
+    std::string run(const analysis::JobContext& ctx) const;
+};
+
+// attnscope.matrix: `attnscope matrix` without the file (the N x N matrix, its params and input).
+struct MatrixCall {
+    std::string q, k;
+    std::string mechanism_text;
+    app::SelectionArgs selection;
+    app::MechanismArgs mechanism;
+    app::MemoryArgs memory;
+    void add_to(CLI::App& app);
+    analysis::DenseAttention run(const analysis::JobContext& ctx) const;
+};
+
+// attnscope.sweep: `attnscope sweep --json` (the sweep summary as text).
+struct SweepCall {
+    app::SweepOptions sweep;
+    void add_to(CLI::App& app) { sweep.add_to(app, true); }
+    std::string run(const analysis::JobContext& ctx) const;
+};
+
+// attnscope.load: the N x d slice the command line reads for a reference under a selection, or with
+// --whole the whole tensor in its own shape; both as float64, with the attributes a file's defaults come from.
+struct LoadCall {
+    std::string ref;
+    bool whole = false;
+    app::SelectionArgs selection;
+    struct Loaded {
+        std::vector<std::int64_t> shape;
+        std::vector<double> values;   // row-major
+        nlohmann::json attributes = nlohmann::json::object();
+    };
+    void add_to(CLI::App& app);
+    Loaded run() const;
+};
+
+// attnscope.info: the `info --json` document as text.
+std::string info_text(const std::string& path);
+
+}  // namespace attnscope::python

@@ -1,0 +1,101 @@
+// `import attnscope` (docs/python.md): the extension module attnscope._attnscope. python/attnscope/__init__.py
+// turns keyword arguments into (name, text) pairs and arrays into NumPy arrays, then calls these functions.
+#include <cstring>
+#include <vector>
+
+#include "bridge.h"
+#include "calls.h"
+#include "util/json_text.h"
+
+namespace attnscope::python {
+
+namespace {
+
+CallArgs tensors(const py::object& q, const py::object& k, const py::object& v)
+{
+    CallArgs call;
+    add_tensor(call, "q", q);
+    add_tensor(call, "k", k);
+    if (!v.is_none())
+        add_tensor(call, "v", v);
+    return call;
+}
+
+py::str analyze(const py::object& q, const py::object& k, const py::object& v, const py::list& options,
+                const py::object& progress)
+{
+    CallArgs call = tensors(q, k, v);
+    AnalyzeCall c;
+    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    std::string text;
+    run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
+    return text;
+}
+
+// The matrix as a C-ordered float64 array, and the params and input objects as JSON text.
+py::tuple matrix(const py::object& q, const py::object& k, const py::list& options, const py::object& progress)
+{
+    CallArgs call = tensors(q, k, py::none());
+    MatrixCall c;
+    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    analysis::DenseAttention dense;
+    run_released(call, [&](const analysis::JobContext& ctx) { dense = c.run(ctx); }, progress);
+    const auto n = dense.matrix.rows(), m = dense.matrix.cols();
+    py::array_t<double> out(std::vector<py::ssize_t>{n, m});
+    auto w = out.mutable_unchecked<2>();
+    for (Eigen::Index i = 0; i < n; ++i)
+        for (Eigen::Index j = 0; j < m; ++j)
+            w(i, j) = dense.matrix(i, j);
+    return py::make_tuple(out, json_text(dense.params), json_text(dense.input));
+}
+
+py::str sweep(const py::list& qs, const py::list& ks, const py::list& options, const py::object& progress)
+{
+    CallArgs call;
+    for (const py::handle q : qs)
+        add_tensor(call, "q", q);
+    for (const py::handle k : ks)
+        add_tensor(call, "k", k);
+    SweepCall c;
+    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    std::string text;
+    run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
+    return text;
+}
+
+// The values as a float64 array of the tensor's (or the slice's) shape, and the attributes as JSON text.
+py::tuple load(const std::string& ref, const py::list& options)
+{
+    CallArgs call;
+    call.args = {"--ref", ref};
+    LoadCall c;
+    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    LoadCall::Loaded loaded;
+    run_released(call, [&](const analysis::JobContext&) { loaded = c.run(); }, py::none());
+    py::array_t<double> out(std::vector<py::ssize_t>(loaded.shape.begin(), loaded.shape.end()));
+    if (!loaded.values.empty())
+        std::memcpy(out.mutable_data(), loaded.values.data(), loaded.values.size() * sizeof(double));
+    return py::make_tuple(out, json_text(loaded.attributes));
+}
+
+py::str info(const std::string& path)
+{
+    std::string text;
+    run_released({}, [&](const analysis::JobContext&) { text = info_text(path); }, py::none());
+    return text;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_attnscope, m)
+{
+    m.doc() = "AttnScope's core (docs/python.md); use the functions of the attnscope package";
+    m.attr("__version__") = ATTNSCOPE_VERSION;
+    m.def("analyze", &analyze, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("options"), py::arg("progress"));
+    m.def("matrix", &matrix, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
+    m.def("sweep", &sweep, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
+    m.def("load", &load, py::arg("ref"), py::arg("options"));
+    m.def("info", &info, py::arg("path"));
+}
+
+}  // namespace attnscope::python

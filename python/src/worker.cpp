@@ -1,0 +1,122 @@
+// The core computes on a worker thread; the calling thread waits without the GIL and wakes every 50 ms to
+// check for signals (Ctrl+C) and to pass progress on (bridge.h, run_released).
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "bridge.h"
+#include "util/error.h"
+
+namespace attnscope::python {
+
+namespace {
+
+struct Shared {
+    std::mutex mutex;
+    std::condition_variable wake;
+    bool done = false;
+    std::exception_ptr error;
+    std::optional<std::pair<double, std::string>> progress;   // the latest report not yet passed on
+};
+
+// The core's exceptions in Python's terms, with the command line's messages (app/cli_common.h, guarded).
+[[noreturn]] void raise_mapped(const std::exception_ptr& error)
+{
+    try {
+        std::rethrow_exception(error);
+    } catch (const MemoryLimitError& e) {
+        throw py::value_error(std::string(e.what()) + "; set the limit with --max-memory");
+    } catch (const InputError& e) {
+        throw py::value_error(e.what());
+    } catch (const std::invalid_argument& e) {
+        throw py::value_error(e.what());
+    } catch (const std::out_of_range& e) {
+        throw py::value_error(e.what());
+    } catch (const std::filesystem::filesystem_error& e) {
+        std::string where = e.path1().string();
+        if (!e.path2().empty())
+            where += ", " + e.path2().string();
+        throw py::value_error((where.empty() ? std::string() : where + ": ") + e.code().message());
+    } catch (const analysis::JobCancelled&) {
+        PyErr_SetNone(PyExc_KeyboardInterrupt);   // only reached after a signal, whose error is raised first
+        throw py::error_already_set();
+    } catch (const std::bad_alloc&) {
+        throw;   // pybind11 raises MemoryError
+    } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("internal: ") + e.what());
+    }
+}
+
+}  // namespace
+
+void run_released(const CallArgs& call, const std::function<void(const analysis::JobContext&)>& work,
+                  const py::object& progress)
+{
+    auto shared = std::make_shared<Shared>();
+    analysis::JobContext ctx;
+    ctx.on_progress = [shared](double fraction, const std::string& stage) {
+        const std::lock_guard lock(shared->mutex);
+        shared->progress = std::make_pair(fraction, stage);
+        shared->wake.notify_all();
+    };
+    std::vector<std::pair<std::string, io::ArrayView>> lent;
+    for (const LentArray& a : call.arrays)
+        lent.emplace_back(a.name, a.view);
+
+    std::optional<py::error_already_set> python_error;   // Ctrl+C, or the progress callback raised
+    std::thread worker;
+    {
+        py::gil_scoped_release released;
+        worker = std::thread([&work, &lent, ctx, shared] {
+            try {
+                std::vector<std::unique_ptr<io::MemoryTensorScope>> scopes;
+                for (const auto& [name, view] : lent)
+                    scopes.push_back(std::make_unique<io::MemoryTensorScope>(name, view));
+                work(ctx);
+            } catch (...) {
+                const std::lock_guard lock(shared->mutex);
+                shared->error = std::current_exception();
+            }
+            const std::lock_guard lock(shared->mutex);
+            shared->done = true;
+            shared->wake.notify_all();
+        });
+    }
+    for (;;) {
+        bool done = false;
+        std::optional<std::pair<double, std::string>> report;
+        {
+            py::gil_scoped_release released;
+            std::unique_lock lock(shared->mutex);
+            shared->wake.wait_for(lock, std::chrono::milliseconds(50), [&] { return shared->done || shared->progress; });
+            done = shared->done;
+            report.swap(shared->progress);
+        }
+        if (done)
+            break;
+        try {
+            if (PyErr_CheckSignals() != 0)
+                throw py::error_already_set();
+            if (report && !progress.is_none())
+                progress(report->first, report->second);
+        } catch (py::error_already_set& e) {
+            python_error.emplace(std::move(e));
+            ctx.token.cancel();   // the core stops at its next check (between tiles, panels, mechanisms)
+            break;
+        }
+    }
+    {
+        py::gil_scoped_release released;
+        worker.join();
+    }
+    if (python_error)
+        throw std::move(*python_error);
+    if (shared->error)
+        raise_mapped(shared->error);
+}
+
+}  // namespace attnscope::python

@@ -1,0 +1,340 @@
+"""`import attnscope` (docs/python.md) against the command line and the NumPy reference.
+
+Run by CTest (tests/python/CMakeLists.txt) with PYTHONPATH at the build's python/ folder and
+ATTNSCOPE_BINARY naming the attnscope executable; ATTNSCOPE_SOURCE_DIR is the repository.
+"""
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+import attnscope
+
+SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
+BINARY = os.environ["ATTNSCOPE_BINARY"]
+sys.path.insert(0, os.path.join(SOURCE, "tests", "reference"))
+import attnref  # noqa: E402  (the NumPy definitions, docs/maths.md)
+
+# Fields that differ between two runs of the same analysis (the kernels report, timings).
+VARYING = ("kernels", "timing", "seconds", "elapsed_s")
+
+
+def strip(o):
+    if isinstance(o, dict):
+        return {k: strip(v) for k, v in o.items() if k not in VARYING}
+    if isinstance(o, list):
+        return [strip(v) for v in o]
+    if isinstance(o, np.ndarray):
+        return [strip(v) for v in o.tolist()]
+    return o
+
+
+def cli(*args):
+    """The command line's analyze JSON (or its error line) for the same arguments."""
+    p = subprocess.run([BINARY, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def cli_error(*args):
+    code, _, err = cli(*args)
+    assert code == 2, (code, err)
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("error: "), line
+    return line[len("error: "):]
+
+
+def samples():
+    """(file, q name, k name) of every bundled sample: /q and /k, else the first layer's."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(SOURCE, "data", "*.h5"))):
+        with h5py.File(path, "r") as f:
+            q = "/q" if "q" in f else "/layers/0/q"
+            k = "/k" if "k" in f else "/layers/0/k"
+        out.append((path, q, k))
+    return out
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class SameAsCommandLine(unittest.TestCase):
+    def test_every_sample_field_by_field(self):
+        found = samples()
+        self.assertGreaterEqual(len(found), 10)
+        for path, qn, kn in found:
+            with self.subTest(sample=os.path.basename(path)):
+                q, k = f"{path}:{qn}", f"{path}:{kn}"
+                code, out, err = cli("analyze", "--q", q, "--k", k, "--head", "1", "--row-entropy", "--json", "-")
+                self.assertEqual(code, 0, err)
+                expected = json.loads(out)
+                doc = attnscope.analyze(q, k, head=1, row_entropy=True)
+                self.assertIsInstance(doc["results"][0]["singular_values"], np.ndarray)
+                self.assertIsInstance(doc["results"][0]["row_entropy"], np.ndarray)
+                # Byte-identical once the arrays are lists again and the run-dependent fields are dropped.
+                self.assertEqual(json.dumps(strip(doc), indent=1), json.dumps(strip(expected), indent=1))
+
+    def test_loaded_arrays_give_the_files_numbers(self):
+        """load() keeps the file's attributes, so analysing the arrays applies the same defaults."""
+        for path, qn, kn in samples()[:4] + samples()[-3:]:
+            with self.subTest(sample=os.path.basename(path)):
+                expected = attnscope.analyze(f"{path}:{qn}", f"{path}:{kn}", head=1, blocks=4)
+                doc = attnscope.analyze(attnscope.load(f"{path}:{qn}"), attnscope.load(f"{path}:{kn}"), head=1, blocks=4)
+                self.assertEqual(strip(doc["results"]), strip(expected["results"]))
+                self.assertEqual(doc["input"].get("defaults_from_file"), expected["input"].get("defaults_from_file"))
+                self.assertTrue(doc["input"]["q"].startswith("<q: float64 array ["))
+
+    def test_options_with_lists_and_all_units(self):
+        path = os.path.join(SOURCE, "data", "lowrank.h5")
+        code, out, err = cli("analyze", "--q", path + ":/q", "--k", path + ":/k", "--at", "h=all",
+                             "--mechanism", "softmax,mhla", "--grid", "16,16", "--block-grid", "2,2", "--json", "-")
+        self.assertEqual(code, 0, err)
+        doc = attnscope.analyze(path + ":/q", path + ":/k", at={"h": "all"}, mechanism=["softmax", "mhla"],
+                                grid=(16, 16), block_grid=[2, 2])
+        self.assertEqual(strip(doc), strip(json.loads(out)))
+        self.assertEqual(len(doc["units"]), 2)
+
+    def test_sweep_document(self):
+        path = os.path.join(SOURCE, "data", "gaussian.h5")
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "s.json")
+            code, _, err = cli("sweep", "--q", path + ":/q", "--k", path + ":/k", "--vary", "n=32,64,128",
+                               "--mechanism", "softmax,linear", "--csv", os.path.join(tmp, "s.csv"), "--json", out)
+            self.assertEqual(code, 0, err)
+            with open(out) as f:
+                expected = json.load(f)
+        doc = attnscope.sweep(path + ":/q", path + ":/k", vary="n=32,64,128", mechanism="softmax,linear")
+        self.assertEqual(strip(doc), strip(expected))
+
+
+class MatrixAgainstReference(unittest.TestCase):
+    def test_mechanisms_within_1e_12(self):
+        rng = np.random.default_rng(5)
+        Q = rng.standard_normal((3, 96, 16))
+        K = rng.standard_normal((3, 96, 16))
+        cases = [("softmax", {}, {}), ("softmax", {"causal": True}, {"causal": True}),
+                 ("linear", {"feature_map": "elu1"}, {"feature_map": "elu1"}),
+                 ("mhla", {"blocks": 6, "mixing": "exp"}, {"blocks": 6, "mixing": "exp"}),
+                 ("mhla", {"chunk": 16, "causal": True, "mixing": "cos"}, {"chunk": 16, "causal": True, "mixing": "cos"})]
+        for mechanism, ours, ref in cases:
+            with self.subTest(mechanism=mechanism, options=ours):
+                A = attnscope.matrix(Q, K, mechanism, head=2, **ours)
+                self.assertEqual(A.dtype, np.float64)
+                self.assertEqual(A.shape, (96, 96))
+                expected = attnref.attention_matrix(mechanism, Q[2], K[2], **ref)
+                self.assertLess(np.max(np.abs(A - expected)), 1e-12)
+
+    def test_dtypes_and_strides_read_the_same_values(self):
+        rng = np.random.default_rng(1)
+        q16 = rng.standard_normal((2, 64, 8)).astype(np.float16)  # float16 values are exact in float64
+        k16 = rng.standard_normal((2, 64, 8)).astype(np.float16)
+        expected = attnscope.matrix(q16.astype(np.float64), k16.astype(np.float64), "softmax", head=1)
+        for dtype in (np.float16, np.float32, np.float64):
+            q, k = q16.astype(dtype), k16.astype(dtype)
+            self.assertTrue(np.array_equal(attnscope.matrix(q, k, "softmax", head=1), expected), dtype)
+        # Another layout, read in place through strides: [N, d, H] is the transpose of [H, N, d].
+        qt, kt = np.transpose(q16, (1, 2, 0)), np.transpose(k16, (1, 2, 0))
+        self.assertFalse(qt.flags.c_contiguous)
+        self.assertTrue(np.array_equal(attnscope.matrix(qt, kt, "softmax", layout="ndh", at="h=1"), expected))
+        # Big-endian and integer arrays are read too (converted, then widened).
+        big = q16.astype(">f8"), k16.astype(">f8")
+        self.assertTrue(np.array_equal(attnscope.matrix(*big, "softmax", head=1), expected))
+        ints = attnscope.matrix(np.arange(64 * 4).reshape(64, 4) % 3, np.ones((64, 4), np.int32), "linear")
+        self.assertEqual(ints.shape, (64, 64))
+
+
+class PyTorchTensors(unittest.TestCase):
+    def test_tensors_are_read_through_numpy(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("PyTorch is not installed")
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(2, 48, 8, generator=g).to(torch.bfloat16)   # bfloat16: exact in float32 and float64
+        k = torch.randn(2, 48, 8, generator=g).to(torch.bfloat16)
+        expected = attnscope.matrix(q.double().numpy(), k.double().numpy(), "softmax", head=1)
+        self.assertTrue(np.array_equal(attnscope.matrix(q, k, "softmax", head=1), expected))
+        self.assertTrue(np.array_equal(attnscope.matrix(q.float().requires_grad_(), k.half(), "softmax", head=1),
+                                       attnscope.matrix(q.float().numpy(), k.half().float().numpy(), "softmax", head=1)))
+        doc = attnscope.analyze(q.float(), k.float(), head=1, mechanism="softmax")
+        self.assertEqual(doc["input"]["q"], "<q: float32 array [2, 48, 8]>")
+
+
+class BadInputs(unittest.TestCase):
+    def test_cli_messages(self):
+        path = os.path.join(SOURCE, "data", "gaussian.h5")
+        missing = os.path.join(SOURCE, "data", "no_such_file.h5")
+        cases = [
+            (("--q", missing + ":/q", "--k", path + ":/k"), dict(q=missing + ":/q", k=path + ":/k")),
+            (("--q", path + ":/q", "--k", path + ":/nope"), dict(q=path + ":/q", k=path + ":/nope")),
+            (("--q", path + ":/q", "--k", path + ":/k", "--head", "7"), dict(q=path + ":/q", k=path + ":/k", head=7)),
+            (("--q", path + ":/q", "--k", path + ":/k", "--blocks", "0"), dict(q=path + ":/q", k=path + ":/k", blocks=0)),
+            (("--q", path + ":/q", "--k", path + ":/k", "--top-k", "x"), dict(q=path + ":/q", k=path + ":/k", top_k="x")),
+            (("--q", path + ":/q", "--k", path + ":/k", "--mechanism", "nope"),
+             dict(q=path + ":/q", k=path + ":/k", mechanism="nope")),
+        ]
+        for args, kwargs in cases:
+            with self.subTest(args=args[2:]):
+                message = cli_error("analyze", *args)
+                with self.assertRaises(ValueError) as caught:
+                    attnscope.analyze(**kwargs)
+                self.assertEqual(str(caught.exception), message)
+
+    def test_shapes_and_nan_as_the_command_line_says_them(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            q = np.ones((64, 8))
+            q[3, 5] = np.nan
+            np.save(os.path.join(tmp, "q.npy"), q)
+            np.save(os.path.join(tmp, "k.npy"), np.ones((60, 8)))
+            np.save(os.path.join(tmp, "k64.npy"), np.ones((64, 8)))
+            nan_message = cli_error("analyze", "--q", os.path.join(tmp, "q.npy"), "--k", os.path.join(tmp, "k64.npy"))
+            q_ok = np.ones((64, 8))
+            np.save(os.path.join(tmp, "q_ok.npy"), q_ok)
+            shape_message = cli_error("analyze", "--q", os.path.join(tmp, "q_ok.npy"), "--k", os.path.join(tmp, "k.npy"))
+        name_q, name_k = "<q: float64 array [64, 8]>", "<k: float64 array [60, 8]>"
+        with self.assertRaises(ValueError) as caught:
+            attnscope.analyze(q, np.ones((64, 8)))
+        self.assertEqual(str(caught.exception), nan_message.replace(os.path.join(tmp, "q.npy"), name_q))
+        self.assertIn("non-finite value nan at token 3, feature 5", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            attnscope.analyze(q_ok, np.ones((60, 8)))
+        self.assertEqual(str(caught.exception), shape_message.replace(os.path.join(tmp, "q_ok.npy"), name_q)
+                         .replace(os.path.join(tmp, "k.npy"), name_k))
+
+    def test_unknown_option_and_bad_values(self):
+        q = np.ones((16, 4))
+        with self.assertRaisesRegex(ValueError, "unknown option 'row_entropies'"):
+            attnscope.analyze(q, q, row_entropies=True)
+        with self.assertRaisesRegex(ValueError, "unknown option 'json'"):
+            attnscope.analyze(q, q, json="-")
+        with self.assertRaisesRegex(ValueError, "complex128"):
+            attnscope.analyze(q.astype(np.complex128), q)
+        with self.assertRaisesRegex(ValueError, "q: arrays of dtype object are not read"):
+            attnscope.analyze(object(), q)
+        with self.assertRaisesRegex(ValueError, "matrix takes one --mechanism"):
+            attnscope.matrix(q, q, "softmax,linear")
+        with self.assertRaisesRegex(ValueError, "no such file"):
+            attnscope.load("/nonexistent/acts.h5:/q")
+        with self.assertRaisesRegex(ValueError, "no such file"):
+            attnscope.info("/nonexistent/acts.h5")
+
+
+class Behaviour(unittest.TestCase):
+    def test_memory_is_released(self):
+        rng = np.random.default_rng(2)
+        q, k = rng.standard_normal((64, 8)), rng.standard_normal((64, 8))
+        for _ in range(50):  # warm up: allocator pools, thread stacks, caches
+            attnscope.analyze(q, k, row_entropy=True)
+            attnscope.matrix(q, k, "mhla")
+        before = rss_bytes()
+        for _ in range(1000):
+            attnscope.analyze(q, k, row_entropy=True)
+            attnscope.matrix(q, k, "mhla")
+        grown = rss_bytes() - before
+        # One leaked 64 x 64 matrix per call would be 32 MiB over the loop.
+        self.assertLess(grown, 8 << 20, f"RSS grew by {grown} bytes over 1000 calls")
+
+    def test_two_threads_at_once(self):
+        rng = np.random.default_rng(3)
+        inputs = [(rng.standard_normal((256, 16)), rng.standard_normal((256, 16))) for _ in range(2)]
+        expected = [strip(attnscope.analyze(q, k, row_entropy=True)["results"]) for q, k in inputs]
+        got = [[], []]
+        errors = []
+
+        def work(i):
+            try:
+                for _ in range(5):
+                    got[i].append(strip(attnscope.analyze(*inputs[i], row_entropy=True)["results"]))
+            except Exception as e:  # reported below: a thread's exception would otherwise be lost
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for i in range(2):
+            self.assertEqual(len(got[i]), 5)
+            for r in got[i]:
+                self.assertEqual(r, expected[i])
+
+    def test_progress_callback(self):
+        rng = np.random.default_rng(4)
+        q, k = rng.standard_normal((512, 16)), rng.standard_normal((512, 16))
+        seen = []
+        doc = attnscope.analyze(q, k, progress=lambda f, stage: seen.append((f, stage)))
+        self.assertEqual(len(doc["results"]), 3)
+        self.assertTrue(seen, "no progress reported")
+        self.assertTrue(all(0.0 <= f <= 1.0 and isinstance(s, str) for f, s in seen))
+
+    def test_a_raising_callback_cancels(self):
+        q = np.random.default_rng(6).standard_normal((512, 16))
+
+        def stop(fraction, stage):
+            raise RuntimeError("stop here")
+
+        with self.assertRaisesRegex(RuntimeError, "stop here"):
+            attnscope.analyze(q, q, progress=stop)
+
+    def test_ctrl_c_cancels(self):
+        # The child announces the run once the core first reports progress, so the signal arrives mid-run.
+        script = (
+            "import numpy as np, attnscope, sys\n"
+            "q = np.random.default_rng(0).standard_normal((4096, 64))\n"
+            "said = []\n"
+            "def progress(fraction, stage):\n"
+            "    if not said:\n"
+            "        said.append(1)\n"
+            "        print('started', flush=True)\n"
+            "try:\n"
+            "    attnscope.analyze(q, q, mechanism='softmax', method='dense', progress=progress)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True)\n"
+            "    sys.exit(7)\n"
+            "print('finished', flush=True)\n")
+        p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.assertEqual(p.stdout.readline().strip(), "started")
+        p.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        try:
+            out, err = p.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            self.fail("no exit within 300 s of SIGINT")
+        self.assertEqual(p.returncode, 7, (out, err))   # not a crash (negative), not "finished" (0)
+        self.assertIn("interrupted", out)
+        print(f"Ctrl+C: KeyboardInterrupt {time.monotonic() - sent:.2f} s after SIGINT", file=sys.stderr)
+
+
+class LoadAndInfo(unittest.TestCase):
+    def test_load_whole_and_selected(self):
+        path = os.path.join(SOURCE, "data", "char_llama_gqa.h5")
+        with h5py.File(path, "r") as f:
+            raw = np.asarray(f["layers/1/q"], dtype=np.float64)
+        whole = attnscope.load(path + ":/layers/1/q")
+        self.assertIsInstance(whole, attnscope.Tensor)
+        self.assertTrue(np.array_equal(np.asarray(whole), raw))
+        self.assertIn("causal", whole.attrs)
+        sliced = attnscope.load(path + ":/layers/1/q", head=3, prefix_tokens=2)
+        self.assertTrue(np.array_equal(np.asarray(sliced), raw[3, 2:, :]))
+
+    def test_info_is_the_command_lines(self):
+        path = os.path.join(SOURCE, "data", "vit_digits.h5")
+        code, out, err = cli("info", path, "--json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(attnscope.info(path), json.loads(out))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
