@@ -234,8 +234,14 @@ QString MapPanels::panelTitle(const Panel& p) const
         return t + QStringLiteral(" \u2212 ") + mechanismLabel(outcome(p.minus).result.mechanism);
     if (!o.matrix)
         return t + tr(": failed");
+    // Rank and normalised entropy side by side, as the MHLA paper's Figure 3 pairs them (docs/maths.md 2).
+    QStringList numbers;
     if (o.result.spectrum)
-        t += tr("  (rank %1 / %2)").arg(o.result.spectrum->rank).arg(m_result->n);
+        numbers << tr("rank %1 / %2").arg(o.result.spectrum->rank).arg(m_result->n);
+    if (o.result.entropy && std::isfinite(o.result.entropy->normalized_mean))
+        numbers << tr("norm. entropy %1").arg(o.result.entropy->normalized_mean, 0, 'f', 2);
+    if (!numbers.isEmpty())
+        t += QStringLiteral("  (") + numbers.join(QStringLiteral(", ")) + QLatin1Char(')');
     if (attention::mechanism_info(o.result.mechanism).has_blocks() && m_result->blocks)
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
     if (o.result.same_as_linear)
