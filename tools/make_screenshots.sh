@@ -74,9 +74,9 @@ lm="$root/data/lm_local1d.h5"
 "$bin" figure --view maps --q "$lm:/q" --k "$lm:/k" --mechanism softmax,mhla --preset column --dpi 150 \
     --out "$docs/figure-maps-column.png" 2> /dev/null
 "$bin" figure --view maps --q "$lm:/q" --k "$lm:/k" --causal --mechanism linear,mhla,decay,cosformer \
-    --width 1600 --height 520 --out "$docs/screenshot-families.png" 2> /dev/null
+    --width 1600 --height 520 --dpi 96 --out "$docs/screenshot-families.png" 2> /dev/null
 "$bin" figure --view curves --synth local1d --d 16 --seeds 2 --vary n=32,64,128,256 --blocks 4 --metric rank \
-    --width 900 --height 520 --out "$docs/views-curves-n.png" 2> /dev/null
+    --width 860 --height 560 --dpi 96 --out "$docs/views-curves-n.png" 2> /dev/null
 
 # 4. Screenshots no page references.
 cd "$docs"
