@@ -162,7 +162,7 @@ private:
         hist->setMarginGroup(QCP::msTop | QCP::msBottom, group);
         m_histRect = hist;
         m_group = group;
-        hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H_t (nats)"));
+        hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H(t) (nats)"));
         hist->axis(QCPAxis::atLeft)->setLabel(tr("queries"));
         auto* legend = addLegend(hist, Qt::AlignTop | Qt::AlignLeft);
         double lo = lnN, hi = 0;
@@ -231,7 +231,44 @@ private:
         return maxCount;
     }
 
-    // Column 1 for 1-D data: H_t against t per mechanism, ln N dashed.
+    // The largest entropy row t can have, ln n_t (docs/maths.md 2: uniform over the n_t keys it may see): ln(t+1)
+    // for causal rows, ln N otherwise. From the first computed mechanism's n_t; empty when there is none.
+    std::vector<double> uniformEntropy() const
+    {
+        for (const auto& o : m_result->outcomes)
+            if (entropyRows(o) && static_cast<Index>(o.allowed_keys.size()) == m_result->n) {
+                std::vector<double> top(o.allowed_keys.size());
+                for (std::size_t t = 0; t < top.size(); ++t)
+                    top[t] = std::log(static_cast<double>(std::max<Index>(1, o.allowed_keys[t])));
+                return top;
+            }
+        return {};
+    }
+
+    // The reference of the entropy per query: ln(t+1) dashed with its legend entry when some row sees fewer
+    // than N keys (causal), else the flat ln N.
+    void addUniformReference(QCPAxisRect* rect, double lnN)
+    {
+        const std::vector<double> top = uniformEntropy();
+        const bool causal = std::any_of(top.begin(), top.end(), [lnN](double v) { return v < lnN - 1e-12; });
+        if (!causal) {
+            addHLine(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+            return;
+        }
+        QVector<double> xs(static_cast<int>(top.size())), ys(static_cast<int>(top.size()));
+        for (std::size_t t = 0; t < top.size(); ++t) {
+            xs[static_cast<int>(t)] = static_cast<double>(t);
+            ys[static_cast<int>(t)] = top[t];
+        }
+        auto* graph = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
+        graph->setData(xs, ys, true);
+        graph->setPen(QPen(Qt::black, 1.2, Qt::DashLine));
+        graph->setName(tr("ln(t+1): uniform over the t+1 keys query t sees"));
+        auto* legend = addLegend(rect, Qt::AlignBottom | Qt::AlignRight);
+        graph->addToLegend(legend);
+    }
+
+    // Column 1 for 1-D data: H(t) against t per mechanism, the largest possible (ln(t+1) or ln N) dashed.
     void buildLine(QCPMarginGroup* group, double lnN)
     {
         auto* layout = m_plot->plotLayout();
@@ -243,7 +280,7 @@ private:
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("query t"));
-        y->setLabel(tr("H_t (nats)"));
+        y->setLabel(tr("H(t) (nats)"));
         double lo = lnN;
         for (const auto& o : m_result->outcomes) {
             const std::vector<double>* rows = entropyRows(o);
@@ -259,7 +296,7 @@ private:
             graph->setData(xs, ys, true);
             graph->setPen(mechanismPen(o.result.mechanism, 0.9));
         }
-        addHLine(m_plot, rect, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
+        addUniformReference(rect, lnN);
         x->setRange(-0.5, static_cast<double>(m_result->n) - 0.5);
         y->setRange(std::max(0.0, lo - 0.08 * (lnN - lo + 1e-9)), lnN + 0.08 * (lnN - lo + 1e-9) + 0.05);
     }
@@ -333,7 +370,7 @@ private:
 
     QCPColorScale* addEntropyScale(QCPMarginGroup* group, Qt::Orientation orientation)
     {
-        auto* scale = addColorScale(m_plot, tr("H_t (nats)"), orientation == Qt::Horizontal ? 9 : 12, group, orientation);
+        auto* scale = addColorScale(m_plot, tr("H(t) (nats)"), orientation == Qt::Horizontal ? 9 : 12, group, orientation);
         scale->setGradient(colorGradient(ColorMap::viridis));
         if (orientation == Qt::Horizontal)
             scale->axis()->ticker()->setTickCount(4);

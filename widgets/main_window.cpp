@@ -13,6 +13,8 @@
 #include <QDockWidget>
 #include <QFileInfo>
 #include <QFrame>
+#include <QGridLayout>
+#include <QHash>
 #include <QGuiApplication>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -28,6 +30,8 @@
 #include <QTabWidget>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <functional>
+#include <utility>
 
 #include "data_browser.h"
 #include "main_window_p.h"
@@ -54,6 +58,37 @@ QString sampleFolder()
         if (!c.isEmpty() && QFileInfo::exists(c + QStringLiteral("/vit_local2d.h5")))
             return QDir::cleanPath(c);
     return {};
+}
+
+// The views' tabs, telling the window when a tab comes or goes (the Curves and Overview tabs open with
+// their first run), so that the View menu's shortcuts follow the tabs.
+class ViewTabs : public QTabWidget {
+public:
+    ViewTabs(QWidget* parent, std::function<void()> changed) : QTabWidget(parent), m_changed(std::move(changed)) {}
+    // The window is going: its pages are deleted after it, and their tabs go without telling it.
+    void forget() { m_changed = [] {}; }
+
+protected:
+    void tabInserted(int index) override { QTabWidget::tabInserted(index); m_changed(); }
+    void tabRemoved(int index) override { QTabWidget::tabRemoved(index); m_changed(); }
+
+private:
+    std::function<void()> m_changed;
+};
+
+// A sample's button text: its file name in words, abbreviations as they are written ("trained_vit_mhla.h5"
+// reads "Trained ViT MHLA", "char_lm_licenses.h5" "Char LM licenses").
+QString sampleName(const QString& file)
+{
+    static const QHash<QString, QString> kWritten = {{"vit", "ViT"},   {"lm", "LM"},           {"mhla", "MHLA"},
+                                                    {"gqa", "GQA"},   {"llama", "LLaMA"},     {"local1d", "local 1-D"},
+                                                    {"local2d", "local 2-D"}, {"lowrank", "low-rank"}};
+    QStringList words = QFileInfo(file).completeBaseName().split(QLatin1Char('_'), Qt::SkipEmptyParts);
+    for (QString& w : words)
+        w = kWritten.value(w.toLower(), w);
+    if (!words.isEmpty() && words.front().at(0).isLower())
+        words.front()[0] = words.front().at(0).toUpper();
+    return words.join(QLatin1Char(' '));
 }
 
 QWidget* scrolled(QWidget* inner)
@@ -94,7 +129,11 @@ MainWindow::MainWindow(QWidget* parent)
 }
 
 // The jobs join their workers when they are destroyed, before the widgets their handlers touch.
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow()
+{
+    if (auto* tabs = dynamic_cast<ViewTabs*>(m_tabs))
+        tabs->forget();
+}
 
 // ---------------------------------------------------------------------------------------------- setup
 
@@ -124,7 +163,7 @@ void MainWindow::buildCentral()
 
     m_stack = new QStackedWidget(central);
     m_stack->addWidget(buildWelcome());
-    m_tabs = new QTabWidget(m_stack);
+    m_tabs = new ViewTabs(m_stack, [this] { updateViewActions(); });
     m_tabs->setDocumentMode(true);
     // Narrow windows shorten the tab titles (whole in their tool tips) rather than hiding tabs behind arrows.
     m_tabs->setElideMode(Qt::ElideRight);
@@ -196,16 +235,24 @@ QWidget* MainWindow::buildWelcome()
     outer->addWidget(steps, 0, Qt::AlignHCenter);
     const QString samples = sampleFolder();
     if (!samples.isEmpty()) {
+        // Rows of a few buttons each, so that every name is whole in a narrow window.
+        auto* label = new QLabel(tr("Open a sample:"), page);
+        label->setAlignment(Qt::AlignCenter);
+        outer->addWidget(label);
+        auto* grid = new QGridLayout;
+        const QStringList files = QDir(samples).entryList({QStringLiteral("*.h5")}, QDir::Files, QDir::Name);
+        constexpr int kColumns = 4;
+        for (int i = 0; i < files.size(); ++i) {
+            auto* b = new QPushButton(sampleName(files[i]), page);
+            b->setObjectName(QStringLiteral("sample"));
+            const QString path = QDir(samples).filePath(files[i]);
+            b->setToolTip(QDir::toNativeSeparators(path));
+            connect(b, &QPushButton::clicked, this, [this, path] { openFiles({path}); });
+            grid->addWidget(b, i / kColumns, i % kColumns);
+        }
         auto* row = new QHBoxLayout;
         row->addStretch(1);
-        row->addWidget(new QLabel(tr("Open a sample:"), page));
-        const QStringList files = QDir(samples).entryList({QStringLiteral("*.h5")}, QDir::Files, QDir::Name);
-        for (const QString& f : files) {
-            auto* b = new QPushButton(f, page);
-            const QString path = QDir(samples).filePath(f);
-            connect(b, &QPushButton::clicked, this, [this, path] { openFiles({path}); });
-            row->addWidget(b);
-        }
+        row->addLayout(grid);
         row->addStretch(1);
         outer->addLayout(row);
     }
@@ -245,18 +292,11 @@ void MainWindow::buildMenus()
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
-    auto* view = menuBar()->addMenu(tr("&View"));
-    for (int i = 0; i < m_views.size(); ++i) {
-        ResultView* v = m_views[i];
-        QAction* a = view->addAction(v->viewTitle(), this, [this, i] {
-            m_tabs->setCurrentIndex(i);
-            updateCentral();
-        });
-        a->setShortcut(QKeySequence(QStringLiteral("Ctrl+%1").arg(i + 1)));
-    }
-    view->addSeparator();
+    m_viewMenu = menuBar()->addMenu(tr("&View"));
+    m_viewMenu->addSeparator();
     for (QDockWidget* d : findChildren<QDockWidget*>())
-        view->addAction(d->toggleViewAction());
+        m_viewMenu->addAction(d->toggleViewAction());
+    updateViewActions();
 
     auto* sel = menuBar()->addMenu(tr("&Selection"));
     QAction* next = sel->addAction(tr("&Next Head"), this, [this] { stepIndex(+1); });
@@ -322,6 +362,31 @@ MainWindow::JobIndicator MainWindow::addJobIndicator(int width, const QString& c
     statusBar()->addPermanentWidget(j.cancel);
     j.setVisible(false);
     return j;
+}
+
+// One action per tab, in tab order, before the docks' toggles: Ctrl+1 ... Ctrl+9, then Ctrl+0.
+void MainWindow::updateViewActions()
+{
+    if (!m_viewMenu)
+        return;
+    for (QAction* a : std::as_const(m_viewActions)) {
+        m_viewMenu->removeAction(a);
+        a->deleteLater();
+    }
+    m_viewActions.clear();
+    QAction* before = m_viewMenu->actions().value(0);
+    for (int i = 0; i < m_tabs->count(); ++i) {
+        QWidget* tab = m_tabs->widget(i);
+        auto* a = new QAction(m_tabs->tabText(i), m_viewMenu);
+        connect(a, &QAction::triggered, this, [this, tab] {
+            m_tabs->setCurrentWidget(tab);
+            updateCentral();
+        });
+        if (i < 10)
+            a->setShortcut(QKeySequence(QStringLiteral("Ctrl+%1").arg((i + 1) % 10)));
+        m_viewMenu->insertAction(before, a);
+        m_viewActions.append(a);
+    }
 }
 
 void MainWindow::buildStatusBar()

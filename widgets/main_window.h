@@ -9,6 +9,7 @@
 // GUI thread by queued invocation and a stale result (older job id) is dropped. Errors are shown in
 // the window (message bar + status bar); nothing here computes.
 #include <QHash>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QMainWindow>
 #include <QPointer>
@@ -91,6 +92,9 @@ public:
     int query() const { return m_query; }
     void setQuery(int token);
     QList<ResultView*> views() const { return m_views; }
+    // The View menu's actions that switch to a tab, one per tab in tab order (Ctrl+1 ... Ctrl+9, Ctrl+0 for
+    // the tenth): kept in step with the tabs, so the Curves and Overview tabs get theirs when they open.
+    QList<QAction*> viewActions() const { return m_viewActions; }
     ResultView* currentView() const;
     void setCurrentView(const QString& name);
     bool stepIndex(int delta);                    // steps the head axis (or the first index axis)
@@ -150,6 +154,7 @@ private:
     void buildDocks();
     QDockWidget* addDock(const QString& title, const QString& objectName, QWidget* content, Qt::DockWidgetArea area);
     void buildMenus();
+    void updateViewActions();
     void buildStatusBar();
     QWidget* buildWelcome();
     void fitToScreen();
@@ -175,6 +180,8 @@ private:
     // The explore computation (main_window_explore.cpp).
     void onAssignmentChanged();
     void saveFileState(const QString& file);
+    QJsonArray fileStatesState(const QString& sessionFile) const;   // main_window_session.cpp
+    void restoreFileStates(const QJsonArray& states, const QString& sessionFile);
     bool showFile(const QString& file);
     QString noDataReason() const;
     void applyFileDefaults(const QString& queriesRef);
@@ -271,6 +278,8 @@ private:
     JobIndicator m_computeStatus;
     QLabel* m_info = nullptr;
     QMenu* m_recentMenu = nullptr;
+    QMenu* m_viewMenu = nullptr;
+    QList<QAction*> m_viewActions;
 
     std::unique_ptr<SweepSlot> m_curvesSlot, m_overviewSlot;
     std::unique_ptr<HeadsSlot> m_heads;

@@ -49,6 +49,49 @@ void MainWindow::chooseSessionToSave(bool saveAs)
         showMessage(error, true);
 }
 
+// The state of every open file other than the one shown (whose state is the session's own selection and
+// mechanism): what the window shows when it comes back to that file, with paths relative to the session.
+QJsonArray MainWindow::fileStatesState(const QString& sessionFile) const
+{
+    QJsonArray states;
+    const QStringList open = m_browser->files();
+    for (const QString& file : open) {
+        const auto it = m_fileStates.constFind(file);
+        if (file == m_defaultsFile || it == m_fileStates.cend())
+            continue;
+        QJsonObject mechanism = it->mechanism;
+        mechanism[QStringLiteral("mixing_file")] = sessionStoredPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
+        mechanism[QStringLiteral("gates")] = sessionStoredReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
+        states.append(QJsonObject{{QStringLiteral("file"), sessionStoredPath(sessionFile, file)},
+                                  {QStringLiteral("tensors"), QJsonArray::fromStringList(it->tensors)},
+                                  {QStringLiteral("selection"), it->selection},
+                                  {QStringLiteral("mechanism"), mechanism},
+                                  {QStringLiteral("user_changed"), it->userChanged}});
+    }
+    return states;
+}
+
+// The other open files' states of a session (fileStatesState); entries of files it did not open are ignored.
+void MainWindow::restoreFileStates(const QJsonArray& states, const QString& sessionFile)
+{
+    for (const auto& v : states) {
+        const QJsonObject o = v.toObject();
+        const QString file = sessionResolvedPath(sessionFile, o.value(QStringLiteral("file")).toString());
+        if (!m_browser->files().contains(file) || file == m_defaultsFile)
+            continue;
+        FileState st;
+        st.mechanism = o.value(QStringLiteral("mechanism")).toObject();
+        st.mechanism[QStringLiteral("mixing_file")] =
+            sessionResolvedPath(sessionFile, st.mechanism.value(QStringLiteral("mixing_file")).toString());
+        st.mechanism[QStringLiteral("gates")] = sessionResolvedReference(sessionFile, st.mechanism.value(QStringLiteral("gates")).toString());
+        st.selection = o.value(QStringLiteral("selection")).toObject();
+        st.userChanged = o.value(QStringLiteral("user_changed")).toBool();
+        for (const auto& t : o.value(QStringLiteral("tensors")).toArray())
+            st.tensors << t.toString();
+        m_fileStates.insert(file, st);
+    }
+}
+
 QJsonObject MainWindow::sessionState(const QString& sessionFile) const
 {
     QJsonObject s;
@@ -76,6 +119,8 @@ QJsonObject MainWindow::sessionState(const QString& sessionFile) const
     mechanism[QStringLiteral("mixing_file")] = sessionStoredPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
     mechanism[QStringLiteral("gates")] = sessionStoredReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
     s[QStringLiteral("mechanism")] = mechanism;
+    if (const QJsonArray states = fileStatesState(sessionFile); !states.isEmpty())
+        s[QStringLiteral("file_states")] = states;
     if (ResultView* v = currentView())
         s[QStringLiteral("view")] = v->viewName();
     s[QStringLiteral("query")] = m_query;
@@ -341,6 +386,7 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     mechanism[QStringLiteral("mixing_file")] = sessionResolvedPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
     mechanism[QStringLiteral("gates")] = sessionResolvedReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
     m_mechanism->restoreState(mechanism);
+    restoreFileStates(s.value(QStringLiteral("file_states")).toArray(), sessionFile);
     const QJsonObject views = s.value(QStringLiteral("views")).toObject();
     for (ResultView* v : m_views)
         if (views.contains(v->viewName()))

@@ -11,14 +11,18 @@ PanelGrid::PanelGrid(QCustomPlot* plot, QCPLayoutGrid* grid, std::vector<Cell> c
     : m_plot(plot), m_grid(grid), m_cells(std::move(cells)), m_shared(shared)
 {
     m_grid->setAutoMargins(QCP::msNone);
-    if (!m_cells.empty())
+    if (!m_cells.empty()) {
         m_yLabel = m_cells.front().rect->axis(QCPAxis::atLeft)->label();
+        m_xLabel = m_cells.front().rect->axis(QCPAxis::atBottom)->label();
+    }
     const int k = static_cast<int>(m_cells.size());
     arrange(1, std::max(1, k));
 }
 
 // Panel i at row i / cols, column i % cols: its title above its rect, its own scale right of it. A shared
-// scale goes right of the first row. Only the first column shows the query axis' labels.
+// scale goes right of the first row. Only the first column shows the query axis' labels, and only the last
+// panel of each column the key axis' (the panels share both axes): the rows above take no height for them,
+// which goes to the panels.
 void PanelGrid::arrange(int rows, int cols)
 {
     if (rows == m_rows && cols == m_cols)
@@ -45,6 +49,10 @@ void PanelGrid::arrange(int rows, int cols)
         QCPAxis* y = cell.rect->axis(QCPAxis::atLeft);
         y->setTickLabels(c == 0);
         y->setLabel(c == 0 ? m_yLabel : QString());
+        const bool bottom = static_cast<int>(i) + cols >= static_cast<int>(m_cells.size());
+        QCPAxis* x = cell.rect->axis(QCPAxis::atBottom);
+        x->setTickLabels(bottom);
+        x->setLabel(bottom ? m_xLabel : QString());
     }
     if (m_shared)
         m_grid->addElement(1, span * cols, m_shared);

@@ -46,6 +46,7 @@ private:
     std::vector<Cell> m_cells;
     QCPColorScale* m_shared;
     QString m_yLabel;   // the query axis' label, shown left of the first column
+    QString m_xLabel;   // the key axis' label, shown under the last panel of each column
     int m_rows = 0, m_cols = 0;
     QSize m_chosenFor;   // the size the arrangement was chosen for
     int m_extraX = 0, m_extraY = 0;

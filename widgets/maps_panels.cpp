@@ -234,10 +234,17 @@ QString MapPanels::panelTitle(const Panel& p) const
         return t + QStringLiteral(" \u2212 ") + mechanismLabel(outcome(p.minus).result.mechanism);
     if (!o.matrix)
         return t + tr(": failed");
-    if (o.result.spectrum)
-        t += tr("  (rank %1 / %2)").arg(o.result.spectrum->rank).arg(m_result->n);
+    // The block count with the name (the first line of a broken title), then rank and normalised entropy
+    // side by side, as the MHLA paper's Figure 3 pairs them (docs/maths.md 2).
     if (attention::mechanism_info(o.result.mechanism).has_blocks() && m_result->blocks)
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
+    QStringList numbers;
+    if (o.result.spectrum)
+        numbers << tr("rank %1 / %2").arg(o.result.spectrum->rank).arg(m_result->n);
+    if (o.result.entropy && std::isfinite(o.result.entropy->normalized_mean))
+        numbers << tr("entropy %1").arg(o.result.entropy->normalized_mean, 0, 'f', 2);
+    if (!numbers.isEmpty())
+        t += QStringLiteral("  (") + numbers.join(QStringLiteral(", ")) + QLatin1Char(')');
     if (o.result.same_as_linear)
         t += tr(" = linear by construction");
     else if (o.result.rank_cap)   // the mixing matrix, not the data, caps the rank (docs/maths.md 1.6)
@@ -511,18 +518,34 @@ bool MapPanels::updateTickers()
     return changed;
 }
 
-// Titles wider than their panel's column in two lines: the mechanism, then its numbers. True when a
-// title changed.
+// Titles wider than their panel's column in lines: the mechanism, then its numbers in as few lines as fit
+// (rank and entropy on one line where they fit). True when a title changed.
 bool MapPanels::fitTitles()
 {
     bool changed = false;
     for (const Panel& p : m_panels) {
         const QFontMetrics fm(p.title->font());
         QString text = p.titleText;
-        if (fm.horizontalAdvance(text) + 8 > p.rect->outerRect().width()) {
+        const int room = p.rect->outerRect().width() - 8;
+        if (fm.horizontalAdvance(text) > room) {
+            // The mechanism on the first line, its numbers packed into as few lines as fit (never cut off).
             const int cut = text.indexOf(QStringLiteral("  ("));
-            if (cut > 0)
-                text = text.left(cut) + QStringLiteral("\n") + text.mid(cut + 2);
+            if (cut > 0) {
+                const QString rest = text.mid(cut + 3).remove(QLatin1Char(')'));
+                QStringList lines{text.left(cut)}, parts = rest.split(QStringLiteral(", "));
+                QString line;
+                for (const QString& part : parts) {
+                    const QString longer = line.isEmpty() ? part : line + QStringLiteral(", ") + part;
+                    if (!line.isEmpty() && fm.horizontalAdvance(longer) > room) {
+                        lines << line;
+                        line = part;
+                    } else {
+                        line = longer;
+                    }
+                }
+                lines << line;
+                text = lines.join(QLatin1Char('\n'));
+            }
         }
         if (text != p.title->text()) {
             p.title->setText(text);

@@ -65,7 +65,10 @@ public:
         m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
         m_table->setWordWrap(true);
         m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-        m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+        // Rows of one value each are of one height (a row sized to its contents is a line taller wherever a
+        // label or value wraps, which reads as a gap in the table); params, warnings and error take their lines.
+        m_table->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+        m_table->verticalHeader()->setDefaultSectionSize(m_table->fontMetrics().height() + 8);
         v->addWidget(m_table, 1);
         auto* action = new QAction(tr("Copy as CSV"), this);
         action->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
@@ -278,6 +281,8 @@ private:
                     item->setForeground(QColor(160, 20, 20));
                 m_table->setItem(r, c, item);
             }
+        for (int r = static_cast<int>(metrics.size()); r < m_rows.size(); ++r)
+            m_table->verticalHeader()->setSectionResizeMode(r, QHeaderView::ResizeToContents);
     }
 
     QLabel* m_summary;

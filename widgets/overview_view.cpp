@@ -48,6 +48,8 @@ public:
                 click(e->pos());
         });
         m_saved.addByText("colormap", m_cmapBox);
+        // Effective rank first: it separates heads that the numerical rank (full in nearly every head) does not.
+        setMetric(QStringLiteral("effective_rank"));
         rebuild();
     }
 
@@ -163,6 +165,11 @@ private:
             showPlotMessage(m_plot, tr("The overview has no values of %1.").arg(sweepMetricLabel(key)));
             return;
         }
+        // The colours start at 0 for a metric that cannot be negative, not at the smallest value: a min-max
+        // scale turns ranks 509 and 512 of 512 into the two ends of the colour map, which reads as collapse.
+        const double dataLo = range.lo, dataHi = range.hi;
+        if (range.lo > 0)
+            range.lo = 0;
         if (range.hi <= range.lo) {
             const double pad = range.lo == 0 ? 0.5 : std::abs(range.lo) * 0.05;
             range.lo -= pad;
@@ -206,6 +213,16 @@ private:
             ++col;
         }
         grid->addElement(1, col, scale);
+        // The scale in words under the panels: where the colours start and what the values span.
+        const QString from = range.lo == 0 ? tr("Colours from 0")
+                             : dataLo < 0  ? tr("Colours from the smallest value %1").arg(fmtNum(range.lo, 4))
+                                           : tr("Colours from %1").arg(fmtNum(range.lo, 4));
+        auto* scaleNote = addTitle(m_plot, tr("%1 to %2; the values span %3 \u2013 %4.").arg(from, fmtNum(range.hi, 4), fmtNum(dataLo, 4), fmtNum(dataHi, 4)),
+                                   plotFont(kTickPt));
+        scaleNote->setObjectName(QStringLiteral("scaleNote"));
+        scaleNote->setTextColor(QColor(60, 60, 60));
+        m_plot->plotLayout()->addElement(gridRow + 1, 0, scaleNote);
+        m_plot->plotLayout()->setRowStretchFactor(gridRow + 1, 0.01);
         grid->setRowStretchFactor(0, 0.01);
         grid->setColumnStretchFactor(col, 0.01);
         m_grid = grid;

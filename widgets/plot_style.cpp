@@ -339,6 +339,7 @@ void PlotPane::runAdjust(const QSize& size)
     m_adjusting = true;
     const QRect old = m_plot->viewport();
     restoreTitles(m_plot);
+    padLegendItems(m_plot);
     layoutAt(size);
     adaptTickDensity(m_plot);
     if (m_adjust)

@@ -87,6 +87,18 @@ QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align)
     return legend;
 }
 
+void padLegendItems(QCustomPlot* plot)
+{
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
+        if (auto* legend = qobject_cast<QCPLegend*>(e))
+            for (int i = 0; i < legend->itemCount(); ++i)
+                if (QCPAbstractLegendItem* item = legend->item(i)) {
+                    const int pad = std::max(2, (QFontMetrics(item->font()).descent() + 1) / 2);
+                    if (item->margins().bottom() != pad)
+                        item->setMargins(QMargins(0, 0, 0, pad));
+                }
+}
+
 bool isNarrow(int width, double fontScale)
 {
     return width < std::lround(560 * std::max(0.5, fontScale));

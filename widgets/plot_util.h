@@ -37,6 +37,10 @@ void clearPlot(QCustomPlot* plot);
 void showPlotMessage(QCustomPlot* plot, const QString& text);
 // A framed legend inside `rect` at `align`; plottables are added to it explicitly.
 QCPLegend* addLegend(QCPAxisRect* rect, Qt::Alignment align);
+// Room under every legend item's text for the glyphs that reach the font's descent: an item is clipped to its
+// own rect, which QCustomPlot makes exactly one line high, and underscores ("char_lm_licenses.h5") sit on its
+// last pixel row and vanished. PlotPane calls it before every layout.
+void padLegendItems(QCustomPlot* plot);
 
 // Narrow printed figures (a journal's single column, docs/cli.md): below 560 logical pixels at fonts x
 // fontScale, views put their plots one above the other and their legends under the plot, and ask for the
