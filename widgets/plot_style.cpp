@@ -387,14 +387,18 @@ public:
                 t->setFont(scaled(f));
                 m_restore.push_back([t, f] { t->setFont(f); });
             } else if (auto* lg = qobject_cast<QCPLegend*>(e)) {
+                // QCPLegend::setFont also sets every item's font: the items' own fonts are read before it,
+                // else they were scaled twice (a slide's legend at 2.7x instead of 1.65x the screen's).
+                std::vector<std::pair<QCPAbstractLegendItem*, QFont>> items;
+                for (int i = 0; i < lg->itemCount(); ++i)
+                    if (QCPAbstractLegendItem* li = lg->item(i))
+                        items.emplace_back(li, li->font());
                 const QFont f = lg->font();
                 lg->setFont(scaled(f));
-                for (int i = 0; i < lg->itemCount(); ++i)
-                    if (QCPAbstractLegendItem* li = lg->item(i)) {
-                        const QFont fi = li->font();
-                        li->setFont(scaled(fi));
-                        m_restore.push_back([li, fi] { li->setFont(fi); });
-                    }
+                for (const auto& [li, fi] : items) {
+                    li->setFont(scaled(fi));
+                    m_restore.push_back([li = li, fi = fi] { li->setFont(fi); });
+                }
                 m_restore.push_back([lg, f] { lg->setFont(f); });
                 return;
             } else if (auto* r = qobject_cast<QCPAxisRect*>(e)) {
@@ -407,6 +411,10 @@ public:
                 const int w = cs->barWidth();
                 cs->setBarWidth(static_cast<int>(std::lround(w * s)));
                 m_restore.push_back([cs, w] { cs->setBarWidth(w); });
+            } else if (!qobject_cast<QCPLayout*>(e)) {
+                // Elements that draw their own text (the query view's token strip) read the factor here.
+                e->setProperty(kFontScaleProperty, s);
+                m_restore.push_back([e] { e->setProperty(kFontScaleProperty, QVariant()); });
             }
             if (auto* l = qobject_cast<QCPLayout*>(e))
                 for (int i = 0; i < l->elementCount(); ++i)
