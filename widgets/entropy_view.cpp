@@ -90,7 +90,7 @@ protected:
     // each get a third of 3.5 in. Then the histogram's legend keeps clear of its bars (fitHistogram).
     void adjustLayout(const QSize& size) override
     {
-        placeHistLegend(false);
+        placeHistLegend(LegendPlace::inside);
         if (m_lineRect) {   // 1-D: the two plots one above the other on a tall, narrow canvas
             arrangeLine(isNarrow(size.width(), fontScale()) && size.height() > size.width());
             fitHistogram(size, false);
@@ -116,10 +116,10 @@ protected:
     }
 
 private:
-    // The histogram's legend over its top left corner with the y axis raised so that no bar reaches it;
-    // when that would leave the bars less than 60 % of the height and the histogram spans the figure
-    // (`wide`), the legend goes right of the plot instead. The ln N label is shortened to "ln N" when
-    // the plot is too low for the whole text.
+    // The histogram's legend over its top left corner with the y axis raised so that no bar reaches it.
+    // Over a grid, when that would leave the bars less than 60 % of the height or the legend is wider than
+    // the plot, the legend goes outside it: right of a histogram that spans the figure (`wide`), else
+    // under it. The ln N label is shortened to "ln N" when the plot is too low for the whole text.
     void fitHistogram(const QSize& size, bool wide)
     {
         if (!m_histRect || !m_legend)
@@ -127,8 +127,8 @@ private:
         const double height = m_histRect->height();
         constexpr double kGap = 6;
         const double legendHeight = m_legend->outerRect().height();
-        if (wide && m_histBlock && legendHeight + kGap > 0.4 * height) {
-            placeHistLegend(true);
+        if (m_histBlock && (legendHeight + kGap > 0.4 * height || m_legend->outerRect().width() + kGap > m_histRect->width())) {
+            placeHistLegend(wide ? LegendPlace::right : LegendPlace::below);
             layoutAt(size);
         }
         const bool inside = m_legend->layout() == m_histRect->insetLayout();
@@ -141,25 +141,32 @@ private:
         layoutAt(size);
     }
 
-    // The legend inside the histogram (top left) or right of it in the histogram's block.
-    void placeHistLegend(bool outside)
+    // The legend inside the histogram (top left), or right of it or under it in the histogram's block.
+    enum class LegendPlace { inside, right, below };
+    void placeHistLegend(LegendPlace place)
     {
-        if (!m_legend || !m_histRect)
+        if (!m_legend || !m_histRect || (place != LegendPlace::inside && !m_histBlock))
             return;
-        const bool isOutside = m_histBlock && m_legend->layout() == m_histBlock;
-        if (outside == isOutside || (outside && !m_histBlock))
-            return;
-        if (outside) {
-            m_histRect->insetLayout()->take(m_legend);
-            m_histBlock->addElement(1, 1, m_legend);
-            m_histBlock->setColumnStretchFactor(1, 0.01);
-            m_legend->setBorderPen(Qt::NoPen);
-        } else {
+        if (m_histBlock && m_legend->layout() == m_histBlock) {
             m_histBlock->take(m_legend);
             m_histBlock->simplify();
+        } else if (place != LegendPlace::inside) {
+            m_histRect->insetLayout()->take(m_legend);
+        } else {
+            return;   // inside already
+        }
+        if (place == LegendPlace::inside) {
             m_histRect->insetLayout()->addElement(m_legend, Qt::AlignTop | Qt::AlignLeft);
             m_legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
+            return;
         }
+        const bool right = place == LegendPlace::right;
+        m_histBlock->addElement(right ? 1 : 2, right ? 1 : 0, m_legend);
+        if (right)
+            m_histBlock->setColumnStretchFactor(1, 0.01);
+        else
+            m_histBlock->setRowStretchFactor(2, 0.01);
+        m_legend->setBorderPen(Qt::NoPen);
     }
 
     void rebuild() override

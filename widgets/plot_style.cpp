@@ -330,7 +330,7 @@ void PlotPane::layoutAt(const QSize& size)
     layout->update(QCPLayoutElement::upLayout);
 }
 
-// Titles whole, tick density (from a layout at this size), the view's own layout (square cells), titles too
+// Titles whole, tick density (from a layout at this size, and again from the view's), the view's own layout (square cells), titles too
 // wide for their column in two lines (and the layout again), then what still does not fit elided.
 void PlotPane::runAdjust(const QSize& size)
 {
@@ -341,8 +341,13 @@ void PlotPane::runAdjust(const QSize& size)
     restoreTitles(m_plot);
     layoutAt(size);
     adaptTickDensity(m_plot);
-    if (m_adjust)
+    if (m_adjust) {
         m_adjust(size);
+        // Again for the axes' lengths as the view laid them out (a legend moved under a plot, panels
+        // stacked): the free layout's lengths can be twice those, and their ticks overlap.
+        adaptTickDensity(m_plot);
+        m_adjust(size);
+    }
     if (wrapTitles(m_plot)) {
         layoutAt(size);
         if (m_adjust)

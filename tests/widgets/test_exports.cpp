@@ -261,13 +261,16 @@ TEST(Exports, QueryColumnOnTheSequenceKeepsTheTokenStrip)
     EXPECT_TRUE(anyText(texts, QString::fromStdString(q).trimmed().isEmpty() ? QStringLiteral("\u00b7") : QString::fromStdString(q)));
 }
 
-// The slide preset (10 x 5.63 in, 14 pt): no bar of the histogram reaches into its legend.
+// The slide preset (10 x 5.63 in, 14 pt): no bar of the histogram reaches into its legend, and no text
+// overlaps another.
 TEST(Exports, SlideEntropyLegendKeepsClearOfTheBars)
 {
     for (const auto& [result, file] : {std::pair{vitDigits(), "vit_digits"}, std::pair{charLm(), "char_lm"}}) {
         auto view = makeView("entropy", result);
         const widgets::ExportOptions o = presetFor(view.get(), "slide");
-        recordTexts(view.get(), o);   // lays the plot out at the slide's size
+        std::vector<QRectF> images;
+        const auto texts = recordTexts(view.get(), o, &images);   // lays the plot out at the slide's size
+        expectReadable(texts, images, QSize(o.width, o.height), std::string(file) + " at --preset slide");
         QCustomPlot* plot = test::plotOf(view.get());
         QCPLegend* legend = nullptr;
         QCPAxisRect* hist = nullptr;
