@@ -149,18 +149,20 @@ private:
 
     void rebuild() override
     {
-        if (!m_result) {
-            showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K; then click a row of the\n"
-                                       "attention maps to see that query's distribution over the keys."));
-            return;
-        }
-        clearPlot(m_plot);
+        // Forgotten before the plot is cleared: the message's replot runs adjustLayout, which must not
+        // reach the deleted panels.
         m_heatmaps.clear();
         m_panels.clear();
         m_sharedScale = nullptr;
         m_grid = nullptr;
         m_narrowGrid = false;
         m_lineRect = nullptr;
+        if (!m_result) {
+            showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K; then click a row of the\n"
+                                       "attention maps to see that query's distribution over the keys."));
+            return;
+        }
+        clearPlot(m_plot);
         const GridTokens g = gridTokens(*m_result);
         bool isDefault = false;
         const Index t = shownQuery(g, isDefault);
