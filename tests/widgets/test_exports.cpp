@@ -465,3 +465,15 @@ TEST(Exports, DefaultFolderIsNotTheWorkingDirectory)
     EXPECT_EQ(QFileInfo(fresh.target()).absolutePath(), QFileInfo(work).absoluteFilePath()) << fresh.target().toStdString();
     QSettings().remove(QStringLiteral("export/folder"));
 }
+
+// The window's exports (figures, CSV, matrices) start next to the data file it shows, before any export.
+TEST(Exports, WindowExportsNextToItsDataFile)
+{
+    test::useTestSettings();
+    QSettings().remove(QStringLiteral("export/folder"));
+    const QString data = QString::fromStdString(test::dataPath("vit_digits.h5"));
+    test::TestWindow w;
+    ASSERT_TRUE(w.openAndWait({data}));
+    EXPECT_EQ(w.exportFolder(), QFileInfo(data).absolutePath());
+    EXPECT_NE(w.exportFolder(), QDir::currentPath());
+}
