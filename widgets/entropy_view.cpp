@@ -380,7 +380,11 @@ private:
             rect->setMinimumMargins(QMargins(4, 4, 4, 4));   // not QCPAxisRect's 15 px: a column has 3.5 in for every map
             m_gridRects.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             ++col;
-            rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
+            rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            // Each panel lines up with its own scale below it (not with the others: only the first has row labels).
+            QCPMarginGroup* column = perPanel ? new QCPMarginGroup(m_plot) : nullptr;
+            if (column)
+                rect->setMarginGroup(QCP::msLeft | QCP::msRight, column);
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"),
                            m_gridRects.size() == 1 ? tr("grid row") : QString());
             rect->axis(QCPAxis::atLeft)->setTickLabels(m_gridRects.size() == 1);
@@ -394,7 +398,7 @@ private:
             lo = std::min(lo, plo);
             hi = std::max(hi, phi);
             if (perPanel)
-                map->setColorScale(addPanelScale(layout, col - 1, group, plo, phi));
+                map->setColorScale(addPanelScale(layout, col - 1, column, plo, phi));
             else
                 map->setColorScale(shared);
         }

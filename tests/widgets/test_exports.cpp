@@ -14,6 +14,7 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonObject>
 #include <QPaintDevice>
 #include <QPaintEngine>
 #include <QPainter>
@@ -210,10 +211,12 @@ bool anyText(const std::vector<DrawnText>& texts, const QString& needle)
     return std::any_of(texts.begin(), texts.end(), [&](const DrawnText& t) { return t.text.contains(needle); });
 }
 
-void checkColumn(const std::string& name, const Result& result, const std::string& file)
+void checkColumn(const std::string& name, const Result& result, const std::string& file, const QJsonObject& state = {})
 {
-    const std::string where = name + " on " + file + " at --preset column";
+    const std::string where = name + " on " + file + " at --preset column" + (state.isEmpty() ? "" : " (view state)");
     auto view = makeView(name, result);
+    if (!state.isEmpty())
+        view->restoreState(state);
     const widgets::ExportOptions o = presetFor(view.get(), "column");
     EXPECT_EQ(o.width, 336) << where;
     EXPECT_GE(o.height, 2 * 96) << where << ": the page is " << o.height / 96.0 << " in high";
@@ -247,6 +250,14 @@ void checkColumn(const std::string& name, const Result& result, const std::strin
 }  // namespace
 
 TEST(Exports, EntropyColumnOnTheGrid) { checkColumn("entropy", vitDigits(), "vit_digits.h5"); }
+TEST(Exports, EntropyColumnPerPanelScales)
+{
+    checkColumn("entropy", vitDigits(), "vit_digits.h5", QJsonObject{{QStringLiteral("per_panel_scale"), true}});
+}
+TEST(Exports, QueryColumnSharedScale)
+{
+    checkColumn("query", vitDigits(), "vit_digits.h5", QJsonObject{{QStringLiteral("shared_scale"), true}});
+}
 TEST(Exports, EntropyColumnOnTheSequence) { checkColumn("entropy", charLm(), "char_lm_licenses.h5"); }
 TEST(Exports, QueryColumnOnTheGrid) { checkColumn("query", vitDigits(), "vit_digits.h5"); }
 
