@@ -3,7 +3,7 @@
 // The figure export dialog: scope (the current view to one file, or every view into a folder), format
 // (PNG, PDF, SVG), a size preset (the view's screen size in logical pixels, or a printed single column,
 // double column or slide, export.h) with DPI and font scale, and the target. It remembers its choices
-// (QSettings group "export": scope, format, preset, DPI, font scale, and the pixel size per view) for the
+// (QSettings group "export": scope, format, preset, DPI, font scale, the pixel size per view and the folder) for the
 // next export. The main window runs the export itself (exportView / exportAllViews, export.h).
 #include <QDialog>
 #include <QSize>
