@@ -2,6 +2,7 @@
 // marked) and the entropy of every query: a line over t for 1-D data, heatmaps of square cells over the grid
 // otherwise (the histogram takes the width they leave), with labelled colour bars.
 #include <QCheckBox>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <algorithm>
@@ -49,12 +50,27 @@ public:
         return {1200, 480};
     }
 
-    // A narrow printed figure of 1-D data stacks the two plots (adjustLayout): give it the height for that.
+    // A narrow printed figure stacks the plots (adjustLayout): give it the height for that. Over the grid:
+    // the lowest height at which the maps (a row under the histogram) reach their largest cells and the
+    // histogram keeps at least 0.4 of the width.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        if (!m_result || gridTokens(*m_result).valid())
+        if (!m_result)
             return fallback;
-        return narrowExportHeight(width, font_scale, fallback, 1.5);
+        if (!gridTokens(*m_result).valid())
+            return narrowExportHeight(width, font_scale, fallback, 1.5);
+        if (m_gridRects.empty() || !isNarrow(width, font_scale))
+            return fallback;
+        return heightForLargestPanels(fallback, kMaxExportHeight, [&](int h) {
+            double cell = 0;
+            int hist = 0;
+            measureAt(QSize(width, h), font_scale, [&] {
+                cell = cellPixels(m_gridRects.front().rect).width();
+                hist = m_histRect ? m_histRect->height() : 0;
+                return 0;
+            });
+            return std::pair{cell, hist >= 0.4 * width};
+        });
     }
 
     void setQuery(int token) override
@@ -70,10 +86,14 @@ public:
 protected:
     // Grid maps beside the histogram, or below it when the plot is tall enough that this makes their cells
     // clearly larger (a narrow window, a single-column figure).
+    // A narrow figure (a journal's column) always stacks them: side by side, its maps and histogram would
+    // each get a third of 3.5 in. Then the histogram's legend keeps clear of its bars (fitHistogram).
     void adjustLayout(const QSize& size) override
     {
+        placeHistLegend(LegendPlace::inside);
         if (m_lineRect) {   // 1-D: the two plots one above the other on a tall, narrow canvas
             arrangeLine(isNarrow(size.width(), fontScale()) && size.height() > size.width());
+            fitHistogram(size, false);
             return;
         }
         if (m_gridRects.empty())
@@ -83,12 +103,72 @@ protected:
             fitSquareCells(m_plot, m_gridRects, size, [this](const QSize& s) { layoutAt(s); });
             return cellPixels(m_gridRects.front().rect).width();
         };
-        const double beside = fit(false);
-        if (fit(true) < 1.25 * beside)
-            fit(false);
+        bool stacked = true;
+        if (isNarrow(size.width(), fontScale())) {
+            fit(true);
+        } else {
+            const double beside = fit(false);
+            stacked = fit(true) >= 1.25 * beside;
+            if (!stacked)
+                fit(false);
+        }
+        fitHistogram(size, stacked);
     }
 
 private:
+    // The histogram's legend over its top left corner with the y axis raised so that no bar reaches it.
+    // Over a grid, when that would leave the bars less than 60 % of the height or the legend is wider than
+    // the plot, the legend goes outside it: right of a histogram that spans the figure (`wide`), else
+    // under it. The ln N label is shortened to "ln N" when the plot is too low for the whole text.
+    void fitHistogram(const QSize& size, bool wide)
+    {
+        if (!m_histRect || !m_legend)
+            return;
+        const double height = m_histRect->height();
+        constexpr double kGap = 6;
+        const double legendHeight = m_legend->outerRect().height();
+        if (m_histBlock && (legendHeight + kGap > 0.4 * height || m_legend->outerRect().width() + kGap > m_histRect->width())) {
+            placeHistLegend(wide ? LegendPlace::right : LegendPlace::below);
+            layoutAt(size);
+        }
+        const bool inside = m_legend->layout() == m_histRect->insetLayout();
+        const double room = inside ? std::max(height - legendHeight - kGap, 0.4 * height) : height;
+        m_histRect->axis(QCPAxis::atLeft)->setRange(0, m_maxCount * std::max(1.08, height / std::max(1.0, room)));
+        if (m_lnLabel) {
+            const QFontMetricsF fm(m_lnLabel->font());
+            m_lnLabel->setText(fm.horizontalAdvance(m_lnText) + 8 <= height ? m_lnText : QStringLiteral("ln N"));
+        }
+        layoutAt(size);
+    }
+
+    // The legend inside the histogram (top left), or right of it or under it in the histogram's block.
+    enum class LegendPlace { inside, right, below };
+    void placeHistLegend(LegendPlace place)
+    {
+        if (!m_legend || !m_histRect || (place != LegendPlace::inside && !m_histBlock))
+            return;
+        if (m_histBlock && m_legend->layout() == m_histBlock) {
+            m_histBlock->take(m_legend);
+            m_histBlock->simplify();
+        } else if (place != LegendPlace::inside) {
+            m_histRect->insetLayout()->take(m_legend);
+        } else {
+            return;   // inside already
+        }
+        if (place == LegendPlace::inside) {
+            m_histRect->insetLayout()->addElement(m_legend, Qt::AlignTop | Qt::AlignLeft);
+            m_legend->setBorderPen(QPen(QColor(160, 160, 160), 0.8));
+            return;
+        }
+        const bool right = place == LegendPlace::right;
+        m_histBlock->addElement(right ? 1 : 2, right ? 1 : 0, m_legend);
+        if (right)
+            m_histBlock->setColumnStretchFactor(1, 0.01);
+        else
+            m_histBlock->setRowStretchFactor(2, 0.01);
+        m_legend->setBorderPen(Qt::NoPen);
+    }
+
     void rebuild() override
     {
         m_gridRects.clear();
@@ -97,6 +177,8 @@ private:
         m_lineRect = nullptr;
         m_lineStacked = false;
         m_histRect = nullptr;
+        m_legend = nullptr;
+        m_lnLabel = nullptr;
         m_group = nullptr;
         m_perPanelBox->setEnabled(m_result && gridTokens(*m_result).valid());
         if (!m_result) {
@@ -165,6 +247,7 @@ private:
         hist->axis(QCPAxis::atBottom)->setLabel(tr("row entropy H(t) (nats)"));
         hist->axis(QCPAxis::atLeft)->setLabel(tr("queries"));
         auto* legend = addLegend(hist, Qt::AlignTop | Qt::AlignLeft);
+        m_legend = legend;
         double lo = lnN, hi = 0;
         QStringList missing;
         for (const auto& o : m_result->outcomes) {
@@ -187,6 +270,7 @@ private:
                 maxCount = std::max(maxCount, addHistogram(hist, legend, o, binLo, (binHi - binLo) / kBins));
         hist->axis(QCPAxis::atBottom)->setRange(binLo, binHi + 0.1 * span);
         hist->axis(QCPAxis::atLeft)->setRange(0, maxCount * 1.35);
+        m_maxCount = maxCount;
         addVLine(m_plot, hist, lnN, QPen(Qt::black, 1.2, Qt::DashLine));
         auto* lnLabel = new QCPItemText(m_plot);
         lnLabel->setClipAxisRect(hist);
@@ -196,7 +280,9 @@ private:
         lnLabel->position->setCoords(lnN, 0.03);
         lnLabel->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
         lnLabel->setRotation(-90);
-        lnLabel->setText(tr("ln N = %1 (uniform)").arg(fmtNum(lnN)));
+        m_lnText = tr("ln N = %1 (uniform)").arg(fmtNum(lnN));
+        lnLabel->setText(m_lnText);
+        m_lnLabel = lnLabel;
         lnLabel->setFont(plotFont(kTickPt));
         lnLabel->setPadding(QMargins(0, 0, 0, 3));
         if (!missing.isEmpty())
@@ -301,9 +387,10 @@ private:
         y->setRange(std::max(0.0, lo - 0.08 * (lnN - lo + 1e-9)), lnN + 0.08 * (lnN - lo + 1e-9) + 0.05);
     }
 
-    // Grid data, in a layout of their own: H_t over the grid per mechanism (the selected query's frame for
-    // 3-D grids), on one shared colour scale (last column) or one scale under each panel.
-    void buildGridMaps(QCPLayoutGrid* layout, const GridTokens& g, QCPMarginGroup* group, double lnN)
+    // Grid data, in a block of their own under one heading: H_t over the grid per mechanism (the selected
+    // query's frame for 3-D grids), each panel titled by its mechanism, on one shared colour scale (last
+    // column) or one scale under each panel. The panels share their grid rows: only the first labels them.
+    void buildGridMaps(QCPLayoutGrid* block, const GridTokens& g, QCPMarginGroup* group, double lnN)
     {
         Index frame = 0;
         if (g.frames > 1 && m_query >= 0) {
@@ -311,20 +398,33 @@ private:
             if (c.size() == 3)
                 frame = c[0];
         }
+        QString heading = tr("Entropy per query");
+        if (g.frames > 1)
+            heading += tr(" (frame %1)").arg(frame);
+        block->addElement(0, 0, addTitle(m_plot, heading, plotFont(kTitlePt, true)));
+        block->setRowStretchFactor(0, 0.01);
+        auto* layout = new QCPLayoutGrid;
+        block->addElement(1, 0, layout);
         const bool perPanel = m_perPanelBox->isChecked();
         QCPColorScale* shared = perPanel ? nullptr : addEntropyScale(group, Qt::Vertical);
         double lo = lnN, hi = 0;
         int col = 0;
         for (const auto& o : m_result->outcomes) {
-            QString title = mechanismLabel(o.result.mechanism) + tr(": entropy per query");
-            if (g.frames > 1)
-                title += tr(" (frame %1)").arg(frame);
-            layout->addElement(0, col, addTitle(m_plot, title, plotFont(kLabelPt, true)));
+            auto* title = addTitle(m_plot, mechanismLabel(o.result.mechanism), plotFont(kLabelPt, true));
+            title->setTextColor(mechanismColor(o.result.mechanism).darker(130));
+            layout->addElement(0, col, title);
             auto* rect = addAxisRect(m_plot, layout, 1, col);
+            rect->setMinimumMargins(QMargins(4, 4, 4, 4));   // not QCPAxisRect's 15 px: a column has 3.5 in for every map
             m_gridRects.push_back({rect, static_cast<double>(g.w), static_cast<double>(g.h)});
             ++col;
-            rect->setMarginGroup(QCP::msTop | QCP::msBottom | (perPanel ? QCP::msLeft | QCP::msRight : QCP::msNone), group);
-            setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
+            rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
+            // Each panel lines up with its own scale below it (not with the others: only the first has row labels).
+            QCPMarginGroup* column = perPanel ? new QCPMarginGroup(m_plot) : nullptr;
+            if (column)
+                rect->setMarginGroup(QCP::msLeft | QCP::msRight, column);
+            setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"),
+                           m_gridRects.size() == 1 ? tr("grid row") : QString());
+            rect->axis(QCPAxis::atLeft)->setTickLabels(m_gridRects.size() == 1);
             const std::vector<double>* rows = entropyRows(o);
             if (!rows) {
                 addPanelMessage(m_plot, rect, !o.error.empty() ? tr("failed") : tr("entropy undefined\n(negative entries)"));
@@ -335,7 +435,7 @@ private:
             lo = std::min(lo, plo);
             hi = std::max(hi, phi);
             if (perPanel)
-                map->setColorScale(addPanelScale(layout, col - 1, group, plo, phi));
+                map->setColorScale(addPanelScale(layout, col - 1, column, plo, phi));
             else
                 map->setColorScale(shared);
         }
@@ -395,6 +495,10 @@ private:
     QCheckBox* m_perPanelBox = nullptr;
     QCPLayoutGrid* m_histBlock = nullptr;   // grid data: the histogram and its title
     QCPAxisRect* m_histRect = nullptr;
+    QCPLegend* m_legend = nullptr;           // the histogram's
+    double m_maxCount = 1;                  // its highest bar
+    QCPItemText* m_lnLabel = nullptr;       // "ln N = ... (uniform)" at the uniform row's entropy
+    QString m_lnText;
     QCPTextElement* m_lineTitle = nullptr;  // 1-D data: "Entropy per query" and its plot
     QCPAxisRect* m_lineRect = nullptr;
     bool m_lineStacked = false;

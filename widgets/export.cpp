@@ -130,6 +130,16 @@ QString exportSizeProblem(const QString& format, int width, int height, double d
         .arg(width).arg(height).arg(why).arg(millions(cap)).arg(side(cap)).arg(cap / 20000);
 }
 
+bool paintVectorFigure(ResultView* view, QPaintDevice* device, const QSize& size, double font_scale)
+{
+    QCPPainter painter;
+    if (!view || !painter.begin(device))
+        return false;
+    paintView(view, painter, size, font_scale, true);
+    painter.end();
+    return true;
+}
+
 QString exportView(ResultView* view, const QString& path, const ExportOptions& options)
 {
     const QString suffix = QFileInfo(path).suffix().toLower();
@@ -185,11 +195,8 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         writer.setPageSize(QPageSize(QSizeF(size.width() * 72.0 / 96.0, size.height() * 72.0 / 96.0), QPageSize::Point,
                                      QString(), QPageSize::ExactMatch));
         writer.setPageMargins(QMarginsF(0, 0, 0, 0));
-        QCPPainter painter;
-        if (!painter.begin(&writer))
+        if (!paintVectorFigure(view, &writer, size, font_scale))
             return QStringLiteral("cannot write %1: PDF painter failed to start").arg(path);
-        paintView(view, painter, size, font_scale, true);
-        painter.end();
     } else {
         QSvgGenerator generator;
         generator.setOutputDevice(&buffer);
@@ -198,11 +205,8 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         generator.setResolution(96);
         generator.setTitle(view->viewTitle());
         generator.setDescription(QStringLiteral("AttnScope figure: %1").arg(view->viewName()));
-        QCPPainter painter;
-        if (!painter.begin(&generator))
+        if (!paintVectorFigure(view, &generator, size, font_scale))
             return QStringLiteral("cannot write %1: SVG painter failed to start").arg(path);
-        paintView(view, painter, size, font_scale, true);
-        painter.end();
     }
     buffer.close();
     errno = 0;

@@ -5,6 +5,8 @@
 #include <QtGlobal>
 #include <QString>
 
+class QPaintDevice;
+
 namespace attnscope::widgets {
 
 class ResultView;
@@ -53,6 +55,11 @@ inline constexpr qint64 kRasterBytesPerPixel = 9;
 // "svg") within `memoryLimit` bytes: one sentence stating the largest that works ("" when it can).
 // Overflow-safe for any int sizes and any dpi.
 QString exportSizeProblem(const QString& format, int width, int height, double dpi, quint64 memoryLimit);
+
+// Draws `view` at `size` logical pixels (fonts x font_scale) onto a vector device (PDF, SVG, or any other
+// QPaintDevice of 96 logical pixels per inch) exactly as exportView does for PDF and SVG; false when no
+// painter could start on it.
+bool paintVectorFigure(ResultView* view, QPaintDevice* device, const QSize& size, double font_scale);
 
 // Writes `view` to `path` (.png, .pdf or .svg). Written to a temporary file in the same folder and
 // renamed, so a failure leaves nothing behind and never clobbers an existing file.

@@ -16,6 +16,7 @@
 #include <QSettings>
 #include <QSignalBlocker>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QVBoxLayout>
 
 #include "widget_util.h"
@@ -25,6 +26,19 @@ namespace attnscope::widgets {
 namespace {
 const char* const kGroup = "export";
 }  // namespace
+
+QString defaultExportFolder(const QString& lastFolder, const QString& dataFile)
+{
+    QStringList candidates{lastFolder, QSettings().value(QString::fromLatin1(kGroup) + QStringLiteral("/folder")).toString()};
+    if (!dataFile.isEmpty())
+        candidates << QFileInfo(dataFile).absolutePath();
+    for (const auto location : {QStandardPaths::PicturesLocation, QStandardPaths::DocumentsLocation, QStandardPaths::HomeLocation})
+        candidates << QStandardPaths::writableLocation(location);
+    for (const QString& c : candidates)
+        if (!c.isEmpty() && QFileInfo(c).isDir())
+            return QFileInfo(c).absoluteFilePath();
+    return QDir::homePath();
+}
 
 ExportDialog::ExportDialog(const QString& viewName, const QSize& preferred, const QString& lastFolder, QWidget* parent)
     : QDialog(parent), m_viewName(viewName), m_preferred(preferred.isValid() && !preferred.isEmpty() ? preferred : QSize(1200, 800))
@@ -50,7 +64,7 @@ ExportDialog::ExportDialog(const QString& viewName, const QSize& preferred, cons
     m_target = new QLineEdit(this);
     auto* browse = new QPushButton(tr("Browse..."), this);
     addFieldWithButton(form, this, tr("&Target"), m_target, browse);
-    const QString folder = lastFolder.isEmpty() ? QDir::currentPath() : lastFolder;
+    const QString folder = lastFolder.isEmpty() ? defaultExportFolder(QString(), QString()) : lastFolder;
     m_target->setText(QDir(folder).filePath(viewName + QStringLiteral(".png")));
 
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
@@ -142,6 +156,8 @@ void ExportDialog::saveChoices() const
     s.setValue(QStringLiteral("format"), format());
     s.setValue(QStringLiteral("preset"), preset());
     s.setValue(QStringLiteral("dpi"), m_dpi->value());
+    const QFileInfo target(this->target());
+    s.setValue(QStringLiteral("folder"), m_all->isChecked() ? target.absoluteFilePath() : target.absolutePath());
     if (preset().isEmpty()) {
         s.setValue(QStringLiteral("font_scale"), m_fontScale->value());
         s.setValue(QStringLiteral("size/") + m_viewName, QSize(m_width->value(), m_height->value()));

@@ -3,7 +3,7 @@
 // The figure export dialog: scope (the current view to one file, or every view into a folder), format
 // (PNG, PDF, SVG), a size preset (the view's screen size in logical pixels, or a printed single column,
 // double column or slide, export.h) with DPI and font scale, and the target. It remembers its choices
-// (QSettings group "export": scope, format, preset, DPI, font scale, and the pixel size per view) for the
+// (QSettings group "export": scope, format, preset, DPI, font scale, the pixel size per view and the folder) for the
 // next export. The main window runs the export itself (exportView / exportAllViews, export.h).
 #include <QDialog>
 #include <QSize>
@@ -21,10 +21,17 @@ class QLabel;
 
 namespace attnscope::widgets {
 
+// Where an export goes when the user has not said: the first existing folder of `lastFolder` (this
+// window's last export), the folder of the last export remembered in QSettings ("export/folder"), the
+// folder of `dataFile` (the current queries' file), the user's Pictures, Documents or home folder; never
+// the working directory, which for a build or a checkout is the source tree.
+QString defaultExportFolder(const QString& lastFolder, const QString& dataFile);
+
 class ExportDialog : public QDialog {
     Q_OBJECT
 public:
-    // `viewName` names the current view (used for the default file name); `preferred` its preferred size.
+    // `viewName` names the current view (used for the default file name); `preferred` its preferred size;
+    // `lastFolder` the folder offered (empty: defaultExportFolder's choice without a data file).
     ExportDialog(const QString& viewName, const QSize& preferred, const QString& lastFolder, QWidget* parent = nullptr);
 
     // For a preset, the height the view asks for at the preset's width (ResultView::exportHeightFor); unset:

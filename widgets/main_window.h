@@ -133,6 +133,7 @@ public:
     bool exportSweepCsv(const QString& path, const QString& view, QString* error = nullptr);
     // The six result views plus the sweep views that have a result (what the export dialog exports).
     QList<ResultView*> exportableViews() const;
+    QString exportFolder() const;   // where exports go unless the user says (defaultExportFolder, export_dialog.h)
 
 signals:
     void computationStarted();

@@ -38,6 +38,8 @@ bool writeCsv(const QString& path, const QByteArray& bytes, QString* error)
 
 }  // namespace
 
+QString MainWindow::exportFolder() const { return defaultExportFolder(m_lastExportFolder, m_defaultsFile); }
+
 QList<ResultView*> MainWindow::exportableViews() const
 {
     QList<ResultView*> views = m_views;
@@ -59,7 +61,7 @@ void MainWindow::showExportDialog()
                     false);
         return;
     }
-    ExportDialog dialog(view->viewName(), view->preferredExportSize(), m_lastExportFolder, this);
+    ExportDialog dialog(view->viewName(), view->preferredExportSize(), exportFolder(), this);
     dialog.setHeightFor([view](int width, double font_scale, int fallback) { return view->exportHeightFor(width, font_scale, fallback); });
     if (dialog.exec() != QDialog::Accepted)
         return;
@@ -147,7 +149,7 @@ void MainWindow::chooseMetricsCsv()
         return;
     }
     const QString path = QFileDialog::getSaveFileName(this, tr("Export metrics"),
-                                                      QDir(m_lastExportFolder).filePath(QStringLiteral("metrics.csv")),
+                                                      QDir(exportFolder()).filePath(QStringLiteral("metrics.csv")),
                                                       tr("CSV (*.csv)"));
     if (path.isEmpty())
         return;
@@ -165,7 +167,7 @@ void MainWindow::chooseMatricesFolder()
         return;
     }
     const QString folder = QFileDialog::getExistingDirectory(this, tr("Export matrices (softmax.npy, linear.npy, mhla.npy, mixing.npy) into"),
-                                                             m_lastExportFolder);
+                                                             exportFolder());
     if (folder.isEmpty())
         return;
     QApplication::setOverrideCursor(Qt::WaitCursor);
@@ -201,7 +203,7 @@ void MainWindow::chooseSweepCsv()
         return;
     }
     const QString path = QFileDialog::getSaveFileName(this, tr("Export sweep CSV"),
-                                                      QDir(m_lastExportFolder).filePath(view + QStringLiteral(".csv")),
+                                                      QDir(exportFolder()).filePath(view + QStringLiteral(".csv")),
                                                       tr("CSV (*.csv)"));
     if (path.isEmpty())
         return;

@@ -33,6 +33,34 @@ void uncap(const std::vector<CellRect>& cells)
         c.rect->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
 }
 
+// The common side after capping is that of the free layout, where every column had its share of the width:
+// a column whose rect has wide margins (the first of a row, with the row labels) held the others back. The
+// largest whole side up to three times that at which every rect still gets its cap is taken.
+void growCommonSide(const std::vector<CellRect>& live, const std::function<void()>& layout)
+{
+    const double start = live.front().rect->property(kCapSide).toDouble();
+    if (start < 3)
+        return;
+    auto capAt = [&](double side) {
+        for (const CellRect& c : live) {
+            c.rect->setProperty(kCapSide, side);
+            c.rect->setMaximumSize(std::max(1, static_cast<int>(std::floor(side * c.cols))), std::max(1, static_cast<int>(std::floor(side * c.rows))));
+        }
+        layout();
+        return std::all_of(live.begin(), live.end(), [side](const CellRect& c) {
+            return c.rect->width() >= static_cast<int>(std::floor(side * c.cols)) && c.rect->height() >= static_cast<int>(std::floor(side * c.rows));
+        });
+    };
+    if (!capAt(start))
+        return;   // the caps as the passes above left them
+    double lo = start, hi = std::floor(3 * start) + 1;   // lo fits, hi is not known to
+    while (hi - lo > 1) {
+        const double mid = std::floor((lo + hi) / 2);
+        (capAt(mid) ? lo : hi) = mid;
+    }
+    capAt(lo);
+}
+
 }  // namespace
 
 // Two passes: the first caps every rect at the common cell side of the free layout, which changes the
@@ -111,6 +139,7 @@ void fitSquareCells(QCustomPlot* plot, const std::vector<CellRect>& cells, const
         }
         layoutAt(size);
     }
+    growCommonSide(live, [&] { layoutAt(size); });
     QRect used;
     forEachLeaf(top, [&used](QCPLayoutElement* e) {
         if (e->visible())

@@ -330,7 +330,7 @@ void PlotPane::layoutAt(const QSize& size)
     layout->update(QCPLayoutElement::upLayout);
 }
 
-// Titles whole, tick density (from a layout at this size), the view's own layout (square cells), titles too
+// Titles whole, tick density (from a layout at this size, and again from the view's), the view's own layout (square cells), titles too
 // wide for their column in two lines (and the layout again), then what still does not fit elided.
 void PlotPane::runAdjust(const QSize& size)
 {
@@ -342,8 +342,13 @@ void PlotPane::runAdjust(const QSize& size)
     padLegendItems(m_plot);
     layoutAt(size);
     adaptTickDensity(m_plot);
-    if (m_adjust)
+    if (m_adjust) {
         m_adjust(size);
+        // Again for the axes' lengths as the view laid them out (a legend moved under a plot, panels
+        // stacked): the free layout's lengths can be twice those, and their ticks overlap.
+        adaptTickDensity(m_plot);
+        m_adjust(size);
+    }
     if (wrapTitles(m_plot)) {
         layoutAt(size);
         if (m_adjust)
@@ -388,14 +393,18 @@ public:
                 t->setFont(scaled(f));
                 m_restore.push_back([t, f] { t->setFont(f); });
             } else if (auto* lg = qobject_cast<QCPLegend*>(e)) {
+                // QCPLegend::setFont also sets every item's font: the items' own fonts are read before it,
+                // else they were scaled twice (a slide's legend at 2.7x instead of 1.65x the screen's).
+                std::vector<std::pair<QCPAbstractLegendItem*, QFont>> items;
+                for (int i = 0; i < lg->itemCount(); ++i)
+                    if (QCPAbstractLegendItem* li = lg->item(i))
+                        items.emplace_back(li, li->font());
                 const QFont f = lg->font();
                 lg->setFont(scaled(f));
-                for (int i = 0; i < lg->itemCount(); ++i)
-                    if (QCPAbstractLegendItem* li = lg->item(i)) {
-                        const QFont fi = li->font();
-                        li->setFont(scaled(fi));
-                        m_restore.push_back([li, fi] { li->setFont(fi); });
-                    }
+                for (const auto& [li, fi] : items) {
+                    li->setFont(scaled(fi));
+                    m_restore.push_back([li = li, fi = fi] { li->setFont(fi); });
+                }
                 m_restore.push_back([lg, f] { lg->setFont(f); });
                 return;
             } else if (auto* r = qobject_cast<QCPAxisRect*>(e)) {
@@ -408,6 +417,10 @@ public:
                 const int w = cs->barWidth();
                 cs->setBarWidth(static_cast<int>(std::lround(w * s)));
                 m_restore.push_back([cs, w] { cs->setBarWidth(w); });
+            } else if (!qobject_cast<QCPLayout*>(e)) {
+                // Elements that draw their own text (the query view's token strip) read the factor here.
+                e->setProperty(kFontScaleProperty, s);
+                m_restore.push_back([e] { e->setProperty(kFontScaleProperty, QVariant()); });
             }
             if (auto* l = qobject_cast<QCPLayout*>(e))
                 for (int i = 0; i < l->elementCount(); ++i)

@@ -111,6 +111,26 @@ int narrowExportHeight(int width, double fontScale, int fallback, double aspect)
     return std::max(fallback, std::min(static_cast<int>(std::lround(width * aspect)), kMaxExportHeight));
 }
 
+int heightForLargestPanels(int from, int cap, const std::function<std::pair<double, bool>(int)>& measure)
+{
+    struct Tried {
+        int height;
+        double side;
+        bool enough;
+    };
+    std::vector<Tried> tried;
+    double best = 0;
+    for (int h = from; h <= std::max(from, cap); h += std::max(8, h / 16)) {
+        const auto [side, enough] = measure(h);
+        tried.push_back({h, side, enough});
+        best = std::max(best, side);
+    }
+    for (const Tried& t : tried)
+        if (t.side >= 0.95 * best && t.enough)
+            return t.height;
+    return tried.back().height;
+}
+
 void placeLegend(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, Qt::Alignment inside, int row, bool below)
 {
     auto* layout = plot->plotLayout();
@@ -244,7 +264,10 @@ protected:
             return;
         }
         const int kn = d->keySize(), vn = d->valueSize();
-        QImage image(kn, vn, QImage::Format_RGB32);
+        // Premultiplied ARGB, the format QCPColorGradient::colorize writes: a gradient with transparent
+        // stops (an attention overlay over the input image) or transparent NaN cells keeps its alpha; in
+        // RGB32 those cells came out black and hid whatever the map was drawn over.
+        QImage image(kn, vn, QImage::Format_ARGB32_Premultiplied);
         QCPColorGradient g = gradient();
         std::vector<double> line(static_cast<std::size_t>(kn));
         for (int v = 0; v < vn; ++v) {

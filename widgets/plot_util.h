@@ -9,6 +9,7 @@
 #include <QString>
 #include <Qt>
 #include <functional>
+#include <utility>
 #include <vector>
 
 class QCustomPlot;
@@ -49,6 +50,11 @@ constexpr int kMaxExportHeight = 864;   // 9 in: a printed page's column
 bool isNarrow(int width, double fontScale);
 // `fallback` when `width` is not narrow, else aspect x width (at least fallback, at most kMaxExportHeight).
 int narrowExportHeight(int width, double fontScale, int fallback, double aspect);
+// The height of a narrow figure whose panels take the width (a row of maps, panels one above the other):
+// the lowest height from `from` up to `cap` (in steps of a sixteenth) at which the panel side that
+// `measure(h)` returns is within 5 % of the largest it reaches and its condition (room left for the rest) holds;
+// the highest height tried when the condition never holds.
+int heightForLargestPanels(int from, int cap, const std::function<std::pair<double, bool>(int)>& measure);
 // The legend in `rect`'s inset at `inside`, or (below) under the plot in row `row`, column 0 of the plot's
 // layout, without its border. Does nothing when it is there already.
 void placeLegend(QCustomPlot* plot, QCPAxisRect* rect, QCPLegend* legend, Qt::Alignment inside, int row, bool below);

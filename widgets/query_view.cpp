@@ -69,6 +69,29 @@ public:
         rebuild();
     }
 
+    // A narrow printed figure: over the grid, one row per mechanism (adjustLayout) at the lowest height at
+    // which its panels are largest; over a sequence, the token strip's height on top of a plot at least
+    // half the width high.
+    int exportHeightFor(int width, double font_scale, int fallback) override
+    {
+        if (!m_result || !isNarrow(width, font_scale))
+            return fallback;
+        if (!m_panels.empty())
+            return heightForLargestPanels(fallback, kMaxExportHeight, [&](int h) {
+                const int side = measureAt(QSize(width, h), font_scale, [this] {
+                    const QRect r = m_panels.front().rect->rect();
+                    return std::min(r.width(), r.height());
+                });
+                return std::pair{static_cast<double>(side), true};
+            });
+        if (!m_lineRect)
+            return fallback;
+        // What the title, the axes and the token strip take at this width, measured on a tall page.
+        const int cap = std::max(fallback, kMaxExportHeight);
+        const int plotHeight = measureAt(QSize(width, cap), font_scale, [this] { return m_lineRect->height(); });
+        return std::clamp(cap - plotHeight + width / 2, fallback, cap);
+    }
+
     QJsonObject saveState() const override
     {
         QJsonObject s = m_saved.save();
@@ -126,20 +149,29 @@ private:
 
     void rebuild() override
     {
+        // Forgotten before the plot is cleared: the message's replot runs adjustLayout, which must not
+        // reach the deleted panels.
+        m_heatmaps.clear();
+        m_panels.clear();
+        m_sharedScale = nullptr;
+        m_grid = nullptr;
+        m_narrowGrid = false;
+        m_lineRect = nullptr;
         if (!m_result) {
             showPlotMessage(m_plot, tr("No result yet.\nOpen activation files and assign Q and K; then click a row of the\n"
                                        "attention maps to see that query's distribution over the keys."));
             return;
         }
         clearPlot(m_plot);
-        m_heatmaps.clear();
         const GridTokens g = gridTokens(*m_result);
         bool isDefault = false;
         const Index t = shownQuery(g, isDefault);
         showInSpin(static_cast<int>(std::max<Index>(0, m_result->n - 1)), static_cast<int>(t));
         QString title = tr("Attention of query t = %1%2 over the keys").arg(t).arg(coordText(t));
+        // The title says what is shown, in the app and in every export; how to choose another query is the
+        // spin box's tool tip (a click on a map row), never part of a figure.
         if (isDefault)
-            title += tr("   (default query; click a map row to choose)");
+            title += g.valid() ? tr(" (default: the grid's centre)") : tr(" (default: the middle token)");
         auto* titleElement = addTitle(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, titleElement);
         if (g.valid()) {
@@ -156,6 +188,7 @@ private:
     void buildLine(Index t)
     {
         auto* rect = addAxisRect(m_plot, m_plot->plotLayout(), 1, 0);
+        m_lineRect = rect;
         auto* x = rect->axis(QCPAxis::atBottom);
         auto* y = rect->axis(QCPAxis::atLeft);
         x->setLabel(tr("key j"));
@@ -230,6 +263,7 @@ private:
         const Index frame = qc.size() == 3 ? qc[0] : 0;
         const bool shared = m_sharedBox->isChecked();
         auto* grid = new QCPLayoutGrid;
+        m_grid = grid;
         m_plot->plotLayout()->addElement(1, 0, grid);
         auto* group = new QCPMarginGroup(m_plot);
         double sharedMax = 0;
@@ -247,6 +281,7 @@ private:
             setHeatmapAxes(rect, static_cast<double>(g.w), static_cast<double>(g.h), tr("grid column"), tr("grid row"));
             rectCols.push_back(col);
             tops.push_back(0);
+            m_panels.push_back({title, rect, nullptr, nullptr, nullptr});
             ++col;
             if (!o.matrix) {
                 addFailure(rect, tr("failed:\n%1").arg(QString::fromStdString(o.error)));
@@ -260,6 +295,7 @@ private:
             if (!shared) {
                 auto* scale = addColorScale(m_plot, QString(), 10, group);
                 grid->addElement(1, col, scale);
+                m_panels.back().scale = scale;
                 ++col;
                 scale->axis()->ticker()->setTickCount(4);
                 scale->axis()->setNumberFormat("gb");
@@ -273,6 +309,7 @@ private:
         if (shared && !maps.empty()) {
             auto* sharedScale = addColorScale(m_plot, tr("attention weight A[t, j]"), 12, group);
             grid->addElement(1, col, sharedScale);
+            m_sharedScale = sharedScale;
             for (auto* m : maps)
                 m->setColorScale(sharedScale);
             sharedScale->setGradient(colorGradient(ColorMap::viridis));
@@ -359,6 +396,8 @@ private:
                                      plotFont(kTickPt));
             grid->addElement(2, cols[k], caption);
             auto* rect = addAxisRect(m_plot, grid, 3, cols[k]);
+            m_panels[k].caption = caption;
+            m_panels[k].image = rect;
             m_heatmaps.push_back({rect, static_cast<double>(img.cols), static_cast<double>(img.rows)});
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
             setHeatmapAxes(rect, static_cast<double>(img.cols), static_cast<double>(img.rows), tr("image column"), tr("image row"));
@@ -402,6 +441,27 @@ private:
     {
         if (m_heatmaps.empty())
             return;
+        const bool narrow = isNarrow(size.width(), fontScale());
+        arrangeGrid(narrow);
+        m_plot->plotLayout()->setMargins(QMargins());
+        if (narrow) {
+            // Rows of panels: every panel as wide as the narrowest has room for (its height by its own
+            // aspect); QCPAxisRect's 15-pixel minimum margins would take a fifth of each panel's width.
+            double side = std::numeric_limits<double>::infinity();
+            for (const Heatmap& h : m_heatmaps) {
+                h.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
+                h.rect->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
+            }
+            layoutAt(size);
+            for (const Heatmap& h : m_heatmaps)
+                side = std::min({side, static_cast<double>(h.rect->width()), h.rect->height() * h.cols / h.rows});
+            for (const Heatmap& h : m_heatmaps)
+                h.rect->setMaximumSize(std::max(8, static_cast<int>(side)), std::max(8, static_cast<int>(side * h.rows / h.cols)));
+            layoutAt(size);
+            return;
+        }
+        for (const Heatmap& h : m_heatmaps)
+            h.rect->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
         for (const Heatmap& h : m_heatmaps)
             h.rect->setMinimumMargins(QMargins());
         layoutAt(size);
@@ -417,6 +477,57 @@ private:
         }
         layoutAt(size);
     }
+
+    // The grid's panels: in a wide figure one column per mechanism (its map, its colour scale, the input
+    // image under them), as built; in a narrow one a row per mechanism (map, scale, image), so that a
+    // journal's column keeps every panel an inch wide instead of a third of it.
+    void arrangeGrid(bool narrow)
+    {
+        if (!m_grid || m_panels.empty() || narrow == m_narrowGrid)
+            return;
+        std::vector<GridCell> cells;
+        int col = 0;
+        for (std::size_t k = 0; k < m_panels.size(); ++k) {
+            const Panel& p = m_panels[k];
+            const int r = narrow ? 2 * static_cast<int>(k) : 0, c = narrow ? 0 : col;
+            cells.push_back({p.title, r, c});
+            cells.push_back({p.rect, r + 1, c});
+            if (p.scale)
+                cells.push_back({p.scale, r + 1, c + 1});
+            if (p.image) {
+                cells.push_back({p.caption, narrow ? r : 2, narrow ? 2 : c});
+                cells.push_back({p.image, narrow ? r + 1 : 3, narrow ? 2 : c});
+            }
+            col += p.scale ? 2 : 1;
+        }
+        if (m_sharedScale)
+            cells.push_back({m_sharedScale, 1, narrow ? 1 : col});
+        moveElements(m_grid, cells);
+        for (int r = 0; r < m_grid->rowCount(); ++r)
+            m_grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
+        for (int c = 0; c < m_grid->columnCount(); ++c) {
+            const bool scaleColumn = std::any_of(cells.begin(), cells.end(), [&](const GridCell& e) {
+                return e.col == c && (e.element == m_sharedScale || std::any_of(m_panels.begin(), m_panels.end(), [&](const Panel& p) {
+                                                                        return p.scale == e.element;
+                                                                    }));
+            });
+            m_grid->setColumnStretchFactor(c, scaleColumn ? 0.01 : 1.0);
+        }
+        m_narrowGrid = narrow;
+    }
+
+    struct Panel {
+        QCPTextElement* title;
+        QCPAxisRect* rect;
+        QCPColorScale* scale;      // its own colour scale, or null (shared)
+        QCPTextElement* caption;   // "... over <image>", or null
+        QCPAxisRect* image;        // the input image with the attention over it, or null
+    };
+    std::vector<Panel> m_panels;   // per mechanism, grid data
+    QCPColorScale* m_sharedScale = nullptr;
+    QCPLayoutGrid* m_grid = nullptr;
+    bool m_narrowGrid = false;       // the panels in rows (arrangeGrid)
+    QCPAxisRect* m_lineRect = nullptr;   // 1-D data: the plot
 
     struct Heatmap {
         QCPAxisRect* rect;

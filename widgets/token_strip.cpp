@@ -28,6 +28,20 @@ TokenStrip::TokenStrip(QCustomPlot* plot, std::vector<QString> tokens, Index que
     m_end = static_cast<Index>(m_tokens.size());
 }
 
+// The fonts at the scale of the export in progress (plot_font.h, kFontScaleProperty); a new scale is a new
+// width per token, so the window is chosen again.
+QFont TokenStrip::scaledFont(const QFont& f) const
+{
+    const double s = property(kFontScaleProperty).isValid() ? property(kFontScaleProperty).toDouble() : 1.0;
+    if (s != m_scaleFor) {
+        m_scaleFor = s;
+        m_windowFor = -1;
+    }
+    QFont out = f;
+    out.setPointSizeF(f.pointSizeF() * s);
+    return out;
+}
+
 QString TokenStrip::shownText() const
 {
     QString out;
@@ -38,7 +52,7 @@ QString TokenStrip::shownText() const
 
 double TokenStrip::tokenWidth(Index t) const
 {
-    const QFontMetricsF fm(m_font);
+    const QFontMetricsF fm(font());
     const QString& s = t >= 0 ? m_tokens[static_cast<std::size_t>(t)] : ellipsis();
     return std::max(8.0, fm.horizontalAdvance(s) + 2 * kPad);
 }
@@ -90,7 +104,7 @@ void TokenStrip::chooseWindow(int width) const
 // Boxes of the shown tokens (and the ellipses of cut ends) flowed into lines of `width`.
 std::vector<TokenStrip::Box> TokenStrip::flow(int width, int& lines) const
 {
-    const double lineH = QFontMetricsF(m_font).height() + 4;
+    const double lineH = QFontMetricsF(font()).height() + 4;
     std::vector<Box> boxes;
     double x = 0;
     int line = 0;
@@ -118,8 +132,8 @@ int TokenStrip::height(int width) const
     chooseWindow(width);
     int lines = 0;
     flow(width, lines);
-    const double lineH = QFontMetricsF(m_font).height() + 4;
-    const double label = QFontMetricsF(m_labelFont).height() + 2;
+    const double lineH = QFontMetricsF(font()).height() + 4;
+    const double label = QFontMetricsF(labelFont()).height() + 2;
     const double row = label + lines * (lineH + kLineSpacing);
     return static_cast<int>(std::ceil(static_cast<double>(m_rows.size()) * (row + kRowSpacing)));
 }
@@ -140,8 +154,8 @@ void TokenStrip::draw(QCPPainter* painter)
     chooseWindow(width);
     int lines = 0;
     const std::vector<Box> boxes = flow(width, lines);
-    const double lineH = QFontMetricsF(m_font).height() + 4;
-    const double label = QFontMetricsF(m_labelFont).height() + 2;
+    const double lineH = QFontMetricsF(font()).height() + 4;
+    const double label = QFontMetricsF(labelFont()).height() + 2;
     QPointF origin = rect().topLeft();
     painter->setAntialiasing(true);
     for (const Row& row : m_rows) {
@@ -152,7 +166,7 @@ void TokenStrip::draw(QCPPainter* painter)
 
 void TokenStrip::drawRow(QCPPainter* painter, const Row& row, const std::vector<Box>& boxes, const QPointF& origin) const
 {
-    const double label = QFontMetricsF(m_labelFont).height() + 2;
+    const double label = QFontMetricsF(labelFont()).height() + 2;
     double top = 0;
     for (std::size_t j = 0; j < row.weights.size(); ++j)
         if (row.allowed.empty() || row.allowed[j])
@@ -162,12 +176,12 @@ void TokenStrip::drawRow(QCPPainter* painter, const Row& row, const std::vector<
         caption += QStringLiteral(": ") + row.note;
     else
         caption += QStringLiteral(": shade \u221d A[t, j], darkest = ") + fmtNum(top);
-    painter->setFont(m_labelFont);
+    painter->setFont(labelFont());
     painter->setPen(row.colour.darker(130));
     painter->drawText(QRectF(origin, QSizeF(rect().width(), label)), Qt::AlignLeft | Qt::AlignVCenter, caption);
     if (row.weights.empty())
         return;
-    painter->setFont(m_font);
+    painter->setFont(font());
     for (const Box& b : boxes) {
         const QRectF r = b.rect.translated(origin + QPointF(0, label));
         if (b.token < 0) {

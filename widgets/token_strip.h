@@ -43,6 +43,9 @@ private:
         Eigen::Index token;
         QRectF rect;   // relative to the row's first line
     };
+    QFont font() const { return scaledFont(m_font); }
+    QFont labelFont() const { return scaledFont(m_labelFont); }
+    QFont scaledFont(const QFont& f) const;
     int contentWidth() const;
     void chooseWindow(int width) const;
     std::vector<Box> flow(int width, int& lines) const;
@@ -57,6 +60,7 @@ private:
     QFont m_font, m_labelFont;
     mutable Eigen::Index m_first = 0, m_end = 0;
     mutable int m_windowFor = -1;   // the width the window was chosen for
+    mutable double m_scaleFor = 1;  // the font scale it was chosen at
 };
 
 }  // namespace attnscope::widgets
