@@ -71,10 +71,18 @@ else
 fi
 
 # 3. Figures rendered headless (attnscope figure).
-echo "figure-maps-column.png, screenshot-families.png, views-curves-n.png <- attnscope figure"
+echo "figure-*-column.png, screenshot-families.png, views-curves-n.png <- attnscope figure"
 lm="$root/data/lm_local1d.h5"
 "$bin" figure --view maps --q "$lm:/q" --k "$lm:/k" --mechanism softmax,mhla --preset column --dpi 150 \
     --out "$docs/figure-maps-column.png" 2> /dev/null
+vit="$root/data/vit_digits.h5"
+clm="$root/data/char_lm_licenses.h5"
+"$bin" figure --view entropy --q "$vit:/layers/0/q" --k "$vit:/layers/0/k" --preset column --dpi 150 \
+    --out "$docs/figure-entropy-column.png" 2> /dev/null
+"$bin" figure --view query --q "$vit:/layers/0/q" --k "$vit:/layers/0/k" --preset column --dpi 150 \
+    --out "$docs/figure-query-column.png" 2> /dev/null
+"$bin" figure --view query --q "$clm:/layers/0/q" --k "$clm:/layers/0/k" --preset column --dpi 150 \
+    --out "$docs/figure-query-lm-column.png" 2> /dev/null
 "$bin" figure --view maps --q "$lm:/q" --k "$lm:/k" --causal --mechanism linear,mhla,decay,cosformer \
     --width 1600 --height 520 --dpi 96 --out "$docs/screenshot-families.png" 2> /dev/null
 "$bin" figure --view curves --synth local1d --d 16 --seeds 2 --vary n=32,64,128,256 --blocks 4 --metric rank \
