@@ -1,4 +1,4 @@
-// `attnscope aggregate RESULTS_DIR [--by FIELD,...] [--metric NAME,...] [--json]` (docs/cli.md): the
+// `attnscope aggregate RESULTS_DIR [--by FIELD,...] [--cluster FIELD] [--metric NAME,...] [--json]` (docs/cli.md): the
 // statistics over units of a batch folder (analysis/aggregate.h) for any grouping of its units, as tables a
 // researcher reads in a terminal (one metric per block, mechanisms under it; then the paired differences)
 // or as JSON.
@@ -24,7 +24,7 @@ using ojson = nlohmann::ordered_json;
 
 struct AggregateArgs {
     std::string dir;
-    std::string by, metrics;
+    std::string by, metrics, cluster;
     bool json = false;
 };
 
@@ -74,25 +74,27 @@ void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::st
     std::size_t pw = 5;
     for (const auto* p : pairs)
         pw = std::max(pw, p->mechanism_a.size() + 3 + p->mechanism_b.size());
-    std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {}\n", "metric", mw, "mechanism", nw, "n", "mean",
-                             "std", "95% interval of the mean");
+    const bool cl = stats.clustered;
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {}{}\n", "metric", mw, "mechanism", nw, "n", "mean",
+                             "std", "95% interval of the mean", cl ? "  (clusters)" : "");
     std::string last;
     for (const auto* r : rows) {
-        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  [{}, {}]\n", r->metric == last ? "" : r->metric, mw,
+        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  [{}, {}]{}\n", r->metric == last ? "" : r->metric, mw,
                                  r->mechanism, nw, r->n, num(r->mean), r->std ? num(*r->std) : "-", num(r->ci_low),
-                                 num(r->ci_high));
+                                 num(r->ci_high), cl ? fmt::format("  ({})", r->clusters) : "");
         last = r->metric;
     }
     if (pairs.empty())
         return;
     std::cout << "\n"
               << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", "metric", mw, "a - b", pw, "n", "mean diff",
-                             "95% interval", "p (sign test)");
+                             "95% interval", cl ? "p (sign test over clusters)" : "p (sign test)");
     last.clear();
     for (const auto* p : pairs) {
         std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", p->metric == last ? "" : p->metric, mw,
                                  p->mechanism_a + " - " + p->mechanism_b, pw, p->n, num(p->mean_diff),
-                                 "[" + num(p->ci_low) + ", " + num(p->ci_high) + "]", fmt::format("{:.4g}", p->p_sign));
+                                 "[" + num(p->ci_low) + ", " + num(p->ci_high) + "]",
+                                 fmt::format("{:.4g}", p->p_sign) + (cl ? fmt::format(" ({} clusters)", p->clusters) : ""));
         last = p->metric;
     }
 }
@@ -122,13 +124,15 @@ int run_aggregate(const AggregateArgs& a)
     if (!a.metrics.empty())
         asked = analysis::split_list(a.metrics);
     const analysis::AggregateOptions options;
-    const auto groups = analysis::aggregate_by(records, by, "--by", options);
+    const auto groups = analysis::aggregate_by(records, by, "--by", options, a.cluster);
     check_metrics(asked, groups);
     if (a.json) {
         ojson doc;
         doc["attnscope_version"] = ATTNSCOPE_VERSION;
         doc["results"] = display_path(a.dir) + "/" + which;
         doc["by"] = by;
+        if (!a.cluster.empty())
+            doc["cluster"] = a.cluster;
         doc["resamples"] = options.resamples;
         doc["seed"] = options.seed;
         doc["level"] = options.level;
@@ -156,6 +160,9 @@ int run_aggregate(const AggregateArgs& a)
     std::cout << display_path(a.dir) << "/" << which << ": " << records.size() << " records; n = units measured, "
               << "95% percentile bootstrap intervals (" << options.resamples << " resamples, seed " << options.seed
               << "); differences paired on the same units\n";
+    if (!a.cluster.empty())
+        std::cout << "two-stage bootstrap: the units' " << a.cluster << " values are clusters, resampled first, then "
+                  << "units within each (docs/maths.md 5); sign tests over the clusters' mean differences\n";
     for (const auto& g : groups) {
         std::cout << "\n";
         if (!by.empty())
@@ -178,6 +185,9 @@ Command add_aggregate_command(CLI::App& app)
     cmd->add_option("RESULTS_DIR", a->dir, "A batch or merge output folder (holding results.jsonl)")->required();
     cmd->add_option("--by", a->by, "Group the units by these fields, comma separated: file, layer, head, or an index "
                                    "axis letter such as b (default: all units together)");
+    cmd->add_option("--cluster", a->cluster, "Two-stage bootstrap: resample the values of this field first (e.g. file "
+                                             "= one trained model or seed), then units within each; sign tests over "
+                                             "the clusters");
     cmd->add_option("--metric", a->metrics, "Only these metrics, comma separated (a name before a dot takes all of "
                                             "its parts: entropy = entropy.*)");
     cmd->add_flag("--json", a->json, "Print the statistics as JSON instead of tables");

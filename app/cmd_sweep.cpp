@@ -33,6 +33,7 @@ struct SweepArgs {
     SweepOptions sweep;
     std::string csv_out = "-";
     std::optional<std::string> json_out;
+    std::optional<std::string> summary_csv_out;
     std::optional<std::string> plot_out;
     std::optional<std::string> metric;
 };
@@ -44,6 +45,8 @@ void check_outputs(const SweepArgs& a)
     std::vector<NamedPath> outs{{"--csv", a.csv_out}};
     if (a.json_out)
         outs.push_back({"--json", *a.json_out});
+    if (a.summary_csv_out)
+        outs.push_back({"--summary-csv", *a.summary_csv_out});
     if (a.plot_out)
         outs.push_back({"--plot", *a.plot_out});
     std::vector<NamedPath> inputs;
@@ -60,11 +63,13 @@ int run_sweep(const SweepArgs& a)
     const analysis::SweepSpec& spec = plan.spec;
 
     // Refuse unwritable destinations (and a bad figure name) before the work.
-    std::optional<OutputFile> csv_out, json_out, plot_out;
+    std::optional<OutputFile> csv_out, json_out, summary_csv_out, plot_out;
     if (a.csv_out != "-")
         csv_out.emplace(a.csv_out, SpecialFiles::write_in_place);
     if (a.json_out && *a.json_out != "-")
         json_out.emplace(*a.json_out, SpecialFiles::write_in_place);
+    if (a.summary_csv_out && *a.summary_csv_out != "-")
+        summary_csv_out.emplace(*a.summary_csv_out, SpecialFiles::write_in_place);
 #ifdef ATTNSCOPE_WITH_GUI
     FigureTarget target;
     FigureLook look;
@@ -86,7 +91,9 @@ int run_sweep(const SweepArgs& a)
     // The figure first (it is the step most likely to fail), then the text outputs, then standard output;
     // every file is published only when all of them are written and standard output was flushed.
     const std::string csv = analysis::sweep_csv(records);
-    const std::string summary = a.json_out ? json_text(analysis::sweep_summary(spec, records, plan.inputs), 2) + "\n" : std::string();
+    const nlohmann::ordered_json summary_doc =
+        a.json_out || a.summary_csv_out ? analysis::sweep_summary(spec, records, plan.inputs) : nlohmann::ordered_json();
+    const std::string summary = a.json_out ? json_text(summary_doc, 2) + "\n" : std::string();
 #ifdef ATTNSCOPE_WITH_GUI
     if (plot_out) {
         auto sweep = std::make_shared<const analysis::SweepResult>(analysis::SweepResult{spec, std::move(records)});
@@ -98,15 +105,21 @@ int run_sweep(const SweepArgs& a)
         csv_out->write_text(csv);
     if (json_out)
         json_out->write_text(summary);
+    if (summary_csv_out)
+        summary_csv_out->write_text(analysis::sweep_summary_csv(summary_doc));
     if (a.csv_out == "-")
         write_text_output("-", csv);
     if (a.json_out && *a.json_out == "-")
         write_text_output("-", summary);
+    if (a.summary_csv_out && *a.summary_csv_out == "-")
+        write_text_output("-", analysis::sweep_summary_csv(summary_doc));
     flush_standard_output();
     if (csv_out)
         csv_out->commit();
     if (json_out)
         json_out->commit();
+    if (summary_csv_out)
+        summary_csv_out->commit();
     if (plot_out)
         plot_out->commit();
     if (a.csv_out != "-")
@@ -233,7 +246,9 @@ Command add_sweep_command(CLI::App& app)
     auto* cmd = app.add_subcommand("sweep", "Rank and entropy against sequence length N or block count M (CSV + JSON summary)");
     a->sweep.add_to(*cmd, true);
     cmd->add_option("--csv", a->csv_out, "Long-format CSV (default - : standard output)");
-    cmd->add_option("--json", a->json_out, "JSON summary: mean and std per point");
+    cmd->add_option("--json", a->json_out, "JSON summary: mean, std, min, max and 95% bootstrap interval per point");
+    cmd->add_option("--summary-csv", a->summary_csv_out,
+                    "The summary as CSV: one line per point and metric with its mean, std, min, max, ci_low, ci_high");
     cmd->add_option("--plot", a->plot_out, "Also render the curves figure: OUT.png, OUT.pdf or OUT.svg");
     cmd->add_option("--metric", a->metric, "Metric the --plot figure shows (default rank)");
     return {cmd, [a] { return run_sweep(*a); }};

@@ -215,6 +215,7 @@ def study_page(binary, work, study):
     import report
 
     t0 = time.time()
+    clean = not os.listdir(work)   # an empty work folder: this run's wall time is the whole measures half
     models = report.load_models(study)
     base = json.load(open(os.path.join(study, "baselines.json")))
     seeds = sorted({s for (_, _, s) in models})
@@ -229,8 +230,8 @@ def study_page(binary, work, study):
            "`at = { b = \"all\" }`); the measures are those of docs/maths.md 2.2 (content-free baseline A0, excess",
            "effective rank, entropy below baseline, support-normalised entropy, energy ranks, rank against the tolerance,",
            "the causal past block) and the statistics those of docs/maths.md 5. The MHLA paper (arXiv 2601.07832) makes",
-           "three claims; each task ends with them judged.", ""]
-    out += reproduce(models, study)
+           "three claims; each task ends with them judged, with two-stage 95% intervals over the three seeds (docs/maths.md 5).", ""]
+    at_reproduce = len(out)
     for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
                                   "block grid, M = 16)", report.vit_section),
                                  ("lm", "Causal character model, license texts (N = 256, d = 16; MHLA on chunks of "
@@ -240,31 +241,43 @@ def study_page(binary, work, study):
         out += measures.section(binary, work, study, task, d=16)
         if task == "vit":
             out += measures.free_note(binary, work, study)
-    out += [f"(This run of the page's script: {time.time() - t0:.0f} s, with the batches and sweeps already in its "
-            f"work folder; reading their records and bootstrapping is most of it.)", ""]
+    if clean:
+        with open(os.path.join(work, "page_clean_seconds.txt"), "w") as f:
+            f.write(f"{time.time() - t0:.0f}\n")
+    out[at_reproduce:at_reproduce] = reproduce(models, study, work, time.time() - t0)
     with open(os.path.join(ROOT, "docs", "trained-mechanisms.md"), "w") as f:
         f.write("\n".join(out))
     print(f"wrote docs/trained-mechanisms.md from {study} (work files in {work})")
 
 
-def reproduce(models, study):
-    """How to redo the page from a clean checkout, and how long it took here (the models' train_seconds; the
-    measures' wall time is at the end of each task's section)."""
+def reproduce(models, study, work, script_seconds):
+    """How to redo the page from a clean checkout, and how long each part took here: training (the models'
+    train_seconds), the measures (the batches' and sweeps' wall time from a clean work folder, recorded in it by
+    tools/study/measures.py) and this run of the script."""
+    import measures
     train = sum(float(a["train_seconds"]) for a in models.values())
     none = [json.load(open(os.path.join(study, f))) for f in sorted(os.listdir(study))
             if f.startswith("lm_none_s") and f.endswith(".json")]
     train_none = sum(float(a["train_seconds"]) for a in none)
+    batch, sweep = (sum(x) for x in zip(*(measures.wall_seconds(work, t) for t in ("vit", "lm"))))
+    path = os.path.join(work, "page_clean_seconds.txt")   # written by a run of this script on an empty work folder
+    clean_text = (f"; the whole script on an empty work folder took {float(open(path).read()) / 60:.0f} min"
+                  if os.path.exists(path) else "")
     return ["## Reproducing this page", "",
-            "From a clean checkout (Debian's python3-torch, python3-h5py, python3-numpy, python3-sklearn):", "",
+            "From a clean checkout (Debian's python3-torch, python3-h5py, python3-numpy, python3-sklearn, "
+            "python3-matplotlib):", "",
             "```sh", "tools/build.sh                      # build/app/attnscope",
             "/usr/bin/python3 tools/study/train.py --out build/study --seeds 0,1,2 --controls   # resumable",
             "/usr/bin/python3 docs/make_trained_mechanisms.py build/app/attnscope --study build/study --work build/study_work",
             "```", "",
-            f"Training took {train / 3600:.1f} h of wall time summed over the {len(models)} models (each file's "
-            f"`train_seconds`, one thread each, on a 2-core machine shared with C++ builds and other jobs), plus "
-            f"{train_none / 60:.0f} min for the {len(none)} LM controls without attention. The measures (all batches and "
-            "sweeps below) take the seconds stated at the end of each task's section; the page's script itself, at the "
-            "end of the page.", ""]
+            f"How long it takes on this machine kind (2 cores, shared with C++ builds and other jobs; wall time): "
+            f"training {train / 3600:.1f} h summed over the {len(models)} models (each file's `train_seconds`, one "
+            f"thread each) plus {train_none / 60:.0f} min for the {len(none)} LM controls without attention; the "
+            f"measures, from an empty work folder, {batch / 60:.0f} min of `attnscope batch --jobs 2` and "
+            f"{sweep / 60:.0f} min of sweeps (each task's share at the end of its section); then this run of the "
+            f"page's script {script_seconds / 60:.1f} min with those in its work folder (its `attnscope aggregate` "
+            f"runs, the paired-unit folders and the figures)" + clean_text + f". About "
+            f"{train / 3600 + train_none / 3600 + (batch + sweep + script_seconds) / 3600:.1f} h in all, plus the build.", ""]
 
 
 def main():

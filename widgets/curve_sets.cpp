@@ -133,6 +133,8 @@ void addRunCurves(const CurveRun& run, int index, const QString& metric, bool by
             p.std = s.std;
             p.min = s.min;
             p.max = s.max;
+            p.ciLow = s.ci_low;
+            p.ciHigh = s.ci_high;
             p.count = static_cast<long>(s.count);
             c.points.push_back(p);
         }
@@ -265,11 +267,21 @@ CurveFrame curveFrame(const std::vector<Curve>& curves, const QString& metric, c
 
 std::pair<double, double> bandOf(const CurvePoint& p, const QString& band)
 {
+    if (band == "ci" && std::isfinite(p.ciLow) && std::isfinite(p.ciHigh))
+        return std::make_pair(p.ciLow, p.ciHigh);
     if (band == "minmax")
         return std::make_pair(p.min, p.max);
     if (band == "std")
         return std::make_pair(p.mean - p.std, p.mean + p.std);
     return std::make_pair(p.mean, p.mean);
+}
+
+QString bandText(const QString& band)
+{
+    const auto tr = [](const char* text) { return QCoreApplication::translate("CurvesView", text); };
+    if (band == "ci")
+        return tr("band: 95% bootstrap interval of the mean");
+    return band == "minmax" ? tr("band: min \u2013 max") : band == "std" ? tr("band: \u00b1 1 std") : tr("no band");
 }
 
 Qt::PenStyle runStyle(int run)

@@ -33,6 +33,8 @@ namespace attnscope::widgets {
 struct CurvePoint {
     double x = 0, mean = 0, std = 0;
     double min = std::numeric_limits<double>::infinity(), max = -std::numeric_limits<double>::infinity();
+    // The core's 95% bootstrap interval of the mean over the point's records (analysis::sweep_curves).
+    double ciLow = std::numeric_limits<double>::quiet_NaN(), ciHigh = std::numeric_limits<double>::quiet_NaN();
     long count = 0;   // records with a value
 };
 
@@ -89,15 +91,19 @@ struct CurveFrame {
     double pooled = 0;                 // most records pooled in one point
 };
 
-// The frame of non-empty `curves`. band: "minmax", "std" or "none"; xscale: "auto", "linear", "log2" or
+// The frame of non-empty `curves`. band: "ci" (95% bootstrap), "minmax", "std" or "none"; xscale: "auto", "linear", "log2" or
 // "log10" (auto: log when the values span more than 8x, base 2 for powers of two); yscale: "auto",
 // "linear" or "log" (auto: log for seconds spanning more than 8x). A log scale that the values do not allow
 // falls back to linear.
 CurveFrame curveFrame(const std::vector<Curve>& curves, const QString& metric, const QString& band, bool byM,
                       const QString& xscale, const QString& yscale);
 
-// The band drawn around a point's mean ("minmax", "std"; anything else: none, the mean itself).
+// The band drawn around a point's mean ("ci": the bootstrap interval, "minmax", "std"; anything else, or "ci"
+// without an interval: none, the mean itself).
 std::pair<double, double> bandOf(const CurvePoint& p, const QString& band);
+
+// The band's name in the subtitle ("band: 95% bootstrap interval of the mean").
+QString bandText(const QString& band);
 
 // Line styles that tell overlaid runs apart (the colour stays the mechanism's).
 Qt::PenStyle runStyle(int run);

@@ -84,11 +84,14 @@ public:
             field(tr("Against"), {{tr("N (sequence length)"), QStringLiteral("n")}, {tr("M (blocks)"), QStringLiteral("m")}},
                   tr("Sweeps over N and sweeps over M have different x axes: the view shows one kind at a time"));
         tools->addSpacing(12);
+        // The interval first: the default wherever a point pools several units (one unit: no band).
         m_bandBox = field(tr("Band"),
-                          {{tr("min \u2013 max"), QStringLiteral("minmax")},
+                          {{tr("95% bootstrap"), QStringLiteral("ci")},
+                           {tr("min \u2013 max"), QStringLiteral("minmax")},
                            {tr("mean \u00b1 1 std"), QStringLiteral("std")},
                            {tr("none"), QStringLiteral("none")}},
-                          tr("Spread over layers, heads, draws and seeds pooled at each point"))
+                          tr("95% bootstrap: the interval of the mean over the layers, heads, draws and inputs pooled at "
+                             "each point, as aggregate.csv computes it; min \u2013 max and \u00b1 1 std: their spread"))
                         .second;
         tools->addSpacing(12);
         m_xBox = field(tr("x axis"),
@@ -337,7 +340,7 @@ private:
         if (f.pooled > 1)
             sub += tr("; mean of up to %1 records per point (%2)")
                        .arg(f.pooled)
-                       .arg(f.band == "minmax" ? tr("band: min \u2013 max") : f.band == "std" ? tr("band: \u00b1 1 std") : tr("no band"));
+                       .arg(bandText(f.band));
         auto* t = addTitle(m_plot, title, plotFont(kTitlePt, true));
         m_plot->plotLayout()->addElement(0, 0, t);
         auto* st = addTitle(m_plot, sub, plotFont(kTickPt));
@@ -566,6 +569,8 @@ private:
                 QString s = tr("%1: mean %2").arg(curveName(c, m_drawn), fmtNum(p.mean, 4));
                 if (band == "std")
                     s += tr(" \u00b1 %1").arg(fmtNum(p.std, 3));
+                else if (band == "ci" && std::isfinite(p.ciLow))
+                    s += tr(" (95% bootstrap %1 \u2013 %2)").arg(fmtNum(p.ciLow, 4), fmtNum(p.ciHigh, 4));
                 else
                     s += tr(" (min %1, max %2)").arg(fmtNum(p.min, 4), fmtNum(p.max, 4));
                 s += tr(", %1 records").arg(p.count);

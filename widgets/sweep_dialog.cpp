@@ -82,6 +82,7 @@ QJsonObject SweepParams::toJson() const
     o[QStringLiteral("draws")] = draws;
     o[QStringLiteral("seed")] = seed;
     o[QStringLiteral("heads")] = allHeads ? QStringLiteral("all") : QStringLiteral("current");
+    o[QStringLiteral("inputs")] = allInputs ? QStringLiteral("all") : QStringLiteral("current");
     o[QStringLiteral("mechanisms")] = QJsonArray::fromStringList(mechanisms);
     o[QStringLiteral("metric")] = metric;
     return o;
@@ -103,6 +104,7 @@ SweepParams SweepParams::fromJson(const QJsonObject& o)
     p.draws = o.value(QStringLiteral("draws")).toInt(p.draws);
     p.seed = static_cast<qint64>(o.value(QStringLiteral("seed")).toDouble(double(p.seed)));
     p.allHeads = o.value(QStringLiteral("heads")).toString() == QLatin1String("all");
+    p.allInputs = o.value(QStringLiteral("inputs")).toString() == QLatin1String("all");
     if (o.contains(QStringLiteral("mechanisms"))) {
         p.mechanisms.clear();
         for (const auto& m : o.value(QStringLiteral("mechanisms")).toArray())
@@ -152,6 +154,17 @@ analysis::SweepSpec sweepSpec(const SweepParams& p, const analysis::TensorSource
         spec.inputs = {*current};
         if (p.allHeads)
             spec.heads = analysis::AxisChoice::all("heads");
+        if (p.allInputs && !current->q_ref.empty()) {
+            // Every index of the other index axes is a unit (the core's `--at b=all`); the points pool them.
+            const std::vector<char> axes = analysis::input_axes(*current);
+            if (axes.empty())
+                throw std::invalid_argument("the queries hold one input (no index axis besides heads and layers): "
+                                            "choose the current input");
+            for (const char axis : axes) {
+                spec.inputs[0].selection.at.erase(axis);
+                spec.inputs[0].selection.all.insert(axis);
+            }
+        }
     }
     return spec;
 }
@@ -321,6 +334,12 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);
+    m_inputs = comboBox(sweep, {{tr("current input"), false}, {tr("every input of the file (band = 95% interval)"), true}});
+    m_inputs->setCurrentIndex(initial.allInputs ? 1 : 0);
+    m_inputs->setObjectName(QStringLiteral("inputs"));
+    m_inputs->setToolTip(tr("Every index of the queries' other index axes (e.g. b: a batch of inputs) is a unit; "
+                            "the curves show their mean and its 95% bootstrap interval"));
+    wf->addRow(tr("&Inputs"), m_inputs);
     auto* mechRow = new QHBoxLayout;
     for (const QString& name : qNames(attention::mechanism_names())) {
         auto* box = new QCheckBox(name, sweep);
@@ -351,6 +370,7 @@ SweepParams SweepDialog::params() const
     p.draws = m_draws->value();
     p.seed = m_seed->value();
     p.allHeads = m_heads->currentData().toBool();
+    p.allInputs = m_inputs->currentData().toBool();
     p.mechanisms.clear();
     for (const QCheckBox* box : m_mech)
         if (box->isChecked())
@@ -371,6 +391,7 @@ void SweepDialog::updateEnabled()
     m_subsample->setEnabled(!synth && varyN);
     m_draws->setEnabled(!synth && varyN && m_subsample->currentText() == QLatin1String("random"));
     m_heads->setEnabled(!synth);
+    m_inputs->setEnabled(!synth);
     m_values->setPlaceholderText(varyN ? QStringLiteral("64,128,256,512") : QStringLiteral("1,2,4,8,16"));
 }
 

@@ -46,6 +46,8 @@ struct SweepParams {
     int draws = 1;                             // random subsets per N
     qint64 seed = 0;                           // subsample seed and synthetic seed offset
     bool allHeads = false;                     // every head of the 'h' axis instead of the current one
+    bool allInputs = false;                    // every index of the queries' other index axes (b ...) as its
+                                               // own unit (`--at b=all`) instead of the selection's
     QStringList mechanisms = defaultMechanismNames();
     QString metric = QStringLiteral("rank");   // what the Curves tab shows first
 
@@ -118,6 +120,7 @@ private:
     QComboBox* m_subsample = nullptr;
     QSpinBox* m_draws = nullptr;
     QSpinBox* m_seed = nullptr;
+    QComboBox* m_inputs = nullptr;
     QComboBox* m_heads = nullptr;
     QList<QCheckBox*> m_mech;                  // one per mechanism, in attention::mechanism_names() order
     QComboBox* m_metric = nullptr;

@@ -67,13 +67,13 @@ public:
         return {percentile_linear(means, tail), percentile_linear(means, 100.0 - tail)};
     }
 
-private:
     // idx = floor(u n), clamped: u n may round up to n for u just below 1.
     static std::size_t draw(SplitMix64& rng, std::size_t n, double dn)
     {
         return std::min(static_cast<std::size_t>(std::floor(rng.uniform() * dn)), n - 1);
     }
 
+private:
     const std::vector<std::uint32_t>* indices(std::size_t n)
     {
         if (n > std::numeric_limits<std::uint32_t>::max() || n * m_opt.resamples > (std::size_t{16} << 20))
@@ -94,11 +94,55 @@ private:
 
 // Records as a table: metric ids in order of first appearance, values per record (NaN = not measured).
 struct Table {
-    std::vector<std::string> mechanisms, metrics, units;
+    std::vector<std::string> mechanisms, metrics, units, clusters;
     std::vector<std::size_t> mechanism_of, unit_of;       // per record
+    std::vector<std::size_t> cluster_of;                  // per unit (clustered records only)
     std::vector<std::vector<double>> values;              // per record, by metric id
     std::vector<std::vector<std::ptrdiff_t>> record_at;   // [mechanism][unit] -> record, -1 when absent
 };
+
+// Each unit's cluster id (clusters in order of first appearance); none when no record names one.
+void assign_clusters(const std::vector<UnitMetrics>& records, Table& t)
+{
+    const bool clustered = !records.empty() && !records.front().cluster.empty();
+    if (!clustered) {
+        for (const UnitMetrics& r : records)
+            if (!r.cluster.empty())
+                throw std::invalid_argument("unit '" + r.unit + "' names a cluster but the first record does not");
+        return;
+    }
+    constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+    t.cluster_of.assign(t.units.size(), none);
+    std::unordered_map<std::string, std::size_t> ids;
+    for (std::size_t i = 0; i < records.size(); ++i) {
+        const std::string& name = records[i].cluster;
+        if (name.empty())
+            throw std::invalid_argument("unit '" + records[i].unit + "' names no cluster but the first record does");
+        const auto [it, fresh] = ids.emplace(name, t.clusters.size());
+        if (fresh)
+            t.clusters.push_back(name);
+        std::size_t& c = t.cluster_of[t.unit_of[i]];
+        if (c != none && c != it->second)
+            throw std::invalid_argument("unit '" + records[i].unit + "' is in two clusters ('" + t.clusters[c] +
+                                        "' and '" + name + "')");
+        c = it->second;
+    }
+}
+
+// The values of one row grouped by their units' clusters (cluster_ids: per value), clusters in order of
+// first appearance in the row, values in the row's order.
+std::vector<std::vector<double>> group_by_cluster(const std::vector<double>& x, const std::vector<std::size_t>& cluster_ids)
+{
+    std::vector<std::vector<double>> groups;
+    std::unordered_map<std::size_t, std::size_t> slot;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const auto [it, fresh] = slot.emplace(cluster_ids[i], groups.size());
+        if (fresh)
+            groups.emplace_back();
+        groups[it->second].push_back(x[i]);
+    }
+    return groups;
+}
 
 Table tabulate(const std::vector<UnitMetrics>& records)
 {
@@ -131,6 +175,7 @@ Table tabulate(const std::vector<UnitMetrics>& records)
                 row[metric_id.at(name)] = v;
         t.values.push_back(std::move(row));
     }
+    assign_clusters(records, t);
     return t;
 }
 
@@ -190,6 +235,42 @@ double sign_test_p(std::uint64_t positive, std::uint64_t negative)
     return log_p >= 0 ? 1.0 : static_cast<double>(std::exp(log_p));
 }
 
+namespace {
+
+// One row's interval: one-stage over the values, or two-stage over their units' clusters (cluster_ids: per
+// value). Returns the number of clusters (0 when not clustered).
+std::size_t row_interval(const std::vector<double>& x, const std::vector<std::size_t>& cluster_ids, bool clustered,
+                         Resampler& resampler, const AggregateOptions& options, double& lo, double& hi)
+{
+    if (!clustered) {
+        std::tie(lo, hi) = resampler.interval(x);
+        return 0;
+    }
+    const std::vector<std::vector<double>> groups = group_by_cluster(x, cluster_ids);
+    std::tie(lo, hi) = cluster_bootstrap_interval(groups, options);
+    return groups.size();
+}
+
+// The sign test of a pair: over the units, or over the clusters' mean differences.
+double pair_sign_p(const std::vector<double>& d, const std::vector<std::size_t>& cluster_ids, bool clustered)
+{
+    std::uint64_t positive = 0, negative = 0;
+    if (clustered)
+        for (const std::vector<double>& g : group_by_cluster(d, cluster_ids)) {
+            const double m = mean_of(g);
+            positive += m > 0;
+            negative += m < 0;
+        }
+    else
+        for (const double v : d) {
+            positive += v > 0;
+            negative += v < 0;
+        }
+    return sign_test_p(positive, negative);
+}
+
+}  // namespace
+
 Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOptions& options)
 {
     if (records.size() > k_max_aggregate_records)
@@ -201,23 +282,28 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
     Resampler resampler(options);
     Aggregate out;
     out.units = t.units.size();
+    out.clustered = !t.cluster_of.empty();
+    const auto cluster_of_unit = [&t](std::size_t unit) { return t.cluster_of.empty() ? 0 : t.cluster_of[unit]; };
     for (std::size_t mech = 0; mech < t.mechanisms.size(); ++mech)
         for (std::size_t metric = 0; metric < t.metrics.size(); ++metric) {
             std::vector<double> x;
+            std::vector<std::size_t> cl;
             for (std::size_t r = 0; r < t.values.size(); ++r)
-                if (t.mechanism_of[r] == mech && finite(t.values[r][metric]))
+                if (t.mechanism_of[r] == mech && finite(t.values[r][metric])) {
                     x.push_back(t.values[r][metric]);
+                    cl.push_back(cluster_of_unit(t.unit_of[r]));
+                }
             if (x.empty())
                 continue;
-            MechanismStats s{t.mechanisms[mech], t.metrics[metric], x.size(), mean_of(x), sample_std(x), 0, 0};
-            std::tie(s.ci_low, s.ci_high) = resampler.interval(x);
+            MechanismStats s{t.mechanisms[mech], t.metrics[metric], x.size(), mean_of(x), sample_std(x), 0, 0, 0};
+            s.clusters = row_interval(x, cl, out.clustered, resampler, options, s.ci_low, s.ci_high);
             out.mechanisms.push_back(std::move(s));
         }
     for (std::size_t a = 0; a < t.mechanisms.size(); ++a)
         for (std::size_t b = a + 1; b < t.mechanisms.size(); ++b)
             for (std::size_t metric = 0; metric < t.metrics.size(); ++metric) {
                 std::vector<double> d;
-                std::uint64_t positive = 0, negative = 0;
+                std::vector<std::size_t> cl;
                 for (std::size_t u = 0; u < t.units.size(); ++u) {
                     const std::ptrdiff_t ra = t.record_at[a][u], rb = t.record_at[b][u];
                     if (ra < 0 || rb < 0)
@@ -227,17 +313,50 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
                     if (!finite(va) || !finite(vb))
                         continue;
                     d.push_back(va - vb);
-                    positive += d.back() > 0;
-                    negative += d.back() < 0;
+                    cl.push_back(cluster_of_unit(u));
                 }
                 if (d.empty())
                     continue;
                 PairStats s{t.mechanisms[a], t.mechanisms[b], t.metrics[metric], d.size(), mean_of(d), 0, 0,
-                            sign_test_p(positive, negative)};
-                std::tie(s.ci_low, s.ci_high) = resampler.interval(d);
+                            pair_sign_p(d, cl, out.clustered), 0};
+                s.clusters = row_interval(d, cl, out.clustered, resampler, options, s.ci_low, s.ci_high);
                 out.pairs.push_back(std::move(s));
             }
     return out;
+}
+
+std::pair<double, double> bootstrap_interval(const std::vector<double>& x, const AggregateOptions& options)
+{
+    if (x.empty())
+        throw std::invalid_argument("bootstrap interval of no values");
+    return Resampler(options).interval(x);
+}
+
+std::pair<double, double> cluster_bootstrap_interval(const std::vector<std::vector<double>>& clusters,
+                                                     const AggregateOptions& options)
+{
+    if (clusters.empty())
+        throw std::invalid_argument("two-stage bootstrap of no clusters");
+    for (const auto& c : clusters)
+        if (c.empty())
+            throw std::invalid_argument("two-stage bootstrap with an empty cluster");
+    const std::size_t g = clusters.size();
+    std::vector<double> means(options.resamples);
+    SplitMix64 rng(options.seed);
+    for (std::size_t b = 0; b < options.resamples; ++b) {
+        double total = 0.0, count = 0.0;
+        for (std::size_t j = 0; j < g; ++j) {
+            const std::vector<double>& c = clusters[Resampler::draw(rng, g, static_cast<double>(g))];
+            const std::size_t n = c.size();
+            for (std::size_t i = 0; i < n; ++i)
+                total += c[Resampler::draw(rng, n, static_cast<double>(n))];
+            count += static_cast<double>(n);
+        }
+        means[b] = total / count;
+    }
+    const double tail = 50.0 * (1.0 - options.level);
+    std::sort(means.begin(), means.end());
+    return {percentile_linear(means, tail), percentile_linear(means, 100.0 - tail)};
 }
 
 namespace {
@@ -285,24 +404,6 @@ std::vector<std::pair<std::string, double>> result_metrics(const json& result)
     return out;
 }
 
-std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records)
-{
-    std::vector<UnitMetrics> out;
-    out.reserve(records.size());
-    for (const json& r : records) {
-        UnitMetrics u;
-        const json& unit = r.is_object() && r.contains("unit") ? r["unit"] : json();
-        const json& mech = r.is_object() && r.contains("mechanism") ? r["mechanism"] : json();
-        if (!unit.is_number_integer() || unit.get<long long>() < 0 || !mech.is_string())
-            throw std::invalid_argument("a batch record without a unit index or a mechanism name");
-        u.unit = std::to_string(unit.get<long long>());
-        u.mechanism = mech.get<std::string>();
-        u.metrics = result_metrics(r);
-        out.push_back(std::move(u));
-    }
-    return out;
-}
-
 json aggregate_json(const Aggregate& a, const AggregateOptions& options)
 {
     json doc;
@@ -312,15 +413,23 @@ json aggregate_json(const Aggregate& a, const AggregateOptions& options)
     doc["level"] = options.level;
     json rows = json::array();
     for (const MechanismStats& s : a.mechanisms)
+    {
         rows.push_back({{"mechanism", s.mechanism}, {"metric", s.metric},   {"n", s.n},
                         {"mean", s.mean},           {"std", number_or_null(s.std)},
                         {"ci_low", s.ci_low},       {"ci_high", s.ci_high}});
+        if (a.clustered)
+            rows.back()["clusters"] = s.clusters;
+    }
     doc["mechanisms"] = std::move(rows);
     json pairs = json::array();
     for (const PairStats& s : a.pairs)
+    {
         pairs.push_back({{"mechanism_a", s.mechanism_a}, {"mechanism_b", s.mechanism_b}, {"metric", s.metric},
                          {"n", s.n},                     {"mean_diff", s.mean_diff},     {"ci_low", s.ci_low},
                          {"ci_high", s.ci_high},         {"p_sign", s.p_sign}});
+        if (a.clustered)
+            pairs.back()["clusters"] = s.clusters;
+    }
     doc["pairs"] = std::move(pairs);
     return doc;
 }
@@ -328,15 +437,17 @@ json aggregate_json(const Aggregate& a, const AggregateOptions& options)
 std::string aggregate_csv(const Aggregate& a)
 {
     std::ostringstream out;
-    out << "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign\n";
+    const auto clusters = [&a](std::size_t c) { return a.clustered ? std::string(",").append(std::to_string(c)) : std::string(); };
+    out << "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign"
+        << (a.clustered ? ",clusters\n" : "\n");
     for (const MechanismStats& s : a.mechanisms)
         out << "mechanism," << csv_field(s.mechanism) << ",,," << csv_field(s.metric) << ',' << s.n << ','
             << csv_number(s.mean) << ',' << (s.std ? csv_number(*s.std) : "") << ",," << csv_number(s.ci_low) << ','
-            << csv_number(s.ci_high) << ",\n";
+            << csv_number(s.ci_high) << ',' << clusters(s.clusters) << '\n';
     for (const PairStats& s : a.pairs)
         out << "pair,," << csv_field(s.mechanism_a) << ',' << csv_field(s.mechanism_b) << ',' << csv_field(s.metric)
             << ',' << s.n << ",,," << csv_number(s.mean_diff) << ',' << csv_number(s.ci_low) << ','
-            << csv_number(s.ci_high) << ',' << csv_number(s.p_sign) << '\n';
+            << csv_number(s.ci_high) << ',' << csv_number(s.p_sign) << clusters(s.clusters) << '\n';
     return out.str();
 }
 

@@ -12,6 +12,11 @@
 // the sign test drops ties. Metrics are every finite number of a record's analyze result, with dotted names
 // for nested ones ("entropy.mean", "rank_at_rtol.1e-3", "past_block.rank"): a measure added to the result
 // appears here by itself.
+//
+// Clustered units (docs/maths.md 5, "Two-stage bootstrap"): when every record names a cluster (a seed, a
+// file), the intervals come from a two-stage bootstrap (resample the clusters, then units within each drawn
+// cluster) and a pair's sign test is over the clusters' mean differences: units of one trained model are not
+// independent draws, and pooling them as such overstates the certainty of a comparison between models.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -29,6 +34,7 @@ struct UnitMetrics {
     std::string unit;                                    // what pairs records of different mechanisms
     std::string mechanism;
     std::vector<std::pair<std::string, double>> metrics;
+    std::string cluster = {};                            // the unit's top group (two-stage bootstrap); "" = none
 };
 
 struct MechanismStats {
@@ -37,6 +43,7 @@ struct MechanismStats {
     double mean = 0;
     std::optional<double> std;                           // sample std (n - 1); none when n < 2
     double ci_low = 0, ci_high = 0;
+    std::size_t clusters = 0;                            // clusters holding the n values (0: not clustered)
 };
 
 struct PairStats {
@@ -44,6 +51,7 @@ struct PairStats {
     std::size_t n = 0;                                   // units where both are measured (ties included)
     double mean_diff = 0, ci_low = 0, ci_high = 0;
     double p_sign = 1;                                   // two-sided exact sign test, ties dropped
+    std::size_t clusters = 0;                            // clustered: p_sign is over these clusters' mean differences
 };
 
 struct AggregateOptions {
@@ -54,6 +62,7 @@ struct AggregateOptions {
 
 struct Aggregate {
     std::size_t units = 0;                               // distinct units seen
+    bool clustered = false;                              // the records named clusters: two-stage intervals
     std::vector<MechanismStats> mechanisms;              // mechanisms in order of first appearance, then metrics
     std::vector<PairStats> pairs;                        // (a, b) with a first seen before b, then metrics
 };
@@ -63,7 +72,8 @@ struct Aggregate {
 inline constexpr std::size_t k_max_aggregate_records = 10'000'000;
 
 // The statistics of `records` (rows with no finite value are left out). Throws std::invalid_argument when a
-// unit appears twice for one mechanism, when there are more than k_max_aggregate_records records, or when
+// unit appears twice for one mechanism, when some records name a cluster and others do not, when one unit is
+// in two clusters, when there are more than k_max_aggregate_records records, or when
 // resamples is 0 or over 1e6.
 Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOptions& options = {});
 
@@ -71,6 +81,19 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
 // fields, unit, key, input, layer, head, seconds..., are not metrics), flattened with dotted names. Lists
 // and strings are left out; a null keeps its place (NaN).
 std::vector<std::pair<std::string, double>> result_metrics(const nlohmann::ordered_json& result);
+
+// The percentile bootstrap interval (ci_low, ci_high) of the mean of `x` (docs/maths.md 5): options.resamples
+// resamples of n positions from a fresh SplitMix64(options.seed), the (1 - level)/2 and (1 + level)/2
+// percentiles of their means. The one-stage bootstrap of every aggregate row; a sweep's points use it too
+// (analysis/sweep.h, sweep_curves and sweep_summary). Throws std::invalid_argument for no values.
+std::pair<double, double> bootstrap_interval(const std::vector<double>& x, const AggregateOptions& options = {});
+
+// The two-stage (cluster) bootstrap interval of the mean of every value of `clusters` (docs/maths.md 5): per
+// resample, G clusters drawn with replacement, then as many positions within each drawn cluster as it holds,
+// all from one fresh SplitMix64(options.seed); the statistic is the mean of every value drawn. Throws
+// std::invalid_argument when there is no cluster or a cluster is empty.
+std::pair<double, double> cluster_bootstrap_interval(const std::vector<std::vector<double>>& clusters,
+                                                     const AggregateOptions& options = {});
 
 // The percentile p (0..100) of `values` by numpy.percentile's default (linear) rule. values is sorted in place.
 double percentile_linear(std::vector<double>& values, double p);
@@ -80,12 +103,15 @@ double sign_test_p(std::uint64_t positive, std::uint64_t negative);
 
 // The statistics as JSON ({"units", "resamples", "seed", "level", "mechanisms": [...], "pairs": [...]}; std null
 // when n < 2) and as CSV: one header, "kind" = mechanism | pair, each row filling its own columns
-// (mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign).
+// (mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign). A clustered aggregate
+// adds "clusters" to every JSON row and a last CSV column `clusters`.
 nlohmann::ordered_json aggregate_json(const Aggregate& a, const AggregateOptions& options = {});
 std::string aggregate_csv(const Aggregate& a);
 
-// The records of a batch (results.jsonl objects) as units: unit = the record's "unit" index.
-std::vector<UnitMetrics> batch_unit_metrics(const std::vector<nlohmann::ordered_json>& records);
+// The records of a batch (results.jsonl objects) as units: unit = the record's "unit" index; cluster = the
+// record's value of the group field `cluster` (aggregate_by's fields; "" = no clusters).
+std::vector<UnitMetrics> batch_unit_metrics(const std::vector<nlohmann::ordered_json>& records,
+                                            const std::string& cluster = "");
 
 }  // namespace attnscope::analysis
 
@@ -107,10 +133,12 @@ struct AggregateGroup {
     Aggregate stats;
 };
 // The statistics of each group of records with the same values of `by` (groups in order of first
-// appearance; no fields: one group of every record). Throws std::invalid_argument naming a field that is
-// not one of group_fields() ("--by" is the caller's word: `what`).
+// appearance; no fields: one group of every record), with two-stage intervals over the values of the field
+// `cluster` when it is not empty (`attnscope aggregate --cluster file`). Throws std::invalid_argument naming a
+// field that is not one of group_fields() ("--by" is the caller's word: `what`), or a cluster field that is
+// also a --by field (each group would be one cluster).
 std::vector<AggregateGroup> aggregate_by(const std::vector<nlohmann::ordered_json>& records,
                                          const std::vector<std::string>& by, const std::string& what = "--by",
-                                         const AggregateOptions& options = {});
+                                         const AggregateOptions& options = {}, const std::string& cluster = "");
 
 }  // namespace attnscope::analysis

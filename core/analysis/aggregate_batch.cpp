@@ -87,6 +87,29 @@ json field_value(const json& rec, const std::string& name)
 
 }  // namespace
 
+std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records, const std::string& cluster)
+{
+    std::vector<UnitMetrics> out;
+    out.reserve(records.size());
+    for (const json& r : records) {
+        UnitMetrics u;
+        const json& unit = r.is_object() && r.contains("unit") ? r["unit"] : json();
+        const json& mech = r.is_object() && r.contains("mechanism") ? r["mechanism"] : json();
+        if (!unit.is_number_integer() || unit.get<long long>() < 0 || !mech.is_string())
+            throw std::invalid_argument("a batch record without a unit index or a mechanism name");
+        u.unit = std::to_string(unit.get<long long>());
+        u.mechanism = mech.get<std::string>();
+        u.metrics = result_metrics(r);
+        if (!cluster.empty()) {
+            // The value's compact JSON text: "null" for a record without the field is a cluster of its own.
+            const json v = field_value(r, cluster);
+            u.cluster = v.is_string() ? v.get<std::string>() : v.dump();
+        }
+        out.push_back(std::move(u));
+    }
+    return out;
+}
+
 std::vector<std::string> group_fields(const std::vector<json>& records)
 {
     std::vector<std::string> out = {"file", "layer", "head"};
@@ -96,17 +119,27 @@ std::vector<std::string> group_fields(const std::vector<json>& records)
 }
 
 std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const std::vector<std::string>& by,
-                                         const std::string& what, const AggregateOptions& options)
+                                         const std::string& what, const AggregateOptions& options,
+                                         const std::string& cluster)
 {
     const std::vector<std::string> fields = group_fields(records);
+    const auto check_field = [&fields](const std::string& option, const std::string& name) {
+        if (std::find(fields.begin(), fields.end(), name) != fields.end())
+            return;
+        std::string known;
+        for (const std::string& f : fields)
+            known += (known.empty() ? "" : ", ") + f;
+        throw std::invalid_argument(option + ": '" + name + "' is not a field of the units (these records have: " +
+                                    known + ")");
+    };
+    if (!cluster.empty()) {
+        check_field("--cluster", cluster);
+        if (std::find(by.begin(), by.end(), cluster) != by.end())
+            throw std::invalid_argument("--cluster " + cluster + " is also a " + what + " field: each group would be "
+                                        "one cluster");
+    }
     for (std::size_t i = 0; i < by.size(); ++i) {
-        if (std::find(fields.begin(), fields.end(), by[i]) == fields.end()) {
-            std::string known;
-            for (const std::string& f : fields)
-                known += (known.empty() ? "" : ", ") + f;
-            throw std::invalid_argument(what + ": '" + by[i] + "' is not a field of the units (these records have: " +
-                                        known + ")");
-        }
+        check_field(what, by[i]);
         if (std::find(by.begin(), by.begin() + static_cast<std::ptrdiff_t>(i), by[i]) != by.begin() + static_cast<std::ptrdiff_t>(i))
             throw std::invalid_argument(what + ": '" + by[i] + "' is given twice");
     }
@@ -126,7 +159,7 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
     }
     std::vector<AggregateGroup> out;
     for (std::size_t g = 0; g < keys.size(); ++g)
-        out.push_back({keys[g], aggregate(batch_unit_metrics(members[g]), options)});
+        out.push_back({keys[g], aggregate(batch_unit_metrics(members[g], cluster), options)});
     return out;
 }
 

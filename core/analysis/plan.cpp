@@ -106,6 +106,17 @@ bool split_numeric_component(const std::string& name, std::string& before, std::
 
 }  // namespace
 
+std::vector<char> input_axes(const TensorSource& source)
+{
+    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
+    const auto file = io::open_tensor_file(ref.file);
+    std::vector<char> out;
+    for (const char axis : io::resolve_layout(file->find(ref.name), source.selection, "--q " + source.q_ref))
+        if (axis != 'n' && axis != 'd' && axis != 'l' && axis != 'h')
+            out.push_back(axis);
+    return out;
+}
+
 std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,
                              const std::vector<std::optional<Eigen::Index>>& input_layers)
 {

@@ -39,6 +39,11 @@ struct Unit {
 std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const AxisChoice& layers, const AxisChoice& heads,
                              const std::vector<std::optional<Eigen::Index>>& input_layers = {});
 
+// The index axes of `source`'s queries other than the layer and head ('l', 'h'), in layout order: the axes a
+// selection may give as `all` so that every input a file holds is its own unit (`--at b=all`; the desktop
+// app's sweep dialog, "every input"). Reads headers only; throws InputError like plan_units.
+std::vector<char> input_axes(const TensorSource& source);
+
 // One layer of per-layer datasets: names that differ from the given ones only in one numeric path
 // component (/layers/3/q, /layers/3/k, /layers/3/v as tools/python/attnscope_dump.py writes them).
 struct LayerTensors {

@@ -173,7 +173,9 @@ double sweep_metric_value(const SweepRecord& record, std::string_view name);
 
 // One curve of a sweep metric: per x (N, or M) of one mechanism, the metric pooled over every record
 // there. The mean and std pool the summary's points that share x (metrics::pooled: a sweep over M may
-// hold several N per M); min, max and count are those of the records with a finite value.
+// hold several N per M); min, max and count are those of the records with a finite value, and ci_low, ci_high
+// the 95% bootstrap interval of the mean over those records as units (analysis::bootstrap_interval, the
+// procedure of aggregate.csv: docs/maths.md 5), what the Curves view draws as its "95% bootstrap" band.
 struct SweepCurve {
     std::string mechanism;
     std::vector<std::pair<double, metrics::Spread>> points;   // (x, spread), ascending x
@@ -197,9 +199,13 @@ SweepResult sweep_result_from_json(const nlohmann::json& doc);
 
 // The long-format CSV (header + one line per record; empty fields for what does not apply).
 std::string sweep_csv(const std::vector<SweepRecord>& records);
-// Mean, population std, min and max of every metric per (mechanism, n, m) point, over layers, heads and draws.
+// Mean, population std, min, max and the 95% bootstrap interval of the mean (ci_low, ci_high: docs/maths.md 5,
+// the records as units) of every metric per (mechanism, n, m) point, over layers, heads, draws and inputs.
 // `inputs`: the plan's inputs with what each took from its file (listed when any did).
 nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<SweepRecord>& records,
                                      const nlohmann::ordered_json& inputs = nlohmann::ordered_json::array());
+// The summary's points as a long-format CSV, one line per (point, metric) with a value:
+// mechanism,n,m,count,metric,mean,std,min,max,ci_low,ci_high (`sweep --summary-csv`).
+std::string sweep_summary_csv(const nlohmann::ordered_json& summary);
 
 }  // namespace attnscope::analysis

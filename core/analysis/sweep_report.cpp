@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/aggregate.h"
 #include "analysis/metric_table.h"
 #include "analysis/sweep.h"
 #include "attention/options_json.h"
@@ -133,12 +134,33 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
                 continue;
             }
             const metrics::Spread s = metrics::spread_of(it->second);
-            p[metric] = {{"mean", s.mean}, {"std", s.std}, {"min", s.min}, {"max", s.max}};
+            const auto [lo, hi] = bootstrap_interval(it->second);   // over the point's units (docs/maths.md 5)
+            p[metric] = {{"mean", s.mean}, {"std", s.std}, {"min", s.min}, {"max", s.max}, {"ci_low", lo}, {"ci_high", hi}};
         }
         points.push_back(std::move(p));
     }
     doc["points"] = std::move(points);
     return doc;
+}
+
+std::string sweep_summary_csv(const nlohmann::ordered_json& summary)
+{
+    std::ostringstream out;
+    out << "mechanism,n,m,count,metric,mean,std,min,max,ci_low,ci_high\n";
+    if (!summary.contains("points"))
+        return out.str();
+    for (const auto& p : summary["points"])
+        for (const std::string& metric : sweep_metric_names()) {
+            const auto it = p.find(metric);
+            if (it == p.end() || !it->is_object())
+                continue;
+            out << p["mechanism"].get<std::string>() << ',' << p["n"].get<Index>() << ',' << p["m"].get<Index>() << ','
+                << p["count"].get<Index>() << ',' << metric;
+            for (const char* field : {"mean", "std", "min", "max", "ci_low", "ci_high"})
+                out << ',' << fmt::format("{:.17g}", (*it)[field].get<double>());
+            out << '\n';
+        }
+    return out.str();
 }
 
 std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::ordered_json& summary,
@@ -162,6 +184,7 @@ std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::o
     // point counts the records with a value of the metric.
     struct At {
         metrics::Spread records;
+        std::vector<double> values;   // the records' finite values, in record order (the bootstrap's units)
         std::vector<metrics::Spread> points;
     };
     std::map<std::pair<std::size_t, double>, At> at;
@@ -171,9 +194,10 @@ std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::o
         if (!std::isfinite(v))
             continue;
         with_value[{r.mechanism, r.n, r.m}] += 1;
-        metrics::Spread& s = at[{index_of(r.mechanism), static_cast<double>(by_m ? r.m : r.n)}].records;
-        s.min = std::min(s.min, v);
-        s.max = std::max(s.max, v);
+        At& a = at[{index_of(r.mechanism), static_cast<double>(by_m ? r.m : r.n)}];
+        a.records.min = std::min(a.records.min, v);
+        a.records.max = std::max(a.records.max, v);
+        a.values.push_back(v);
     }
     for (const auto& p : summary["points"]) {
         if (!p.contains(key) || !p[key].is_object())
@@ -199,6 +223,7 @@ std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::o
                 continue;
             s.min = a.records.min;
             s.max = a.records.max;
+            std::tie(s.ci_low, s.ci_high) = bootstrap_interval(a.values);
             c.points.emplace_back(where.second, s);
         }
         if (!c.points.empty())

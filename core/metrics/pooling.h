@@ -12,6 +12,10 @@ struct Spread {
     double mean = 0, std = 0;                                 // std: the population std
     double min = std::numeric_limits<double>::infinity();
     double max = -std::numeric_limits<double>::infinity();
+    // The 95% bootstrap interval of the mean, where the caller computed one (analysis::bootstrap_interval over
+    // the pooled values: analysis/sweep.h, sweep_curves); NaN otherwise (spread_of and pooled leave it).
+    double ci_low = std::numeric_limits<double>::quiet_NaN();
+    double ci_high = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Of the values themselves: mean = sum x / n, std = sqrt(sum (x - mean)^2 / n) (two passes), min, max.

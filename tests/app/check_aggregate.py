@@ -4,7 +4,8 @@
 means and whose paired rows carry p-values; two shards merged give the same aggregate as one run; `attnscope
 aggregate` prints the same numbers for every grouping (--by head, --json); `--at b=all` makes every input of a
 test-set file its own unit in analyze (JSON with units, the single-unit JSON unchanged) and in a batch job
-(`at = { b = "all" }`); and the errors (not a results folder, unknown --by field, b=all with an axis the layout lacks)
+(`at = { b = "all" }`); `aggregate --cluster b` gives the reference's two-stage intervals and the sweep's points
+their inputs' bootstrap interval; and the errors (not a results folder, unknown --by field, b=all with an axis the layout lacks)
 are one `error:` line, exit 2. usage: check_aggregate.py ATTNSCOPE WORKDIR"""
 import csv
 import json
@@ -55,10 +56,13 @@ def records_of(folder):
         return [json.loads(line) for line in f]
 
 
-def reference(records):
+def reference(records, cluster=None):
+    """attnref.aggregate over the records; cluster: an index axis letter whose values are the clusters."""
     units = []
     for rec in records:
         u = {"unit": rec["unit"], "mechanism": rec["mechanism"]}
+        if cluster:
+            u["cluster"] = json.dumps(rec["input"]["at"][cluster])
         u.update(attnref.flatten_result({k: v for k, v in rec.items() if k not in PROVENANCE}))
         units.append(u)
     return attnref.aggregate(units)
@@ -210,6 +214,13 @@ else:
         problems.append(f"sweep --at b=all: {len(rows)} records, expected 10")
     if sorted((r["n"], r["at"]) for r in rows) != sorted((n, f"b={b}") for n in ("16", "32") for b in range(5)):
         problems.append(f"sweep --at b=all: (n, at) columns {[(r.get('n'), r.get('at')) for r in rows]}")
+    # Each point's interval is the bootstrap of its five inputs (the reference's one-stage interval).
+    for pt in json.load(open(os.path.join(work, "sweep.json")))["points"]:
+        x = [float(r["effective_rank"]) for r in rows if int(r["n"]) == pt["n"]]
+        lo, hi = attnref.bootstrap_interval(x)
+        if not (close(pt["effective_rank"]["ci_low"], lo) and close(pt["effective_rank"]["ci_high"], hi)):
+            problems.append(f"sweep --json N={pt['n']}: interval [{pt['effective_rank'].get('ci_low')}, "
+                            f"{pt['effective_rank'].get('ci_high')}], reference [{lo}, {hi}]")
 
 job_b = write_job("testset.toml", 'inputs = ["testset.h5"]\nq = "/q"\nk = "/k"\nheads = "all"\nat = { b = "all" }\n'
                                   'mechanisms = "softmax,linear"\n')
@@ -230,6 +241,20 @@ else:
     p = run(["aggregate", "tb", "--by", "b", "--json"])
     if p.returncode != 0 or [g["group"] for g in json.loads(p.stdout)["groups"]] != [{"b": b} for b in range(5)]:
         problems.append(f"aggregate tb --by b: exit {p.returncode} {p.stderr.strip()}")
+    # Two-stage bootstrap: the five inputs are clusters of two heads each (docs/maths.md 5).
+    p = run(["aggregate", "tb", "--cluster", "b", "--json"])
+    if p.returncode != 0:
+        problems.append(f"aggregate tb --cluster b: exit {p.returncode} {p.stderr.strip()}")
+    else:
+        doc = json.loads(p.stdout)
+        g = doc["groups"][0]
+        if doc.get("cluster") != "b" or any(r.get("clusters") != 5 for r in g["mechanisms"] + g["pairs"]):
+            problems.append(f"aggregate --cluster b: cluster {doc.get('cluster')}, clusters "
+                            f"{sorted({r.get('clusters') for r in g['mechanisms'] + g['pairs']})}")
+        compare("aggregate --cluster b", g, reference(recs_b, "b"))
+    p = run(["aggregate", "tb", "--cluster", "b"])
+    if p.returncode != 0 or "two-stage bootstrap" not in p.stdout or "5 clusters" not in p.stdout:
+        problems.append(f"aggregate tb --cluster b table: exit {p.returncode}\n{p.stdout[:600]}{p.stderr}")
     for i in range(2):
         run(["batch", job_b, "--out", f"tb{i}", "--shard", f"{i}/2"])
     p = run(["merge", "tb0", "tb1", "--out", "tbm"])
@@ -245,6 +270,8 @@ for args, words in [
     (["aggregate", "no_such_folder"], "not a batch results folder"),
     (["aggregate", "one", "--by", "colour"], "'colour' is not a field"),
     (["aggregate", "one", "--metric", "no_such_metric"], "not a metric"),
+    (["aggregate", "one", "--cluster", "seed"], "'seed' is not a field"),
+    (["aggregate", "one", "--cluster", "head", "--by", "head"], "also a --by field"),
     (["analyze", "--q", "six.h5:/q", "--k", "six.h5:/k", "--at", "b=all"], "axis 'b' is not in layout"),
     (["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all,b=1"], "given twice"),
     (["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "h=all", "--head", "1"], "contradicts"),

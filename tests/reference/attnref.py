@@ -825,6 +825,39 @@ def bootstrap_interval(x, resamples=2000, seed=0, level=0.95):
     return float(lo), float(hi)
 
 
+def cluster_bootstrap_interval(groups, resamples=2000, seed=0, level=0.95):
+    """(ci_low, ci_high): the two-stage (cluster) percentile bootstrap interval of the mean of every value of groups
+    (a list of clusters, each a list of values). Per resample, from one SplitMix64(seed) drawn in this order: G
+    cluster positions c = min(floor(u G), G - 1), and after each, n_c positions i = min(floor(u n_c), n_c - 1) within
+    that cluster; the resample's mean is the left-to-right sum of the drawn values over their count."""
+    groups = [[float(v) for v in g] for g in groups]
+    G = len(groups)
+    rng = SplitMix64(seed)
+    means = np.empty(resamples)
+    for b in range(resamples):
+        total, count = 0.0, 0
+        for _ in range(G):
+            c = groups[min(int(math.floor(rng.uniform() * G)), G - 1)]
+            n = len(c)
+            for _ in range(n):
+                total += c[min(int(math.floor(rng.uniform() * n)), n - 1)]
+            count += n
+        means[b] = total / count
+    lo, hi = np.percentile(means, [50.0 * (1.0 - level), 100.0 - 50.0 * (1.0 - level)])
+    return float(lo), float(hi)
+
+
+def _clusters_of(values, cluster_names):
+    """values grouped by their cluster names, clusters in order of first appearance."""
+    order, groups = [], {}
+    for v, c in zip(values, cluster_names):
+        if c not in groups:
+            order.append(c)
+            groups[c] = []
+        groups[c].append(v)
+    return [groups[c] for c in order]
+
+
 def sign_test_p(diffs):
     """Two-sided exact sign test: ties dropped, p = min(1, 2 P(X <= min(k, m - k))), X ~ Bin(m, 1/2)."""
     from fractions import Fraction
@@ -883,11 +916,19 @@ def aggregate(units, resamples=2000, seed=0):
     Returns {"mechanisms": [{"mechanism", "metric", "n", "mean", "std", "ci_low", "ci_high"}, ...],
              "pairs": [{"mechanism_a", "mechanism_b", "metric", "n", "mean_diff", "ci_low", "ci_high",
                         "p_sign"}, ...]}
-    in order of first appearance (mechanisms, then metrics). The procedure is spelt out above."""
+    in order of first appearance (mechanisms, then metrics). The procedure is spelt out above. When the records
+    carry "cluster" (a seed, a file), intervals are two-stage (cluster_bootstrap_interval over the row's values
+    grouped by their units' clusters, in order of first appearance), rows gain "clusters", and a pair's p_sign is
+    the sign test over the clusters' mean differences."""
     mechs, metric_names, unit_ids = [], [], []
     table = {}                                  # (mechanism, unit) -> record
+    clustered = bool(units) and "cluster" in units[0]
+    cluster_of = {}                             # unit -> its cluster (two-stage bootstrap)
     for rec in units:
         u, mech = rec["unit"], rec["mechanism"]
+        if clustered:
+            if cluster_of.setdefault(u, rec["cluster"]) != rec["cluster"]:
+                raise ValueError("unit %r is in two clusters" % (u,))
         if (mech, u) in table:
             raise ValueError("unit %r appears twice for mechanism %r" % (u, mech))
         table[(mech, u)] = rec
@@ -896,25 +937,30 @@ def aggregate(units, resamples=2000, seed=0):
         if u not in unit_ids:
             unit_ids.append(u)
         for key, v in rec.items():
-            if key in ("unit", "mechanism") or key in metric_names:
+            if key in ("unit", "mechanism", "cluster") or key in metric_names:
                 continue
             if v is None or _finite(v):
                 metric_names.append(key)
     rows = []
     for mech in mechs:
         for metric in metric_names:
-            x = [float(rec[metric]) for rec in units
-                 if rec["mechanism"] == mech and _finite(rec.get(metric))]
+            sel = [rec for rec in units if rec["mechanism"] == mech and _finite(rec.get(metric))]
+            x = [float(rec[metric]) for rec in sel]
             if not x:
                 continue
-            lo, hi = bootstrap_interval(x, resamples, seed)
-            rows.append({"mechanism": mech, "metric": metric, "n": len(x), "mean": _mean(x), "std": _sample_std(x),
-                         "ci_low": lo, "ci_high": hi})
+            row = {"mechanism": mech, "metric": metric, "n": len(x), "mean": _mean(x), "std": _sample_std(x)}
+            if clustered:
+                groups = _clusters_of(x, [cluster_of[rec["unit"]] for rec in sel])
+                row["ci_low"], row["ci_high"] = cluster_bootstrap_interval(groups, resamples, seed)
+                row["clusters"] = len(groups)
+            else:
+                row["ci_low"], row["ci_high"] = bootstrap_interval(x, resamples, seed)
+            rows.append(row)
     pairs = []
     for ia, a in enumerate(mechs):
         for b in mechs[ia + 1:]:
             for metric in metric_names:
-                d = []
+                d, du = [], []
                 for u in unit_ids:
                     ra, rb = table.get((a, u)), table.get((b, u))
                     if ra is None or rb is None:
@@ -922,11 +968,19 @@ def aggregate(units, resamples=2000, seed=0):
                     va, vb = ra.get(metric), rb.get(metric)
                     if _finite(va) and _finite(vb):
                         d.append(float(va) - float(vb))
+                        du.append(u)
                 if not d:
                     continue
-                lo, hi = bootstrap_interval(d, resamples, seed)
-                pairs.append({"mechanism_a": a, "mechanism_b": b, "metric": metric, "n": len(d),
-                              "mean_diff": _mean(d), "ci_low": lo, "ci_high": hi, "p_sign": sign_test_p(d)})
+                row = {"mechanism_a": a, "mechanism_b": b, "metric": metric, "n": len(d), "mean_diff": _mean(d)}
+                if clustered:
+                    groups = _clusters_of(d, [cluster_of[u] for u in du])
+                    row["ci_low"], row["ci_high"] = cluster_bootstrap_interval(groups, resamples, seed)
+                    row["p_sign"] = sign_test_p([_mean(g) for g in groups])
+                    row["clusters"] = len(groups)
+                else:
+                    row["ci_low"], row["ci_high"] = bootstrap_interval(d, resamples, seed)
+                    row["p_sign"] = sign_test_p(d)
+                pairs.append(row)
     return {"mechanisms": rows, "pairs": pairs}
 
 

@@ -3,14 +3,16 @@ over every model file, every layer and head and every held-out input (`at = { b 
 its own mechanism (MHLA with the Mc its file holds), then the three claims of the MHLA paper judged with the
 measures of docs/maths.md (spec attention.md 2.1): the d bound on the causal past block, rank growth by excess
 effective rank and energy ranks, sparsity by support-normalised entropy and entropy below the content-free
-baseline. Statistics: per model the mean over its units; between mechanisms, paired by (seed, input, layer,
-head) with bootstrap intervals and sign tests (baselines.paired); over seeds, the spread of the model means.
+baseline. Statistics: `attnscope aggregate --cluster file` (docs/maths.md 5): two-stage bootstrap intervals
+(seeds' models resampled first, then their units) and sign tests over the seeds, per mechanism on the batch
+folders, and between models of different mechanisms, or between M values of a sweep, on folders of the paired
+units written here (units_folder); the per-seed means beside them.
 
-Every number comes from the batch outputs (results.jsonl; the per-mechanism intervals and the MHLA models'
-`linear - mhla` pairs from aggregate.csv) and from `attnscope sweep` over M on the MHLA models' q/k; a measure
-the binary does not report is shown as missing, never filled in. The metric paths are in METRICS (dotted paths
-into a results.jsonl record, the same names as aggregate.csv's). The work folder is kept: a rerun with the same
---work resumes the batches and reads the sweeps' CSVs instead of redoing them.
+Every number comes from the batch outputs (results.jsonl), from `attnscope sweep` over M on the MHLA models' q/k
+and from `attnscope aggregate` over them; a measure the binary does not report is shown as missing, never filled
+in. The metric paths are in METRICS (dotted paths into a results.jsonl record, the same names as aggregate.csv's).
+The work folder is kept: a rerun with the same --work resumes the batches and reads the sweeps' CSVs instead of
+redoing them (the aggregates run again). Figures: tools/study/figures.py.
 
 Used by docs/make_trained_mechanisms.py --study DIR."""
 import csv
@@ -25,7 +27,6 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from baselines import bootstrap_mean, paired  # noqa: E402
 
 MECHS = ("softmax", "linear", "mhla")
 METRICS = {   # label -> dotted path in a results.jsonl record and metric name in aggregate.csv (docs/batch.md)
@@ -71,7 +72,7 @@ def run_batch(binary, work, study, task, mech, jobs=2):
     p = subprocess.run([binary, "batch", job, "--out", out, "--jobs", str(jobs)], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"error: attnscope batch {job} exited {p.returncode}: {p.stderr.strip()}")
-    if "(0 already recorded" in p.stdout:   # a clean run: its wall time is what the page reports
+    if "(0 already recorded" in p.stdout + p.stderr:   # a clean run: its wall time is what the page reports
         with open(os.path.join(out, "wall_seconds.txt"), "w") as f:
             f.write(f"{time.time() - t0:.1f}\n")
     with open(os.path.join(out, "results.jsonl")) as f:
@@ -123,73 +124,165 @@ def model_means(records, path):
     return {s: float(np.mean(v)) for s, v in sorted(per_seed.items())}
 
 
-def agg_row(aggregate, mech, metric):
-    """The aggregate.csv row of (mechanism, metric), or None."""
-    for row in aggregate:
-        if row["kind"] == "mechanism" and row["mechanism"] == mech and row["metric"] == metric:
-            return row
-    return None
+def run_aggregate(binary, folder, extra=()):
+    """`attnscope aggregate FOLDER --cluster file --json` (two-stage intervals over the files = seeds, sign tests
+    over them: docs/maths.md 5), or with `extra` instead of the clusters (e.g. ["--by", "file"]). Returns the JSON's
+    groups as {group key text: ({(mechanism, metric): row}, {(a, b, metric): row})}. Run on every call (the
+    page's script time includes it); the JSON is kept beside the records for reading."""
+    args = list(extra) if extra else ["--cluster", "file"]
+    p = subprocess.run([binary, "aggregate", folder, "--json"] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"error: attnscope aggregate {folder} {' '.join(args)}: {p.stderr.strip()}")
+    with open(os.path.join(folder, "aggregate_" + "_".join(a.strip("-") for a in args) + ".json"), "w") as f:
+        f.write(p.stdout)
+    doc = json.loads(p.stdout)
+    out = {}
+    for g in doc["groups"]:
+        rows = {(r["mechanism"], r["metric"]): r for r in g["mechanisms"]}
+        pairs = {(r["mechanism_a"], r["mechanism_b"], r["metric"]): r for r in g["pairs"]}
+        out[json.dumps(g["group"], sort_keys=True)] = (rows, pairs)
+    return out
 
 
-def _num(x, digits):
-    return f"{float(x):.{digits}f}"
+def units_folder(binary, work, name, groups):
+    """Per-unit values from different batches and sweeps as one records folder for `attnscope aggregate`: groups is
+    [(label, {unit key (seed, b, layer, head): {metric: value}})], each label a "mechanism" of the folder, units
+    paired across labels by key, each unit's file its seed (the cluster). Returns run_aggregate's one group."""
+    folder = os.path.join(work, name)
+    os.makedirs(folder, exist_ok=True)
+    keys = sorted(set().union(*(set(v) for _, v in groups)))
+    index = {k: i for i, k in enumerate(keys)}
+    lines = []
+    for label, values in groups:
+        for k in sorted(values):
+            lines.append(json.dumps(dict({"key": f"{label}|{'|'.join(map(str, k))}", "unit": index[k],
+                                          "mechanism": label, "input": {"file": f"seed{k[0]}"},
+                                          "layer": k[2], "head": k[3]}, **values[k])))
+    text = "\n".join(lines) + "\n"
+    path = os.path.join(folder, "results.jsonl")
+    if not os.path.exists(path) or open(path).read() != text:
+        with open(path, "w") as f:
+            f.write(text)
+    return next(iter(run_aggregate(binary, folder).values()))
 
 
-def table_own(batches, task):
-    """Per mechanism and metric: aggregate.csv's mean [95% bootstrap over units] of the models under their own
-    mechanism, and the per-seed model means."""
-    lines = ["| measure | " + " | ".join(f"{m}: mean [95% interval], n; seed means" for m in MECHS) + " |",
+def unit_values(records, paths):
+    """{unit key: {metric path: value}} of records (values missing or null left out)."""
+    out = {}
+    for r in records:
+        out[unit_key(r)] = {p: v for p in paths for v in [value(r, p)] if v is not None}
+    return out
+
+
+def _interval(row, digits=3, signed=False):
+    """"mean [lo, hi]" of an aggregate row (mean or mean_diff)."""
+    m = float(row["mean_diff"] if "mean_diff" in row else row["mean"])
+    return (f"{m:+.{digits}f}" if signed else f"{m:.{digits}f}") + \
+        f" [{float(row['ci_low']):.{digits}f}, {float(row['ci_high']):.{digits}f}]"
+
+
+def _metrics(task):
+    """(label, path) of the measures shown for a task (the ViT has no causal past block)."""
+    return [(label, path) for label, path in METRICS.items() if not (task == "vit" and path in PAST)]
+
+
+def table_own(ctx, task):
+    """Per mechanism and metric: the mean over every unit of the three models, its two-stage 95% interval (seeds,
+    then units: `attnscope aggregate --cluster file`), n, and the per-seed model means."""
+    lines = ["| measure | " + " | ".join(f"{m}: mean [95% two-stage interval], n; seed means" for m in MECHS) + " |",
              "|---|" + "---|" * len(MECHS)]
-    for label, path in METRICS.items():
-        if task == "vit" and path in PAST:
-            continue
+    for label, path in _metrics(task):
         cells = []
         for m in MECHS:
-            records, aggregate = batches[m]
-            row = agg_row(aggregate, m, path)
-            if row is None or not row["n"] or int(row["n"]) == 0:
+            row = ctx["own"][m][0].get((m, path))
+            if row is None:
                 cells.append("missing")
                 continue
-            seeds = model_means(own(records, m), path)
-            cells.append(f"{_num(row['mean'], 3)} [{_num(row['ci_low'], 3)}, {_num(row['ci_high'], 3)}], "
-                         f"{row['n']}; " + " / ".join(f"{v:.3f}" for v in seeds.values()))
+            seeds = model_means(own(ctx["batches"][m][0], m), path)
+            cells.append(f"{_interval(row)}, {row['n']}; " + " / ".join(f"{v:.3f}" for v in seeds.values()))
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return lines
 
 
-def table_cross(batches, task):
+CROSS = (("mhla", "linear"), ("mhla", "softmax"), ("linear", "softmax"))
+
+
+def _pair_cell(ctx, a, b, path):
+    """A paired difference between the models trained with a and b on the same (seed, input, layer, head):
+    mean [two-stage 95% interval], sign-test p over the seeds' mean differences."""
+    row = ctx["cross"][1].get((a, b, path))
+    if row is None:
+        return "missing"
+    return f"{_interval(row, signed=True)}, p = {float(row['p_sign']):.2g} ({row['clusters']} seeds, n = {row['n']})"
+
+
+def table_cross(ctx, task):
     """Paired over the same (seed, input, layer, head) between models trained with different mechanisms."""
     lines = ["| measure | MHLA - linear | MHLA - softmax | linear - softmax |", "|---|---|---|---|"]
-    for label, path in METRICS.items():
-        if task == "vit" and path in PAST:
-            continue
-        cells = [_paired_cell(batches, a, b, path) for a, b in (("mhla", "linear"), ("mhla", "softmax"),
-                                                                ("linear", "softmax"))]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    for label, path in _metrics(task):
+        lines.append(f"| {label} | " + " | ".join(_pair_cell(ctx, a, b, path) for a, b in CROSS) + " |")
     return lines
 
 
-def _paired_cell(batches, a, b, path):
-    va = {unit_key(r): value(r, path) for r in own(batches[a][0], a)}
-    vb = {unit_key(r): value(r, path) for r in own(batches[b][0], b)}
-    keys = sorted(k for k in va if k in vb and va[k] is not None and vb[k] is not None)
-    if not keys:
-        return "missing"
-    p = paired([va[k] for k in keys], [vb[k] for k in keys])
-    return f"{p['mean_diff']:+.3f} [{p['ci_low']:.3f}, {p['ci_high']:.3f}], p = {p['p_sign']:.2g} (n = {p['n']})"
-
-
-def table_mc(aggregate, task):
-    """aggregate.csv's paired rows `linear - mhla` of the MHLA models: the same q/k without and with the Mc."""
-    lines = ["| measure | linear - MHLA on the MHLA models' q/k: mean [95% interval], sign-test p (n) |", "|---|---|"]
-    for label, path in METRICS.items():
-        if task == "vit" and path in PAST:
-            continue
-        row = next((r for r in aggregate if r["kind"] == "pair" and r["metric"] == path), None)
+def table_mc(ctx, task):
+    """The MHLA batch's clustered pairs `linear - mhla`: the same q/k without and with the learned Mc."""
+    lines = ["| measure | linear - MHLA on the MHLA models' q/k: mean [95% two-stage interval], sign-test p over seeds (n) |",
+             "|---|---|"]
+    for label, path in _metrics(task):
+        row = ctx["own"]["mhla"][1].get(("linear", "mhla", path))
         lines.append(f"| {label} | " + ("missing" if row is None else
-                     f"{float(row['mean_diff']):+.3f} [{float(row['ci_low']):.3f}, {float(row['ci_high']):.3f}], "
-                     f"p = {float(row['p_sign']):.2g} ({row['n']})") + " |")
+                     f"{_interval(row, signed=True)}, p = {float(row['p_sign']):.2g} ({row['n']})") + " |")
     return lines
+
+
+SWEEP_METRICS = (("rank", "rank"), ("rank at rtol 1e-3", "rank_at_rtol_1e-3"), ("effective rank", "effective_rank"),
+                 ("excess effective rank", "excess_effective_rank"), ("energy rank 99%", "energy_rank_99"))
+
+
+def sweep_units(ctx, rows, task):
+    """The sweep rows as units of `attnscope aggregate` (label "MECH M=m", unit = (seed, input, layer, head),
+    clusters = seeds): two-stage intervals per (mechanism, M), and paired differences between any two."""
+    ms = sorted({int(r["m"]) for r in rows})
+    groups = []
+    for mech in ("linear", "mhla"):
+        for m in ms:
+            vals = {(r["seed"], r["b"], r["layer"], int(r["head"])): {k: float(r[k]) for _, k in SWEEP_METRICS
+                                                                      if r.get(k) not in (None, "")}
+                    for r in rows if r["mechanism"] == mech and int(r["m"]) == m}
+            groups.append((f"{mech} M={m}", vals))
+    return units_folder(ctx["binary"], ctx["work"], f"{task}_sweep_units", groups), ms
+
+
+def table_sweep(agg, ms):
+    """Mean [two-stage 95% interval] of each metric per (mechanism, M)."""
+    lines = ["| mechanism | M | " + " | ".join(l for l, _ in SWEEP_METRICS) + " |",
+             "|---|---|" + "---|" * len(SWEEP_METRICS)]
+    for mech in ("linear", "mhla"):
+        for m in ms:
+            cells = [_interval(agg[0][(f"{mech} M={m}", k)], 1) if (f"{mech} M={m}", k) in agg[0] else ""
+                     for _, k in SWEEP_METRICS]
+            lines.append(f"| {mech} | {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def learned_vs_preset(ctx, rows, task):
+    """Paired over (seed, input b < SWEEP_INPUTS, layer, head): the learned Mc (batch) minus the preset at the same
+    M (sweep), two-stage intervals over seeds."""
+    keys = (("excess effective rank", "excess_effective_rank"), ("energy rank 99%", "energy_rank_99"),
+            ("effective rank", "effective_rank"))
+    learned = {k: v for k, v in unit_values(own(ctx["batches"]["mhla"][0], "mhla"), [p for _, p in keys]).items()
+               if k[1] < SWEEP_INPUTS}
+    preset = {(r["seed"], r["b"], r["layer"], int(r["head"])): {p: float(r[p]) for _, p in keys if r.get(p) not in (None, "")}
+              for r in rows if r["mechanism"] == "mhla" and int(r["m"]) == TRAINED_M[task]}
+    agg = units_folder(ctx["binary"], ctx["work"], f"{task}_learned_vs_preset", [("learned", learned), ("preset", preset)])
+    out = []
+    for label, path in keys:
+        d = agg[1].get(("learned", "preset", path))
+        if d:
+            out.append(f"{label}: learned {float(agg[0][('learned', path)]['mean']):.2f} vs preset "
+                       f"{float(agg[0][('preset', path)]['mean']):.2f}, difference {_interval(d, 2, True)}, "
+                       f"p = {float(d['p_sign']):.2g} ({d['clusters']} seeds, n = {d['n']})")
+    return out
 
 
 def run_sweeps(binary, work, study, task):
@@ -219,50 +312,6 @@ def run_sweeps(binary, work, study, task):
     return rows
 
 
-SWEEP_METRICS = (("rank", "rank"), ("rank at rtol 1e-3", "rank_at_rtol_1e-3"), ("effective rank", "effective_rank"),
-                 ("excess effective rank", "excess_effective_rank"), ("energy rank 99%", "energy_rank_99"))
-
-
-def table_sweep(rows, task):
-    """Mean [95% bootstrap over (seed, layer, input, head)] of each metric per (mechanism, M)."""
-    ms = sorted({int(r["m"]) for r in rows})
-    lines = ["| mechanism | M | " + " | ".join(l for l, _ in SWEEP_METRICS) + " |",
-             "|---|---|" + "---|" * len(SWEEP_METRICS)]
-    for mech in ("linear", "mhla"):
-        for m in ms:
-            sel = [r for r in rows if r["mechanism"] == mech and int(r["m"]) == m]
-            cells = []
-            for _, key in SWEEP_METRICS:
-                v = [float(r[key]) for r in sel if r.get(key) not in (None, "")]
-                cells.append(f"{np.mean(v):.1f} [{bootstrap_mean(v)[0]:.1f}, {bootstrap_mean(v)[1]:.1f}]" if v else "")
-            lines.append(f"| {mech} | {m} | " + " | ".join(cells) + " |")
-    return lines, ms
-
-
-def learned_vs_preset(batches, rows, task):
-    """Paired over (seed, layer, head, input b < SWEEP_INPUTS): the learned Mc (batch) minus the preset at the
-    same M (sweep), for excess effective rank and energy rank 99%."""
-    preset = {(r["seed"], r["layer"], int(r["head"]), r["b"]): r for r in rows
-              if r["mechanism"] == "mhla" and int(r["m"]) == TRAINED_M[task]}
-    out = []
-    for label, path, key in (("excess effective rank", "excess_effective_rank", "excess_effective_rank"),
-                             ("energy rank 99%", "energy_rank_99", "energy_rank_99"),
-                             ("effective rank", "effective_rank", "effective_rank")):
-        a, b = [], []
-        for r in own(batches["mhla"][0], "mhla"):
-            s, bb, layer, head = unit_key(r)
-            p = preset.get((s, layer, head, bb))
-            if p is not None and value(r, path) is not None and p.get(key) not in (None, ""):
-                a.append(value(r, path))
-                b.append(float(p[key]))
-        if a:
-            d = paired(a, b)
-            out.append(f"{label}: learned {np.mean(a):.2f} vs preset {np.mean(b):.2f}, difference "
-                       f"{d['mean_diff']:+.2f} [{d['ci_low']:.2f}, {d['ci_high']:.2f}], p = {d['p_sign']:.2g} "
-                       f"(n = {d['n']})")
-    return out
-
-
 def mixing_ranks(study, task):
     """Per MHLA model: the numerical rank (numpy.linalg.matrix_rank, docs/maths.md 2) of every learned Mc, its
     smallest and largest entries, and M."""
@@ -287,123 +336,152 @@ def warnings_of(records):
     return dict(count)
 
 
-def verdict_d_bound(batches, d):
+def _own_row(ctx, mech, path):
+    """The two-stage row of (mech, path) of the models trained with mech, or None."""
+    return ctx["own"][mech][0].get((mech, path))
+
+
+def verdict_d_bound(ctx, d):
     """Claim 1 on the causal LM: the strictly-past block of linear attention has rank <= d; MHLA's may exceed it."""
+    batches = ctx["batches"]
     ranks = {m: np.array([value(r, "past_block.rank") for r in own(batches[m][0], m)], dtype=float) for m in MECHS}
     if any(len(v) == 0 or np.isnan(v).any() for v in ranks.values()):
         return "1. *d bound (past block)*: **not judged**: the batch records lack `past_block.rank`."
     lin, mh, sm = ranks["linear"], ranks["mhla"], ranks["softmax"]
     e99 = {m: model_means(own(batches[m][0], m), "past_block.energy_rank_99") for m in MECHS}
-    p = _paired_cell(batches, "mhla", "linear", "past_block.energy_rank_99")
     above = float(np.mean(mh > d))
     holds = lin.max() <= d and above > 0.5
+    whole = ", ".join(f"{m} {_interval(_own_row(ctx, m, 'rank'), 1)}" for m in MECHS)
     return (f"1. *Linear attention's rank is at most d; MHLA lifts it*, judged on the strictly-past block "
-            f"`A[128:, :128]` of the causal LM (the whole matrix has mean rank "
-            f"{', '.join(f'{m} {model_mean_all(batches, m, 0):.1f}' for m in MECHS)} of 256: the mask decides it). Linear: max {lin.max():.0f}, exactly d = {d} in {100 * np.mean(lin == d):.0f}% of "
-            f"{len(lin)} units. MHLA with its learned Mc: mean {mh.mean():.1f}, max {mh.max():.0f}, above d in "
-            f"{100 * above:.0f}% of units (its past block sees 4 key chunks of 32, so its rank is at most 4 d = 64). "
-            f"Softmax: {sm.mean():.1f} of 128. **{'Holds' if holds else 'Does not hold'}** at the default tolerance. "
-            f"But the lift is thin where the tolerance does not decide: the past block's 99% energy rank (seed "
-            f"means) is softmax {_seeds(e99['softmax'])}, linear {_seeds(e99['linear'])}, MHLA {_seeds(e99['mhla'])} "
-            f"(MHLA - linear paired: {p}). What would change it: MHLA past-block ranks at or below d in most units, "
-            f"or an energy rank no higher than linear's (paired interval reaching 0); linear's bound holds by "
-            f"construction (docs/maths.md 2.2), so a linear unit above d would be a bug, not a finding.")
+            f"`A[128:, :128]` of the causal LM (the whole matrix has mean rank {whole} of 256: the mask decides "
+            f"it). Linear: max {lin.max():.0f}, exactly d = {d} in {100 * np.mean(lin == d):.0f}% of {len(lin)} units. "
+            f"MHLA with its learned Mc: {_interval(_own_row(ctx, 'mhla', 'past_block.rank'), 1)}, max {mh.max():.0f}, "
+            f"above d in {100 * above:.0f}% of units (its past block sees 4 key chunks of 32, so its rank is at most "
+            f"4 d = 64). Softmax: {sm.mean():.1f} of 128. **{'Holds' if holds else 'Does not hold'}** at the default "
+            f"tolerance (figure: past-block rank per seed against d). But the lift is thin where the tolerance does "
+            f"not decide: the past block's 99% energy rank (seed means) is softmax {_seeds(e99['softmax'])}, linear "
+            f"{_seeds(e99['linear'])}, MHLA {_seeds(e99['mhla'])} (MHLA - linear paired: "
+            f"{_pair_cell(ctx, 'mhla', 'linear', 'past_block.energy_rank_99')}). What would change it: MHLA past-block "
+            f"ranks at or below d in most units, or an energy rank no higher than linear's (paired interval reaching "
+            f"0); linear's bound holds by construction (docs/maths.md 2.2), so a linear unit above d would be a bug, "
+            f"not a finding.")
 
 
-def verdict_vit_rank(batches, d, mc):
+def verdict_vit_rank(ctx, d, mc):
     """Claim 1 on the non-causal ViT: linear attention's rank <= d by construction; MHLA's above d, and how much of
     that its learned Mc (and the rank cap) decides."""
+    batches = ctx["batches"]
     ranks = {m: np.array([value(r, "rank") for r in own(batches[m][0], m)], dtype=float) for m in MECHS}
     r3 = {m: model_means(own(batches[m][0], m), "rank_at_rtol.1e-3") for m in MECHS}
     lin, mh = ranks["linear"], ranks["mhla"]
     caps = [x[4] * d for x in mc]
-    eer = _paired_cell(batches, "mhla", "linear", "excess_effective_rank")
-    lo, hi = (float(x) for x in eer.split("[")[1].split("]")[0].split(","))
+    eer = ctx["cross"][1].get(("mhla", "linear", "excess_effective_rank"))
+    zero = eer is not None and float(eer["ci_low"]) <= 0 <= float(eer["ci_high"])
     return (f"1. *Linear attention's rank is at most d; MHLA lifts it* (non-causal, whole matrix). Linear: max "
-            f"{lin.max():.0f} (d = {d}), by construction (docs/maths.md 3). MHLA with its learned Mc: mean "
-            f"{mh.mean():.1f}, above d in {100 * np.mean(mh > d):.0f}% of {len(mh)} units; its cap rank(Mc) x d is "
-            f"{min(caps)} to {max(caps)} (the rank-cap sentence above wherever it is below 256). At rtol 1e-3 (seed "
-            f"means): softmax {_seeds(r3['softmax'])}, linear {_seeds(r3['linear'])}, MHLA {_seeds(r3['mhla'])}. "
-            f"**{'Holds' if lin.max() <= d and np.mean(mh > d) > 0.5 else 'Does not hold'}**: MHLA's rank exceeds d, "
-            f"at the default tolerance and at 1e-3, and is above softmax's at 1e-3 (the order at the default "
-            f"tolerance is softmax {ranks['softmax'].mean():.1f}, MHLA {mh.mean():.1f}: softmax's extra rank is singular "
-            f"values below 1e-3 s_1). What would "
-            f"change it: MHLA ranks at or below d at a tolerance that matters for the task (e.g. 1e-2), or an "
-            f"excess effective rank no larger than linear's (table above: MHLA - linear "
-            f"{eer}){' (its interval reaches 0: the lift in rank is matched by the content-free A0 of the learned Mc, so it is what Mc allows rather than what the inputs add)' if lo <= 0 <= hi else ''}.")
-
-
-def model_mean_all(batches, mech, _):
-    """The mean default-tolerance rank of a mechanism's own records."""
-    return float(np.mean([value(r, "rank") for r in own(batches[mech][0], mech)]))
+            f"{lin.max():.0f} (d = {d}), by construction (docs/maths.md 3). MHLA with its learned Mc: "
+            f"{_interval(_own_row(ctx, 'mhla', 'rank'), 1)}, above d in {100 * np.mean(mh > d):.0f}% of {len(mh)} "
+            f"units; its cap rank(Mc) x d is {min(caps)} to {max(caps)} (the rank-cap sentence above wherever it is "
+            f"below 256). At rtol 1e-3 (seed means): softmax {_seeds(r3['softmax'])}, linear {_seeds(r3['linear'])}, "
+            f"MHLA {_seeds(r3['mhla'])}. **{'Holds' if lin.max() <= d and np.mean(mh > d) > 0.5 else 'Does not hold'}**: "
+            f"MHLA's rank exceeds d, at the default tolerance and at 1e-3 (paired MHLA - softmax at 1e-3: "
+            f"{_pair_cell(ctx, 'mhla', 'softmax', 'rank_at_rtol.1e-3')}; at the default tolerance softmax's rank is "
+            f"higher, {_interval(_own_row(ctx, 'softmax', 'rank'), 1)}: singular values below 1e-3 s_1). What would "
+            f"change it: MHLA ranks at or below d at a tolerance that matters for the task (e.g. 1e-2), or an excess "
+            f"effective rank no larger than linear's (MHLA - linear {_pair_cell(ctx, 'mhla', 'linear', 'excess_effective_rank')})"
+            f"{': its interval reaches 0, so the lift in rank is matched by the content-free A0 of the learned Mc: it is what Mc allows rather than what the inputs add' if zero else ''}.")
 
 
 def _seeds(means, digits=1):
     return " / ".join(f"{v:.{digits}f}" for v in means.values()) if means else "missing"
 
 
-def verdict_growth(batches, sweep_rows, ms, task, learned):
-    """Claim 2: MHLA's rank grows with M, beyond what its mask and Mc give (excess effective rank, energy ranks)."""
+def verdict_growth(ctx, sweep_agg, ms, learned):
+    """Claim 2: MHLA's rank grows with M, beyond what its mask and Mc give (excess effective rank, energy ranks),
+    judged by paired differences between consecutive M on the same units (two-stage intervals over seeds)."""
+    rows, pairs = sweep_agg
     def curve(key):
-        return [np.mean([float(r[key]) for r in sweep_rows if r["mechanism"] == "mhla" and int(r["m"]) == m
-                         and r.get(key) not in (None, "")]) for m in ms]
+        return [float(rows[(f"mhla M={m}", key)]["mean"]) for m in ms if (f"mhla M={m}", key) in rows]
+    steps = []
+    for a, b in zip(ms, ms[1:]):
+        p = pairs.get((f"mhla M={a}", f"mhla M={b}", "excess_effective_rank"))
+        if p:   # the pair is M=a - M=b: its negation is the step up
+            steps.append((f"{a} -> {b}", -float(p["mean_diff"]), -float(p["ci_high"]), -float(p["ci_low"]),
+                          float(p["p_sign"])))
+    grows = bool(steps) and all(lo > 0 for _, _, lo, _, _ in steps)
+    step_text = "; ".join(f"M = {b}: {m:+.2f} [{lo:.2f}, {hi:.2f}]" for b, m, lo, hi, _ in steps)
     eer, e99, rk = curve("excess_effective_rank"), curve("energy_rank_99"), curve("rank")
-    grows = all(b >= a for a, b in zip(eer, eer[1:])) and eer[-1] > eer[0]
     mlist = ", ".join(str(m) for m in ms)
     return (f"2. *MHLA's rank grows with the number of blocks M.* The models have one M each, so growth is judged "
             f"on the MHLA models' own q/k with the preset that initialised Mc at M = {mlist} (table above; "
             f"{SWEEP_INPUTS} inputs x 3 seeds x 2 layers x every head): rank {' -> '.join(f'{v:.1f}' for v in rk)}, "
             f"energy rank 99% {' -> '.join(f'{v:.1f}' for v in e99)}, excess effective rank (over the content-free "
-            f"A0 at that M) {' -> '.join(f'{v:.2f}' for v in eer)}. **{'Holds' if grows else 'Does not hold'}** "
-            f"for the excess effective rank{'' if grows else ' (it does not rise steadily with M)'}. At the trained "
-            f"M, the learned Mc against the preset on the same q/k and inputs: " + "; ".join(learned) + ". What "
-            f"would change it: models trained at several M (the study trains one M per task) whose excess "
+            f"A0 at that M) {' -> '.join(f'{v:.2f}' for v in eer)}. Each step's paired change of the excess effective "
+            f"rank (two-stage 95% interval over seeds): {step_text}. **{'Holds' if grows else 'Does not hold'}** for the "
+            f"excess effective rank{'' if grows else ' (not every step rises with an interval above 0)'}. At the "
+            f"trained M, the learned Mc against the preset on the same q/k and inputs: " + "; ".join(learned) + ". "
+            f"What would change it: models trained at several M (the study trains one M per task) whose excess "
             f"effective rank under their own learned Mc rises with M with paired intervals excluding 0.")
 
 
-def verdict_sparsity(batches):
+def verdict_sparsity(ctx):
     """Claim 3: MHLA's attention is sparser, by support-normalised entropy and entropy below baseline."""
+    batches = ctx["batches"]
     means = {}
     for path in ("entropy.support_normalized_mean", "entropy_below_baseline"):
         means[path] = {m: model_means(own(batches[m][0], m), path) for m in MECHS}
-    sne = {m: np.mean(list(means["entropy.support_normalized_mean"][m].values())) for m in MECHS}
-    ebb = {m: np.mean(list(means["entropy_below_baseline"][m].values())) for m in MECHS}
-    sparser = sne["mhla"] < sne["linear"] and sne["mhla"] < sne["softmax"]
-    sharper = ebb["mhla"] > ebb["linear"] and ebb["mhla"] > ebb["softmax"]
-    lower = [m for m in ("linear", "softmax") if sne["mhla"] < sne[m]]
+    pairs = ctx["cross"][1]
+    def clear(a, b, path, sign):
+        """The pair's interval excludes 0 on the side `sign` (a - b)."""
+        p = pairs.get((a, b, path))
+        return p is not None and (float(p["ci_high"]) < 0 if sign < 0 else float(p["ci_low"]) > 0)
+    sne = "entropy.support_normalized_mean"
+    below = [m for m in ("linear", "softmax") if clear("mhla", m, sne, -1)]
+    sharper = clear("mhla", "linear", "entropy_below_baseline", +1) and clear("mhla", "softmax", "entropy_below_baseline", +1)
     return (f"3. *MHLA's attention is sparser (lower entropy) than linear and softmax attention.* Support-normalised "
-            f"entropy (seed means): " + "; ".join(f"{m} {_seeds(means['entropy.support_normalized_mean'][m], 3)}"
-                                                   for m in MECHS) +
+            f"entropy (seed means): " + "; ".join(f"{m} {_seeds(means[sne][m], 3)}" for m in MECHS) +
             f"; entropy below the content-free baseline (nats): " +
             "; ".join(f"{m} {_seeds(means['entropy_below_baseline'][m], 3)}" for m in MECHS) +
-            f". **{'Holds' if sparser else 'Does not hold'}** by support-normalised entropy (MHLA below "
-            f"{' and '.join(lower) if lower else 'neither'}); by entropy below baseline MHLA is "
-            f"{'the sharpest' if sharper else 'not the sharpest'} relative to what its mask and Mc give any input "
-            f"(paired MHLA - linear {_paired_cell(batches, 'mhla', 'linear', 'entropy_below_baseline')}; MHLA - "
-            f"softmax {_paired_cell(batches, 'mhla', 'softmax', 'entropy_below_baseline')}), so "
-            f"{'its lower entropy is learned, not only structural' if sharper else 'much of its lower entropy is the structure of its Mc (A0 under the learned Mc is already sharper than linear attention' + chr(39) + 's A0)'}. "
-            f"What would change it: paired differences of the other sign with intervals excluding 0, in every "
-            f"seed's model means and not only pooled over units.")
+            f". Paired support-normalised entropy: MHLA - linear {_pair_cell(ctx, 'mhla', 'linear', sne)}; MHLA - "
+            f"softmax {_pair_cell(ctx, 'mhla', 'softmax', sne)}. **{'Holds' if len(below) == 2 else 'Does not hold'}** "
+            f"by support-normalised entropy (MHLA below {' and '.join(below) if below else 'neither'} with a two-stage "
+            f"interval excluding 0); by entropy below baseline MHLA is {'the sharpest' if sharper else 'not the sharpest'} "
+            f"relative to what its mask and Mc give any input (MHLA - linear "
+            f"{_pair_cell(ctx, 'mhla', 'linear', 'entropy_below_baseline')}; MHLA - softmax "
+            f"{_pair_cell(ctx, 'mhla', 'softmax', 'entropy_below_baseline')}), so "
+            f"{'its lower entropy is learned, not only structural' if sharper else 'much of its lower entropy is the structure its mask and Mc give any input'}. "
+            f"What would change it: paired differences of the other sign with two-stage intervals excluding 0.")
 
 
 def section(binary, work, study, task, d):
-    """Markdown lines of one task's measures and verdicts."""
+    """Markdown lines of one task's measures and verdicts, and its figures (tools/study/figures.py)."""
+    import figures
     batches = {m: run_batch(binary, work, study, task, m) for m in MECHS}
     sweep_rows = run_sweeps(binary, work, study, task)
     seconds = wall_seconds(work, task)
+    folders = {m: os.path.join(work, f"{task}_{m}_out") for m in MECHS}
+    paths = [p for _, p in _metrics(task)]
+    ctx = {"binary": binary, "work": work, "batches": batches,
+           "own": {m: next(iter(run_aggregate(binary, folders[m]).values())) for m in MECHS},
+           "per_seed": {m: run_aggregate(binary, folders[m], ["--by", "file"]) for m in MECHS}}
+    ctx["cross"] = units_folder(binary, work, f"{task}_cross",
+                                [(m, unit_values(own(batches[m][0], m), paths)) for m in ("mhla", "linear", "softmax")])
     n = {m: len(own(batches[m][0], m)) for m in MECHS}
     lines = [f"Units: every (seed, held-out input, layer, head) of each model under its own mechanism ({n['softmax']}, "
-             f"{n['linear']} and {n['mhla']} for softmax, linear and MHLA). Intervals are `aggregate.csv`'s 95% "
-             "percentile bootstrap of the mean over these units (docs/maths.md 5): they pool the three seeds and do not "
-             "carry the spread between seeds, which the seed means after them show. Support-normalised entropy equals "
-             "the ln n_t one here: the clamped Mc has no zero among the entries the mechanism uses, and softmax and "
-             "linear attention have none by construction.", ""]
-    lines += table_own(batches, task) + ["", "#### Paired between models (same seed, input, layer and head)", "",
-             "Differences of per-unit values between the models trained with two mechanisms, mean [95% bootstrap], "
-             "two-sided sign-test p (tools/study/baselines.py).", ""] + table_cross(batches, task)
+             f"{n['linear']} and {n['mhla']} for softmax, linear and MHLA). Intervals are two-stage 95% bootstrap "
+             "intervals of the mean (`attnscope aggregate --cluster file`, docs/maths.md 5: the three seeds' models "
+             "resampled first, then units within each), so they carry the spread between seeds; sign tests are over "
+             "the three seeds' mean differences, so no p is below 0.25: three seeds cannot show more by a sign test. With "
+             "three clusters the first stage has only 10 distinct draws, so these intervals are coarse; the per-seed "
+             "means and the figures show the spread they summarise. "
+             "Support-normalised entropy equals the ln n_t one here: the clamped Mc has no zero among the entries the "
+             "mechanism uses, and softmax and linear attention have none by construction.", ""]
+    lines += table_own(ctx, task) + ["", "#### Paired between models (same seed, input, layer and head)", "",
+             "Differences of per-unit values between the models trained with two mechanisms, mean [two-stage 95% "
+             "interval], sign-test p over the seeds (`attnscope aggregate --cluster file` over the units of both "
+             "models).", ""] + table_cross(ctx, task)
     lines += ["", "#### What the learned Mc adds to the same queries and keys", "",
-              "The MHLA models were also analysed under linear attention (their q/k, no Mc): `aggregate.csv`'s paired "
-              "rows of that batch.", ""] + table_mc(batches["mhla"][1], task)
+              "The MHLA models were also analysed under linear attention (their q/k, no Mc): the clustered paired "
+              "rows of that batch.", ""] + table_mc(ctx, task)
     mc = mixing_ranks(study, task)
     if mc:
         ranks = [x[4] for x in mc]
@@ -415,15 +493,16 @@ def section(binary, work, study, task, d):
               ("; ".join(f"\"{w}\" ({c})" for w, c in warns.items()) if warns else
                "none: no rank-cap sentence (the learned Mc never caps MHLA below min(N, M d) here"
                + (", and causal MHLA gets no such sentence" if task == "lm" else "") + ").")]
-    sweep_lines, ms = table_sweep(sweep_rows, task)
+    sweep_agg, ms = sweep_units(ctx, sweep_rows, task)
     lines += ["", f"#### Rank against M on the MHLA models' q/k (preset `{SWEEP[task][1]}` mixing at each M)", "",
               f"`attnscope sweep --vary {SWEEP[task][0]} --mechanism linear,mhla --mixing {SWEEP[task][1]}` on each "
-              f"MHLA model, layers 0 and 1, every head, held-out inputs 0 to {SWEEP_INPUTS - 1}; mean [95% bootstrap "
-              "over those units].", ""] + sweep_lines
-    learned = learned_vs_preset(batches, sweep_rows, task)
+              f"MHLA model, layers 0 and 1, every head, held-out inputs 0 to {SWEEP_INPUTS - 1}; mean [two-stage 95% "
+              "interval over seeds, then units].", ""] + table_sweep(sweep_agg, ms)
+    lines += ["", "#### Figures", ""] + figures.task_figures(ctx, task, d, sweep_agg, ms)
+    learned = learned_vs_preset(ctx, sweep_rows, task)
     lines += ["", "#### Verdicts", ""]
-    lines.append(verdict_d_bound(batches, d) if task == "lm" else verdict_vit_rank(batches, d, mc))
-    lines += [verdict_growth(batches, sweep_rows, ms, task, learned), verdict_sparsity(batches), "",
+    lines.append(verdict_d_bound(ctx, d) if task == "lm" else verdict_vit_rank(ctx, d, mc))
+    lines += [verdict_growth(ctx, sweep_agg, ms, learned), verdict_sparsity(ctx), "",
               f"(Measures of this section, from a clean work folder: {seconds[0]:.0f} s of `attnscope batch --jobs 2` and "
               f"{seconds[1]:.0f} s of sweeps, wall time on this machine.)", ""]
     return lines
