@@ -349,7 +349,7 @@ private:
         auto* graph = m_plot->addGraph(rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft));
         graph->setData(xs, ys, true);
         graph->setPen(QPen(Qt::black, 1.2, Qt::DashLine));
-        graph->setName(tr("ln(t+1): uniform over the t+1 keys query t sees"));
+        graph->setName(tr("ln(t+1): uniform"));   // short: on a slide a longer entry outgrew the plot
         auto* legend = addLegend(rect, Qt::AlignBottom | Qt::AlignRight);
         graph->addToLegend(legend);
     }

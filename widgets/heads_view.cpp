@@ -31,7 +31,8 @@ namespace {
 using Eigen::Index;
 
 // "rank 37" and "H/ln n 0.7123": the values the Metrics view shows for a result, in its digits.
-QString metricText(const analysis::MechanismResult& r, std::string_view key, const QString& name)
+// `digits` < 0: the Metrics view's; a wrapped figure's narrow columns take 2.
+QString metricText(const analysis::MechanismResult& r, std::string_view key, const QString& name, int digits = -1)
 {
     const analysis::MetricEntry* e = analysis::find_metric(key);
     const std::optional<double> v = e ? e->read(r) : std::nullopt;
@@ -39,7 +40,7 @@ QString metricText(const analysis::MechanismResult& r, std::string_view key, con
         return QStringLiteral("%1 \u2014").arg(name);
     if (e->kind == analysis::MetricKind::count)
         return QStringLiteral("%1 %2").arg(name).arg(static_cast<qlonglong>(*v));
-    return QStringLiteral("%1 %2").arg(name, fmtNum(*v, e->view_digits));
+    return QStringLiteral("%1 %2").arg(name, fmtNum(*v, digits < 0 ? e->view_digits : digits));
 }
 
 class HeadsViewImpl : public PlotViewOf<HeadsView> {
@@ -85,6 +86,53 @@ public:
         const int cols = m_heads ? std::max<int>(1, static_cast<int>(m_heads->maps.size())) : 4;
         const int rows = m_heads ? std::max<int>(1, static_cast<int>(m_heads->mechanisms.size())) : 3;
         return {std::max(600, 120 + cols * 175 + 110), 150 + rows * 200};
+    }
+
+    // A narrow figure (a journal column: plot_util.h isNarrow) wraps the heads onto rows of as many maps as keep
+    // about 95 logical pixels (an inch at 96 dpi) each beside the row's labels and colour scale; on screen and
+    // in wide figures the page is one row.
+    static int perRowFor(int width, double fontScale, int shown)
+    {
+        if (!isNarrow(width, fontScale))
+            return 0;
+        const double fs = std::max(0.5, fontScale);
+        const int fit = static_cast<int>((width - 110 * fs) / (95 * fs));
+        return std::clamp(fit, 1, std::max(1, shown));
+    }
+
+    int shownHeads() const { return m_heads ? static_cast<int>(m_heads->maps.size()) : 0; }
+
+    // The wrapped layout is built before the fonts are scaled for the export and the screen's afterwards
+    // (PlotPane scales the fonts of the elements that exist when it starts).
+    void renderTo(QPainter* painter, const QSize& size, double font_scale) override
+    {
+        const int perRow = perRowFor(size.width(), font_scale, shownHeads());
+        const bool wrap = perRow != m_perRow;
+        if (wrap) {
+            m_perRow = perRow;
+            rebuild();
+        }
+        PlotViewOf<HeadsView>::renderTo(painter, size, font_scale);
+        if (wrap) {
+            m_perRow = 0;
+            rebuild();
+        }
+    }
+
+    // Wrapped: each block of heads takes a row of maps per mechanism, with their titles; the page's title,
+    // details and foot lines above and below.
+    int exportHeightFor(int width, double font_scale, int fallback) override
+    {
+        const int shown = shownHeads();
+        const int perRow = perRowFor(width, font_scale, shown);
+        if (perRow == 0)
+            return fallback;
+        const double fs = std::max(0.5, font_scale);
+        const int blocks = (shown + perRow - 1) / perRow;
+        const auto mechs = static_cast<double>(std::max<std::size_t>(1, m_heads->mechanisms.size()));
+        const double side = (width - 110 * fs) / perRow - 10 * fs;
+        const double height = 100 * fs + blocks * (mechs * (side + 42 * fs) + 18 * fs) + 50 * fs;
+        return std::max(fallback, std::min(static_cast<int>(std::lround(height)), kMaxExportHeight));
     }
 
     void setResult(std::shared_ptr<const analysis::ExploreResult> result) override
@@ -219,6 +267,8 @@ private:
         if (m_heads->kv_heads > 0 && m_heads->kv_heads != m_heads->heads)
             heads += tr(", %1 key/value heads").arg(m_heads->kv_heads);
         const QString layer = m_heads->layer ? tr("layer %1").arg(*m_heads->layer) : tr("no layer axis");
+        if (m_perRow > 0)   // a wrapped (narrow) figure: two short lines rather than one cut short
+            return tr("%1, %2\n%3 (N = %4)").arg(heads, layer, file).arg(m_heads->n);
         return tr("Every head: %1, %2 \u00b7 %3 (N = %4)").arg(heads, layer, file).arg(m_heads->n);
     }
 
@@ -258,19 +308,28 @@ private:
         auto* grid = new QCPLayoutGrid;
         layout->addElement(2, 0, grid);
         const double top = m_heads->request.clip_percentile;
-        auto* foot = addTitle(m_plot,
-                              tr("Each row's colours are shared by its heads: 0 to the %1 of their weights (each cell "
-                                 "drawn as the largest weight it covers). Grey: keys a causal query may not see.")
-                                  .arg(top >= 100 ? tr("largest") : tr("%1th percentile").arg(top)),
-                              plotFont(kTickPt));
+        const QString range = top >= 100 ? tr("largest") : tr("%1th percentile").arg(top);
+        // Short lines of their own in a wrapped (narrow) figure, where one line would be cut short.
+        const QString footText =
+            m_perRow > 0 ? tr("Colours shared by each row's heads:\n0 to the %1 of their weights;\neach cell: the largest "
+                              "weight it covers.\nGrey: keys a causal query may not see.\nr: numerical rank, H: entropy / ln n.")
+                               .arg(range)
+                         : tr("Each row's colours are shared by its heads: 0 to the %1 of their weights (each cell drawn as "
+                              "the largest weight it covers). Grey: keys a causal query may not see.")
+                               .arg(range);
+        auto* foot = addTitle(m_plot, footText, plotFont(kTickPt));
         foot->setTextColor(QColor(60, 60, 60));
         layout->addElement(3, 0, foot);
         for (int r : {0, 1, 3})
             layout->setRowStretchFactor(r, 0.01);
         grid->setColumnSpacing(10);
         grid->setRowSpacing(0);
-        for (std::size_t m = 0; m < m_heads->mechanisms.size(); ++m)
-            addRow(grid, m);
+        // A narrow figure wraps the page's heads onto rows of perRow (each block: every mechanism's row).
+        const int shown = static_cast<int>(m_heads->maps.size());
+        const int perRow = m_perRow > 0 ? std::min(m_perRow, shown) : shown;
+        for (int first = 0, block = 0; first < shown; first += perRow, ++block)
+            for (std::size_t m = 0; m < m_heads->mechanisms.size(); ++m)
+                addRow(grid, m, block, {first, std::min(shown, first + perRow)}, perRow);
         for (int c = 0; c + 1 < grid->columnCount(); ++c)
             grid->setColumnStretchFactor(c, 1.0);
         grid->setColumnStretchFactor(grid->columnCount() - 1, 0.01);
@@ -279,9 +338,9 @@ private:
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // Row `m` of the grid: the mechanism's maps of every head on the page (titles above, in grid row 2m) and
-    // the row's colour scale at the end.
-    void addRow(QCPLayoutGrid* grid, std::size_t m)
+    // Mechanism `m`'s row of block `block`: its maps of the page's heads heads.first .. heads.second - 1
+    // (titles above, in grid row 2 (block M + m)) and the row's colour scale in column perRow.
+    void addRow(QCPLayoutGrid* grid, std::size_t m, int block, std::pair<int, int> heads, int perRow)
     {
         const analysis::ColourRange range = m_heads->ranges[m];
         const attention::Mechanism mech = m_heads->mechanisms[m];
@@ -289,18 +348,21 @@ private:
         QCPColorGradient gradient = colorGradient(range.diverging ? ColorMap::diverging : colorMapFromName(m_cmapBox->currentText()));
         gradient.setNanHandling(QCPColorGradient::nhNanColor);
         gradient.setNanColor(maskColour());
-        const int row = static_cast<int>(2 * m);
+        const int row = 2 * (block * static_cast<int>(m_heads->mechanisms.size()) + static_cast<int>(m));
         const bool lastRow = m + 1 == m_heads->mechanisms.size();
         int col = 0;
         std::vector<QCPColorMap*> maps;
-        for (std::size_t h = 0; h < m_heads->maps.size(); ++h, ++col) {
+        for (auto h = static_cast<std::size_t>(heads.first); h < static_cast<std::size_t>(heads.second); ++h, ++col) {
             const analysis::HeadMaps& hm = m_heads->maps[h];
             const analysis::HeadPanel& p = hm.panels[m];
             Cell cell;
             cell.head = headName(hm);
             if (p.error.empty())
-                cell.numbers = metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
-                               metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
+                cell.numbers = m_perRow > 0   // a wrapped figure's narrow columns: short names, the foot says them
+                                   ? metricText(p.result, "rank", tr("r")) + QStringLiteral(" \u00b7 ") +
+                                         metricText(p.result, "entropy_normalized_mean", tr("H"), 2)
+                                   : metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
+                                         metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
             cell.title = addTitle(m_plot, titleText(cell), plotFont(kTickPt, true));
             grid->addElement(row, col, cell.title);
             auto* rect = addAxisRect(m_plot, grid, row + 1, col);
@@ -330,7 +392,7 @@ private:
                                     12, group);
         scale->setGradient(gradient);
         scale->setDataRange(QCPRange(range.lo, range.hi));
-        grid->addElement(row + 1, col, scale);
+        grid->addElement(row + 1, perRow, scale);
         for (QCPColorMap* map : maps)
             map->setColorScale(scale);   // the scale's gradient and range
     }
@@ -380,6 +442,7 @@ private:
 
     std::shared_ptr<const analysis::HeadsResult> m_heads;
     std::vector<Cell> m_cells;
+    int m_perRow = 0;       // heads per row: 0 = the whole page on one row (on screen, wide figures)
     bool m_split = false;   // rank and entropy on lines of their own (narrow columns)
     int m_first = 0;
     SavedControls m_saved;

@@ -36,7 +36,9 @@
 #include <qcustomplot.h>
 
 #include "export.h"
+#include "analysis/heads.h"
 #include "export_dialog.h"
+#include "heads_view.h"
 #include "support/test_support.h"
 #include "views.h"
 #include "widget_test_support.h"
@@ -249,6 +251,37 @@ void checkColumn(const std::string& name, const Result& result, const std::strin
 
 }  // namespace
 
+// Every head of the character LM's layer 0 (4 heads x 3 mechanisms) in a column: the heads wrap onto rows of
+// two, so every small map keeps room and no title is cut or overlaps (a single row gave ~0.1 in maps).
+TEST(Exports, HeadsColumnWrapsTheHeads)
+{
+    const std::string path = test::dataPath("char_lm_licenses.h5");
+    analysis::HeadsRequest req;
+    req.base.source.q_ref = path + ":/layers/0/q";
+    req.base.source.k_ref = path + ":/layers/0/k";
+    req.base.source.selection.at['h'] = 0;
+    req.base.options.causal = true;
+    req.cells = 64;
+    auto page = std::make_shared<const analysis::HeadsResult>(analysis::explore_heads(req, analysis::JobContext{}));
+    ASSERT_EQ(page->maps.size(), 4u);
+    std::unique_ptr<widgets::HeadsView> view(widgets::createHeadsView());
+    view->resize(1200, 800);
+    view->setHeads(page);
+    const widgets::ExportOptions o = presetFor(view.get(), "column");
+    EXPECT_EQ(o.width, 336);
+    EXPECT_GE(o.height, 4 * 96) << "the page is " << o.height / 96.0 << " in high";
+    std::vector<QRectF> images;
+    const auto texts = recordTexts(view.get(), o, &images);
+    expectReadable(texts, images, QSize(o.width, o.height), "heads at --preset column");
+    for (const DrawnText& t : texts)
+        EXPECT_FALSE(t.text.endsWith(QChar(0x2026))) << "a title cut short: '" << t.text.toStdString() << "'";
+    // The wrapped layout is the export's: the screen's page is one row again afterwards.
+    test::plotOf(view.get())->replot(QCustomPlot::rpImmediateRefresh);
+    const auto rects = test::plotOf(view.get())->axisRects();
+    ASSERT_EQ(rects.size(), 12u);
+    EXPECT_EQ(rects[0]->outerRect().top(), rects[3]->outerRect().top());
+}
+
 TEST(Exports, EntropyColumnOnTheGrid) { checkColumn("entropy", vitDigits(), "vit_digits.h5"); }
 TEST(Exports, EntropyColumnPerPanelScales)
 {
@@ -287,8 +320,25 @@ TEST(Exports, SlideEntropyLegendKeepsClearOfTheBars)
         QCPAxisRect* hist = nullptr;
         for (QCPAxisRect* r : plot->axisRects())
             for (QCPLayoutElement* e : r->insetLayout()->elements(false))
-                if (auto* l = qobject_cast<QCPLegend*>(e))
+                if (auto* l = qobject_cast<QCPLegend*>(e)) {
+                    // The causal entropy-per-query plot's own legend (ln(t+1), bottom right, under the curves
+                    // that rise to the top): no point of its curves inside it.
+                    if (r->axis(QCPAxis::atBottom)->label().startsWith(QStringLiteral("query"))) {
+                        const QRect lbox = l->outerRect();
+                        for (int i = 0; i < plot->graphCount(); ++i) {
+                            if (plot->graph(i)->keyAxis()->axisRect() != r)
+                                continue;
+                            for (auto it = plot->graph(i)->data()->constBegin(); it != plot->graph(i)->data()->constEnd(); ++it) {
+                                EXPECT_FALSE(lbox.contains(QPoint(static_cast<int>(plot->graph(i)->keyAxis()->coordToPixel(it->key)),
+                                                                      static_cast<int>(plot->graph(i)->valueAxis()->coordToPixel(it->value)))))
+                                        << file << ": " << plot->graph(i)->name().toStdString() << " at t = " << it->key
+                                        << " is under the ln(t+1) legend";
+                            }
+                        }
+                        continue;
+                    }
                     legend = l, hist = r;
+                }
         if (!legend)
             continue;   // the legend beside the plot: nothing to cover
         const QRect box = legend->outerRect();
