@@ -90,7 +90,7 @@ def growth_figure(task, sweep_agg, ms, mixing):
             ax.plot(xs, [float(r["mean"]) for _, r in got], "o-", ms=3, color=COLOURS[mech], label=mech)
         ax.set_xscale("log", base=2)
         ax.set_xticks(ms, [str(m) for m in ms])
-        ax.set_xlabel(f"M (preset `{mixing}` mixing)", fontsize=8)
+        ax.set_xlabel(f"M (preset {mixing} mixing)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.set_title(title, fontsize=9)
     axes[0].legend(fontsize=7, frameon=False)
