@@ -11,6 +11,7 @@
 // The scripted runs need no display (they switch to Qt's offscreen platform), exit 0, or 2 with one
 // `error:` line and no output file.
 #include <QApplication>
+#include <QIcon>
 #include <QBuffer>
 #include <QFile>
 #include <QFileInfo>
@@ -405,6 +406,10 @@ int run_gui(int argc, char** argv)
     QApplication::setApplicationName(QStringLiteral("AttnScope"));
     QApplication::setOrganizationName(QStringLiteral("AttnScope"));
     QApplication::setApplicationVersion(QStringLiteral(ATTNSCOPE_VERSION));
+    // The installed desktop entry and icon (packaging/CMakeLists.txt, ATTNSCOPE_APP_ID): Wayland compositors match
+    // the window to the entry by this name; the icon comes from the theme when the package installed it.
+    QGuiApplication::setDesktopFileName(QStringLiteral("io.github.attnscope.AttnScope"));
+    QApplication::setWindowIcon(QIcon::fromTheme(QStringLiteral("attnscope")));
 
     widgets::MainWindow window;
     if (mode == Mode::window)
