@@ -188,6 +188,94 @@ std::vector<SessionRecipe> session_recipes(const json& session, std::uint64_t ma
     return out;
 }
 
+namespace {
+
+// A selection object (the session's own, or an open file's in file_states): keys named under `key`.
+void check_selection(const json& sel, const std::string& key)
+{
+    expect_object(sel, key);
+    if (sel.contains("layout"))
+        expect(sel.at("layout"), json::value_t::string, key + ".layout");
+    if (sel.contains("at")) {
+        const json& at = sel.at("at");
+        expect_object(at, key + ".at");
+        for (auto it = at.begin(); it != at.end(); ++it) {
+            const std::string k = key + ".at." + it.key();
+            const std::string& axis = it.key();
+            if (axis.size() != 1 || !((axis[0] >= 'a' && axis[0] <= 'z') || (axis[0] >= 'A' && axis[0] <= 'Z')))
+                refuse(k, "an axis is one letter of the layout (h, b, l, ...)");
+            (void)integer(it.value(), k, 0, kMaxIndex);
+        }
+    }
+    if (sel.contains("prefix_tokens"))
+        (void)integer(sel.at("prefix_tokens"), key + ".prefix_tokens", 0, kMaxIndex);
+    if (sel.contains("token_grid")) {
+        const json& grid = sel.at("token_grid");
+        if (!grid.is_array() || grid.size() > 8)
+            refuse(key + ".token_grid", "expected up to 8 sizes, e.g. [16, 16]");
+        for (std::size_t i = 0; i < grid.size(); ++i)
+            (void)integer(grid[i], key + ".token_grid[" + std::to_string(i) + "]", 1, kMaxSize);
+    }
+}
+
+// A mechanism object (the session's own, or an open file's in file_states).
+void check_mechanism(const json& m, const std::string& key)
+{
+    expect_object(m, key);
+    if (m.contains("mixing_file"))
+        expect_path(m.at("mixing_file"), key + ".mixing_file");
+    if (m.contains("gates"))   // gated's gates, FILE[:NAME]: a path like the mixing file's
+        expect_path(m.at("gates"), key + ".gates");
+    for (const char* flag : {"gates_log"})
+        if (m.contains(flag))
+            expect(m.at(flag), json::value_t::boolean, key + "." + flag);
+    if (m.contains("decay") && !m.at("decay").is_null() &&
+        !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
+        refuse(key + ".decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
+    if (m.contains("mechanisms")) {
+        const json& names = m.at("mechanisms");
+        if (!names.is_array() || names.size() > 64)
+            refuse(key + ".mechanisms", "expected a list of mechanism names");
+        for (const json& n : names)
+            if (!n.is_string())
+                refuse(key + ".mechanisms", "expected a list of mechanism names");
+    }
+}
+
+// The other open files' states (the app keeps one per open file): each names a file of the session's `files`
+// (entries of other files are ignored by the app) with that file's selection and mechanism, checked as the
+// session's own are (a path is a path, an index an int, ...).
+void check_file_states(const json& states)
+{
+    if (!states.is_array())
+        refuse("file_states", "expected an array of the open files' states, got " + std::string(states.type_name()));
+    if (states.size() > kMaxFiles)
+        refuse("file_states", std::to_string(states.size()) + " states; a session opens at most " + std::to_string(kMaxFiles) + " files");
+    for (std::size_t i = 0; i < states.size(); ++i) {
+        const std::string key = "file_states[" + std::to_string(i) + "]";
+        const json& st = states[i];
+        expect_object(st, key);
+        if (st.contains("file"))
+            expect_path(st.at("file"), key + ".file");
+        if (st.contains("tensors")) {
+            const json& t = st.at("tensors");
+            if (!t.is_array() || t.size() > 3)
+                refuse(key + ".tensors", "expected up to 3 tensor names (queries, keys, values)");
+            for (const json& name : t)
+                if (!name.is_string())
+                    refuse(key + ".tensors", "expected up to 3 tensor names (queries, keys, values)");
+        }
+        if (st.contains("selection"))
+            check_selection(st.at("selection"), key + ".selection");
+        if (st.contains("mechanism"))
+            check_mechanism(st.at("mechanism"), key + ".mechanism");
+        if (st.contains("user_changed"))
+            expect(st.at("user_changed"), json::value_t::boolean, key + ".user_changed");
+    }
+}
+
+}  // namespace
+
 void check_session_document(const json& s, std::uint64_t max_bytes)
 {
     if (!s.is_object())
@@ -226,54 +314,12 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
                 expect(it.value().at("name"), json::value_t::string, key + ".name");
         }
     }
-    if (s.contains("selection")) {
-        const json& sel = s.at("selection");
-        expect_object(sel, "selection");
-        if (sel.contains("layout"))
-            expect(sel.at("layout"), json::value_t::string, "selection.layout");
-        if (sel.contains("at")) {
-            const json& at = sel.at("at");
-            expect_object(at, "selection.at");
-            for (auto it = at.begin(); it != at.end(); ++it) {
-                const std::string key = "selection.at." + it.key();
-                const std::string& axis = it.key();
-                if (axis.size() != 1 || !((axis[0] >= 'a' && axis[0] <= 'z') || (axis[0] >= 'A' && axis[0] <= 'Z')))
-                    refuse(key, "an axis is one letter of the layout (h, b, l, ...)");
-                (void)integer(it.value(), key, 0, kMaxIndex);
-            }
-        }
-        if (sel.contains("prefix_tokens"))
-            (void)integer(sel.at("prefix_tokens"), "selection.prefix_tokens", 0, kMaxIndex);
-        if (sel.contains("token_grid")) {
-            const json& grid = sel.at("token_grid");
-            if (!grid.is_array() || grid.size() > 8)
-                refuse("selection.token_grid", "expected up to 8 sizes, e.g. [16, 16]");
-            for (std::size_t i = 0; i < grid.size(); ++i)
-                (void)integer(grid[i], "selection.token_grid[" + std::to_string(i) + "]", 1, kMaxSize);
-        }
-    }
-    if (s.contains("mechanism")) {
-        const json& m = s.at("mechanism");
-        expect_object(m, "mechanism");
-        if (m.contains("mixing_file"))
-            expect_path(m.at("mixing_file"), "mechanism.mixing_file");
-        if (m.contains("gates"))   // gated's gates, FILE[:NAME]: a path like the mixing file's
-            expect_path(m.at("gates"), "mechanism.gates");
-        for (const char* flag : {"gates_log"})
-            if (m.contains(flag))
-                expect(m.at(flag), json::value_t::boolean, std::string("mechanism.") + flag);
-        if (m.contains("decay") && !m.at("decay").is_null() &&
-            !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
-            refuse("mechanism.decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
-        if (m.contains("mechanisms")) {
-            const json& names = m.at("mechanisms");
-            if (!names.is_array() || names.size() > 64)
-                refuse("mechanism.mechanisms", "expected a list of mechanism names");
-            for (const json& n : names)
-                if (!n.is_string())
-                    refuse("mechanism.mechanisms", "expected a list of mechanism names");
-        }
-    }
+    if (s.contains("selection"))
+        check_selection(s.at("selection"), "selection");
+    if (s.contains("mechanism"))
+        check_mechanism(s.at("mechanism"), "mechanism");
+    if (s.contains("file_states"))
+        check_file_states(s.at("file_states"));
     if (s.contains("view"))
         expect(s.at("view"), json::value_t::string, "view");
     if (s.contains("query"))

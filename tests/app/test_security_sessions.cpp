@@ -251,6 +251,12 @@ TEST_F(SecuritySessions, IndicesOutOfRangeAreRefused)
         {{{"attnscope_session", 2}}, {"newer"}},
         {{{"files", "data.h5"}}, {"files"}},
         {{{"tensors", {{"x", {{"file", "data.h5"}}}}}}, {"tensors.x"}},
+        // The other open files' states are checked as the session's own selection and mechanism are.
+        {{{"file_states", "data.h5"}}, {"file_states"}},
+        {{{"file_states", {{{"file", 7}}}}}, {"file_states[0].file"}},
+        {{{"file_states", {{{"file", "data.h5"}, {"selection", {{"at", {{"h", 4294967297LL}}}}}}}}}, {"file_states[0].selection.at.h"}},
+        {{{"file_states", {{{"file", "data.h5"}, {"mechanism", {{"mixing_file", 3}}}}}}}, {"file_states[0].mechanism.mixing_file"}},
+        {{{"file_states", {{{"file", "data.h5"}, {"tensors", {"q", "k", "v", "w"}}}}}}, {"file_states[0].tensors"}},
     };
     for (const Case& c : cases) {
         const std::string session = write_session(dir, session_on_data(c.extra));
