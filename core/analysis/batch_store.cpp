@@ -212,22 +212,16 @@ std::string num(const json& v)
     return fmt::format("{:.17g}", v.get<double>());
 }
 
-// The record's unit index axes (`--at b=all` and friends) as "b=3" (axes joined by ';'), empty when the unit
-// has none: without it the lines of one head over many inputs could not be told apart (docs/batch.md).
+// The record's unit index axes (`--at b=all` and friends), as the CSV's `at` column (util/csv.h).
 static std::string unit_at_text(const json& record)
 {
     const json& at = field(record, "unit_at");
-    std::string text;
-    if (!at.is_object())
-        return text;
-    for (const auto& [axis, index] : at.items()) {
-        if (!text.empty())
-            text += ';';
-        text += axis;
-        text += '=';
-        text += num(index);
-    }
-    return text;
+    std::map<char, std::int64_t> axes;
+    if (at.is_object())
+        for (const auto& [axis, index] : at.items())
+            if (axis.size() == 1 && index.is_number_integer())
+                axes[axis[0]] = index.get<std::int64_t>();
+    return unit_at_field(axes);
 }
 
 std::string summary_csv(const std::vector<json>& records)

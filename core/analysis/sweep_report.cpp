@@ -16,6 +16,7 @@
 #include "analysis/sweep.h"
 #include "attention/options_json.h"
 #include "metrics/structured.h"
+#include "util/csv.h"
 
 namespace attnscope::analysis {
 
@@ -50,21 +51,6 @@ double sweep_metric_value(const SweepRecord& record, std::string_view name)
     return v.value_or(std::numeric_limits<double>::quiet_NaN());
 }
 
-// The unit's index on each axis given as `all` ("b=3", axes joined by ';'; empty for none), so the lines of
-// many inputs at one point can be told apart (docs/cli.md "sweep").
-static std::string unit_at_text(const std::map<char, Index>& at)
-{
-    std::string text;
-    for (const auto& [axis, index] : at) {
-        if (!text.empty())
-            text += ';';
-        text += axis;
-        text += '=';
-        text += std::to_string(index);
-    }
-    return text;
-}
-
 std::string sweep_csv(const std::vector<SweepRecord>& records)
 {
     const std::vector<const MetricEntry*> columns = metric_entries(use_sweep_csv);
@@ -75,7 +61,7 @@ std::string sweep_csv(const std::vector<SweepRecord>& records)
     out << "seconds\n";
     for (const auto& r : records) {
         out << r.mechanism << ',' << r.n << ',' << r.m << ',' << (r.layer ? std::to_string(*r.layer) : "") << ','
-            << (r.head ? std::to_string(*r.head) : "") << ',' << unit_at_text(r.at) << ',' << r.draw << ',';
+            << (r.head ? std::to_string(*r.head) : "") << ',' << unit_at_field({r.at.begin(), r.at.end()}) << ',' << r.draw << ',';
         for (const MetricEntry* e : columns)
             out << csv_number(*e, e->read(r.result)) << ',';
         out << fmt::format("{:.6f}", r.seconds) << '\n';
