@@ -1,15 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages AttnScope needs to build, test and run. Idempotent: when every
-# package is already present it does nothing (no network). Needs root (or sudo).
+# Installs the Debian 12 packages AttnScope needs. Idempotent: when every package is already present it does
+# nothing (no network). Needs root (or sudo).
+#   tools/install-deps.sh          everything: build, run, the whole test suite, the Python module, the package
+#   tools/install-deps.sh --app    only what building and running the app needs (tools/setup.sh uses this)
 set -euo pipefail
 
-PACKAGES=(
+profile=all
+case "${1:-}" in
+  "" | --all) ;;
+  --app) profile=app ;;
+  *) echo "error: unknown argument '$1' (use --app or --all)" >&2; exit 2 ;;
+esac
+
+# Building and running `attnscope` (the CLI and the desktop app): tools/setup.sh.
+APP_PACKAGES=(
   build-essential cmake ninja-build pkg-config ccache
-  clang-14 libclang-rt-14-dev   # the libFuzzer smoke run of tools/test.sh (tests/fuzz)
   qt6-base-dev qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libeigen3-dev libhdf5-dev libopenblas-dev liblapacke-dev
-  libspectra-dev                # tests only: the second opinion on the block top-k (tests/core/metrics)
   libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libfmt-dev libzip-dev libssl-dev
+)
+# Everything else: tools/test.sh.
+TEST_PACKAGES=(
+  clang-14 libclang-rt-14-dev   # the libFuzzer smoke run of tools/test.sh (tests/fuzz)
+  libspectra-dev                # tests only: the second opinion on the block top-k (tests/core/metrics)
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
   poppler-utils                 # pdfimages / pdffonts: the figure tests check exported PDFs
@@ -22,12 +35,15 @@ PACKAGES=(
   lintian desktop-file-utils appstream shared-mime-info   # tests/packaging: the package's validators
 )
 
+PACKAGES=("${APP_PACKAGES[@]}")
+[ "$profile" = all ] && PACKAGES+=("${TEST_PACKAGES[@]}")
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  echo "install-deps: all ${#PACKAGES[@]} packages present ($profile)"
   exit 0
 fi
 

@@ -11,7 +11,8 @@ tools/install-deps.sh
 # CI builds with warnings as errors (the tree is warning-free with Debian 12's g++ 12); locally it is your choice.
 werror=()
 if [ "${CI:-}" = true ]; then werror=(-DATTNSCOPE_WERROR=ON); fi
-tools/build.sh -DATTNSCOPE_BUILD_TESTS=ON "${werror[@]}"
+# Explicit: a ./build that tools/setup.sh configured has the tests, the module and the package switched off.
+tools/build.sh -DATTNSCOPE_BUILD_TESTS=ON -DATTNSCOPE_BUILD_PYTHON=ON -DATTNSCOPE_PACKAGE=ON "${werror[@]}"
 jobs=$(nproc 2>/dev/null || echo 2)
 export QT_QPA_PLATFORM=${QT_QPA_PLATFORM:-offscreen}
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"
