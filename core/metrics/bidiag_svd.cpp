@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "metrics/metrics.h"
+#include "metrics/svd_input.h"
 #include "util/flush_subnormals.h"
 
 // The BLAS routines (dgemv_, dgemm_, dscal_) are declared by Eigen's misc/blas.h, which <Eigen/Core>
@@ -241,6 +243,8 @@ std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const Svd
     };
     report(0.0);
 
+    const int scale = prepare_svd_input(A);   // subnormals to zero, extreme magnitudes scaled (metrics/svd_input.h)
+    lapack_complaint();                       // a stale report of an earlier call is not this one's
     const DgesddScaling scaling(m, n, A.data());
 
     // dgebrd's workspace is always the optimal (m + n) nb here. One block laid out as dgesdd lays out its
@@ -265,6 +269,7 @@ std::vector<double> singular_values_with_progress(Eigen::MatrixXd&& A, const Svd
     bidiagonal_singular_values(n, d.data(), e, work);
     scaling.unscale(n, d.data());
     std::sort(d.begin(), d.end(), std::greater<>());   // dbdsdc already returns them descending
+    d = unscale_singular_values(std::move(d), scale);
     report(total);
     return d;
 }

@@ -10,10 +10,37 @@
 #include <lapacke.h>
 
 #include "kernels/kernels.h"
+#include "metrics/svd_input.h"
 #include "metrics/svd_two_stage.h"
 #include "util/flush_subnormals.h"
 
+namespace {
+thread_local std::string t_lapack_complaint;
+}
+
+// LAPACK's error handler (see metrics/svd_input.h): it records instead of printing. Only the routine's name
+// is read, up to its first blank and at most 8 characters: the hidden length argument's width differs
+// between Fortran compilers and OpenBLAS's C callers, so it is not trusted.
+// The signature is the one Eigen's blas.h declares (EIGEN_USE_BLAS).
+extern "C" int xerbla_(const char* name, int* info, int /*length: not trusted*/)
+{
+    std::string routine;
+    for (int i = 0; name && i < 8 && name[i] != '\0' && name[i] != ' '; ++i)
+        routine += name[i];
+    t_lapack_complaint = routine + " argument " + std::to_string(info ? *info : 0);
+    return 0;
+}
+
 namespace attnscope::metrics {
+
+std::optional<std::string> lapack_complaint()
+{
+    if (t_lapack_complaint.empty())
+        return std::nullopt;
+    std::string out;
+    out.swap(t_lapack_complaint);
+    return out;
+}
 
 std::vector<double> singular_values(Eigen::MatrixXd&& A)
 {
@@ -26,10 +53,14 @@ std::vector<double> singular_values(Eigen::MatrixXd&& A)
     constexpr Index max_int = std::numeric_limits<lapack_int>::max();
     if (rows > max_int || cols > max_int)
         throw std::invalid_argument("singular_values: matrix too large for LAPACK");
+    const int scale = prepare_svd_input(A);   // subnormals to zero, extreme magnitudes scaled (metrics/svd_input.h)
     // Large matrices: the two-stage reduction (level-3 BLAS only; metrics/svd_two_stage.h), 2-4x faster
     // than dgesdd's one-stage bidiagonalisation here and equal to it within O(eps) * s_1.
-    if (std::min(rows, cols) >= k_two_stage_min_size)
-        return singular_values_two_stage(std::move(A));
+    if (std::min(rows, cols) >= k_two_stage_min_size) {
+        std::vector<double> s = singular_values_two_stage(std::move(A));
+        return unscale_singular_values(std::move(s), scale);
+    }
+    lapack_complaint();   // a stale report of an earlier call is not this one's
     std::vector<double> s(static_cast<std::size_t>(std::min(rows, cols)));
     // Values only (jobz = 'N'): no U, no V^T; their leading dimensions must still be >= 1.
     const lapack_int info =
@@ -40,6 +71,24 @@ std::vector<double> singular_values(Eigen::MatrixXd&& A)
     if (info > 0)
         throw std::runtime_error("LAPACKE_dgesdd: the SVD did not converge (info=" + std::to_string(info) + ")");
     std::sort(s.begin(), s.end(), std::greater<>());   // LAPACK already returns them descending
+    return unscale_singular_values(std::move(s), scale);
+}
+
+std::vector<double> unscale_singular_values(std::vector<double> s, int scale)
+{
+    if (const auto complaint = lapack_complaint())
+        throw std::runtime_error("the SVD failed inside LAPACK (" + *complaint + " was illegal) on a " +
+                                 std::to_string(s.size()) + "-value spectrum; please report it with the input");
+    for (double& v : s) {
+        if (!std::isfinite(v))
+            throw std::runtime_error("the SVD returned a non-finite singular value on a finite matrix; please report "
+                                     "it with the input");
+        if (scale != 0) {
+            v = std::ldexp(v, scale);
+            if (!std::isfinite(v))
+                throw std::invalid_argument("the singular values exceed the range of double precision (s_1 > 1.8e308)");
+        }
+    }
     return s;
 }
 

@@ -17,6 +17,9 @@ using Index = Eigen::Index;
 // From k_two_stage_min_size on, the two-stage reduction of metrics/svd_two_stage.h replaces dgesdd.
 constexpr Index k_two_stage_min_size = 512;
 std::vector<double> singular_values(Eigen::MatrixXd&& A);
+// The end of every dense SVD entry point: throws when LAPACK complained (metrics/svd_input.h) or a value is not
+// finite, and scales the values back by 2^scale (prepare_svd_input's exponent).
+std::vector<double> unscale_singular_values(std::vector<double> s, int scale);
 
 struct SpectrumMetrics {
     std::vector<double> singular_values;   // all of them, descending

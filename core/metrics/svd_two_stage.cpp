@@ -11,6 +11,8 @@
 
 #include <lapacke.h>
 
+#include "metrics/metrics.h"
+#include "metrics/svd_input.h"
 #include "kernels/kernels.h"
 #include "util/flush_subnormals.h"
 
@@ -157,6 +159,8 @@ std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, c
         throw std::invalid_argument("singular_values: matrix too large for LAPACK");
     if (band < 1)
         throw std::invalid_argument("singular_values_two_stage: band must be at least 1");
+    const int scale = prepare_svd_input(A);   // subnormals to zero, extreme magnitudes scaled (metrics/svd_input.h)
+    lapack_complaint();                       // a stale report of an earlier call is not this one's
     if (A.rows() < A.cols())
         A = Eigen::MatrixXd(A.transpose());   // same singular values; stage 1 wants m >= n
 
@@ -205,7 +209,7 @@ std::vector<double> singular_values_two_stage(Eigen::MatrixXd&& A, Index band, c
     for (double& v : d)
         v = std::abs(v);
     std::sort(d.begin(), d.end(), std::greater<>());
-    return d;
+    return unscale_singular_values(std::move(d), scale);
 }
 
 }  // namespace attnscope::metrics

@@ -149,6 +149,14 @@ TEST(CliCommands, MeasuresBeyondTheMaskMatchTheReference)
     attnscope::test::expect_script_passes("app/check_measures.py", "cli_measures");
 }
 
+// Issue 30: logits up to ~1e12 (queries x 1e6) make softmax rows one-hot with subnormal entries; every
+// mechanism's spectrum still comes back equal to NumPy's, on both dense SVD paths, with no LAPACK message
+// (tests/app/check_large_logits.py).
+TEST(CliCommands, SpectraOfLargeLogitsMatchNumPy)
+{
+    attnscope::test::expect_script_passes("app/check_large_logits.py", "cli_large_logits");
+}
+
 // The grouped-query sample (data/char_llama_gqa.h5, 4 query heads sharing 2 key/value heads): query head 3
 // pairs key/value head 1, and the summary says so; info lists its token strings.
 TEST(CliCommands, GroupedQuerySamplePairsAndSaysSo)

@@ -1,5 +1,6 @@
 // Singular values (LAPACK dgesdd), ranks and row entropies (docs/maths.md 2) against NumPy
 // (make_metric_cases.py), plus the edge cases the definitions fix.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -7,7 +8,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "metrics/bidiag_svd.h"
 #include "metrics/metrics.h"
+#include "metrics/svd_two_stage.h"
 #include "support/test_support.h"
 
 namespace {
@@ -73,6 +76,43 @@ TEST(Metrics, MatchNumPy)
     }
     std::printf("max |s - s_numpy| / s1: %.3g; max relative difference of tol, ranks, entropies: %.3g\n", worst_sv,
                 worst);
+}
+
+// Issue 30: one-hot rows with subnormal entries beside the ones (softmax of logits ~1e9) made dgesdd, under the
+// SVDs' flush-to-zero mode, return NaN; and entries near 2^+-1000 overflow the two-stage reduction. Every dense
+// entry point gives the exact answer: a 0/1 matrix with one 1 per row has singular values sqrt(column counts).
+TEST(Metrics, OneHotRowsWithSubnormalsAndExtremeScales)
+{
+    for (const Index n : {Index{64}, Index{600}}) {
+        MatrixXd A = MatrixXd::Zero(n, n);
+        std::vector<double> counts(static_cast<std::size_t>(n), 0.0);
+        for (Index t = 0; t < n; ++t) {
+            const Index c = (t * 7 + t / 3) % (n / 4);   // a quarter of the columns, unevenly
+            A(t, c) = 1.0;
+            counts[static_cast<std::size_t>(c)] += 1.0;
+            A(t, (c + 1 + t % 5) % n) = 5.55e-309;        // subnormal
+            A(t, (c + 9) % n) = 1e-310;
+        }
+        std::vector<double> expect;
+        for (double k : counts)
+            expect.push_back(std::sqrt(k));
+        std::sort(expect.begin(), expect.end(), std::greater<>());
+        for (const double scale : {1.0, std::ldexp(1.0, 700), std::ldexp(1.0, -700)}) {
+            SCOPED_TRACE("n = " + std::to_string(n) + ", scale 2^" + std::to_string(std::ilogb(scale)));
+            const MatrixXd As = A * scale;   // the subnormals vanish or grow with it; the expectation is unchanged
+            const std::vector<std::vector<double>> got = {
+                metrics::singular_values(MatrixXd(As)),
+                metrics::singular_values_two_stage(MatrixXd(As)),
+                metrics::singular_values_with_progress(MatrixXd(As), {}),
+            };
+            for (const auto& s : got) {
+                ASSERT_EQ(s.size(), expect.size());
+                for (std::size_t i = 0; i < s.size(); ++i)
+                    ASSERT_NEAR(s[i] / scale, expect[i], 1e-12 * expect[0]) << "value " << i;
+                EXPECT_NO_THROW(metrics::spectrum_metrics(s, n, n, std::nullopt));
+            }
+        }
+    }
 }
 
 TEST(Metrics, KnownSmallAnswers)
