@@ -4,6 +4,8 @@
 #   tools/build.sh --target T [--target T2 ...] -- [CONFIGURE_ARGS...]   only those targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache: paths under the checkout are hashed relative to it, so a clone in another folder (CI's) reuses the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 jobs=$(nproc 2>/dev/null || echo 2)
 targets=()
 while [ $# -gt 0 ] && [ "$1" = --target ]; do

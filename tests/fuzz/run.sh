@@ -15,6 +15,9 @@ jobs=${JOBS:-2}
 par=${FUZZ_PARALLEL:-1}
 gen=()
 command -v ninja >/dev/null && [ ! -f build-fuzz/CMakeCache.txt ] && gen=(-G Ninja)
+# ccache: paths relative to the checkout, and -g's working directory left out of the hash, so a clone in another
+# folder (CI's) reuses the cache (the debug info then names the first folder's paths).
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DATTNSCOPE_FUZZ=ON -DATTNSCOPE_BUILD_GUI=OFF -DATTNSCOPE_BUILD_TESTS=OFF >/dev/null || exit 2
 targets=(fuzz_npy fuzz_npz fuzz_safetensors fuzz_selection fuzz_toml_job fuzz_gemm_cache fuzz_session fuzz_shard)
