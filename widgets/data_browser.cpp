@@ -287,11 +287,18 @@ bool DataBrowser::closeFile(const QString& path)
     for (int i = 0; i < m_tree->topLevelItemCount(); ++i)
         if (m_tree->topLevelItem(i)->data(colName, roleFile).toString() == path)
             delete m_tree->takeTopLevelItem(i--);
+    bool reassigned = false;
     for (auto& a : m_assigned)
-        if (a && a->file == path)
+        if (a && a->file == path) {
             a.reset();
+            reassigned = true;
+        }
     refreshBadges();
-    emit assignmentChanged();
+    // Closing a file that is not shown changes nothing the views show: no recomputation of the one that is.
+    if (reassigned)
+        emit assignmentChanged();
+    else
+        emit filesChanged();
     return true;
 }
 

@@ -45,7 +45,8 @@ public:
     // sets *error when the file cannot be opened (the error is shown in the tree as well).
     bool openFile(const QString& path, QString* error = nullptr);
     void closeAll();
-    // Closes one file; its tensors lose their roles. False when it is not open.
+    // Closes one file; its tensors lose their roles. False when it is not open. Emits assignmentChanged only
+    // when one of its tensors had a role (the data shown changes), else filesChanged.
     bool closeFile(const QString& path);
     QStringList files() const;                 // successfully opened files, in opening order
     int tensorCount(const QString& file) const;   // numeric tensors listed for an open file (0: not open)
@@ -63,6 +64,8 @@ public:
 
 signals:
     void assignmentChanged();
+    // The list of open files changed but no assignment did (a file that was not shown was closed).
+    void filesChanged();
 
 private:
     class GroupTree;

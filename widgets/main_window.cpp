@@ -200,6 +200,7 @@ void MainWindow::buildDocks()
     addDock(tr("Mechanisms"), QStringLiteral("mechanismDock"), scrolled(m_mechanism), Qt::RightDockWidgetArea);
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);
+    connect(m_browser, &DataBrowser::filesChanged, this, &MainWindow::onFilesChanged);
     connect(m_selection, &SelectionPanel::changed, this, &MainWindow::onSelectionChanged);
     connect(m_selection, &SelectionPanel::layerRequested, this, &MainWindow::switchLayer);
     connect(m_mechanism, &MechanismPanel::changed, this, [this] {
@@ -267,10 +268,10 @@ void MainWindow::buildMenus()
     m_recentMenu = file->addMenu(tr("Open &Recent"));
     connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::fillRecentMenu);
     file->addAction(tr("&Close File"), QKeySequence::Close, this, [this] {
-        // The file of the current queries (or the one selected in the Data dock).
-        const QString selected = m_browser->currentFile();
+        // The file shown (that of the current queries); the one selected in the Data dock only when none is
+        // shown. The dock's context menu closes any other ("Close this file").
         const auto q = m_browser->assigned(TensorRole::queries);
-        const QString path = !selected.isEmpty() ? selected : q ? q->file : QString();
+        const QString path = q ? q->file : m_browser->currentFile();
         if (path.isEmpty() || !m_browser->closeFile(path))
             statusBar()->showMessage(tr("No file to close"), 3000);
         updateTitle();

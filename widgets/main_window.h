@@ -180,6 +180,7 @@ private:
 
     // The explore computation (main_window_explore.cpp).
     void onAssignmentChanged();
+    void onFilesChanged();
     void saveFileState(const QString& file);
     QJsonArray fileStatesState(const QString& sessionFile) const;   // main_window_session.cpp
     void restoreFileStates(const QJsonArray& states, const QString& sessionFile);

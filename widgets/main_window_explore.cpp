@@ -37,6 +37,18 @@ void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions&
 
 // ------------------------------------------------------------------------------------ state changes
 
+void MainWindow::onFilesChanged()
+{
+    // A file that was not shown was closed: its remembered state goes with it; nothing shown changes.
+    const QStringList open = m_browser->files();
+    for (auto it = m_fileStates.begin(); it != m_fileStates.end();)
+        it = open.contains(it.key()) ? std::next(it) : m_fileStates.erase(it);
+    if (!open.contains(m_unusableFile))
+        m_unusable.clear();
+    updateTitle();
+    updateCentral();
+}
+
 void MainWindow::onAssignmentChanged()
 {
     const auto q = m_browser->assigned(TensorRole::queries);

@@ -2,10 +2,12 @@
 // driven through a failure, a cancel, Close All, a file switch and one-tensor files, and after each step
 // every view is checked against the inputs the docks describe. Also the navigation: opening a file shows
 // it, closing one file, the layer control of per-layer datasets, grouped-query pairing in the Selection dock.
+#include <QAction>
 #include <QCoreApplication>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QThread>
+#include <QTreeWidget>
 
 #include <gtest/gtest.h>
 
@@ -203,6 +205,53 @@ TEST_F(WindowViewsState, CloseOneFileAndLayers)
     EXPECT_EQ(w.dataBrowser()->files(), QStringList{QString::fromStdString(test::dataPath("vit_local2d.h5"))});
     expectViewsAgree(w, "closed one file");
     EXPECT_FALSE(w.result());
+}
+
+// Issue 35: File > Close File (Ctrl+W) closes the file shown, whatever item the Data dock has selected; closing
+// a file that is not shown (the dock's "Close this file") leaves the shown result as it is, never recomputed.
+TEST_F(WindowViewsState, CloseActsOnTheFileShownAndNeverRecomputesTheOther)
+{
+    test::TestWindow w;
+    const QString lm = QString::fromStdString(test::dataPath("lm_local1d.h5"));
+    const QString vit = QString::fromStdString(test::dataPath("vit_local2d.h5"));
+    ASSERT_TRUE(w.openAndWait({vit, lm}));
+    const auto q = w.dataBrowser()->assigned(TensorRole::queries);
+    ASSERT_TRUE(q);
+    const QString shown = q->file, other = shown == lm ? vit : lm;
+    ASSERT_TRUE(w.result());
+
+    // The dock's selection is on the other file, as after a click there.
+    QTreeWidget* tree = w.dataBrowser()->tree();
+    for (int i = 0; i < tree->topLevelItemCount(); ++i)
+        if (w.dataBrowser()->files().value(i) == other)
+            tree->setCurrentItem(tree->topLevelItem(i));
+    ASSERT_EQ(w.dataBrowser()->currentFile(), other);
+
+    // Closing the other file from the dock: the shown result stays the same object (no recomputation).
+    const auto before = w.result();
+    ASSERT_TRUE(w.dataBrowser()->closeFile(other));
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.result(), before) << "closing a file that is not shown recomputed the shown one";
+    EXPECT_EQ(w.dataBrowser()->files(), QStringList{shown});
+    expectViewsAgree(w, "closed the other file");
+
+    // Ctrl+W with the other file open again and selected in the dock closes the file shown.
+    ASSERT_TRUE(w.openAndWait({other}));
+    const QString shownNow = w.dataBrowser()->assigned(TensorRole::queries)->file;
+    const QString notShown = shownNow == lm ? vit : lm;
+    for (int i = 0; i < tree->topLevelItemCount(); ++i)
+        if (w.dataBrowser()->files().value(i) == notShown)
+            tree->setCurrentItem(tree->topLevelItem(i));
+    ASSERT_EQ(w.dataBrowser()->currentFile(), notShown);
+    QAction* close = nullptr;
+    for (QAction* a : w.findChildren<QAction*>())
+        if (a->shortcut() == QKeySequence(QKeySequence::Close))
+            close = a;
+    ASSERT_TRUE(close);
+    close->trigger();
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.dataBrowser()->files(), QStringList{notShown});
+    expectViewsAgree(w, "Ctrl+W");
 }
 
 TEST_F(WindowViewsState, UserOverridesStayWithTheirFile)
