@@ -12,8 +12,19 @@ against scipy.sparse.linalg.svds (ARPACK) on a LinearOperator whose products run
 scores, exp(scale q k^T - lse) times the block, in NumPy: the same matrix-free work. Where N x N fits
 (--topk-dense-max), both are checked against NumPy's dense SVD (relative error of each value).
 
+Causal (--causal-sizes, --repeat R): `attnscope analyze --causal` with every default measure (the three default
+mechanisms, their content-free baselines and past blocks) against the time NumPy takes for the three dense
+singular-value-only SVDs of N x N matrices (np.linalg.svd(A, compute_uv=False) of the three causal attention
+matrices, formed outside the clock), alternating the two R times in one run; prints each pair's ratio
+attnscope / NumPy, the median, and the load average around each timing (the machine may be shared).
+
+For timing the two sides as whole processes (e.g. with /usr/bin/time, or alternated by a benchmark runner):
+`--write-causal N DIR` writes DIR/qk.h5 (the same random Q, K as --causal-sizes N) and the three causal matrices
+as DIR/{softmax,linear,mhla}.npy; `--svd3 DIR` then only loads those and runs the three SVDs, and
+`attnscope analyze --q DIR/qk.h5:/q --k DIR/qk.h5:/k --causal --blocks 16` is the other side.
+
 usage: python3 bench/compare_numpy.py [--attnscope build/app/attnscope] [--sizes 1024,2048,4096] [--d 64] [--markdown]
-                                      [--topk-sizes 4096,16384] [--topk 64]
+                                      [--topk-sizes 4096,16384] [--topk 64] [--causal-sizes 4096] [--repeat 3]
 Run with Debian's python3 (numpy and scipy on OpenBLAS). Threads: both use the machine's cores (OpenBLAS).
 
 OpenBLAS kernels (--numpy-coretype): the NumPy / SciPy side runs in a child process of its own. Where this
@@ -68,6 +79,13 @@ def numpy_pipeline(Q, K, M):
                      "stable_rank": float((s ** 2).sum() / s[0] ** 2), "entropy_mean": float(H.mean()),
                      "entropy_normalized_mean": float((H / np.log(N)).mean())}
     return out
+
+
+def causal_matrices(Q, K, M):
+    """The three default causal attention matrices (softmax, linear with relu, MHLA on M blocks with the causal
+    default mixing), by the NumPy reference."""
+    return [attnref.attention_matrix(m, Q, K, causal=True, **({"blocks": M} if m == "mhla" else {}))
+            for m in ("softmax", "linear", "mhla")]
 
 
 def agree(ours, ref):
@@ -146,6 +164,44 @@ def topk_compare(attnscope, N, d, k, dense_max, tmp, coretype):
     return N, t_scipy, t_ours, t_scipy / t_ours, diff, vs_dense, passes
 
 
+def causal_inputs(N, d, path):
+    """Random Q, K (N x d) of the causal comparison, written to `path` (HDF5 /q, /k)."""
+    rng = np.random.default_rng(N + 1)
+    Q, K = rng.normal(size=(N, d)), rng.normal(size=(N, d))
+    with h5py.File(path, "w") as f:
+        f["q"] = Q
+        f["k"] = K
+    return Q, K
+
+
+def causal_compare(args, N, tmp, coretype):
+    """`attnscope analyze --causal` (every default measure) against NumPy's three dense SVDs, alternated
+    args.repeat times in one run: (N, median NumPy s, median AttnScope s, ratios ours / NumPy, load averages)."""
+    path = os.path.join(tmp, f"causal{N}.h5")
+    causal_inputs(N, args.d, path)
+    cmd = [args.attnscope, "analyze", "--q", path + ":/q", "--k", path + ":/k", "--causal", "--blocks",
+           str(args.blocks), "--json", "-"]
+    print("AttnScope: " + " ".join(cmd), flush=True)
+    t_numpy, t_ours, ratios, loads = [], [], [], []
+    for i in range(args.repeat):
+        load = os.getloadavg()[0]
+        tn, ref = run_numpy_child(coretype, "svd3", **{"in": path, "blocks": args.blocks})
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        to = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise SystemExit(p.stderr)
+        doc = json.loads(p.stdout)
+        ranks = [r["rank"] for r in doc["results"]]
+        loads.append(f"{load:.1f}-{os.getloadavg()[0]:.1f}")
+        t_numpy.append(tn)
+        t_ours.append(to)
+        ratios.append(to / tn)
+        print(f"causal N={N} run {i + 1}: numpy 3 SVDs {tn:.2f} s, attnscope {to:.2f} s, ratio {to / tn:.2f}x "
+              f"(ranks numpy {ref['ranks']}, attnscope {ranks}; load {loads[-1]})", flush=True)
+    return N, float(np.median(t_numpy)), float(np.median(t_ours)), ratios, "; ".join(loads)
+
+
 def cpu_flags():
     try:
         with open("/proc/cpuinfo") as f:
@@ -171,6 +227,7 @@ def openblas_probe(coretype):
     """(OpenBLAS core NumPy runs, its dgemm GFLOP/s) with OPENBLAS_CORETYPE=coretype (None: unset)."""
     env = dict(os.environ, OPENBLAS_VERBOSE="2")
     env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     p = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True)
@@ -215,6 +272,7 @@ def run_numpy_child(coretype, task, **kw):
     """Runs `task` in a child Python with OPENBLAS_CORETYPE=coretype; returns (seconds, result dict)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)   # set with the core type on some machines: unset together
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     with tempfile.TemporaryDirectory() as tmp:
@@ -239,6 +297,12 @@ def numpy_worker(args):
         t0 = time.perf_counter()
         result = numpy_pipeline(Q, K, args.worker_blocks)
         seconds = time.perf_counter() - t0
+    elif args.numpy_worker == "svd3":   # three dense singular-value-only SVDs; the matrices outside the clock
+        mats = causal_matrices(Q, K, args.worker_blocks)
+        t0 = time.perf_counter()
+        values = [np.linalg.svd(A, compute_uv=False) for A in mats]
+        seconds = time.perf_counter() - t0
+        result = {"ranks": [int(np.linalg.matrix_rank(A)) for A in mats], "s1": [float(v[0]) for v in values]}
     else:   # top-k by svds on the matrix-free operator
         from scipy.sparse.linalg import svds
         t0 = time.perf_counter()
@@ -265,20 +329,36 @@ def main():
     ap.add_argument("--numpy-coretype", default="auto",
                     help="OPENBLAS_CORETYPE for NumPy's command: auto (fastest the CPU supports), default, or a name")
     # The child process's side (run_numpy_child).
-    ap.add_argument("--numpy-worker", choices=["pipeline", "topk"], help=argparse.SUPPRESS)
+    ap.add_argument("--causal-sizes", default="", help="N values for the causal analyze against three NumPy SVDs")
+    ap.add_argument("--repeat", type=int, default=3, help="alternating runs of each side (--causal-sizes)")
+    ap.add_argument("--numpy-worker", choices=["pipeline", "topk", "svd3"], help=argparse.SUPPRESS)
     ap.add_argument("--worker-in", help=argparse.SUPPRESS)
     ap.add_argument("--worker-out", help=argparse.SUPPRESS)
     ap.add_argument("--worker-blocks", type=int, default=16, help=argparse.SUPPRESS)
     ap.add_argument("--worker-k", type=int, default=64, help=argparse.SUPPRESS)
     ap.add_argument("--worker-dense", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--write-causal", nargs=2, metavar=("N", "DIR"), help="write qk.h5 and the three causal matrices")
+    ap.add_argument("--svd3", metavar="DIR", help="the three dense SVDs of DIR/*.npy (written by --write-causal)")
     args = ap.parse_args()
     if args.numpy_worker:
         return numpy_worker(args)
+    if args.write_causal:
+        N, out = int(args.write_causal[0]), args.write_causal[1]
+        os.makedirs(out, exist_ok=True)
+        Q, K = causal_inputs(N, args.d, os.path.join(out, "qk.h5"))
+        for name, A in zip(("softmax", "linear", "mhla"), causal_matrices(Q, K, args.blocks)):
+            np.save(os.path.join(out, name + ".npy"), A)
+        return 0
+    if args.svd3:
+        for name in ("softmax", "linear", "mhla"):
+            np.linalg.svd(np.load(os.path.join(args.svd3, name + ".npy")), compute_uv=False)
+        return 0
     coretype, numpy_kernels = choose_numpy_coretype(args.numpy_coretype)
     print(numpy_kernels, flush=True)
     ours_kernels_printed = False
     rows = []
     topk_rows = []
+    causal_rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for N in [int(x) for x in args.sizes.split(",") if x]:
             rng = np.random.default_rng(N)
@@ -311,6 +391,15 @@ def main():
             topk_rows.append(row)
             print(f"top-{args.topk} N={N}: scipy svds {row[1]:.2f} s, attnscope {row[2]:.2f} s, ratio {row[3]:.1f}x, "
                   f"max relative difference {row[4]:.1e}, against dense: {row[5]}, passes {row[6]}", flush=True)
+        for N in [int(x) for x in args.causal_sizes.split(",") if x]:
+            causal_rows.append(causal_compare(args, N, tmp, coretype))
+    if args.markdown and causal_rows:
+        print("\n| N | NumPy 3 SVDs (s, median) | AttnScope analyze --causal (s, median) | ratio (median of pairs) | "
+              "pairs | load average |")
+        print("|---|---|---|---|---|---|")
+        for N, tn, to, ratios, loads in causal_rows:
+            print(f"| {N} | {tn:.2f} | {to:.2f} | {np.median(ratios):.2f}x | "
+                  f"{', '.join(f'{r:.2f}' for r in ratios)} | {loads} |")
     if args.markdown and topk_rows:
         print(f"\n| N | scipy svds (s) | AttnScope top-{args.topk} (s) | speed-up | max rel. difference | against dense SVD | passes |")
         print("|---|---|---|---|---|---|---|")

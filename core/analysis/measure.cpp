@@ -190,17 +190,19 @@ void entropy_warnings(MechanismResult& r, bool negative, const attention::Attent
                              "); entropy is computed from the entries as they are");
 }
 
-// Checks the formed matrix in row tiles (finite, non-negative) and takes every row's entropy from them.
-// Returns false when an entry is not finite (then nothing is measured).
-bool measure_formed_entropy(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd& A,
-                            const std::vector<Index>& allowed, const attention::AttentionOptions& options,
-                            const MetricOptions& mo, StageProgress* progress)
+// Checks the matrix in row tiles (finite, non-negative) and takes every row's entropy from them; `tile(t0,
+// count)` gives rows [t0, t0 + count) (of the formed matrix, or formed from the operator). Returns false when
+// an entry is not finite (then nothing is measured).
+template <class Tile>
+bool measure_tiled_entropy(MechanismResult& r, const attention::AttentionOperator& op, Tile&& tile,
+                           const std::vector<Index>& allowed, const attention::AttentionOptions& options,
+                           const MetricOptions& mo, StageProgress* progress)
 {
-    const Index n = A.rows();
+    const Index n = op.rows();
     bool finite = true, negative = false;
     std::vector<double> h(static_cast<std::size_t>(n), 0.0);
     for_each_tile(n, [&](Index t0, Index count) {
-        const auto rows = A.middleRows(t0, count);
+        const Eigen::Ref<const Eigen::MatrixXd> rows = tile(t0, count);
         if (!rows.allFinite()) {
             finite = false;
             return false;
@@ -226,6 +228,14 @@ bool measure_formed_entropy(MechanismResult& r, const attention::AttentionOperat
         entropy_warnings(r, negative, options);
     }
     return true;
+}
+
+bool measure_formed_entropy(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd& A,
+                            const std::vector<Index>& allowed, const attention::AttentionOptions& options,
+                            const MetricOptions& mo, StageProgress* progress)
+{
+    return measure_tiled_entropy(
+        r, op, [&](Index t0, Index count) { return A.middleRows(t0, count); }, allowed, options, mo, progress);
 }
 
 // Entropy without the matrix (shared pass or streamed). Returns false when an entry is not finite.
@@ -405,6 +415,40 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
             measure_past_block(r, op, A.get(), request, progress);   // before the spectrum, which may consume A
             measure_spectrum(r, op, request, A.get(), !request.keep_matrix, progress);
         }
+    }
+    if (out.finite)
+        measure_beyond_mask(r, op, options, request, progress);
+    return out;
+}
+
+Measurement measure_with_known_values(const attention::AttentionOperator& op, const attention::AttentionOptions& options,
+                                      const MeasureRequest& request, const std::vector<double>& values,
+                                      StageProgress* progress)
+{
+    Measurement out;
+    MechanismResult& r = out.result;
+    r.mechanism = op.mechanism();
+    if (op.unnormalisable_row()) {
+        r.warnings.push_back(non_finite_reason(op));
+        out.finite = false;
+        return out;
+    }
+    // The dense path's entropy from the same row tiles, each formed from the operator into one buffer.
+    const std::vector<Index> allowed = op.allowed_keys();
+    begin(progress, r.mechanism, request, "entropy", 1.0);
+    Eigen::MatrixXd buffer(std::min(k_rows_per_tile, op.rows()), op.cols());
+    out.finite = measure_tiled_entropy(
+        r, op,
+        [&](Index t0, Index count) {
+            auto rows = buffer.topRows(count);
+            op.dense_rows(t0, count, rows);
+            return rows;
+        },
+        allowed, options, request.metrics, progress);
+    if (out.finite && request.metrics.spectrum) {
+        begin(progress, r.mechanism, request, "singular values", spectrum_weight(SpectrumPath::structured, op.rows()));
+        r.spectrum = metrics::spectrum_metrics(values, op.rows(), op.cols(), request.metrics.rank_rtol);
+        r.spectrum_method = "structured";
     }
     if (out.finite)
         measure_beyond_mask(r, op, options, request, progress);

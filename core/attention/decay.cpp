@@ -361,6 +361,45 @@ void DecayOperator::dense_rows(Index t0, Index count, Eigen::Ref<MatrixXd> out) 
     }
 }
 
+std::optional<DecayOperator::SplitWeights> DecayOperator::split_weights(Index h) const
+{
+    if (h < 1 || h > m_n - 1)
+        throw std::invalid_argument("the past split h=" + std::to_string(h) + " must lie in 1..N-1 (N=" +
+                                    std::to_string(m_n) + " tokens)");
+    if (!m_p.causal && !m_p.positions.empty())   // non-causal grid decay: the Manhattan distance does not split at h
+        return std::nullopt;
+    // For t >= h > j the weight splits at h: gamma^(t-j) = gamma^(t-h) gamma^(h-j), and the gate product
+    // prod_{i=j+1..t} g_i = (prod_{i=h+1..t} g_i) (prod_{i=j+1..h} g_i) (log gates: sums of logs, exponentiated).
+    const Index rows = m_n - h;
+    VectorXd after(rows), before(h);   // w(t, h) for t = h.., w(h, j) for j = ..h-1
+    if (m_p.mechanism == Mechanism::decay) {
+        for (Index i = 0; i < rows; ++i)
+            after(i) = m_powers(i);
+        for (Index j = 0; j < h; ++j)
+            before(j) = m_powers(h - j);
+    } else if (m_p.log_line.size() > 0) {
+        double acc = 0.0;
+        after(0) = 1.0;
+        for (Index t = h + 1; t < m_n; ++t) {
+            acc += m_p.log_line(t);
+            after(t - h) = std::exp(acc);
+        }
+        acc = 0.0;
+        for (Index j = h - 1; j >= 0; --j) {
+            acc += m_p.log_line(j + 1);
+            before(j) = std::exp(acc);
+        }
+    } else {
+        after(0) = 1.0;
+        for (Index t = h + 1; t < m_n; ++t)
+            after(t - h) = after(t - h - 1) * m_p.line(t);
+        before(h - 1) = m_p.line(h);
+        for (Index j = h - 2; j >= 0; --j)
+            before(j) = before(j + 1) * m_p.line(j + 1);
+    }
+    return SplitWeights{std::move(after), std::move(before)};
+}
+
 std::vector<Index> DecayOperator::allowed_keys() const
 {
     std::vector<Index> n(static_cast<std::size_t>(m_n), m_n);

@@ -70,6 +70,18 @@ public:
     // matrix is then not defined (dense rows and products hold inf or NaN); report the mechanism null.
     std::optional<Index> unnormalisable_row() const override { return m_unnormalisable_row; }
     double unnormalisable_sum() const override { return m_unnormalisable_sum; }
+    // For t >= h > j along the line (causal, or non-causal decay in 1-D) the weight splits at h:
+    // w(t, j) = after(t - h) * before(j), with after(i) = w(h + i, h) (gamma^i, or the gates h+1..h+i) and
+    // before(j) = w(h, j) (gamma^(h-j), or the gates j+1..h). Nothing for non-causal decay on a grid (the
+    // Manhattan distance does not split). With pieces() and row_scale(): the past block's factors
+    // (analysis/mask_measures.h). Throws std::invalid_argument for h outside 1..N-1.
+    struct SplitWeights {
+        Eigen::VectorXd after, before;   // N - h and h values
+    };
+    std::optional<SplitWeights> split_weights(Index h) const;
+    const Pieces& pieces() const { return m_p; }
+    // 1/z_t (row) or 1 (none).
+    const Eigen::VectorXd& row_scale() const { return m_row_scale; }
     // decay's resolved gamma (1 for gated).
     double gamma() const { return m_p.gamma; }
 

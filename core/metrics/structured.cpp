@@ -1,11 +1,13 @@
 #include "metrics/structured.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <stdexcept>
 #include <string>
 
 #include <Eigen/QR>
+#include <lapacke.h>
 
 #include "metrics/metrics.h"
 
@@ -97,6 +99,113 @@ std::vector<double> structured_singular_values(const attention::KernelFactors& f
     s.resize(static_cast<std::size_t>(n), 0.0);   // the structural zeros
     std::sort(s.begin(), s.end(), std::greater<>());
     return s;
+}
+
+namespace {
+
+// Row indices of x (or y) per block, ascending; `side` names the side in messages.
+std::vector<std::vector<Index>> rows_per_block(const std::vector<Index>& block, Index m, const char* side)
+{
+    std::vector<std::vector<Index>> rows(static_cast<std::size_t>(m));
+    for (std::size_t i = 0; i < block.size(); ++i) {
+        const Index b = block[i];
+        if (b < 0 || b >= m)
+            throw std::invalid_argument(std::string("block factors: ") + side + " " + std::to_string(i) + " in block " +
+                                        std::to_string(b) + " of " + std::to_string(m));
+        rows[static_cast<std::size_t>(b)].push_back(static_cast<Index>(i));
+    }
+    return rows;
+}
+
+// The R factor of each block's rows of x (min(rows in block, r) by r), and their offsets in the core.
+std::vector<MatrixXd> block_r_factors(const MatrixXd& x, const std::vector<std::vector<Index>>& rows,
+                                      std::vector<Index>& offset)
+{
+    std::vector<MatrixXd> out(rows.size());
+    offset.assign(rows.size() + 1, 0);
+    for (std::size_t b = 0; b < rows.size(); ++b) {
+        MatrixXd xb(static_cast<Index>(rows[b].size()), x.cols());
+        for (std::size_t i = 0; i < rows[b].size(); ++i)
+            xb.row(static_cast<Index>(i)) = x.row(rows[b][i]);
+        out[b] = r_factor(xb);
+        offset[b + 1] = offset[b] + out[b].rows();
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<double> block_factor_singular_values(const BlockFactorization& f)
+{
+    const Index rows = f.x.rows(), cols = f.y.rows(), m = f.mixing.rows();
+    if (f.y.cols() != f.x.cols() || static_cast<Index>(f.row_block.size()) != rows ||
+        static_cast<Index>(f.col_block.size()) != cols || f.mixing.cols() != m)
+        throw std::invalid_argument("block factors: inconsistent shapes");
+    std::vector<Index> row_offset, col_offset;
+    const std::vector<MatrixXd> rx = block_r_factors(f.x, rows_per_block(f.row_block, m, "row"), row_offset);
+    const std::vector<MatrixXd> ry = block_r_factors(f.y, rows_per_block(f.col_block, m, "column"), col_offset);
+    // B = blockdiag(U) * C * blockdiag(V)^T with orthonormal U, V: C[a,b] = Mc[a,b] R_a S_b^T.
+    MatrixXd core = MatrixXd::Zero(row_offset.back(), col_offset.back());
+    for (Index a = 0; a < m; ++a) {
+        const MatrixXd& ra = rx[static_cast<std::size_t>(a)];
+        for (Index b = 0; b < m; ++b) {
+            const MatrixXd& sb = ry[static_cast<std::size_t>(b)];
+            const double w = f.mixing(a, b);
+            if (w == 0.0 || ra.rows() == 0 || sb.rows() == 0)
+                continue;
+            core.block(row_offset[static_cast<std::size_t>(a)], col_offset[static_cast<std::size_t>(b)], ra.rows(), sb.rows())
+                .noalias() = w * (ra * sb.transpose());
+        }
+    }
+    std::vector<double> s = core.size() > 0 ? singular_values(std::move(core)) : std::vector<double>{};
+    s.resize(static_cast<std::size_t>(std::min(rows, cols)), 0.0);   // the structural zeros
+    std::sort(s.begin(), s.end(), std::greater<>());
+    return s;
+}
+
+std::vector<double> inverse_bidiagonal_singular_values(const Eigen::VectorXd& diagonal, const Eigen::VectorXd& subdiagonal)
+{
+    const Index n = diagonal.size();
+    if (n == 0)
+        return {};
+    if (subdiagonal.size() != n - 1)
+        throw std::invalid_argument("inverse bidiagonal: " + std::to_string(n) + " diagonal entries need " +
+                                    std::to_string(n - 1) + " subdiagonal ones, not " + std::to_string(subdiagonal.size()));
+    for (Index t = 0; t < n; ++t)
+        if (!(diagonal(t) != 0.0) || !std::isfinite(diagonal(t)))
+            throw std::invalid_argument("inverse bidiagonal: diagonal entry " + std::to_string(t) + " is zero or not finite");
+    if (!subdiagonal.allFinite())
+        throw std::invalid_argument("inverse bidiagonal: a subdiagonal entry is not finite");
+    const auto count = static_cast<std::size_t>(n);
+    std::vector<double> d(count), e(std::max<std::size_t>(count - 1, 1), 0.0), work(4 * count + 4);
+    for (std::size_t t = 0; t < count; ++t)
+        d[t] = diagonal(static_cast<Index>(t));
+    for (std::size_t t = 0; t + 1 < count; ++t)
+        e[t] = subdiagonal(static_cast<Index>(t));
+    double dummy = 0.0;
+    // Values only (ncvt = nru = ncc = 0): dbdsqr runs dqds, which is accurate to high relative accuracy.
+    const lapack_int info = LAPACKE_dbdsqr_work(LAPACK_COL_MAJOR, 'L', static_cast<lapack_int>(n), 0, 0, 0, d.data(),
+                                                e.data(), &dummy, 1, &dummy, 1, &dummy, 1, work.data());
+    if (info < 0)
+        throw std::runtime_error("LAPACKE_dbdsqr: illegal argument " + std::to_string(-info));
+    if (info > 0)
+        throw std::runtime_error("LAPACKE_dbdsqr: dqds did not converge (info=" + std::to_string(info) + ")");
+    for (double& v : d)
+        v = 1.0 / std::abs(v);
+    std::sort(d.begin(), d.end(), std::greater<>());
+    return d;
+}
+
+std::vector<double> causal_averaging_singular_values(Index n)
+{
+    if (n <= 0)
+        return {};
+    Eigen::VectorXd diagonal(n), subdiagonal(n - 1);
+    for (Index t = 0; t < n; ++t)
+        diagonal(t) = static_cast<double>(t + 1);
+    for (Index t = 1; t < n; ++t)
+        subdiagonal(t - 1) = -static_cast<double>(t);
+    return inverse_bidiagonal_singular_values(diagonal, subdiagonal);
 }
 
 Index mixing_rank(const Eigen::MatrixXd& mixing)

@@ -20,6 +20,37 @@ namespace attnscope::metrics {
 // structural zeros are exact zeros. Throws std::invalid_argument for causal pieces or bad shapes.
 std::vector<double> structured_singular_values(const attention::KernelFactors& factors);
 
+// A rectangular block of an attention matrix given by factors (rows i, columns j of the block):
+//   B[i,j] = mixing(row_block[i], col_block[j]) * x.row(i) . y.row(j),
+// so rank(B) <= M r. Linear attention and the decay families have M = 1.
+struct BlockFactorization {
+    Eigen::MatrixXd x;                // rows by r: the query side, each row's normaliser and weights folded in
+    Eigen::MatrixXd y;                // cols by r: the key side
+    Eigen::MatrixXd mixing;           // M by M (0 where the mask forbids the pair of blocks)
+    std::vector<Eigen::Index> row_block;   // rows block indices
+    std::vector<Eigen::Index> col_block;   // cols block indices
+};
+
+// A rows x cols matrix given by factors with blocks on each side (a rectangular block of an attention matrix,
+// BlockFactorization above): B[i,j] = mixing(row_block[i], col_block[j]) * x.row(i) . y.row(j). Its
+// min(rows, cols) singular values, descending, as for the square case above: thin QR of each block's rows of
+// x and of y, then the SVD of the small core; the structural zeros are exact zeros. O((rows + cols) r^2 +
+// (M r)^3) time. Throws std::invalid_argument for bad shapes or block indices.
+std::vector<double> block_factor_singular_values(const BlockFactorization& factors);
+
+// The singular values of the inverse of the lower bidiagonal matrix with `diagonal` (n, no zero) and
+// `subdiagonal` (n - 1; entry t is B[t + 1, t]), descending: 1 / the singular values of B, which LAPACK's
+// dbdsqr (values only: dqds) gives to high relative accuracy, so each 1/s has a relative error of a few eps
+// whatever its size. O(n^2) at worst. Throws std::invalid_argument for bad sizes or a zero on the diagonal,
+// std::runtime_error when dqds does not converge.
+std::vector<double> inverse_bidiagonal_singular_values(const Eigen::VectorXd& diagonal, const Eigen::VectorXd& subdiagonal);
+
+// The causal averaging matrix of N tokens, A0 = D^{-1} L (L the lower triangle of ones, D = diag(t + 1)):
+// softmax's and linear attention's content-free baseline on the causal mask (docs/maths.md 2.2). Its inverse
+// L^{-1} D is lower bidiagonal with diagonal t + 1 and subdiagonal -t (0-based t), so its singular values
+// are inverse_bidiagonal_singular_values of those: exact integers in, every value to a few eps relative.
+std::vector<double> causal_averaging_singular_values(Eigen::Index n);
+
 // Side of the core C for these factors (sum over blocks of min(block size, r)): the cost driver.
 Eigen::Index structured_core_size(const attention::KernelFactors& factors);
 

@@ -203,4 +203,28 @@ if run(["batch", os.path.join(bdir, "job.toml"), "--out", out_dir]) is not None:
         if col not in header:
             problems.append(f"batch summary.csv has no column {col}")
 
+# From N = 1024 on (docs/maths.md 2.2) the causal softmax / linear baseline comes from its bidiagonal inverse and the
+# past block of every mechanism with factors from the factors: the measures of the reference's dense SVDs all the same.
+N_LONG = 1100
+q = rng.standard_normal((1, N_LONG, D))
+k = rng.standard_normal((1, N_LONG, D))
+gates = rng.uniform(0.6, 1.0, (1, N_LONG))
+path = os.path.join(work, "measures_long.h5")
+with h5py.File(path, "w") as f:
+    f["q"] = q
+    f["k"] = k
+    f["gates"] = gates
+LONG_CASES = [
+    ("long causal", {"causal": True, "chunk": 100, "mixing": "causal-local"},
+     ["softmax", "linear", "mhla", "decay", "gated", "cosformer"]),
+    ("long learned causal", {"causal": True, "blocks": 4, "mixing_matrix": learned}, ["mhla"]),
+    ("long split", {"blocks": 4, "mixing": "exp", "past_split": 300}, ["linear", "mhla", "decay", "cosformer"]),
+]
+for name, o, mechs in LONG_CASES:
+    results = analyze(mechs, 0, o)
+    if results is None:
+        continue
+    for mech, r in zip(mechs, results):
+        check_result(r, reference(mech, 0, o), f"analyze {name} N={N_LONG} {mech}")
+
 cli_checks.report(problems)
