@@ -4,6 +4,8 @@
 #include <QApplication>
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QString>
@@ -30,6 +32,7 @@
 #include "qt_platform.h"
 #include "result_view.h"
 #include "util/output.h"
+#include "session.h"
 #include "util/error.h"
 #include "util/json_text.h"
 #include "views.h"
@@ -366,6 +369,22 @@ void render_session_figure(const std::string& session, const std::string& view, 
     QCoreApplication::processEvents();
     widgets::ResultView* v = nullptr;
     if (is_sweep_view(view)) {
+std::vector<NamedPath> session_inputs(const std::string& session)
+{
+    std::vector<NamedPath> out{{"--session", session}};
+    const QString path = QFile::decodeName(QByteArray::fromStdString(session));
+    const auto doc = widgets::readSessionFile(path, nullptr);
+    if (!doc)
+        return out;
+    try {
+        for (auto& [key, file] : analysis::session_input_files(widgets::sessionDocumentForCore(*doc), session))
+            out.push_back({"the session's " + key, std::move(file)});
+    } catch (const std::exception&) {
+        // Text that is not valid Unicode: loading the session refuses it.
+    }
+    return out;
+}
+
         if (!window.lastSweepError().isEmpty())
             throw InputError("session " + session + ": " + window.lastSweepError().toStdString());
         v = view == "curves" ? window.curvesView() : window.overviewView();

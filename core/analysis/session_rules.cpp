@@ -343,6 +343,73 @@ fs::path session_recipe_target(const fs::path& session_dir, const std::string& n
     std::error_code ec;
     const fs::path dir = fs::canonical(session_dir, ec);
     if (ec)
+void check_view_state_numbers(const json& state, const std::string& key)
+{
+    if (!state.is_object())
+        return;
+    const auto strict = [&](const char* name, long long lo) {
+        if (!state.contains(name))
+            return;
+        const json& v = state.at(name);
+        const std::string k = key + "." + name;
+        if (!v.is_number_integer())   // 8.0 and "8" included: the state holds whole numbers as integers
+            refuse(k, "expected a whole number (" + std::to_string(lo) + ".." + std::to_string(INT_MAX) + "), got " +
+                          (v.is_number() ? v.dump() : std::string(v.type_name())));
+        (void)integer(v, k, lo, INT_MAX);
+    };
+    strict("first_head", 0);
+    strict("query", -1);
+}
+
+std::vector<std::pair<std::string, std::string>> session_input_files(const json& s, const std::string& session_file)
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!s.is_object())
+        return out;
+    std::error_code ec;
+    const fs::path dir = fs::absolute(fs::path(session_file), ec).parent_path();
+    const auto add = [&](const std::string& key, const json& v, bool reference) {
+        if (!v.is_string())
+            return;
+        std::string p = v.get<std::string>();
+        if (reference)   // FILE[:NAME]: the file part (the app splits at the first colon too)
+            p = p.substr(0, p.find(':'));
+        if (p.empty() || !session_path_problem(p).empty())
+            return;
+        const fs::path path(p);
+        out.emplace_back(key, (path.is_absolute() ? path : dir / path).lexically_normal().string());
+    };
+    const auto add_mechanism = [&](const json& m, const std::string& key) {
+        if (!m.is_object())
+            return;
+        if (m.contains("mixing_file"))
+            add(key + ".mixing_file", m.at("mixing_file"), false);
+        if (m.contains("gates"))
+            add(key + ".gates", m.at("gates"), true);
+    };
+    if (const auto it = s.find("files"); it != s.end() && it->is_array())
+        for (std::size_t i = 0; i < it->size(); ++i)
+            add("files[" + std::to_string(i) + "]", (*it)[i], false);
+    if (const auto it = s.find("tensors"); it != s.end() && it->is_object())
+        for (auto t = it->begin(); t != it->end(); ++t)
+            if (t.value().is_object() && t.value().contains("file"))
+                add("tensors." + t.key() + ".file", t.value().at("file"), false);
+    if (const auto it = s.find("mechanism"); it != s.end())
+        add_mechanism(*it, "mechanism");
+    if (const auto it = s.find("file_states"); it != s.end() && it->is_array())
+        for (std::size_t i = 0; i < it->size(); ++i) {
+            const json& st = (*it)[i];
+            const std::string key = "file_states[" + std::to_string(i) + "]";
+            if (!st.is_object())
+                continue;
+            if (st.contains("file"))
+                add(key + ".file", st.at("file"), false);
+            if (st.contains("mechanism"))
+                add_mechanism(st.at("mechanism"), key + ".mechanism");
+        }
+    return out;
+}
+
         refuse(key, "the session's folder " + session_dir.string() + " cannot be resolved (" + ec.message() + ")");
     const fs::path target = dir / name;
     const fs::path parent = target.parent_path();

@@ -353,3 +353,84 @@ TEST_F(SecuritySessions, QtPlatformFailuresAreOneErrorLine)
     EXPECT_EQ(fallback.status, 0) << fallback.err;
     EXPECT_TRUE(fs::exists(dir + "/s.png"));
 }
+
+// Issue 30, data loss: `attnscope d.h5 --screenshot d.h5` exited 0 and replaced the data with a PNG, and
+// `--session s.attnscope --screenshot s.attnscope` the session. An output of a scripted run is now none of its
+// inputs, by file identity (a hard link or a symlink to the data is the data): the data files, the session
+// and every file the session names; and --screenshot writes only a .png name. Each refusal leaves every
+// input byte for byte.
+TEST_F(SecuritySessions, ScreenshotNeverReplacesAnInput)
+{
+    const std::string dir = folder("screenshot_inputs");
+    const std::string data = dir + "/d.h5";
+    fs::copy_file(s_root + "/data.h5", data);
+    const std::string session = write_session(dir, session_on_data({{"files", {data}},
+                                                                     {"tensors", {{"q", {{"file", "d.h5"}, {"name", "/q"}}},
+                                                                                  {"k", {{"file", "d.h5"}, {"name", "/k"}}}}}}));
+    const auto bytes = [](const std::string& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const std::string data_bytes = bytes(data), session_bytes = bytes(session);
+    fs::create_hard_link(data, dir + "/hard.png");
+    fs::create_symlink(data, dir + "/soft.png");
+    fs::create_symlink(session, dir + "/session-link.png");
+    fs::copy_file(s_root + "/mix.npy", dir + "/mix.npy");
+    fs::create_hard_link(dir + "/mix.npy", dir + "/mix.png");
+    const std::string mixing_session =
+        write_session(dir, session_on_data({{"mechanism", {{"mixing_file", "mix.npy"}}}}), "mixing.attnscope");
+    struct Case {
+        std::string args;
+        std::vector<std::string> needles;
+    };
+    const std::string q = shell_quote(data), s = shell_quote(session);
+    const std::vector<Case> cases = {
+        {q + " --screenshot " + q, {"--screenshot", "name a .png file"}},
+        {"--session " + s + " --screenshot " + s, {"--screenshot", "name a .png file"}},
+        {s + " --screenshot " + s, {"--screenshot", "name a .png file"}},
+        {q + " --screenshot " + shell_quote(dir + "/shot.h5"), {"--screenshot", ".png"}},
+        {q + " --screenshot " + shell_quote(dir + "/shot.PNG.txt"), {"--screenshot", ".png"}},
+        {q + " --screenshot " + shell_quote(dir + "/hard.png"), {"--screenshot", "is the input", "replace the input"}},
+        {q + " --screenshot " + shell_quote(dir + "/soft.png"), {"--screenshot", "is the input"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/session-link.png"), {"--screenshot", "--session"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/hard.png"), {"--screenshot", "files[0]"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/soft.png"), {"--screenshot", "is the input"}},
+        {"--session " + shell_quote(mixing_session) + " --screenshot " + shell_quote(dir + "/mix.png"),
+         {"--screenshot", "mechanism.mixing_file"}},
+    };
+    for (const Case& c : cases) {
+        expect_one_error(run_attnscope(c.args, kNoDisplay), c.needles, c.args);
+        EXPECT_EQ(bytes(data), data_bytes) << c.args;
+        EXPECT_EQ(bytes(session), session_bytes) << c.args;
+        EXPECT_TRUE(fs::is_symlink(dir + "/soft.png")) << c.args;
+        EXPECT_FALSE(fs::exists(dir + "/shot.h5")) << c.args;
+    }
+    // figure --session: its --out is none of the files the session names either.
+    expect_one_error(run_attnscope("figure --session " + s + " --view maps --out " + shell_quote(dir + "/hard.png"), kNoDisplay),
+                     {"--out", "files[0]"}, "figure --session onto a hard link of its data");
+    EXPECT_EQ(bytes(data), data_bytes);
+    // A .png beside them is written.
+    const CommandResult ok = run_attnscope(q + " --screenshot " + shell_quote(dir + "/shot.png") + " --size 640x400", kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    EXPECT_TRUE(fs::exists(dir + "/shot.png"));
+}
+
+// --save-session writes a session, never over one of the data files it names (a symlink or hard link named
+// .attnscope that leads to the data).
+TEST_F(SecuritySessions, SaveSessionNeverReplacesAnInput)
+{
+    const std::string dir = folder("save_session_inputs");
+    const std::string data = dir + "/d.h5";
+    fs::copy_file(s_root + "/data.h5", data);
+    fs::create_symlink(data, dir + "/soft.attnscope");
+    fs::create_hard_link(data, dir + "/hard.attnscope");
+    const auto size = fs::file_size(data);
+    for (const std::string out : {"soft.attnscope", "hard.attnscope"}) {
+        expect_one_error(run_attnscope(shell_quote(data) + " --save-session " + shell_quote(dir + "/" + out), kNoDisplay),
+                         {"--save-session", "is the input", "FILE"}, out);
+        EXPECT_EQ(fs::file_size(data), size) << out;
+        EXPECT_TRUE(fs::is_symlink(dir + "/soft.attnscope")) << out;
+    }
+    const CommandResult ok = run_attnscope(shell_quote(data) + " --save-session " + shell_quote(dir + "/new.attnscope"), kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+}
