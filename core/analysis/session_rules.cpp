@@ -105,11 +105,8 @@ SessionRecipe recipe(const std::string& name, const json& r, std::uint64_t max_b
             out.options.d = integer(v, k, 1, kMaxSize);
         } else if (it.key() == "heads") {
             out.options.heads = integer(v, k, 1, kMaxSize);
-        } else if (it.key() == "seed") {
-            if (v.is_number_unsigned())
-                out.options.seed = v.get<std::uint64_t>();
-            else
-                out.options.seed = static_cast<std::uint64_t>(integer(v, k, 0, LLONG_MAX));
+        } else if (it.key() == "seed") {   // what `attnscope synth --seed` takes: 0 .. 2^63 - 1
+            out.options.seed = static_cast<std::uint64_t>(integer(v, k, 0, LLONG_MAX));
         } else if (it.key() == "grid") {
             if (!v.is_array() || v.size() != 2)
                 refuse(k, "expected two sizes [H, W]");
@@ -226,9 +223,18 @@ void check_mechanism(const json& m, const std::string& key)
         expect_path(m.at("mixing_file"), key + ".mixing_file");
     if (m.contains("gates"))   // gated's gates, FILE[:NAME]: a path like the mixing file's
         expect_path(m.at("gates"), key + ".gates");
-    for (const char* flag : {"gates_log"})
+    for (const char* flag : {"gates_log", "causal"})
         if (m.contains(flag))
             expect(m.at(flag), json::value_t::boolean, key + "." + flag);
+    // The panel's whole numbers, in the ranges its controls take (a value outside was read as the default
+    // in silence: seed 2^63 became 0).
+    const struct {
+        const char* name;
+        long long lo, hi;
+    } counts[] = {{"seed", 0, INT_MAX}, {"favor_features", 1, 1000000}, {"blocks", 0, 1 << 20}, {"chunk", 1, 1 << 30}};
+    for (const auto& c : counts)
+        if (m.contains(c.name))
+            (void)integer(m.at(c.name), key + "." + c.name, c.lo, c.hi);
     if (m.contains("decay") && !m.at("decay").is_null() &&
         !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
         refuse(key + ".decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
@@ -328,21 +334,15 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
         if (s.contains(key))
             expect_object(s.at(key), key);
     if (s.contains("views"))
-        for (auto it = s.at("views").begin(); it != s.at("views").end(); ++it)
+        for (auto it = s.at("views").begin(); it != s.at("views").end(); ++it) {
             expect_object(it.value(), "views." + it.key());
+            check_view_state_numbers(it.value(), "views." + it.key());
+        }
     if (s.contains("data_note"))
         expect(s.at("data_note"), json::value_t::string, "data_note");
     (void)session_recipes(s, max_bytes);
 }
 
-fs::path session_recipe_target(const fs::path& session_dir, const std::string& name)
-{
-    const std::string key = "generate[" + quoted(name) + "]";
-    if (const std::string p = session_recipe_name_problem(name); !p.empty())
-        refuse(key, p);
-    std::error_code ec;
-    const fs::path dir = fs::canonical(session_dir, ec);
-    if (ec)
 void check_view_state_numbers(const json& state, const std::string& key)
 {
     if (!state.is_object())
@@ -410,6 +410,14 @@ std::vector<std::pair<std::string, std::string>> session_input_files(const json&
     return out;
 }
 
+fs::path session_recipe_target(const fs::path& session_dir, const std::string& name)
+{
+    const std::string key = "generate[" + quoted(name) + "]";
+    if (const std::string p = session_recipe_name_problem(name); !p.empty())
+        refuse(key, p);
+    std::error_code ec;
+    const fs::path dir = fs::canonical(session_dir, ec);
+    if (ec)
         refuse(key, "the session's folder " + session_dir.string() + " cannot be resolved (" + ec.message() + ")");
     const fs::path target = dir / name;
     const fs::path parent = target.parent_path();

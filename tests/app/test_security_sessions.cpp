@@ -434,3 +434,75 @@ TEST_F(SecuritySessions, SaveSessionNeverReplacesAnInput)
     const CommandResult ok = run_attnscope(shell_quote(data) + " --save-session " + shell_quote(dir + "/new.attnscope"), kNoDisplay);
     EXPECT_EQ(ok.status, 0) << ok.err;
 }
+
+// Every open file's state is checked against that file's data when the session opens it, like the shown
+// file's selection (before: file_states[...].selection.at.h = 99 on a file of 2 heads was taken, and clamped
+// in silence when the window came back to that file).
+TEST_F(SecuritySessions, FileStatesIndicesAreCheckedAgainstTheData)
+{
+    const std::string dir = folder("file_states_data");
+    fs::copy_file(s_root + "/data.h5", dir + "/other.h5");
+    const auto state = [&](const json& selection, const json& tensors = json::array({"/q", "/k", ""})) {
+        return json{{"files", {s_root + "/data.h5", dir + "/other.h5"}},
+                    {"file_states", {{{"file", "other.h5"}, {"tensors", tensors}, {"selection", selection}}}}};
+    };
+    const std::vector<std::pair<json, std::vector<std::string>>> cases = {
+        {state({{"layout", "hnd"}, {"at", {{"h", 99}}}}), {"file_states[0].selection.at.h", "99", "0..1"}},
+        {state({{"at", {{"h", 2}}}}), {"file_states[0].selection.at.h", "0..1"}},
+        {state({{"prefix_tokens", 16}}), {"file_states[0].selection.prefix_tokens", "0..15"}},
+        {state({{"layout", "bhnd"}}), {"file_states[0].selection.layout"}},
+        {state(json::object(), {"/nope", "/k", ""}), {"file_states[0].tensors[0]", "/nope"}},
+    };
+    for (const auto& [extra, needles] : cases)
+        expect_session_refused(write_session(dir, session_on_data(extra)), needles, extra.dump());
+    const std::string ok = write_session(dir, session_on_data(state({{"at", {{"h", 1}}}, {"prefix_tokens", 3}})), "ok.attnscope");
+    const CommandResult r = run_attnscope("figure --session " + shell_quote(ok) + " --view maps --out " + shell_quote(dir + "/ok.png"), kNoDisplay);
+    EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// Whole numbers of a session and of --view-state are JSON integers in range (before: the Heads view's
+// first_head took 2^31, -8, "8" and 8.5; a recipe's seed 2^63 and more; the mechanism's seed 2^63 became 0;
+// --view-state '{"log": "yes"}' was read as false).
+TEST_F(SecuritySessions, SessionAndViewStateNumbersAreStrict)
+{
+    const std::string dir = folder("strict_numbers");
+    const std::vector<std::pair<json, std::vector<std::string>>> cases = {
+        {{{"views", {{"heads", {{"first_head", 2147483648LL}}}}}}, {"views.heads.first_head"}},
+        {{{"views", {{"heads", {{"first_head", -8}}}}}}, {"views.heads.first_head"}},
+        {{{"views", {{"heads", {{"first_head", "8"}}}}}}, {"views.heads.first_head", "string"}},
+        {{{"views", {{"heads", {{"first_head", 8.5}}}}}}, {"views.heads.first_head", "8.5"}},
+        {{{"views", {{"maps", {{"query", -2}}}}}}, {"views.maps.query"}},
+        {{{"views", {{"maps", {{"query", 1e300}}}}}}, {"views.maps.query"}},
+        {{{"generate", {{"g.h5", {{"n", 8}, {"d", 4}, {"seed", 9223372036854775808ULL}}}}}}, {"generate[\"g.h5\"].seed"}},
+        {{{"generate", {{"g.h5", {{"n", 8}, {"d", 4}, {"seed", 18446744073709551615ULL}}}}}}, {"generate[\"g.h5\"].seed"}},
+        {{{"mechanism", {{"seed", 9223372036854775808ULL}}}}, {"mechanism.seed"}},
+        {{{"mechanism", {{"seed", -1}}}}, {"mechanism.seed"}},
+        {{{"mechanism", {{"favor_features", 0}}}}, {"mechanism.favor_features"}},
+        {{{"mechanism", {{"blocks", 4294967296LL}}}}, {"mechanism.blocks"}},
+        {{{"mechanism", {{"causal", "yes"}}}}, {"mechanism.causal"}},
+        {{{"file_states", {{{"file", "x.h5"}, {"mechanism", {{"seed", 9223372036854775808ULL}}}}}}}, {"file_states[0].mechanism.seed"}},
+    };
+    for (const auto& [extra, needles] : cases)
+        expect_session_refused(write_session(dir, session_on_data(extra)), needles, extra.dump());
+    // figure --view-state: the same numbers, and every key of the type the view saves.
+    const std::string data = s_root + "/data.h5";
+    const std::string base = "figure --q " + shell_quote(data + ":/q") + " --k " + shell_quote(data + ":/k") + " --out " +
+                             shell_quote(dir + "/f.png") + " ";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> states = {
+        {"--view heads --view-state '{\"first_head\": 2147483648}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": -8}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": \"8\"}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": 8.5}'", {"--view-state.first_head"}},
+        {"--view maps --view-state '{\"query\": \"3\"}'", {"--view-state.query"}},
+        {"--view maps --view-state '{\"log\": \"yes\"}'", {"--view-state", "'log'", "true or false"}},
+        {"--view maps --view-state '{\"colormap\": 3}'", {"--view-state", "'colormap'", "a string"}},
+        {"--view maps --view-state '{\"x_range\": [0, \"a\"]}'", {"--view-state", "x_range"}},
+        {"--view maps --view-state '{\"x_range\": 5}'", {"--view-state", "x_range", "an array"}},
+    };
+    for (const auto& [args, needles] : states) {
+        expect_one_error(run_attnscope(base + args, kNoDisplay), needles, args);
+        EXPECT_FALSE(fs::exists(dir + "/f.png")) << args;
+    }
+    const CommandResult ok = run_attnscope(base + "--view heads --view-state '{\"first_head\": 1}'", kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+}
