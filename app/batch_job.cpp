@@ -168,7 +168,7 @@ void read_selection(const toml::table& root, const JobReader& r, analysis::Batch
     plan.layers = analysis::AxisChoice::parse(r.list(root, "layers").value_or(""), "layers");
     if (auto m = r.list(root, "mechanisms"))
         plan.mechanisms = analysis::parse_mechanisms(*m, "mechanisms");
-    MemoryArgs mem;
+    MaxMemoryArg mem;
     mem.max_memory = r.str(root, "max_memory").value_or("");
     plan.memory_limit = mem.max_memory.empty() ? 0 : mem.resolve();
 }

@@ -15,6 +15,8 @@
 #include "analysis/batch.h"
 #include "batch_job.h"
 #include "cli_common.h"
+#include "cli_options.h"
+#include "kernels/kernels.h"
 #include "util/checked.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
@@ -172,6 +174,7 @@ int run_batch(const BatchArgs& a)
     parse_shard(a.shard, opt);
     opt.jobs = a.jobs;
     const BatchJob job = parse_batch_job(a.job);
+    (void)kernels::reserve_blas_buffers();   // under ulimit -v: an error line, never OpenBLAS waiting for its buffer
     opt.out_dir = a.out.empty() ? (fs::path(a.job).stem().string() + "_results") : a.out;
     const bool tty = ::isatty(2);
     opt.on_progress = [tty](const analysis::BatchProgress& p) { print_progress(p, tty); };

@@ -388,11 +388,11 @@ int run_gui(int argc, char** argv)
         return fail(QString::fromStdString(args.error));
     try {
         kernels::check_environment();   // a misspelt ATTNSCOPE_* override is an error, as on the command line
+        (void)kernels::reserve_blas_buffers();   // under ulimit -v: an error line, never OpenBLAS waiting for its buffer
     } catch (const std::invalid_argument& e) {
         return fail(QString::fromStdString(e.what()));
     }
     const Mode mode = args.mode();
-    // Qt aborts when its platform cannot start: checked first (app/qt_platform.h).
     // An output of a scripted run is never one of its inputs, by file identity (device and inode: a hard link
     // or a symlink to the data is the data): the data files, the session and every file the session names
     // (util/output.h check_output_paths, as `figure --session` checks its --out).
@@ -411,6 +411,7 @@ int run_gui(int argc, char** argv)
             return fail(QString::fromStdString(e.what()));
         }
     }
+    // Qt aborts when its platform cannot start: checked first (app/qt_platform.h).
     if (const std::string problem = prepare_qt_platform(mode == Mode::window ? QtUse::window : QtUse::scripted); !problem.empty()) {
         if (mode == Mode::window)
             return fail(QString::fromStdString("no display for the desktop app (" + problem +
