@@ -217,6 +217,7 @@ Command add_merge_command(CLI::App& app)
         std::vector<std::string> dirs;
         std::string out;
         bool partial = false;
+        MaxMemoryArg memory;
     };
     auto a = std::make_shared<MergeArgs>();
     auto* cmd = app.add_subcommand("merge", "Combine the output folders of batch shards");
@@ -224,8 +225,9 @@ Command add_merge_command(CLI::App& app)
     cmd->add_option("--out", a->out, "Merged output folder")->required();
     cmd->add_flag("--partial", a->partial,
                   "Merge an incomplete set of shards (its outputs are named results.partial.jsonl, summary.partial.csv)");
+    a->memory.add_to(*cmd);
     return {cmd, [a] {
-                analysis::merge_batches(a->dirs, a->out, a->partial);
+                analysis::merge_batches(a->dirs, a->out, a->partial, a->memory.resolve());
                 std::cerr << "merged " << a->dirs.size() << " folders into " << a->out << "\n";
                 return 0;
             }};
