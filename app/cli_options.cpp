@@ -209,14 +209,16 @@ attention::AttentionOptions MechanismArgs::resolve() const
     } else if (!grid.empty() || !block_grid.empty()) {
         if (grid.empty())
             throw std::invalid_argument("--block-grid needs --grid");
-        if (block_grid.empty())
-            throw std::invalid_argument("--grid needs --block-grid");
+        // The token grid alone is what decay on a grid needs (docs/maths.md 1.8: Manhattan distances of the
+        // grid positions in raster order); MHLA's blocks and the blocked order need --block-grid too, which
+        // they say when it is missing.
         o.blocks.kind = Kind::grid;
         o.blocks.grid = analysis::parse_sizes(grid, "--grid");
-        o.blocks.block_grid = analysis::parse_sizes(block_grid, "--block-grid");
+        if (!block_grid.empty())
+            o.blocks.block_grid = analysis::parse_sizes(block_grid, "--block-grid");
         if (o.blocks.grid.size() < 2 || o.blocks.grid.size() > 3)
             throw std::invalid_argument("--grid " + grid + ": give 2 or 3 sizes");
-        if (o.blocks.block_grid.size() != o.blocks.grid.size())
+        if (!block_grid.empty() && o.blocks.block_grid.size() != o.blocks.grid.size())
             throw std::invalid_argument("--block-grid " + block_grid + " must have as many sizes as --grid " + grid);
         // The tokens are the grid's product: one that wraps around would pass for a small N (17 x
         // 4340410370284600384 wraps to 64, all tokens in one block).
@@ -331,7 +333,6 @@ std::uint64_t parse_max_memory(const std::string& max_memory)
     return static_cast<std::uint64_t>(v * mult);
 }
 
-}  // namespace attnscope::app
 }  // namespace
 
 std::uint64_t MemoryArgs::resolve() const
@@ -364,3 +365,4 @@ void MaxMemoryArg::add_to(CLI::App& cmd)
 
 std::uint64_t MaxMemoryArg::resolve() const { return parse_max_memory(max_memory); }
 
+}  // namespace attnscope::app
