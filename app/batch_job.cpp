@@ -1,6 +1,7 @@
 #include "batch_job.h"
 
 #include <algorithm>
+#include <climits>
 #include <filesystem>
 #include <set>
 
@@ -120,6 +121,22 @@ public:
         return n->as_table();
     }
 
+    void refuse_nul(const toml::node& node) const
+    {
+        if (const toml::table* t = node.as_table()) {
+            for (const auto& [key, child] : *t) {
+                if (key.str().find('\0') != std::string_view::npos)
+                    fail(&child, "a key holds a NUL character (\\u0000)");
+                refuse_nul(child);
+            }
+        } else if (const toml::array* a = node.as_array()) {
+            for (const auto& child : *a)
+                refuse_nul(child);
+        } else if (const auto* s = node.as_string(); s && s->get().find('\0') != std::string::npos) {
+            fail(&node, "a string holds a NUL character (\\u0000): a path or name is cut there when the system reads it");
+        }
+    }
+
 private:
     std::string m_path;
 };
@@ -168,7 +185,7 @@ void read_selection(const toml::table& root, const JobReader& r, analysis::Batch
     plan.layers = analysis::AxisChoice::parse(r.list(root, "layers").value_or(""), "layers");
     if (auto m = r.list(root, "mechanisms"))
         plan.mechanisms = analysis::parse_mechanisms(*m, "mechanisms");
-    MemoryArgs mem;
+    MaxMemoryArg mem;
     mem.max_memory = r.str(root, "max_memory").value_or("");
     plan.memory_limit = mem.max_memory.empty() ? 0 : mem.resolve();
 }
@@ -309,14 +326,22 @@ BatchFigure read_figure(const toml::node& node, const JobReader& r, const analys
     check_figure_metric(f.look.metric);
     f.look.log = r.boolean(t, "log").value_or(false);
     f.look.colormap = r.str(t, "colormap");
-    if (auto q = r.integer(t, "query"))
+    // Whole numbers read as 64 bits and checked in range before they are narrowed (width = 4294967312 was
+    // cast to int: 16 pixels).
+    if (auto q = r.integer(t, "query")) {
+        if (*q < 0 || *q > INT_MAX)
+            r.fail(t.get("query"), "[[figure]] 'query' must be a token index 0.." + std::to_string(INT_MAX));
         f.look.query = static_cast<int>(*q);
+    }
+    for (const char* key : {"width", "height"})
+        if (const auto v = r.integer(t, key); v && *v != 0 && (*v < 16 || *v > 20000))
+            r.fail(t.get(key), std::string("[[figure]] '") + key + "' must be 0 (the view's own size) or 16..20000 logical pixels");
     f.size.width = static_cast<int>(r.integer(t, "width").value_or(0));
     f.size.height = static_cast<int>(r.integer(t, "height").value_or(0));
     f.size.dpi = r.number(t, "dpi").value_or(150.0);
     f.size.font_scale = r.number(t, "font_scale").value_or(1.0);
-    if (f.size.width < 0 || f.size.height < 0 || !(f.size.dpi > 0) || !(f.size.font_scale > 0))
-        r.fail(&node, "[[figure]] width, height must be >= 0 and dpi, font_scale > 0");
+    if (!(f.size.dpi >= 24 && f.size.dpi <= 2400) || !(f.size.font_scale > 0.1 && f.size.font_scale <= 10))
+        r.fail(&node, "[[figure]] 'dpi' must lie in 24..2400 and 'font_scale' in (0.1, 10]");
     return f;
 }
 
@@ -338,6 +363,9 @@ BatchJob parse_batch_job(const std::string& path)
         throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
     }
     const JobReader r(path);
+    // A NUL character in any key or string (TOML's "\u0000") would cut a path or a name where the system reads
+    // it as a C string: refused wherever it is.
+    r.refuse_nul(root);
     r.check_keys(root, {"inputs", "q", "k", "layout", "at", "heads", "layers", "prefix_tokens", "mechanisms", "max_memory",
                         "attention", "metrics", "sweep", "figure"},
                  "the job");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <iostream>
 #include <stdexcept>
 
 #include "analysis/inputs.h"
@@ -208,14 +209,16 @@ attention::AttentionOptions MechanismArgs::resolve() const
     } else if (!grid.empty() || !block_grid.empty()) {
         if (grid.empty())
             throw std::invalid_argument("--block-grid needs --grid");
-        if (block_grid.empty())
-            throw std::invalid_argument("--grid needs --block-grid");
+        // The token grid alone is what decay on a grid needs (docs/maths.md 1.8: Manhattan distances of the
+        // grid positions in raster order); MHLA's blocks and the blocked order need --block-grid too, which
+        // they say when it is missing.
         o.blocks.kind = Kind::grid;
         o.blocks.grid = analysis::parse_sizes(grid, "--grid");
-        o.blocks.block_grid = analysis::parse_sizes(block_grid, "--block-grid");
+        if (!block_grid.empty())
+            o.blocks.block_grid = analysis::parse_sizes(block_grid, "--block-grid");
         if (o.blocks.grid.size() < 2 || o.blocks.grid.size() > 3)
             throw std::invalid_argument("--grid " + grid + ": give 2 or 3 sizes");
-        if (o.blocks.block_grid.size() != o.blocks.grid.size())
+        if (!block_grid.empty() && o.blocks.block_grid.size() != o.blocks.grid.size())
             throw std::invalid_argument("--block-grid " + block_grid + " must have as many sizes as --grid " + grid);
         // The tokens are the grid's product: one that wraps around would pass for a small N (17 x
         // 4340410370284600384 wraps to 64, all tokens in one block).
@@ -296,12 +299,11 @@ void MemoryArgs::add_to(CLI::App& cmd)
     cmd.add_option("--threads", threads, "Threads for products, SVDs and attention tiles: AttnScope's kernels and OpenBLAS (default: all cores)");
 }
 
-std::uint64_t MemoryArgs::resolve() const
+namespace {
+
+// --max-memory's text: a finite decimal and a unit, e.g. 8G, 512M, 1000000.
+std::uint64_t parse_max_memory(const std::string& max_memory)
 {
-    if (threads < 0 || threads > 1024)
-        throw std::invalid_argument("--threads must lie in 0..1024 (0: all cores)");
-    if (threads > 0)
-        kernels::set_threads(threads);
     if (max_memory.empty())
         return analysis::default_memory_limit();
     // The number (digits, a point, an exponent) and a unit; strict decimal, so "0x10G" and "nanG" are refused.
@@ -330,5 +332,37 @@ std::uint64_t MemoryArgs::resolve() const
         throw std::invalid_argument("--max-memory " + max_memory + ": expected a size such as 8G, 512M or 1000000");
     return static_cast<std::uint64_t>(v * mult);
 }
+
+}  // namespace
+
+std::uint64_t MemoryArgs::resolve() const
+{
+    if (threads < 0 || threads > 1024)
+        throw std::invalid_argument("--threads must lie in 0..1024 (0: all cores)");
+    const std::uint64_t limit = parse_max_memory(max_memory);
+    int wanted = 0;   // OpenBLAS's own count
+    if (threads > 0) {
+        // More threads than cores only queue, and each OpenBLAS thread maps its own buffer: --threads 32 under an
+        // address-space limit (ulimit -v) made OpenBLAS retry a failing mmap forever.
+        const int cores = kernels::usable_cores();
+        if (threads > cores)
+            std::cerr << "note: --threads " << threads << " is more than the " << cores << " core" << (cores == 1 ? "" : "s")
+                      << " this process may run on: using " << cores << "\n";
+        wanted = std::min(threads, cores);
+    }
+    const int asked = wanted > 0 ? wanted : kernels::threads();
+    if (const int used = kernels::reserve_blas_buffers(wanted); used < asked)
+        std::cerr << "note: using " << used << " thread" << (used == 1 ? "" : "s") << ": the address-space limit (ulimit -v) "
+                  << "leaves room for " << used << " of OpenBLAS's per-thread buffers\n";
+    return limit;
+}
+
+void MaxMemoryArg::add_to(CLI::App& cmd)
+{
+    cmd.add_option("--max-memory", max_memory, "The memory budget, e.g. 8G, 512M (default: half the RAM): records take up to 16 "
+                                               "times their text, so results files above a sixteenth of it are refused");
+}
+
+std::uint64_t MaxMemoryArg::resolve() const { return parse_max_memory(max_memory); }
 
 }  // namespace attnscope::app

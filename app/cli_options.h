@@ -83,8 +83,16 @@ struct MemoryArgs {
     std::string max_memory;   // e.g. "8G", "512M", bytes; empty = half the RAM
     int threads = 0;          // BLAS threads; 0 = OpenBLAS's default (all cores)
     void add_to(CLI::App& cmd);
-    // Validates both, applies --threads, returns the memory limit in bytes.
+    // Validates both, applies --threads (capped at the cores this process may run on, with a note on
+    // standard error: kernels::usable_cores), returns the memory limit in bytes.
     std::uint64_t resolve() const;
+};
+
+// --max-memory alone, for the commands that read records rather than tensors (aggregate, merge).
+struct MaxMemoryArg {
+    std::string max_memory;
+    void add_to(CLI::App& cmd);
+    std::uint64_t resolve() const;   // the limit in bytes (the default budget when not given)
 };
 
 }  // namespace attnscope::app

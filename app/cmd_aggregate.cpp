@@ -14,6 +14,7 @@
 #include "analysis/aggregate.h"
 #include "analysis/vocabulary.h"
 #include "cli_common.h"
+#include "cli_options.h"
 #include "util/json_text.h"
 
 namespace attnscope::app {
@@ -26,6 +27,7 @@ struct AggregateArgs {
     std::string dir;
     std::string by, metrics, cluster;
     bool json = false;
+    MaxMemoryArg memory;
 };
 
 std::string num(double v) { return fmt::format("{:.6g}", v); }
@@ -101,31 +103,19 @@ void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::st
 
 namespace {
 
-// Every metric asked must be one the records hold (a typo would print an empty table).
-void check_metrics(const std::vector<std::string>& asked, const std::vector<analysis::AggregateGroup>& groups)
-{
-    for (const std::string& a : asked) {
-        bool found = false;
-        for (const auto& g : groups)
-            for (const auto& r : g.stats.mechanisms)
-                found = found || wanted({a}, r.metric);
-        if (!found)
-            throw std::invalid_argument("--metric: '" + a + "' is not a metric of these records (without --metric all are shown)");
-    }
-}
-
 int run_aggregate(const AggregateArgs& a)
 {
+    analysis::AggregateOptions options;
+    options.max_bytes = a.memory.resolve();
     std::string which;
-    const std::vector<ojson> records = analysis::read_batch_records(a.dir, &which);
+    const std::vector<ojson> records = analysis::read_batch_records(a.dir, &which, options.max_bytes);
     std::vector<std::string> by, asked;
     if (!a.by.empty())
         by = analysis::split_list(a.by);
     if (!a.metrics.empty())
         asked = analysis::split_list(a.metrics);
-    const analysis::AggregateOptions options;
-    const auto groups = analysis::aggregate_by(records, by, "--by", options, a.cluster);
-    check_metrics(asked, groups);
+    // Only the metrics asked are computed (each row's interval is drawn on its own, so the others are the same).
+    const auto groups = analysis::aggregate_by(records, by, "--by", options, a.cluster, asked);
     if (a.json) {
         ojson doc;
         doc["attnscope_version"] = ATTNSCOPE_VERSION;
@@ -191,6 +181,7 @@ Command add_aggregate_command(CLI::App& app)
     cmd->add_option("--metric", a->metrics, "Only these metrics, comma separated (a name before a dot takes all of "
                                             "its parts: entropy = entropy.*)");
     cmd->add_flag("--json", a->json, "Print the statistics as JSON instead of tables");
+    a->memory.add_to(*cmd);
     return {cmd, [a] { return run_aggregate(*a); }};
 }
 

@@ -15,6 +15,8 @@
 #include "analysis/batch.h"
 #include "batch_job.h"
 #include "cli_common.h"
+#include "cli_options.h"
+#include "kernels/kernels.h"
 #include "util/checked.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
@@ -172,6 +174,7 @@ int run_batch(const BatchArgs& a)
     parse_shard(a.shard, opt);
     opt.jobs = a.jobs;
     const BatchJob job = parse_batch_job(a.job);
+    (void)kernels::reserve_blas_buffers();   // under ulimit -v: an error line, never OpenBLAS waiting for its buffer
     opt.out_dir = a.out.empty() ? (fs::path(a.job).stem().string() + "_results") : a.out;
     const bool tty = ::isatty(2);
     opt.on_progress = [tty](const analysis::BatchProgress& p) { print_progress(p, tty); };
@@ -214,6 +217,7 @@ Command add_merge_command(CLI::App& app)
         std::vector<std::string> dirs;
         std::string out;
         bool partial = false;
+        MaxMemoryArg memory;
     };
     auto a = std::make_shared<MergeArgs>();
     auto* cmd = app.add_subcommand("merge", "Combine the output folders of batch shards");
@@ -221,8 +225,9 @@ Command add_merge_command(CLI::App& app)
     cmd->add_option("--out", a->out, "Merged output folder")->required();
     cmd->add_flag("--partial", a->partial,
                   "Merge an incomplete set of shards (its outputs are named results.partial.jsonl, summary.partial.csv)");
+    a->memory.add_to(*cmd);
     return {cmd, [a] {
-                analysis::merge_batches(a->dirs, a->out, a->partial);
+                analysis::merge_batches(a->dirs, a->out, a->partial, a->memory.resolve());
                 std::cerr << "merged " << a->dirs.size() << " folders into " << a->out << "\n";
                 return 0;
             }};

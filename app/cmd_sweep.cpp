@@ -150,8 +150,9 @@ int run_figure(FigureArgs a)
     if (a.v)
         add_input_refs(inputs, "--v", {*a.v});
     add_mixing_input(inputs, a.sweep.mechanism.mixing);
-    if (a.session)
-        inputs.push_back({"--session", *a.session});
+    if (a.session)   // the session and every file it names
+        for (NamedPath& in : session_inputs(*a.session))
+            inputs.push_back(std::move(in));
     check_output_paths({{"--out", a.target.path}}, inputs);
     check_figure_target(a.view, a.target);
     FigureLook look;

@@ -4,6 +4,8 @@
 #include <QApplication>
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QString>
@@ -22,6 +24,7 @@
 #include "analysis/heads.h"
 #include "analysis/job.h"
 #include "analysis/measure.h"
+#include "analysis/session_rules.h"
 #include "analysis/sweep.h"
 #include "curves.h"
 #include "export.h"
@@ -29,6 +32,7 @@
 #include "main_window.h"
 #include "qt_platform.h"
 #include "result_view.h"
+#include "session.h"
 #include "util/output.h"
 #include "util/error.h"
 #include "util/json_text.h"
@@ -171,10 +175,33 @@ QJsonObject state_for(const std::string& view, const FigureLook& look, const QJs
             if (!known.contains(QLatin1String(k)))
                 known << QLatin1String(k);
         known.sort();
+        try {
+            analysis::check_view_state_numbers(look.state, "--view-state");   // first_head, query: whole numbers in range
+        } catch (const std::exception& e) {
+            throw std::invalid_argument(e.what());
+        }
+        // The type each key has in the view's own state (a string for a boolean was read as false in silence).
+        const auto type_name = [](const QJsonValue& v) {
+            return v.isBool() ? "true or false" : v.isDouble() ? "a number" : v.isString() ? "a string" : v.isArray() ? "an array"
+                                                                                         : v.isObject() ? "an object" : "null";
+        };
+        const QJsonObject kinds{{QStringLiteral("x_range"), QJsonArray{0.0, 1.0}},
+                                {QStringLiteral("y_range"), QJsonArray{0.0, 1.0}},
+                                {QStringLiteral("hidden_runs"), QJsonArray{}},
+                                {QStringLiteral("query"), 0}};
         for (auto it = o.begin(); it != o.end(); ++it) {
             if (!known.contains(it.key()))
                 throw std::invalid_argument("--view-state: the " + view + " view has no key '" + it.key().toStdString() +
                                             "' (its keys: " + known.join(QStringLiteral(", ")).toStdString() + ")");
+            const QJsonValue want = saved.contains(it.key()) && !saved.value(it.key()).isNull() ? saved.value(it.key())
+                                                                                                 : kinds.value(it.key());
+            if (!want.isNull() && !it.value().isNull() && std::string(type_name(want)) != type_name(it.value()))
+                throw std::invalid_argument("--view-state: '" + it.key().toStdString() + "' of the " + view + " view must be " +
+                                            type_name(want) + " (got " + type_name(it.value()) + ")");
+            if ((it.key() == QLatin1String("x_range") || it.key() == QLatin1String("y_range")) &&
+                (it.value().toArray().size() != 2 || !it.value().toArray()[0].isDouble() || !it.value().toArray()[1].isDouble() ||
+                 !std::isfinite(it.value().toArray()[0].toDouble()) || !std::isfinite(it.value().toArray()[1].toDouble())))
+                throw std::invalid_argument("--view-state: '" + it.key().toStdString() + "' must be two finite numbers [low, high]");
             s[it.key()] = it.value();
         }
     } else if (!look.state.is_null()) {
@@ -340,6 +367,22 @@ void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, con
     OutputFile out(target.path, SpecialFiles::refuse);
     out.write([&](const std::string& temp) { render_sweep_figure_to(std::move(sweep), view, look, target, temp); });
     out.commit();
+}
+
+std::vector<NamedPath> session_inputs(const std::string& session)
+{
+    std::vector<NamedPath> out{{"--session", session}};
+    const QString path = QFile::decodeName(QByteArray::fromStdString(session));
+    const auto doc = widgets::readSessionFile(path, nullptr);
+    if (!doc)
+        return out;
+    try {
+        for (auto& [key, file] : analysis::session_input_files(widgets::sessionDocumentForCore(*doc), session))
+            out.push_back({"the session's " + key, std::move(file)});
+    } catch (const std::exception&) {
+        // Text that is not valid Unicode: loading the session refuses it.
+    }
+    return out;
 }
 
 void render_session_figure(const std::string& session, const std::string& view, const FigureTarget& target)

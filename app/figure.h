@@ -11,8 +11,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/output.h"
 
 namespace attnscope::analysis {
 struct ExploreRequest;
@@ -76,6 +79,11 @@ void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, con
 
 // Opens an .attnscope session in the desktop app's main window (never shown), waits for its
 // computation and renders view `view` with the session's saved view state.
+// The inputs of a scripted run of the session `session`, for check_output_paths: the session file itself
+// ("--session") and every file it names (analysis::session_input_files, by key). A session that cannot be
+// read gives only itself (loading it then says why).
+std::vector<NamedPath> session_inputs(const std::string& session);
+
 void render_session_figure(const std::string& session, const std::string& view, const FigureTarget& target);
 
 // Renders into `path` as given (the caller commits a temporary path later: sweep --plot writes the

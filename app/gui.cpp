@@ -31,6 +31,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "analysis/explore.h"
 #include "attention/options.h"
@@ -169,6 +170,10 @@ GuiArgs parse_args(int argc, char** argv)
             }
         a.files.removeIf(isSessionFile);
     }
+    // The grab is written as PNG, whatever the name says: any other name is refused (a .h5 name was written
+    // as a PNG under that name).
+    if (a.error.empty() && !a.screenshot.empty() && !QString::fromStdString(a.screenshot).endsWith(QLatin1String(".png"), Qt::CaseInsensitive))
+        a.error = "--screenshot " + a.screenshot + ": name a .png file (the screenshot is written as a PNG image)";
     // The sweep tabs exist only where a session has run the sweep.
     if (a.error.empty() && is_sweep_view(a.view) && a.session.empty())
         a.error = "--view " + a.view + " shows a sweep: open a session that has one (--session S.attnscope)";
@@ -383,10 +388,29 @@ int run_gui(int argc, char** argv)
         return fail(QString::fromStdString(args.error));
     try {
         kernels::check_environment();   // a misspelt ATTNSCOPE_* override is an error, as on the command line
+        (void)kernels::reserve_blas_buffers();   // under ulimit -v: an error line, never OpenBLAS waiting for its buffer
     } catch (const std::invalid_argument& e) {
         return fail(QString::fromStdString(e.what()));
     }
     const Mode mode = args.mode();
+    // An output of a scripted run is never one of its inputs, by file identity (device and inode: a hard link
+    // or a symlink to the data is the data): the data files, the session and every file the session names
+    // (util/output.h check_output_paths, as `figure --session` checks its --out).
+    if (mode != Mode::window) {
+        std::vector<NamedPath> inputs;
+        for (const QString& f : args.files)
+            inputs.push_back({"FILE", QFile::encodeName(f).toStdString()});
+        if (!args.session.empty())
+            for (NamedPath& in : session_inputs(args.session))
+                inputs.push_back(std::move(in));
+        try {
+            check_output_paths({{mode == Mode::screenshot ? "--screenshot" : "--save-session",
+                                 mode == Mode::screenshot ? args.screenshot : args.saveSession}},
+                               inputs);
+        } catch (const std::invalid_argument& e) {
+            return fail(QString::fromStdString(e.what()));
+        }
+    }
     // Qt aborts when its platform cannot start: checked first (app/qt_platform.h).
     if (const std::string problem = prepare_qt_platform(mode == Mode::window ? QtUse::window : QtUse::scripted); !problem.empty()) {
         if (mode == Mode::window)

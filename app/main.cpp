@@ -8,20 +8,34 @@ int run_gui(int argc, char** argv);
 #endif
 
 #include <cstdio>
+#include <cstdlib>
+#include <iostream>
 
+#include "kernels/kernels.h"
 #include "util/atomic_file.h"
 
 int main(int argc, char** argv)
 {
     // Ctrl-C, a kill or a closed terminal during a write leaves no hidden temporary file (docs/security.md "Outputs").
     attnscope::remove_temporaries_on_signals();
-    if (attnscope::app::wants_cli(argc, argv))
-        return attnscope::app::run_cli(argc, argv);
+    int status = 2;
+    if (attnscope::app::wants_cli(argc, argv)) {
+        status = attnscope::app::run_cli(argc, argv);
+    } else {
 #ifdef ATTNSCOPE_WITH_GUI
-    return attnscope::app::run_gui(argc, argv);
+        status = attnscope::app::run_gui(argc, argv);
 #else
-    std::fprintf(stderr, "error: this attnscope was built without the desktop app (ATTNSCOPE_BUILD_GUI=OFF); "
-                         "use a subcommand: %s (attnscope --help)\n", attnscope::app::subcommand_list().c_str());
-    return 2;
+        std::fprintf(stderr, "error: this attnscope was built without the desktop app (ATTNSCOPE_BUILD_GUI=OFF); "
+                             "use a subcommand: %s (attnscope --help)\n", attnscope::app::subcommand_list().c_str());
 #endif
+    }
+    // Under an address-space limit too small for OpenBLAS's buffers, a thread it started when it was loaded waits for
+    // its buffer forever and its exit handler joins that thread: the process ends here instead (everything it
+    // wrote is flushed, every output is already in place).
+    if (attnscope::kernels::blas_may_wait_at_exit()) {
+        std::cout.flush();
+        std::fflush(nullptr);
+        std::_Exit(status);
+    }
+    return status;
 }

@@ -432,6 +432,16 @@ std::optional<TensorEntry> DataBrowser::assigned(TensorRole role) const
     return m_assigned[int(role)];
 }
 
+std::optional<TensorEntry> DataBrowser::tensor(const QString& file, const QString& name) const
+{
+    for (const OpenFile& f : m_files)
+        if (f.path == file)
+            for (const TensorEntry& t : f.tensors)
+                if (t.name == name)
+                    return t;
+    return std::nullopt;
+}
+
 QTreeWidgetItem* DataBrowser::findTensorItem(const QString& file, const QString& name) const
 {
     QTreeWidgetItemIterator it(m_tree);

@@ -59,6 +59,8 @@ public:
     bool assignTensors(const QString& file, const QString& q, const QString& k, const QString& v = {});
     void clearAssignment(TensorRole role);
     std::optional<TensorEntry> assigned(TensorRole role) const;
+    // The tensor `name` of the open file `file` (headers only), or nothing.
+    std::optional<TensorEntry> tensor(const QString& file, const QString& name) const;
 
     QTreeWidget* tree() const { return m_tree; }
 

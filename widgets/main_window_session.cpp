@@ -9,6 +9,8 @@
 
 #include "analysis/measure.h"
 #include "analysis/session_rules.h"
+#include "io/selection.h"
+#include "io/tensor_file.h"
 #include "curves.h"
 #include "data_browser.h"
 #include "main_window_p.h"
@@ -154,18 +156,17 @@ QJsonObject toQt(const nlohmann::ordered_json& j)
 // Why the session's indices do not fit the data it opened ("" when they do): every axis index of
 // "selection.at" within its axis of the queries' shape, "selection.prefix_tokens" below N, and the query a
 // token (or -1). The panels would clamp them silently (head 99 of 4 drawn as head 3).
-QString sessionIndexProblem(const QJsonObject& s, const std::optional<TensorEntry>& queries, const QString& layout, qint64 tokens)
+// A selection's indices (at.*, prefix_tokens) against the queries they select from; keys named under `key`.
+QString selectionIndexProblem(const QJsonObject& selection, const std::string& key, const TensorEntry& queries_, const QString& layout)
 {
-    if (!queries)
-        return {};
-    const QJsonObject selection = s.value(QStringLiteral("selection")).toObject();
+    const TensorEntry* queries = &queries_;
     const bool fits = layout.size() == queries->shape.size();
     const QJsonObject at = selection.value(QStringLiteral("at")).toObject();
     for (auto it = at.begin(); it != at.end() && fits; ++it) {
         const qsizetype axis = layout.indexOf(it.key());
         if (axis < 0 || it.key() == QLatin1String("n") || it.key() == QLatin1String("d"))
             continue;   // not an index axis of this layout: unused
-        const std::string p = analysis::session_index_problem("selection.at." + it.key().toStdString(), it->toInteger(),
+        const std::string p = analysis::session_index_problem(key + ".at." + it.key().toStdString(), it->toInteger(),
                                                               queries->shape[axis]);
         if (!p.empty()) {
             QStringList shape;
@@ -178,9 +179,19 @@ QString sessionIndexProblem(const QJsonObject& s, const std::optional<TensorEntr
     const qsizetype nAxis = layout.indexOf(QLatin1Char('n'));
     if (fits && nAxis >= 0 && selection.contains(QStringLiteral("prefix_tokens")))
         if (const std::string p = analysis::session_index_problem(
-                "selection.prefix_tokens", selection.value(QStringLiteral("prefix_tokens")).toInteger(), queries->shape[nAxis]);
+                key + ".prefix_tokens", selection.value(QStringLiteral("prefix_tokens")).toInteger(), queries->shape[nAxis]);
             !p.empty())
             return QString::fromStdString(p);
+    return {};
+}
+
+QString sessionIndexProblem(const QJsonObject& s, const std::optional<TensorEntry>& queries, const QString& layout, qint64 tokens)
+{
+    if (!queries)
+        return {};
+    if (const QString p = selectionIndexProblem(s.value(QStringLiteral("selection")).toObject(), "selection", *queries, layout);
+        !p.isEmpty())
+        return p;
     if (tokens > 0 && s.contains(QStringLiteral("query")))
         if (const std::string p = analysis::session_index_problem("query", s.value(QStringLiteral("query")).toInteger(), tokens, true);
             !p.empty())
@@ -386,7 +397,36 @@ bool MainWindow::applySession(const QJsonObject& s, const QString& sessionFile, 
     mechanism[QStringLiteral("mixing_file")] = sessionResolvedPath(sessionFile, mechanism.value(QStringLiteral("mixing_file")).toString());
     mechanism[QStringLiteral("gates")] = sessionResolvedReference(sessionFile, mechanism.value(QStringLiteral("gates")).toString());
     m_mechanism->restoreState(mechanism);
-    restoreFileStates(s.value(QStringLiteral("file_states")).toArray(), sessionFile);
+    // Every other open file's state is checked against that file's data like the session's own selection:
+    // its indices within the shape of the queries it names (the window would clamp them in silence when it
+    // came back to that file).
+    const QJsonArray states = s.value(QStringLiteral("file_states")).toArray();
+    for (qsizetype i = 0; i < states.size(); ++i) {
+        const QJsonObject o = states[i].toObject();
+        const QString file = sessionResolvedPath(sessionFile, o.value(QStringLiteral("file")).toString());
+        const QJsonArray names = o.value(QStringLiteral("tensors")).toArray();
+        if (!m_browser->files().contains(file) || names.isEmpty())
+            continue;   // a file the session does not open is ignored; without tensors the names are guessed
+        const std::string key = "file_states[" + std::to_string(i) + "]";
+        const auto queries = m_browser->tensor(file, names[0].toString());
+        if (!queries)
+            return fail(QString::fromStdString(key + ".tensors[0]: ") + tr("no tensor '%1' in %2").arg(names[0].toString(), file));
+        const QJsonObject selection = o.value(QStringLiteral("selection")).toObject();
+        io::TensorInfo info;
+        for (const qint64 n : queries->shape)
+            info.shape.push_back(n);
+        io::AxisSelection axes;
+        axes.layout = selection.value(QStringLiteral("layout")).toString().toStdString();
+        QString layout;
+        try {
+            layout = QString::fromStdString(io::resolve_layout(info, axes, key + ".selection.layout"));
+        } catch (const std::exception& e) {
+            return fail(QString::fromStdString(e.what()));
+        }
+        if (const QString p = selectionIndexProblem(selection, key + ".selection", *queries, layout); !p.isEmpty())
+            return fail(p);
+    }
+    restoreFileStates(states, sessionFile);
     const QJsonObject views = s.value(QStringLiteral("views")).toObject();
     for (ResultView* v : m_views)
         if (views.contains(v->viewName()))

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "analysis/file_defaults.h"
+#include "util/checked.h"
 
 #include "widget_util.h"
 
@@ -320,13 +321,14 @@ QString SelectionPanel::problem() const
         const auto grid = tokenGrid();
         if (grid.empty() || grid.size() > 3)
             return tr("Token grid '%1': give 2 or 3 sizes such as 16x16.").arg(m_grid->text());
-        qint64 prod = 1;
-        for (auto g : grid)
-            prod *= g;
-        if (prod != n)
+        const auto prod = checked_product(grid);   // never wrapped: [2^62, 2^62] was "0 tokens"
+        if (!prod)
+            return tr("Token grid %1 holds more tokens than can be counted (its product overflows 64 bits); the selection "
+                      "has N = %2.").arg(m_grid->text()).arg(n);
+        if (*prod != n)
             return tr("Token grid %1 holds %2 tokens but the selection has N = %3 (after %4 prefix tokens).")
                 .arg(m_grid->text())
-                .arg(prod)
+                .arg(*prod)
                 .arg(n)
                 .arg(m_prefix->value());
     }

@@ -7,10 +7,13 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "analysis/measure.h"
 #include "util/csv.h"
 #include "util/rng.h"
 
@@ -142,6 +145,76 @@ std::vector<std::vector<double>> group_by_cluster(const std::vector<double>& x, 
         groups[it->second].push_back(x[i]);
     }
     return groups;
+}
+
+// The distinct names of a set of records and what the tables and the bootstrap will cost, counted before
+// anything of their size is allocated (aggregate.h, "What one aggregation may hold and do").
+struct Counts {
+    std::vector<std::size_t> per_mechanism;   // records of each mechanism, in order of first appearance
+    std::size_t metrics = 0, units = 0, clusters = 0;
+    double draws = 0;                         // bootstrap draws, at most
+    double table_bytes = 0;                   // the value table and the pair index
+};
+
+Counts count_names(const std::vector<UnitMetrics>& records, const AggregateOptions& options)
+{
+    Counts c;
+    std::unordered_map<std::string_view, std::size_t> mechanisms;
+    std::unordered_set<std::string_view> metrics, units, clusters;
+    for (const UnitMetrics& r : records) {
+        const auto [it, fresh] = mechanisms.emplace(r.mechanism, c.per_mechanism.size());
+        if (fresh)
+            c.per_mechanism.push_back(0);
+        ++c.per_mechanism[it->second];
+        units.insert(r.unit);
+        if (!r.cluster.empty())
+            clusters.insert(r.cluster);
+        for (const auto& [name, v] : r.metrics)
+            metrics.insert(name);
+    }
+    c.metrics = metrics.size();
+    c.units = units.size();
+    c.clusters = clusters.size();
+    // Each row (mechanism, metric) draws resamples x (its n values + its clusters); each pair's row at most
+    // resamples x (min(n_a, n_b) + clusters). Pairs are only counted while the mechanisms are few (the cap
+    // below is checked first).
+    const double per_row_extra = static_cast<double>(c.clusters);
+    double values = 0;
+    const std::size_t m = c.per_mechanism.size();
+    for (std::size_t a = 0; a < m; ++a)
+        values += static_cast<double>(c.per_mechanism[a]) + per_row_extra;
+    if (m <= k_max_aggregate_mechanisms)
+        for (std::size_t a = 0; a < m; ++a)
+            for (std::size_t b = a + 1; b < m; ++b)
+                values += static_cast<double>(std::min(c.per_mechanism[a], c.per_mechanism[b])) + per_row_extra;
+    c.draws = values * static_cast<double>(c.metrics) * static_cast<double>(options.resamples);
+    c.table_bytes = 8.0 * (static_cast<double>(records.size()) * static_cast<double>(c.metrics) +
+                           static_cast<double>(m) * static_cast<double>(c.units));
+    return c;
+}
+
+void check_counts(const Counts& c, std::size_t records, const AggregateOptions& options)
+{
+    if (c.per_mechanism.size() > k_max_aggregate_mechanisms)
+        throw std::invalid_argument(fmt::format("{} mechanism names in {} records, more than the {} one aggregation compares "
+                                                "(its pairs grow as the square): aggregate records of fewer mechanisms",
+                                                c.per_mechanism.size(), records, k_max_aggregate_mechanisms));
+    if (c.metrics > k_max_aggregate_metrics)
+        throw std::invalid_argument(fmt::format("{} metric names in {} records, more than the {} one aggregation takes (an "
+                                                "analyze result has about 60): choose some with --metric NAME,...",
+                                                c.metrics, records, k_max_aggregate_metrics));
+    const double budget = static_cast<double>(options.max_bytes ? options.max_bytes : default_memory_limit());
+    if (c.table_bytes > budget / 2)
+        throw std::invalid_argument(fmt::format("the tables of {} records x {} metrics take {}, more than half the memory budget "
+                                                "({}): choose fewer metrics with --metric, or give a larger --max-memory",
+                                                records, c.metrics, human_bytes(static_cast<std::uint64_t>(c.table_bytes)),
+                                                human_bytes(static_cast<std::uint64_t>(budget))));
+    if (c.draws > k_max_bootstrap_draws)
+        throw std::invalid_argument(fmt::format("the bootstrap would draw {:.3g} positions ({} resamples for each of {} metrics "
+                                                "of {} mechanisms and their pairs, over {} units), more than the cap of {:.0e} "
+                                                "(about a minute): choose fewer metrics with --metric, or aggregate fewer units",
+                                                c.draws, options.resamples, c.metrics, c.per_mechanism.size(), c.units,
+                                                k_max_bootstrap_draws));
 }
 
 Table tabulate(const std::vector<UnitMetrics>& records)
@@ -278,6 +351,7 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
                                                 k_max_aggregate_records));
     if (options.resamples == 0 || options.resamples > 1'000'000)
         throw std::invalid_argument(fmt::format("bootstrap resamples {} outside 1..1000000", options.resamples));
+    check_counts(count_names(records, options), records.size(), options);
     const Table t = tabulate(records);
     Resampler resampler(options);
     Aggregate out;
@@ -323,6 +397,16 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
                 out.pairs.push_back(std::move(s));
             }
     return out;
+}
+
+void check_aggregate_size(const std::vector<UnitMetrics>& records, const AggregateOptions& options)
+{
+    check_counts(count_names(records, options), records.size(), options);
+}
+
+double aggregate_draws(const std::vector<UnitMetrics>& records, const AggregateOptions& options)
+{
+    return count_names(records, options).draws;
 }
 
 std::pair<double, double> bootstrap_interval(const std::vector<double>& x, const AggregateOptions& options)

@@ -58,6 +58,7 @@ struct AggregateOptions {
     std::size_t resamples = 2000;
     std::uint64_t seed = 0;
     double level = 0.95;
+    std::uint64_t max_bytes = 0;   // the memory budget of the tables (0: analysis::default_memory_limit())
 };
 
 struct Aggregate {
@@ -71,11 +72,30 @@ struct Aggregate {
 // results file of any length may be read, but the bootstrap allocates per unit.
 inline constexpr std::size_t k_max_aggregate_records = 10'000'000;
 
+// What one aggregation may hold and do (docs/security.md, "Counts and sizes"), checked from the counts of
+// names before any table is allocated: the table of values is records x metrics and the table of pairs
+// mechanisms x units, so a small results file naming 60,000 mechanisms or 30,000 metrics asked for gigabytes,
+// and every row and pair draws resamples x n positions, so 3,000 mechanisms (4.5 million pairs) ran for
+// minutes. A real analyze result has about 60 metrics and a batch at most the mechanisms of the table
+// (attention/mechanisms.h); the bootstrap's draws are capped at what takes about a minute on one core.
+inline constexpr std::size_t k_max_aggregate_mechanisms = 64;
+inline constexpr std::size_t k_max_aggregate_metrics = 1024;
+inline constexpr double k_max_bootstrap_draws = 2e10;
+
 // The statistics of `records` (rows with no finite value are left out). Throws std::invalid_argument when a
 // unit appears twice for one mechanism, when some records name a cluster and others do not, when one unit is
-// in two clusters, when there are more than k_max_aggregate_records records, or when
-// resamples is 0 or over 1e6.
+// in two clusters, when there are more than k_max_aggregate_records records, more than
+// k_max_aggregate_mechanisms mechanisms or k_max_aggregate_metrics metrics, when the tables would take more
+// than half of options.max_bytes, when the bootstrap would draw more than k_max_bootstrap_draws positions
+// (aggregate_draws), or when resamples is 0 or over 1e6. Each message says what to narrow.
 Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOptions& options = {});
+
+// The checks aggregate() makes before any table is allocated (the caps above, the tables' memory, the draws).
+void check_aggregate_size(const std::vector<UnitMetrics>& records, const AggregateOptions& options = {});
+
+// The bootstrap draws aggregate() makes for `records`, at most (every row and pair over every metric, each
+// resamples x (its values + its clusters)), from the counts alone.
+double aggregate_draws(const std::vector<UnitMetrics>& records, const AggregateOptions& options = {});
 
 // The metrics of an analyze result (one element of analyze's "results", or a batch record: its provenance
 // fields, unit, key, input, layer, head, seconds..., are not metrics), flattened with dotted names. Lists
@@ -122,7 +142,12 @@ namespace attnscope::analysis {
 // A batch output folder's records (DIR/results.jsonl, or results.partial.jsonl of a partial merge), read
 // without following a symbolic link (docs/security.md, "Batch and merge"); `which` gets the file's name.
 // Throws InputError when DIR is not a folder or holds neither.
-std::vector<nlohmann::ordered_json> read_batch_records(const std::string& dir, std::string* which = nullptr);
+// Checked before and while reading (docs/security.md "Counts and sizes"): the file holds at most max_bytes /
+// k_results_memory_factor bytes (0: the default memory budget), every record names a mechanism of the table
+// (attention/mechanisms.h), and a last line without its newline counts when it is a whole record and is
+// refused when it is torn.
+std::vector<nlohmann::ordered_json> read_batch_records(const std::string& dir, std::string* which = nullptr,
+                                                       std::uint64_t max_bytes = 0);
 
 // The unit fields records can be grouped by, in this order: file, layer, head, then each index axis letter
 // of the records' input.at that is not h (e.g. b when a job ran `at = { b = "all" }`).
@@ -137,8 +162,12 @@ struct AggregateGroup {
 // `cluster` when it is not empty (`attnscope aggregate --cluster file`). Throws std::invalid_argument naming a
 // field that is not one of group_fields() ("--by" is the caller's word: `what`), or a cluster field that is
 // also a --by field (each group would be one cluster).
+// `metrics` (when not empty) keeps only those metrics, before any statistic is computed: exact names, or a
+// name before a dot for all of its parts ("entropy" = entropy.*); a name that matches no metric of the
+// records is refused (std::invalid_argument naming --metric).
 std::vector<AggregateGroup> aggregate_by(const std::vector<nlohmann::ordered_json>& records,
                                          const std::vector<std::string>& by, const std::string& what = "--by",
-                                         const AggregateOptions& options = {}, const std::string& cluster = "");
+                                         const AggregateOptions& options = {}, const std::string& cluster = "",
+                                         const std::vector<std::string>& metrics = {});
 
 }  // namespace attnscope::analysis

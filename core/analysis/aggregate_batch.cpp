@@ -12,8 +12,14 @@
 #include <map>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "analysis/measure.h"
+#include "attention/mechanisms.h"
+#include "attention/options.h"
 #include "util/error.h"
 #include "util/json_text.h"
+#include "util/names.h"
 
 namespace attnscope::analysis {
 
@@ -32,8 +38,9 @@ AggregateTexts store_detail::aggregate_texts(const std::vector<json>& records)
     return {aggregate_csv(a), json_text(doc, 2) + "\n"};
 }
 
-std::vector<json> read_batch_records(const std::string& dir, std::string* which)
+std::vector<json> read_batch_records(const std::string& dir, std::string* which, std::uint64_t max_bytes)
 {
+    const std::uint64_t budget = max_bytes ? max_bytes : default_memory_limit();
     Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (dfd.fd < 0)
         throw InputError(display_path(dir) + ": not a batch results folder (not a folder: " + why(errno) + ")");
@@ -42,12 +49,23 @@ std::vector<json> read_batch_records(const std::string& dir, std::string* which)
         Fd f(open_regular_at(dfd.fd, name, shown));
         if (f.fd < 0)
             continue;
-        RecordLines lines = parse_record_lines(read_all(f.fd, shown), shown);
+        RecordLines lines = parse_record_lines(
+            read_all(f.fd, shown, budget / k_results_memory_factor, results_size_limit_text("aggregate", budget)), shown,
+            LastLine::keep_or_refuse);
         std::vector<json> out;
         out.reserve(lines.records.size());
         for (auto& [line_no, rec] : lines.records) {
+            const std::string at = shown + ":" + std::to_string(line_no);
             if (!count_of(field(rec, "unit")) || !field(rec, "mechanism").is_string())
-                throw InputError(shown + ":" + std::to_string(line_no) + ": not a batch record (no unit or mechanism)");
+                throw InputError(at + ": not a batch record (no unit or mechanism)");
+            // A batch records only the mechanisms of the table: any other name is not a batch's record (and
+            // every name is a row of the statistics, and every two a pair).
+            try {
+                (void)attention::parse_mechanism(rec["mechanism"].get<std::string>());
+            } catch (const std::invalid_argument&) {
+                throw InputError(at + ": mechanism '" + shortened(display_path(rec["mechanism"].get<std::string>()), 40) +
+                                 "' is not a mechanism (" + joined(attention::mechanism_names()) + ")");
+            }
             out.push_back(std::move(rec));
         }
         if (which)
@@ -87,17 +105,17 @@ json field_value(const json& rec, const std::string& name)
 
 }  // namespace
 
-std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records, const std::string& cluster)
+namespace {
+
+UnitMetrics unit_metrics(const json& r, const std::string& cluster)
 {
-    std::vector<UnitMetrics> out;
-    out.reserve(records.size());
-    for (const json& r : records) {
+    {
         UnitMetrics u;
-        const json& unit = r.is_object() && r.contains("unit") ? r["unit"] : json();
-        const json& mech = r.is_object() && r.contains("mechanism") ? r["mechanism"] : json();
-        if (!unit.is_number_integer() || unit.get<long long>() < 0 || !mech.is_string())
+        const std::optional<std::uint64_t> unit = count_of(field(r, "unit"));   // 64 bits: 2^64 - 1 is a unit index
+        const json& mech = field(r, "mechanism");
+        if (!unit || !mech.is_string())
             throw std::invalid_argument("a batch record without a unit index or a mechanism name");
-        u.unit = std::to_string(unit.get<long long>());
+        u.unit = std::to_string(*unit);
         u.mechanism = mech.get<std::string>();
         u.metrics = result_metrics(r);
         if (!cluster.empty()) {
@@ -105,8 +123,18 @@ std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records, co
             const json v = field_value(r, cluster);
             u.cluster = v.is_string() ? v.get<std::string>() : v.dump();
         }
-        out.push_back(std::move(u));
+        return u;
     }
+}
+
+}  // namespace
+
+std::vector<UnitMetrics> batch_unit_metrics(const std::vector<json>& records, const std::string& cluster)
+{
+    std::vector<UnitMetrics> out;
+    out.reserve(records.size());
+    for (const json& r : records)
+        out.push_back(unit_metrics(r, cluster));
     return out;
 }
 
@@ -120,8 +148,14 @@ std::vector<std::string> group_fields(const std::vector<json>& records)
 
 std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const std::vector<std::string>& by,
                                          const std::string& what, const AggregateOptions& options,
-                                         const std::string& cluster)
+                                         const std::string& cluster, const std::vector<std::string>& metrics)
 {
+    const auto wanted = [&metrics](const std::string& metric) {
+        return metrics.empty() || std::any_of(metrics.begin(), metrics.end(), [&](const std::string& a) {
+                   return metric == a || metric.rfind(a + ".", 0) == 0;
+               });
+    };
+    std::vector<bool> found(metrics.size(), false);
     const std::vector<std::string> fields = group_fields(records);
     const auto check_field = [&fields](const std::string& option, const std::string& name) {
         if (std::find(fields.begin(), fields.end(), name) != fields.end())
@@ -145,7 +179,7 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
     }
     std::vector<json> keys;
     std::map<std::string, std::size_t> index_of;   // the key's compact text -> group
-    std::vector<std::vector<json>> members;
+    std::vector<std::vector<UnitMetrics>> members;
     for (const json& r : records) {
         json key = json::object();
         for (const std::string& f : by)
@@ -155,11 +189,33 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
             keys.push_back(key);
             members.emplace_back();
         }
-        members[it->second].push_back(r);
+        UnitMetrics u = unit_metrics(r, cluster);
+        if (!metrics.empty()) {
+            for (const auto& [name, v] : u.metrics)
+                for (std::size_t i = 0; i < metrics.size(); ++i)
+                    found[i] = found[i] || name == metrics[i] || name.rfind(metrics[i] + ".", 0) == 0;
+            std::erase_if(u.metrics, [&](const auto& m) { return !wanted(m.first); });
+        }
+        members[it->second].push_back(std::move(u));
     }
+    // Every metric asked must be one the records hold (a typo would print an empty table).
+    for (std::size_t i = 0; i < metrics.size(); ++i)
+        if (!found[i])
+            throw std::invalid_argument("--metric: '" + metrics[i] + "' is not a metric of these records (without --metric all are shown)");
+    // The bootstrap's work of every group together (each group is checked by aggregate() too): groups split
+    // the same draws, they do not make them fewer.
+    double draws = 0;
+    for (const auto& m : members) {
+        check_aggregate_size(m, options);   // names and tables first: they say more than the draws
+        draws += aggregate_draws(m, options);
+    }
+    if (draws > k_max_bootstrap_draws)
+        throw std::invalid_argument(fmt::format("the bootstrap would draw {:.3g} positions over {} groups, more than the cap of "
+                                                "{:.0e} (about a minute): choose fewer metrics with --metric, or aggregate "
+                                                "fewer units", draws, keys.size(), k_max_bootstrap_draws));
     std::vector<AggregateGroup> out;
     for (std::size_t g = 0; g < keys.size(); ++g)
-        out.push_back({keys[g], aggregate(batch_unit_metrics(members[g], cluster), options)});
+        out.push_back({keys[g], aggregate(members[g], options)});
     return out;
 }
 

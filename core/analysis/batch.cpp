@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "analysis/inputs.h"
+#include "analysis/mask_measures.h"
 #include "analysis/plan.h"
 #include "attention/operator.h"
 #include "io/tensor_file.h"
@@ -145,6 +146,7 @@ void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std
             const io::TensorInfo& info = file->find(ref.name);
             const std::string layout = io::resolve_layout(info, s.selection, "--q " + s.q_ref);
             const Index n = selected_tokens(s), d = info.shape[layout.find('d')];
+            (void)past_split_of(options.causal, plan.metrics.past_split, n);   // a given split outside 1..N-1
             for (const Mechanism m : plan.mechanisms) {
                 (void)mechanism_params(m, options_for(m, options), n, d);
                 if (const std::string p = attention::mechanism_problem(m, options, n); !p.empty())

@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/measure.h"
 #include "attention/options.h"
 #include "util/atomic_file.h"
 #include "util/json_text.h"
@@ -176,7 +177,7 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial)
     RecordSet records;
     for (std::size_t i = 0; i < shards.size(); ++i) {
         const std::string where = shards[i].dir + "/results.jsonl";
-        for (auto& [line_no, rec] : parse_record_lines(shards[i].results_jsonl, where).records)
+        for (auto& [line_no, rec] : parse_record_lines(shards[i].results_jsonl, where, LastLine::keep_whole).records)
             records.add(std::move(rec), infos[i], where + " line " + std::to_string(line_no));
     }
 
@@ -269,6 +270,12 @@ struct TempFolder {
         if (!::mkdtemp(tmpl.data()))
             throw InputError("--out " + out.string() + ": cannot create a folder beside it (" + why(errno) + ")");
         path = tmpl;
+        // mkdtemp makes the folder 0700; renamed into place it is the output, which follows the umask like
+        // every folder a batch makes (0755 under the usual 022).
+        const mode_t mask = ::umask(0);
+        ::umask(mask);
+        if (::chmod(path.c_str(), 0777 & ~mask) != 0)
+            throw InputError("--out " + out.string() + ": cannot set the folder's permissions (" + why(errno) + ")");
     }
     ~TempFolder()
     {
@@ -279,6 +286,39 @@ struct TempFolder {
     TempFolder(const TempFolder&) = delete;
     TempFolder& operator=(const TempFolder&) = delete;
 };
+
+// Copies the open file `fd` (shown as `shown`) to a new file `to`, in pieces: a figure of any size never
+// sits in memory whole.
+void copy_file_to(int fd, const std::string& shown, const std::string& to)
+{
+    Fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666));
+    if (out.fd < 0)
+        throw InputError(to + ": cannot write (" + why(errno) + ")");
+    std::vector<char> buf(1 << 20);
+    off_t at = 0;
+    while (true) {
+        const ssize_t n = ::pread(fd, buf.data(), buf.size(), at);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            throw InputError(shown + ": cannot read (" + why(errno) + ")");
+        }
+        if (n == 0)
+            break;
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::write(out.fd, buf.data() + done, static_cast<std::size_t>(n - done));
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                throw InputError(to + ": cannot write (" + why(errno) + ")");
+            }
+            done += w;
+        }
+        at += n;
+    }
+    if (::fsync(out.fd) != 0 || ::close(out.release()) != 0)
+        throw InputError(to + ": cannot write (" + why(errno) + ")");
+}
 
 // Copies the regular files of DIR/sub (never through a link: the folder and each file are opened with
 // O_NOFOLLOW, each must be a regular file) into to/sub. Hidden files (temporaries of a killed write) are
@@ -318,14 +358,17 @@ void copy_shard_folder(int dirfd, const std::string& dir, const char* sub, const
         if (f < 0)
             continue;   // gone since listed
         Fd src(f);
-        write_text_file((target / name).string(), read_all(src.fd, display_path(file)));
+        copy_file_to(src.fd, display_path(file), (target / name).string());
     }
 }
 
 }  // namespace
 
-void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial)
+void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial, std::uint64_t max_bytes)
 {
+    const std::uint64_t budget = max_bytes ? max_bytes : default_memory_limit();
+    const std::uint64_t records_limit = budget / k_results_memory_factor;
+    std::uint64_t records_read = 0;   // bytes of results.jsonl so far, over every shard
     if (dirs.empty())
         throw std::invalid_argument("merge: name the shard folders");
     if (out_dir.empty())
@@ -370,13 +413,23 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
             if (f.fd < 0)
                 throw InputError(dir + ": no shard.json (not the output folder of a batch shard; a folder made by an older "
                                        "attnscope gets one when its shard is run again)");
-            t.shard_json = read_all(f.fd, dir + "/shard.json");
+            t.shard_json = read_all(f.fd, dir + "/shard.json", k_max_shard_json_bytes,
+                                    "a shard.json holds (" + human_bytes(k_max_shard_json_bytes) + ")");
         }
         {
             Fd f(open_regular_at(dfd.fd, "results.jsonl", dir + "/results.jsonl"));
             if (f.fd < 0)
                 throw InputError(dir + ": no results.jsonl (not a batch output folder)");
-            t.results_jsonl = read_all(f.fd, dir + "/results.jsonl");
+            // The shards' records together within the budget, checked from each size before it is read.
+            struct stat st {};
+            const std::uint64_t size = ::fstat(f.fd, &st) == 0 && st.st_size > 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+            if (size > records_limit - std::min(records_read, records_limit))
+                throw InputError(dir + "/results.jsonl: " + human_bytes(size) +
+                                 (records_read ? " (after " + human_bytes(records_read) + " of the shards before it)" : std::string()) +
+                                 " is more than " + results_size_limit_text("merge", budget));
+            t.results_jsonl = read_all(f.fd, dir + "/results.jsonl", records_limit - records_read,
+                                       results_size_limit_text("merge", budget));
+            records_read += t.results_jsonl.size();
         }
         texts.push_back(std::move(t));
     }
@@ -389,20 +442,31 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
     // never stay, and a failure leaves the output as it was.
     fs::create_directories(out.parent_path(), ec);
     TempFolder temp(out);
-    for (std::size_t i = 0; i < dirs.size(); ++i)
-        for (const char* sub : {"sweeps", "figures"})
-            copy_shard_folder(dir_fds[i].fd, dirs[i], sub, temp.path);
-    const std::string tag = merged.complete ? "" : ".partial";
-    write_file_atomically((temp.path / ("results" + tag + ".jsonl")).string(), merged.results_jsonl);
-    write_file_atomically((temp.path / ("summary" + tag + ".csv")).string(), merged.summary_csv);
-    write_file_atomically((temp.path / ("aggregate" + tag + ".csv")).string(), merged.aggregate_csv);
-    write_file_atomically((temp.path / ("aggregate" + tag + ".json")).string(), merged.aggregate_json);
-    json report = merged.report;
-    json folders = json::array();
-    for (const std::string& d : dirs)
-        folders.push_back(display_path(d));
-    report["shard_folders"] = folders;
-    write_file_atomically((temp.path / "merge.json").string(), json_text(report, 2) + "\n");
+    // Messages name the destination (`--out m/results.jsonl: cannot write (No space left on device)`), never
+    // the hidden folder the merge is built in.
+    try {
+        for (std::size_t i = 0; i < dirs.size(); ++i)
+            for (const char* sub : {"sweeps", "figures"})
+                copy_shard_folder(dir_fds[i].fd, dirs[i], sub, temp.path);
+        const std::string tag = merged.complete ? "" : ".partial";
+        write_file_atomically((temp.path / ("results" + tag + ".jsonl")).string(), merged.results_jsonl);
+        write_file_atomically((temp.path / ("summary" + tag + ".csv")).string(), merged.summary_csv);
+        write_file_atomically((temp.path / ("aggregate" + tag + ".csv")).string(), merged.aggregate_csv);
+        write_file_atomically((temp.path / ("aggregate" + tag + ".json")).string(), merged.aggregate_json);
+        json report = merged.report;
+        json folders = json::array();
+        for (const std::string& d : dirs)
+            folders.push_back(display_path(d));
+        report["shard_folders"] = folders;
+        write_file_atomically((temp.path / "merge.json").string(), json_text(report, 2) + "\n");
+    } catch (const InputError& e) {
+        std::string what = e.what();
+        const std::string hidden = temp.path.string();
+        const std::string shown = "--out " + (fs::path(out_dir).filename().empty() ? fs::path(out_dir).parent_path() : fs::path(out_dir)).string();
+        for (std::size_t at = what.find(hidden); at != std::string::npos; at = what.find(hidden, at + shown.size()))
+            what.replace(at, hidden.size(), shown);
+        throw InputError(what);
+    }
 
     if (!out_exists) {
         if (::rename(temp.path.c_str(), out.c_str()) != 0)

@@ -1,5 +1,6 @@
 #include "analysis/batch_store.h"
 #include "analysis/batch_store_detail.h"
+#include "analysis/measure.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -100,12 +101,20 @@ int open_regular_at(int dirfd, const std::string& name, const std::string& shown
     return fd;
 }
 
-std::string read_all(int fd, const std::string& shown)
+std::string read_all(int fd, const std::string& shown, std::uint64_t limit, const std::string& over)
 {
+    const auto refuse = [&](std::uint64_t size) {
+        throw InputError(shown + ": " + human_bytes(size) + " is more than " + over);
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) > limit)
+        refuse(static_cast<std::uint64_t>(st.st_size));
     std::string text;
     char buf[1 << 16];
     off_t at = 0;
     while (true) {
+        if (text.size() > limit)   // it grew while read
+            refuse(text.size());
         const ssize_t n = ::pread(fd, buf, sizeof buf, at);
         if (n < 0) {
             if (errno == EINTR)
@@ -176,14 +185,28 @@ bool nested_too_deeply(std::string_view text)
     return false;
 }
 
-RecordLines parse_record_lines(std::string_view text, const std::string& where)
+RecordLines parse_record_lines(std::string_view text, const std::string& where, LastLine tail)
 {
     RecordLines out;
     std::size_t pos = 0, line_no = 0;
     while (pos < text.size()) {
-        const std::size_t nl = text.find('\n', pos);
-        if (nl == std::string_view::npos)
-            break;   // torn tail
+        std::size_t nl = text.find('\n', pos);
+        if (nl == std::string_view::npos) {
+            if (tail == LastLine::drop)
+                break;   // torn tail
+            // A whole record counts; a torn one (a JSON object cut short never parses) is dropped or refused.
+            const std::string_view line = text.substr(pos);
+            json rec = nested_too_deeply(line) ? json(json::value_t::discarded) : json::parse(line.begin(), line.end(), nullptr, false);
+            if (rec.is_discarded() || !field(rec, "key").is_string()) {
+                if (tail == LastLine::keep_whole)
+                    break;
+                throw InputError(where + ": line " + std::to_string(line_no + 1) + " (the last) has no newline and is not a " +
+                                 "whole record: a write cut short (a batch killed while appending); run the batch again to " +
+                                 "finish it");
+            }
+            out.records.emplace_back(line_no + 1, std::move(rec));
+            break;
+        }
         ++line_no;
         const std::string_view line = text.substr(pos, nl - pos);
         if (nested_too_deeply(line))
@@ -574,6 +597,14 @@ void write_shard_info(const std::string& dir, const ShardInfo& info)
         // no longer in it).
     }
     write_file_atomically(path, json_text(shard_json(info), 2) + "\n");
+}
+
+std::string results_size_limit_text(const std::string& command, std::uint64_t max_bytes)
+{
+    const std::uint64_t budget = max_bytes ? max_bytes : default_memory_limit();
+    return "what " + command + " reads within the memory budget (" + human_bytes(budget / k_results_memory_factor) +
+           " of records: 1/" + std::to_string(k_results_memory_factor) + " of --max-memory " + human_bytes(budget) +
+           ", as records take up to " + std::to_string(k_results_memory_factor) + " times their text); give a larger --max-memory";
 }
 
 }  // namespace attnscope::analysis

@@ -31,6 +31,15 @@ struct AppendFailure : InputError {
 // ones, so the count must be bounded before anything is allocated from it.
 inline constexpr std::uint64_t kMaxShards = 1'000'000;
 
+// results.jsonl is read whole and parsed into records, which take up to this many times its text in memory
+// (measured: docs/security.md "Counts and sizes"): `aggregate` and `merge` read at most the memory budget
+// (`--max-memory`) / k_results_memory_factor bytes of records, checked from the file sizes before reading.
+inline constexpr std::uint64_t k_results_memory_factor = 16;
+// A shard.json holds one shard's unit list (at most k_max_units numbers): at most this many bytes.
+inline constexpr std::uint64_t k_max_shard_json_bytes = 64ull << 20;
+// "more than aggregate reads within the memory budget (...)": the end of a message naming the file's size.
+std::string results_size_limit_text(const std::string& command, std::uint64_t max_bytes);
+
 class ResultStore {
 public:
     // Reads DIR/results.jsonl (complete records by key; a torn last line is cut off) and opens it for
@@ -128,7 +137,10 @@ MergedSet merge_shard_texts(const std::vector<ShardText>& shards, bool partial);
 // aggregate.partial.json. Nothing in a shard is read
 // through a symbolic link; out_dir may not be a shard or hold one; the merge is built in a fresh folder and
 // swapped into place, so no file of an earlier merge stays. Throws InputError.
-void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial = false);
+// The shards' results.jsonl together may hold at most max_bytes / k_results_memory_factor bytes (0: the default
+// memory budget), checked from their sizes before any is read.
+void merge_batches(const std::vector<std::string>& dirs, const std::string& out_dir, bool partial = false,
+                   std::uint64_t max_bytes = 0);
 
 // Hex SHA-256 of a file (OpenSSL EVP).
 std::string file_sha256(const std::string& path);

@@ -3,6 +3,7 @@
 // core/analysis: reading files of an untrusted folder safely, the fields of a record, results.jsonl and
 // summary.csv texts, shard.json as JSON.
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -45,8 +46,10 @@ std::string why(int err);
 // Opens `name` inside the folder `dirfd` for reading without following a symbolic link and without blocking
 // on a FIFO; it must be a regular file. -1 when it does not exist; throws InputError naming `shown` otherwise.
 int open_regular_at(int dirfd, const std::string& name, const std::string& shown);
-// The whole content of `fd` (a regular file of bounded size); throws InputError naming `shown`.
-std::string read_all(int fd, const std::string& shown);
+// The whole content of `fd` (a regular file); throws InputError naming `shown`, also when it holds more than
+// `limit` bytes (its size is checked before reading, and again while reading a file that grows): "`shown`:
+// 8.0 GiB is more than `over`".
+std::string read_all(int fd, const std::string& shown, std::uint64_t limit = UINT64_MAX, const std::string& over = {});
 // obj[key], or null when obj is not an object or lacks it.
 const json& field(const json& obj, const char* key);
 std::string string_field(const json& obj, const char* key);
@@ -54,12 +57,18 @@ std::string string_field(const json& obj, const char* key);
 std::optional<std::uint64_t> count_of(const json& v);
 
 // The complete lines of a results.jsonl text: each must be a JSON object with a string "key". A last line
-// without its newline is a torn write (a kill mid-append): it is left out and `good` ends before it.
+// without its newline is what a kill mid-append leaves (the writer appends whole lines), or a whole record
+// whose newline an editor dropped: `tail` says what to do with it. `good` ends before it either way.
+enum class LastLine {
+    drop,              // the batch's own store: cut it and compute that unit again
+    keep_whole,        // merge: a line that parses as a record counts, a torn one is left out (its unit is missing)
+    keep_or_refuse,    // aggregate: a line that parses as a record counts, a torn one is refused (InputError)
+};
 struct RecordLines {
     std::vector<std::pair<std::size_t, json>> records;   // (line number, record)
     std::size_t good = 0;                                 // bytes of complete lines
 };
-RecordLines parse_record_lines(std::string_view text, const std::string& where);
+RecordLines parse_record_lines(std::string_view text, const std::string& where, LastLine tail = LastLine::drop);
 std::string num(const json& v);
 std::string summary_csv(const std::vector<json>& records);
 // aggregate.csv and aggregate.json of records in plan order (analysis/aggregate.h).

@@ -8,6 +8,7 @@
 #include "analysis/inputs.h"
 #include "attention/mixing.h"
 #include "io/tensor_file.h"
+#include "util/checked.h"
 #include "util/error.h"
 #include "util/json_text.h"
 
@@ -79,7 +80,9 @@ void read_attributes(const nlohmann::json& attrs, FileDefaults& d)
             d.invalid["prefix_tokens"] = "= " + json_text(v) + " is not a non-negative integer";
     }
     if (d.grid.empty() && seen("grid")) {
-        if (auto g = positive_ints(attrs["grid"]); g && (g->size() == 2 || g->size() == 3))
+        if (auto g = positive_ints(attrs["grid"]); g && (g->size() == 2 || g->size() == 3) && !checked_product(*g))
+            d.invalid["grid"] = "= " + json_text(attrs["grid"]) + " holds more tokens than 64 bits count (its product overflows)";
+        else if (g && (g->size() == 2 || g->size() == 3))
             d.grid = std::move(*g);
         else
             d.invalid["grid"] = "= " + json_text(attrs["grid"]) + " is not 2 or 3 positive integers";
@@ -273,9 +276,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
         refuse_invalid(d, "block_grid", file, "the MHLA blocks");
     }
     if (!setup.given.blocks && !d.grid.empty()) {
-        Index cells = 1;
-        for (const Index g : d.grid)
-            cells *= g;
+        const Index cells = checked_product(d.grid).value_or(-1);   // checked when read: never -1 here
         const Index selected = selected_tokens(TensorSource{q_ref, q_ref, std::nullopt, setup.selection});
         if (selected == cells) {
             attention::BlockSpec& b = setup.options.blocks;

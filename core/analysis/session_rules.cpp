@@ -105,11 +105,8 @@ SessionRecipe recipe(const std::string& name, const json& r, std::uint64_t max_b
             out.options.d = integer(v, k, 1, kMaxSize);
         } else if (it.key() == "heads") {
             out.options.heads = integer(v, k, 1, kMaxSize);
-        } else if (it.key() == "seed") {
-            if (v.is_number_unsigned())
-                out.options.seed = v.get<std::uint64_t>();
-            else
-                out.options.seed = static_cast<std::uint64_t>(integer(v, k, 0, LLONG_MAX));
+        } else if (it.key() == "seed") {   // what `attnscope synth --seed` takes: 0 .. 2^63 - 1
+            out.options.seed = static_cast<std::uint64_t>(integer(v, k, 0, LLONG_MAX));
         } else if (it.key() == "grid") {
             if (!v.is_array() || v.size() != 2)
                 refuse(k, "expected two sizes [H, W]");
@@ -226,9 +223,18 @@ void check_mechanism(const json& m, const std::string& key)
         expect_path(m.at("mixing_file"), key + ".mixing_file");
     if (m.contains("gates"))   // gated's gates, FILE[:NAME]: a path like the mixing file's
         expect_path(m.at("gates"), key + ".gates");
-    for (const char* flag : {"gates_log"})
+    for (const char* flag : {"gates_log", "causal"})
         if (m.contains(flag))
             expect(m.at(flag), json::value_t::boolean, key + "." + flag);
+    // The panel's whole numbers, in the ranges its controls take (a value outside was read as the default
+    // in silence: seed 2^63 became 0).
+    const struct {
+        const char* name;
+        long long lo, hi;
+    } counts[] = {{"seed", 0, INT_MAX}, {"favor_features", 1, 1000000}, {"blocks", 0, 1 << 20}, {"chunk", 1, 1 << 30}};
+    for (const auto& c : counts)
+        if (m.contains(c.name))
+            (void)integer(m.at(c.name), key + "." + c.name, c.lo, c.hi);
     if (m.contains("decay") && !m.at("decay").is_null() &&
         !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
         refuse(key + ".decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
@@ -328,11 +334,80 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
         if (s.contains(key))
             expect_object(s.at(key), key);
     if (s.contains("views"))
-        for (auto it = s.at("views").begin(); it != s.at("views").end(); ++it)
+        for (auto it = s.at("views").begin(); it != s.at("views").end(); ++it) {
             expect_object(it.value(), "views." + it.key());
+            check_view_state_numbers(it.value(), "views." + it.key());
+        }
     if (s.contains("data_note"))
         expect(s.at("data_note"), json::value_t::string, "data_note");
     (void)session_recipes(s, max_bytes);
+}
+
+void check_view_state_numbers(const json& state, const std::string& key)
+{
+    if (!state.is_object())
+        return;
+    const auto strict = [&](const char* name, long long lo) {
+        if (!state.contains(name))
+            return;
+        const json& v = state.at(name);
+        const std::string k = key + "." + name;
+        if (!v.is_number_integer())   // 8.0 and "8" included: the state holds whole numbers as integers
+            refuse(k, "expected a whole number (" + std::to_string(lo) + ".." + std::to_string(INT_MAX) + "), got " +
+                          (v.is_number() ? v.dump() : std::string(v.type_name())));
+        (void)integer(v, k, lo, INT_MAX);
+    };
+    strict("first_head", 0);
+    strict("query", -1);
+}
+
+std::vector<std::pair<std::string, std::string>> session_input_files(const json& s, const std::string& session_file)
+{
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!s.is_object())
+        return out;
+    std::error_code ec;
+    const fs::path dir = fs::absolute(fs::path(session_file), ec).parent_path();
+    const auto add = [&](const std::string& key, const json& v, bool reference) {
+        if (!v.is_string())
+            return;
+        std::string p = v.get<std::string>();
+        if (reference)   // FILE[:NAME]: the file part (the app splits at the first colon too)
+            p = p.substr(0, p.find(':'));
+        if (p.empty() || !session_path_problem(p).empty())
+            return;
+        const fs::path path(p);
+        out.emplace_back(key, (path.is_absolute() ? path : dir / path).lexically_normal().string());
+    };
+    const auto add_mechanism = [&](const json& m, const std::string& key) {
+        if (!m.is_object())
+            return;
+        if (m.contains("mixing_file"))
+            add(key + ".mixing_file", m.at("mixing_file"), false);
+        if (m.contains("gates"))
+            add(key + ".gates", m.at("gates"), true);
+    };
+    if (const auto it = s.find("files"); it != s.end() && it->is_array())
+        for (std::size_t i = 0; i < it->size(); ++i)
+            add("files[" + std::to_string(i) + "]", (*it)[i], false);
+    if (const auto it = s.find("tensors"); it != s.end() && it->is_object())
+        for (auto t = it->begin(); t != it->end(); ++t)
+            if (t.value().is_object() && t.value().contains("file"))
+                add("tensors." + t.key() + ".file", t.value().at("file"), false);
+    if (const auto it = s.find("mechanism"); it != s.end())
+        add_mechanism(*it, "mechanism");
+    if (const auto it = s.find("file_states"); it != s.end() && it->is_array())
+        for (std::size_t i = 0; i < it->size(); ++i) {
+            const json& st = (*it)[i];
+            const std::string key = "file_states[" + std::to_string(i) + "]";
+            if (!st.is_object())
+                continue;
+            if (st.contains("file"))
+                add(key + ".file", st.at("file"), false);
+            if (st.contains("mechanism"))
+                add_mechanism(st.at("mechanism"), key + ".mechanism");
+        }
+    return out;
 }
 
 fs::path session_recipe_target(const fs::path& session_dir, const std::string& name)

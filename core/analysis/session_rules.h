@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -64,6 +65,20 @@ std::filesystem::path session_recipe_target(const std::filesystem::path& session
 // writing removes the files and folders this call made, and throws InputError naming the recipe.
 std::vector<std::filesystem::path> make_session_data(const nlohmann::json& session, const std::filesystem::path& session_dir,
                                                      std::uint64_t max_bytes);
+
+// The whole numbers of a view's saved state (a session's "views.NAME", `figure --view-state`): "first_head"
+// (the Heads view's page, 0 .. 2^31 - 1) and "query" (-1: none, .. 2^31 - 1) must be JSON integers in range
+// (a string "8", 8.5, -8 or 2^31 was read as 0 or clamped in silence). Throws InputError naming `key`.KEY.
+void check_view_state_numbers(const nlohmann::json& state, const std::string& key);
+
+// The files a session reads, each with the key that names it: every entry of "files", each tensor's file
+// ("tensors.q.file"), the learned mixing file and gated's gates file (the FILE of FILE[:NAME]) of the session's
+// mechanism and of every file_states entry, and file_states' files. Relative paths are resolved against the
+// folder of `session_file` as the app resolves them (lexically: `a/../b` is `b`). Keys or values of the wrong
+// type are skipped (check_session_document refuses them). For check_output_paths: an output of a scripted
+// run (`--screenshot`, `figure --session`) must be none of them (docs/security.md "Outputs").
+std::vector<std::pair<std::string, std::string>> session_input_files(const nlohmann::json& session,
+                                                                     const std::string& session_file);
 
 // "selection.at.h = 99 is out of range (0..3)" for a session index outside 0 .. count-1 (or -1 .. count-1
 // when `none_allowed`: the query); "" when it lies inside.

@@ -71,6 +71,9 @@ BlockLayout grid_blocks(const BlockSpec& spec, Index n)
     const auto& bg = spec.block_grid;
     if (g.size() != 2 && g.size() != 3)
         throw std::invalid_argument("grid must have 2 or 3 axes, got " + std::to_string(g.size()));
+    if (bg.empty())
+        throw std::invalid_argument("blocks on the grid " + join_dims(g) + " need the blocks per axis (--block-grid B1,B2" +
+                                    (g.size() == 3 ? ",B3" : "") + "); only decay on a grid needs the grid alone");
     if (bg.size() != g.size())
         throw std::invalid_argument("block-grid has " + std::to_string(bg.size()) + " axes but grid " + join_dims(g) +
                                     " has " + std::to_string(g.size()));

@@ -10,6 +10,10 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include "kernels/kernels_impl.h"
 
 extern "C" {
@@ -79,10 +83,84 @@ int threads()
     return own > 0 ? own : std::max(1, openblas_get_num_threads());
 }
 
+int usable_cores()
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof set, &set) == 0)
+        if (const int n = CPU_COUNT(&set); n > 0)
+            return n;
+    return std::max(1u, std::thread::hardware_concurrency());
+}
+
 void set_threads(int count)
 {
     own_threads().store(std::max(1, count));
     openblas_set_num_threads(std::max(1, count));
+}
+
+namespace {
+
+// Whether `bytes` more of address space can be mapped now (an mmap of that size, released at once).
+bool address_space_for(std::size_t bytes)
+{
+    void* probe = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (probe == MAP_FAILED)
+        return false;
+    ::munmap(probe, bytes);
+    return true;
+}
+
+bool address_space_limited()
+{
+    struct rlimit limit {};
+    return ::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
+
+// Room for the warm-up's matrices and the new threads' stacks beside the buffers.
+constexpr std::size_t kBlasMargin = std::size_t{64} << 20;
+
+}  // namespace
+
+int reserve_blas_buffers(int wanted)
+{
+    const int current = std::max(1, openblas_get_num_threads());
+    const bool given = wanted > 0;   // --threads: set as given (else the count stays OpenBLAS's own)
+    if (!given)
+        wanted = threads();
+    if (!address_space_limited()) {
+        if (given)
+            set_threads(wanted);
+        return threads();
+    }
+    // Raising OpenBLAS's count starts its new threads, and each maps its buffer at once; the calling thread
+    // maps one at its first product. So: one buffer per new thread, and one more, must fit.
+    int fit = 0;
+    for (int k = wanted; k >= 1 && !fit; --k)
+        if (address_space_for(static_cast<std::size_t>(std::max(0, k - current) + 1) * kBlasBufferBytes + kBlasMargin))
+            fit = k;
+    if (!fit) {
+        struct rlimit limit {};
+        ::getrlimit(RLIMIT_AS, &limit);
+        const auto mib = [](double b) { return std::to_string(static_cast<long long>(b / (1024.0 * 1024.0))) + " MiB"; };
+        throw std::invalid_argument("the address-space limit (ulimit -v: " + mib(static_cast<double>(limit.rlim_cur)) +
+                                    ") leaves no room for OpenBLAS's buffer of " + mib(static_cast<double>(kBlasBufferBytes)) +
+                                    " (it would wait for it forever): raise the limit");
+    }
+    if (given || fit < wanted)
+        set_threads(fit);
+    // One product on every thread: OpenBLAS maps the calling thread's buffer now and keeps it for later products.
+    constexpr int n = 256;
+    std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0), c(static_cast<std::size_t>(n) * n, 0.0);
+    const char no = 'N';
+    const double one = 1.0, zero = 0.0;
+    dgemm_(&no, &no, &n, &n, &n, &one, a.data(), &n, a.data(), &n, &zero, c.data(), &n);
+    return fit;
+}
+
+bool blas_may_wait_at_exit()
+{
+    return address_space_limited() && !address_space_for(kBlasBufferBytes + kBlasMargin);
 }
 
 namespace {

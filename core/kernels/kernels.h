@@ -30,6 +30,24 @@ using Index = std::ptrdiff_t;
 // OpenBLAS's count.
 int threads();
 void set_threads(int count);
+// The cores this process may run on (sched_getaffinity: a container's or taskset's share), else
+// std::thread::hardware_concurrency(); at least 1. --threads is capped at it.
+int usable_cores();
+
+// OpenBLAS maps one buffer (kBlasBufferBytes in Debian's build, 0.3.21) for every thread it starts, as it
+// starts it, and for a calling thread at its first product; when that mmap fails it tries again forever
+// (memory.c, blas_memory_alloc): under an address-space limit (ulimit -v, RLIMIT_AS), `--threads 32` hung.
+// reserve_blas_buffers(wanted) sets the thread count (ours and OpenBLAS's; 0: keep it) to `wanted`, or to
+// fewer when the buffers of the threads it would start do not fit (an mmap of their size, released at once),
+// and has OpenBLAS map the calling thread's buffer now with one small product, while the space is there.
+// Returns the count in effect. Throws std::invalid_argument naming the limit when not even one buffer fits:
+// an error line, never a hang. Products never depend on the thread count, so no number changes.
+inline constexpr std::size_t kBlasBufferBytes = (std::size_t{128} << 20) + (std::size_t{64} << 10);
+int reserve_blas_buffers(int wanted = 0);
+// True under an address-space limit that leaves no room for one more OpenBLAS buffer: a thread OpenBLAS started
+// when the library was loaded may then be waiting for its buffer forever, and OpenBLAS's exit handler joins it.
+// main() then ends the process with _Exit after flushing its output.
+bool blas_may_wait_at_exit();
 
 // While one lives, OpenBLAS runs on one thread and the kernels keep theirs. For stretches where our kernels
 // do the parallel work between small LAPACK calls (a QR panel, a bulge chase): OpenBLAS's idle workers spin

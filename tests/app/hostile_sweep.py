@@ -49,7 +49,7 @@ class Case:
     it names (relative to its sandbox), and what must hold."""
 
     def __init__(self, cid, args, outputs=(), expect=None, env=None, setup=None, stdout=None, forbidden=(),
-                 kill_after=None, reader_fifos=(), unchanged=(), note=""):
+                 kill_after=None, reader_fifos=(), unchanged=(), note="", needles=(), check=None):
         self.id = cid
         self.args = list(args)
         self.outputs = list(outputs)
@@ -62,6 +62,8 @@ class Case:
         self.reader_fifos = list(reader_fifos)   # FIFOs in the sandbox that a reader drains during the run
         self.unchanged = list(unchanged)         # special files in the sandbox that must keep their type
         self.note = note              # what a failure means (shown in the report)
+        self.needles = list(needles)  # texts standard error must hold (what a refusal names)
+        self.check = check            # callable(sandbox, stdout bytes) -> list of problems, run after the case
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -232,6 +234,9 @@ def snapshot(root):
             rel = os.path.relpath(p, root_b)
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", os.readlink(p))
+            elif stat.S_ISREG(st.st_mode) and st.st_size > (64 << 20):
+                # A huge (sparse) fixture: its size, inode and time stand for it (hashing 8 GiB takes a minute).
+                out[rel] = ("file", st.st_size, st.st_ino, st.st_mtime_ns)
             elif stat.S_ISREG(st.st_mode):
                 h = hashlib.sha256()
                 with open(p, "rb") as f:
@@ -405,6 +410,12 @@ def run_case(case, attnscope, work, timeout):
             p_out = os.path.join(sb, expand(o, ctx).rstrip("/"))
             if os.path.lexists(p_out) and os.fsencode(expand(o, ctx).rstrip("/")) not in before:
                 problems.append("exit %d but the output %s was left behind" % (status, o))
+    if status is not None:
+        for n in case.needles:
+            if expand(n, ctx) not in err_text:
+                problems.append("standard error does not name %r" % n)
+        if case.check:
+            problems += case.check(sb, out)
     first_error = next((line for line in err_text.splitlines() if line.startswith("error: ")), "")
     detail = "exit %s in %.1f s%s" % (status, elapsed, (": " + first_error[:160]) if first_error else "")
     return case, ("FAIL" if problems else "PASS"), problems, detail
@@ -939,10 +950,452 @@ def figure_cases():
     ]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Issue 30 (docs/hardening.md "Issue 30"): scripted runs onto their inputs, strict session and view-state
+# numbers, aggregate and merge against hostile records, --threads under the address-space limit, batch jobs.
+
+
+def link_into(target, name, hard):
+    """A setup: `name` in the sandbox as a hard link or a symlink to `target` (relative to the sandbox)."""
+    def setup(sb, ctx):
+        (os.link if hard else os.symlink)(os.path.join(sb, target), os.path.join(sb, name))
+    return setup
+
+
+def steps(*setups):
+    def setup(sb, ctx):
+        for s_ in setups:
+            s_(sb, ctx)
+    return setup
+
+
+def data_in(*names):
+    """good.h5 copied into the sandbox under each name."""
+    def setup(sb, ctx):
+        for n in names:
+            os.makedirs(os.path.dirname(os.path.join(sb, n)) or sb, exist_ok=True)
+            shutil.copy(os.path.join(ctx["fx"], "good.h5"), os.path.join(sb, n))
+    return setup
+
+
+def session_in(name, extra, files=("good.h5",), tensors=None):
+    return write_into({name: session_text(extra, files, tensors)})
+
+
+def record_line(unit, mechanism, metrics):
+    doc = {"key": "u%s|%s" % (unit, mechanism), "unit": unit, "mechanism": mechanism}
+    doc.update(metrics)
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def results_in(lines, folder="r", name="results.jsonl", tail="\n"):
+    """A batch results folder `folder` whose results.jsonl holds `lines` (a list, or a callable making it)."""
+    def setup(sb, ctx):
+        os.makedirs(os.path.join(sb, folder), exist_ok=True)
+        body = lines() if callable(lines) else lines
+        with open(os.path.join(sb, folder, name), "w") as f:
+            f.write("\n".join(body) + (tail if body else ""))
+    return setup
+
+
+def sparse_in(rel, size):
+    def setup(sb, ctx):
+        path = os.path.join(sb, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if os.path.lexists(path):
+            os.remove(path)
+        with open(path, "wb") as f:
+            f.truncate(size)
+    return setup
+
+
+def json_field(path_in_doc, want):
+    """A check: stdout is JSON whose field at `path_in_doc` (a list of keys and indices) equals `want`."""
+    def check(sb, out):
+        try:
+            v = json.loads(out)
+            for k in path_in_doc:
+                v = v[k]
+        except Exception as e:   # not JSON, or the field is missing
+            return ["standard output: %s" % e]
+        return [] if v == want else ["standard output: %s is %r, expected %r" % (path_in_doc, v, want)]
+    return check
+
+
+def mode_follows_umask(rel):
+    def check(sb, out):
+        path = os.path.join(sb, rel)
+        if not os.path.isdir(path):
+            return ["%s was not made" % rel]
+        mask = os.umask(0)
+        os.umask(mask)
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+        return [] if mode == 0o777 & ~mask else ["%s has mode %o, the umask gives %o" % (rel, mode, 0o777 & ~mask)]
+    return check
+
+
+MECHANISMS = ["softmax", "linear", "mhla", "decay", "gated", "cosformer"]
+
+
+def issue30_scripted_cases():
+    """--screenshot and --save-session onto their inputs (by identity), --screenshot's extension."""
+    shot_data = lambda out: ["in.h5", "--screenshot", out]
+    sess = {"mechanism": {"mixing": "", "blocks": 4}}
+    rows = [
+        ("onto_data", shot_data("in.h5"), data_in("in.h5"), ["--screenshot", ".png"]),
+        ("onto_session", ["--session", "s.attnscope", "--screenshot", "s.attnscope"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess)), [".png"]),
+        ("onto_session_as_file", ["s.attnscope", "--screenshot", "s.attnscope"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess)), [".png"]),
+        ("hard_link_png", shot_data("h.png"), steps(data_in("in.h5"), link_into("in.h5", "h.png", True)), ["is the input", "FILE"]),
+        ("symlink_png", shot_data("l.png"), steps(data_in("in.h5"), link_into("in.h5", "l.png", False)), ["is the input"]),
+        ("second_file_link", ["in.h5", "b.h5", "--screenshot", "b.png"],
+         steps(data_in("in.h5", "b.h5"), link_into("b.h5", "b.png", True)), ["is the input"]),
+        ("dir_symlink", shot_data("d/in.png"),
+         steps(data_in("in.h5"), lambda sb, ctx: os.symlink(sb, os.path.join(sb, "d")), link_into("in.h5", "in.png", True)),
+         ["is the input"]),
+        ("session_link", ["--session", "s.attnscope", "--screenshot", "s.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess), link_into("s.attnscope", "s.png", True)), ["--session"]),
+        ("session_symlink", ["--session", "s.attnscope", "--screenshot", "s.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess), link_into("s.attnscope", "s.png", False)), ["--session"]),
+        ("session_files", ["--session", "s.attnscope", "--screenshot", "g.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess), link_into("good.h5", "g.png", True)), ["files[0]"]),
+        ("session_tensor_file", ["--session", "s.attnscope", "--screenshot", "t.png"],
+         steps(data_in("good.h5", "t.h5"),
+               session_in("s.attnscope", sess, files=("good.h5", "t.h5"),
+                          tensors={"q": {"file": "t.h5", "name": "/q"}, "k": {"file": "t.h5", "name": "/k"}}),
+               link_into("t.h5", "t.png", True)), ["is the input"]),
+        ("session_subfolder_files", ["--session", "a/s.attnscope", "--screenshot", "g.png"],
+         steps(data_in("good.h5"), session_in("a/s.attnscope", sess, files=("../good.h5",),
+                                              tensors={"q": {"file": "../good.h5", "name": "/q"},
+                                                       "k": {"file": "../good.h5", "name": "/k"}}),
+               link_into("good.h5", "g.png", True)), ["files[0]"]),
+        ("session_mixing_file", ["--session", "s.attnscope", "--screenshot", "m.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", {"mechanism": {"mixing_file": "m.npy"}}),
+               lambda sb, ctx: np.save(os.path.join(sb, "m.npy"), np.eye(4)), link_into("m.npy", "m.png", True)),
+         ["mechanism.mixing_file"]),
+        ("session_gates_file", ["--session", "s.attnscope", "--screenshot", "gt.png"],
+         steps(data_in("good.h5", "gates.h5"), session_in("s.attnscope", {"mechanism": {"gates": "gates.h5:/q"}}),
+               link_into("gates.h5", "gt.png", True)), ["mechanism.gates"]),
+        ("session_file_states", ["--session", "s.attnscope", "--screenshot", "o.png"],
+         steps(data_in("good.h5", "o.h5"), session_in("s.attnscope", {"file_states": [{"file": "o.h5"}]}, files=("good.h5", "o.h5")),
+               link_into("o.h5", "o.png", True)), ["is the input", "o.h5"]),
+        ("session_file_states_only", ["--session", "s.attnscope", "--screenshot", "o.png"],
+         steps(data_in("good.h5", "o.h5"), session_in("s.attnscope", {"file_states": [{"file": "o.h5"}]}),
+               link_into("o.h5", "o.png", True)), ["file_states[0].file"]),
+        ("figure_session_files", ["figure", "--session", "s.attnscope", "--view", "maps", "--out", "g.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", sess), link_into("good.h5", "g.png", True)), ["--out", "files[0]"]),
+        ("figure_session_mixing", ["figure", "--session", "s.attnscope", "--view", "maps", "--out", "m.png"],
+         steps(data_in("good.h5"), session_in("s.attnscope", {"mechanism": {"mixing_file": "m.npy"}}),
+               lambda sb, ctx: np.save(os.path.join(sb, "m.npy"), np.eye(4)), link_into("m.npy", "m.png", True)),
+         ["mechanism.mixing_file"]),
+        ("save_onto_data_link", ["in.h5", "--save-session", "l.attnscope"],
+         steps(data_in("in.h5"), link_into("in.h5", "l.attnscope", False)), ["--save-session", "is the input"]),
+        ("save_onto_data_hard", ["in.h5", "--save-session", "h.attnscope"],
+         steps(data_in("in.h5"), link_into("in.h5", "h.attnscope", True)), ["--save-session", "is the input"]),
+        ("save_onto_second_file", ["in.h5", "b.h5", "--save-session", "b.attnscope"],
+         steps(data_in("in.h5", "b.h5"), link_into("b.h5", "b.attnscope", True)), ["is the input"]),
+    ]
+    cases = [Case("i30_shot_" + name, args, [], expect=2, setup=setup, needles=needles,
+                  note="a scripted run's output must never be one of its inputs (issue 30)")
+             for name, args, setup, needles in rows]
+    for ext in ("o.h5", "o.jpg", "o.txt", "o.svg", "o.pdf", "o", "o.png.h5", "o.attnscope", "o.npy", "o.pngx"):
+        cases.append(Case("i30_shot_ext_" + ext.replace(".", "_"), shot_data(ext), [ext], expect=2, setup=data_in("in.h5"),
+                          needles=["--screenshot", ".png"], note="--screenshot writes PNG: only a .png name"))
+    cases.append(Case("i30_shot_ext_upper", shot_data("o.PNG"), ["o.PNG"], expect=0, setup=data_in("in.h5")))
+    cases.append(Case("i30_shot_ok", shot_data("o.png"), ["o.png"], expect=0, setup=data_in("in.h5")))
+    cases.append(Case("i30_save_ok", ["in.h5", "--save-session", "o.attnscope"], ["o.attnscope"], expect=0, setup=data_in("in.h5")))
+    return cases
+
+
+def issue30_session_cases():
+    """Whole numbers of a session (views, recipe and mechanism seeds, counts) and file_states against the data."""
+    recipe = {"kind": "gaussian", "n": 16, "d": 4, "heads": 1}
+    rows = [
+        ("first_head_2p31", {"views": {"heads": {"first_head": 2 ** 31}}}, "views.heads.first_head"),
+        ("first_head_negative", {"views": {"heads": {"first_head": -8}}}, "views.heads.first_head"),
+        ("first_head_text", {"views": {"heads": {"first_head": "8"}}}, "views.heads.first_head"),
+        ("first_head_fraction", {"views": {"heads": {"first_head": 8.5}}}, "views.heads.first_head"),
+        ("first_head_bool", {"views": {"heads": {"first_head": True}}}, "views.heads.first_head"),
+        ("first_head_2p64", {"views": {"heads": {"first_head": 2 ** 64 - 1}}}, "views.heads.first_head"),
+        ("view_query_text", {"views": {"maps": {"query": "3"}}}, "views.maps.query"),
+        ("view_query_minus2", {"views": {"query": {"query": -2}}}, "views.query.query"),
+        ("recipe_seed_2p63", {"generate": {"g.h5": dict(recipe, seed=2 ** 63)}}, "seed"),
+        ("recipe_seed_2p64", {"generate": {"g.h5": dict(recipe, seed=2 ** 64 - 1)}}, "seed"),
+        ("recipe_seed_negative", {"generate": {"g.h5": dict(recipe, seed=-1)}}, "seed"),
+        ("recipe_seed_text", {"generate": {"g.h5": dict(recipe, seed="1")}}, "seed"),
+        ("mech_seed_2p63", {"mechanism": {"seed": 2 ** 63}}, "mechanism.seed"),
+        ("mech_seed_2p31", {"mechanism": {"seed": 2 ** 31}}, "mechanism.seed"),
+        ("mech_seed_negative", {"mechanism": {"seed": -1}}, "mechanism.seed"),
+        ("mech_favor_zero", {"mechanism": {"favor_features": 0}}, "mechanism.favor_features"),
+        ("mech_blocks_2p40", {"mechanism": {"blocks": 2 ** 40}}, "mechanism.blocks"),
+        ("mech_chunk_zero", {"mechanism": {"chunk": 0}}, "mechanism.chunk"),
+        ("mech_causal_text", {"mechanism": {"causal": "yes"}}, "mechanism.causal"),
+        ("state_seed_2p63", {"file_states": [{"file": "o.h5", "mechanism": {"seed": 2 ** 63}}]}, "file_states[0].mechanism.seed"),
+        ("state_head_99", {"file_states": [{"file": "o.h5", "tensors": ["/q", "/k", ""],
+                                            "selection": {"at": {"h": 99}}}]}, "file_states[0].selection.at.h"),
+        ("state_head_2", {"file_states": [{"file": "o.h5", "tensors": ["/q", "/k", ""],
+                                           "selection": {"layout": "hnd", "at": {"h": 2}}}]}, "file_states[0].selection.at.h"),
+        ("state_prefix_48", {"file_states": [{"file": "o.h5", "tensors": ["/q", "/k", ""],
+                                              "selection": {"prefix_tokens": 48}}]}, "file_states[0].selection.prefix_tokens"),
+        ("state_layout_rank", {"file_states": [{"file": "o.h5", "tensors": ["/q", "/k", ""],
+                                                "selection": {"layout": "bhnd"}}]}, "file_states[0].selection.layout"),
+        ("state_tensor_missing", {"file_states": [{"file": "o.h5", "tensors": ["/nope", "/k", ""]}]}, "file_states[0].tensors[0]"),
+    ]
+    cases = []
+    for name, extra, key in rows:
+        for mode in ("shot", "figure"):
+            args = (["--session", "s.attnscope", "--screenshot", "o.png"] if mode == "shot" else
+                    ["figure", "--session", "s.attnscope", "--view", "maps", "--out", "o.png"])
+            cases.append(Case("i30_session_%s_%s" % (mode, name), args, ["o.png"], expect=2,
+                              setup=steps(data_in("good.h5", "o.h5"), session_in("s.attnscope", extra, files=("good.h5", "o.h5"))),
+                              needles=[key], note="a session's numbers are strict and checked against the data (issue 30)"))
+    # 8.0 is 8 (Qt's JSON keeps every number as a double and writes 8.0 back as 8).
+    cases.append(Case("i30_session_shot_first_head_8_0", ["--session", "s.attnscope", "--screenshot", "o.png"], ["o.png"], expect=0,
+                      setup=steps(data_in("good.h5"), session_in("s.attnscope", {"views": {"heads": {"first_head": 8.0}}}))))
+    cases.append(Case("i30_session_shot_states_ok", ["--session", "s.attnscope", "--screenshot", "o.png"], ["o.png"], expect=0,
+                      setup=steps(data_in("good.h5", "o.h5"),
+                                  session_in("s.attnscope", {"file_states": [{"file": "o.h5", "tensors": ["/q", "/k", ""],
+                                                                              "selection": {"at": {"h": 1}, "prefix_tokens": 5}}],
+                                                             "views": {"heads": {"first_head": 1}}},
+                                             files=("good.h5", "o.h5")))))
+    # --view-state: the same numbers, every key of the type the view saves.
+    fig = ["figure"] + qk("good.h5") + ["--out", "f.png", "--view"]
+    states = [
+        ("first_head_2p31", "heads", {"first_head": 2 ** 31}, "first_head"),
+        ("first_head_negative", "heads", {"first_head": -8}, "first_head"),
+        ("first_head_text", "heads", {"first_head": "8"}, "first_head"),
+        ("first_head_fraction", "heads", {"first_head": 8.5}, "first_head"),
+        ("query_text", "maps", {"query": "3"}, "query"),
+        ("query_fraction", "maps", {"query": 2.5}, "query"),
+        ("log_text", "maps", {"log": "yes"}, "'log'"),
+        ("colormap_number", "maps", {"colormap": 3}, "'colormap'"),
+        ("x_range_number", "maps", {"x_range": 5}, "x_range"),
+        ("x_range_text", "maps", {"x_range": [0, "a"]}, "x_range"),
+        ("x_range_one", "maps", {"x_range": [0]}, "x_range"),
+        ("hidden_runs_text", "maps", {"hidden_runs": "x"}, "hidden_runs"),
+        ("spectrum_log_number", "spectrum", {"log_x": 1}, "'log_x'"),
+        ("cumulative_text", "spectrum", {"cumulative": "true"}, "'cumulative'"),
+    ]
+    for name, view, state, key in states:
+        cases.append(Case("i30_view_state_" + name, fig + [view, "--view-state", json.dumps(state)], ["f.png"], expect=2,
+                          needles=["--view-state", key], note="--view-state values of the wrong type must be refused (issue 30)"))
+    cases.append(Case("i30_view_state_heads_ok", fig + ["heads", "--view-state", '{"first_head": 1}'], ["f.png"], expect=0))
+    return cases
+
+
+def issue30_aggregate_cases():
+    """aggregate against hostile results.jsonl: sizes, names, metric counts, the bootstrap's work, last lines."""
+    ok = lambda n=3: [record_line(u, "softmax", {"rank": u + 1}) for u in range(n)]
+    many_mechanisms = lambda count: (lambda: [record_line(u, "m%d" % u, {"rank": 1}) for u in range(count)])
+    many_metrics = lambda count: (lambda: [record_line(u, "softmax", {"metric%d" % u: 1.5}) for u in range(count)])
+    metrics = {"m%d" % m: (m * 7) % 13 + 0.25 for m in range(1000)}
+    heavy = lambda: [record_line(u, mech, metrics) for u in range(500) for mech in MECHANISMS]
+    agg = ["aggregate", "r"]
+    rows = [
+        ("huge_8g", agg, sparse_in("r/results.jsonl", 8 << 30), 2, ["results.jsonl", "--max-memory"]),
+        ("huge_partial_8g", agg, sparse_in("r/results.partial.jsonl", 8 << 30), 2, ["results.partial.jsonl", "--max-memory"]),
+        ("huge_2g_budget_1g", agg + ["--max-memory", "1G"], sparse_in("r/results.jsonl", 2 << 30), 2, ["results.jsonl: 2.0 GiB", "--max-memory"]),
+        ("over_budget_small", agg + ["--max-memory", "1K"], results_in(ok()), 2, ["results.jsonl", "is more than", "--max-memory"]),
+        ("max_memory_hex", agg + ["--max-memory", "0x10G"], results_in(ok()), 2, ["--max-memory 0x10G: expected a size"]),
+        ("max_memory_nan", agg + ["--max-memory", "nan"], results_in(ok()), 2, ["--max-memory nan: expected a size"]),
+        ("mechanisms_60000", agg, results_in(many_mechanisms(60000)), 2, ["is not a mechanism"]),
+        ("mechanisms_3000", agg, results_in(many_mechanisms(3000)), 2, ["is not a mechanism"]),
+        ("mechanism_upper", agg, results_in([record_line(0, "SOFTMAX", {"rank": 1})]), 2, ["is not a mechanism"]),
+        ("mechanism_empty", agg, results_in([record_line(0, "", {"rank": 1})]), 2, ["is not a mechanism"]),
+        ("mechanism_space", agg, results_in([record_line(0, "softmax ", {"rank": 1})]), 2, ["is not a mechanism"]),
+        ("mechanism_number", agg, results_in(['{"key":"a","unit":0,"mechanism":3}']), 2, ["mechanism"]),
+        ("metrics_30000", agg, results_in(many_metrics(30000)), 2, ["metric names", "--metric"]),
+        ("metrics_2000", agg, results_in(many_metrics(2000)), 2, ["metric names", "--metric"]),
+        ("metrics_30000_narrowed", agg + ["--metric", "metric7", "--json"], results_in(many_metrics(30000)), 0, []),
+        ("draws_2e10", agg, results_in(heavy), 2, ["bootstrap", "--metric"]),
+        ("draws_2e10_by_head", agg + ["--by", "head"], results_in(heavy), 2, ["bootstrap", "--metric"]),
+        ("draws_narrowed", agg + ["--metric", "m1", "--json"], results_in(heavy), 0, []),
+        ("torn_last_line", agg, results_in(ok() + [record_line(3, "softmax", {"rank": 4})[:25]], tail=""), 2,
+         ["line 4", "cut short"]),
+        ("torn_only_line", agg, results_in([record_line(0, "softmax", {"rank": 4})[:25]], tail=""), 2, ["line 1", "cut short"]),
+        ("unit_negative", agg, results_in([record_line(-1, "softmax", {"rank": 1})]), 2, ["unit"]),
+        ("unit_2p64", agg, results_in(['{"key":"a","unit":18446744073709551616,"mechanism":"softmax"}']), 2, ["unit"]),
+        ("unit_text", agg, results_in([record_line("3", "softmax", {"rank": 1})]), 2, ["unit"]),
+        ("unit_fraction", agg, results_in([record_line(1.5, "softmax", {"rank": 1})]), 2, ["unit"]),
+        ("unit_twice", agg, results_in([record_line(0, "softmax", {"rank": 1})] * 2), 2, ["twice"]),
+        ("nul_byte", agg, results_in(['{"key":"a\u0000","unit":0,"mechanism":"softmax"}\x00']), 2, []),
+        ("deep_line", agg, results_in(["[" * 100000 + "]" * 100000]), 2, ["nested"]),
+        ("metric_unknown", agg + ["--metric", "nope"], results_in(ok()), 2, ["--metric", "nope"]),
+        ("by_bogus", agg + ["--by", "bogus"], results_in(ok()), 2, ["--by"]),
+        ("cluster_is_by", agg + ["--by", "head", "--cluster", "head"], results_in(ok()), 2, ["--cluster"]),
+        ("results_fifo", agg, lambda sb, ctx: (os.makedirs(os.path.join(sb, "r")), os.mkfifo(os.path.join(sb, "r", "results.jsonl"))),
+         2, ["results.jsonl"]),
+        ("results_link", agg, lambda sb, ctx: (os.makedirs(os.path.join(sb, "r")),
+                                               os.symlink(os.path.join(ctx["decoy"], "passwd"), os.path.join(sb, "r", "results.jsonl"))),
+         2, ["results.jsonl"]),
+    ]
+    cases = [Case("i30_agg_" + name, args, [], expect=expect, setup=setup, needles=needles,
+                  note="aggregate must check sizes and counts before the work (issue 30)")
+             for name, args, setup, expect, needles in rows]
+    cases.append(Case("i30_agg_whole_last_line", agg + ["--json"], [], expect=0, setup=results_in(ok(), tail=""),
+                      check=json_field(["groups", 0, "mechanisms", 0, "n"], 3),
+                      note="a last line without its newline that is a whole record counts"))
+    cases.append(Case("i30_agg_unit_2p64_minus_1", agg + ["--json"], [], expect=0,
+                      setup=results_in([record_line(2 ** 64 - 1, "softmax", {"rank": 1}), record_line(0, "softmax", {"rank": 3})]),
+                      check=json_field(["groups", 0, "units"], 2)))
+    cases.append(Case("i30_agg_six_mechanisms", agg + ["--json"], [], expect=0,
+                      setup=results_in([record_line(u, m, {"rank": u + i}) for u in range(4) for i, m in enumerate(MECHANISMS)]),
+                      check=json_field(["groups", 0, "pairs", 14, "n"], 4)))
+    return cases
+
+
+def issue30_merge_cases():
+    def shards(*mutations):
+        def setup(sb, ctx):
+            shutil.copytree(os.path.join(ctx["fx"], "shards"), os.path.join(sb, "shards"), symlinks=True)
+            for m in mutations:
+                m(sb, ctx)
+        return setup
+
+    def lines_of(index, edit):
+        def mutate(sb, ctx):
+            path = os.path.join(sb, "shards", str(index), "results.jsonl")
+            raw = open(path, "rb").read()
+            open(path, "wb").write(edit(raw))
+        return mutate
+
+    def extra_metrics(count):
+        def edit(raw):
+            out = []
+            for line in raw.decode().splitlines():
+                doc = json.loads(line)
+                doc.update({"x%d" % i: 1.0 for i in range(count)})
+                out.append(json.dumps(doc))
+            return ("\n".join(out) + "\n").encode()
+        return edit
+
+    merge = ["merge", "shards/0", "shards/1", "--out", "merged"]
+    rows = [
+        ("huge_results", merge, shards(sparse_in("shards/0/results.jsonl", 8 << 30)), 2, ["results.jsonl", "--max-memory"]),
+        ("huge_second_results", merge, shards(sparse_in("shards/1/results.jsonl", 8 << 30)), 2, ["shards/1/results.jsonl"]),
+        ("huge_shard_json", merge, shards(sparse_in("shards/0/shard.json", 100 << 20)), 2, ["shard.json", "a shard.json holds"]),
+        ("budget_1k", merge + ["--max-memory", "1K"], shards(), 2, ["results.jsonl", "is more than", "--max-memory"]),
+        ("budget_hex", merge + ["--max-memory", "0x1G"], shards(), 2, ["--max-memory 0x1G: expected a size"]),
+        ("metrics_2000", merge, shards(lines_of(0, extra_metrics(2000)), lines_of(1, extra_metrics(2000))), 2, ["metric names"]),
+        ("torn_last_line", merge, shards(lines_of(0, lambda raw: raw[:-20])), 2, ["incomplete"]),
+    ]
+    cases = [Case("i30_merge_" + name, args, ["merged/"], expect=expect, setup=setup, needles=needles,
+                  forbidden=["{sb}/merged"], note="merge must check sizes and counts before the work (issue 30)")
+             for name, args, setup, expect, needles in rows]
+    cases += [
+        Case("i30_merge_torn_partial", merge + ["--partial"], ["merged/"], expect=0, setup=shards(lines_of(0, lambda raw: raw[:-20]))),
+        Case("i30_merge_whole_last_line", merge, ["merged/"], expect=0, setup=shards(lines_of(0, lambda raw: raw.rstrip(b"\n"))),
+             check=lambda sb, out: [] if os.path.exists(os.path.join(sb, "merged", "results.jsonl")) else
+             ["a whole last line without its newline made the merge partial"]),
+        Case("i30_merge_mode", merge, ["merged/"], expect=0, setup=shards(), check=mode_follows_umask("merged"),
+             note="merge's output follows the umask (it was 0700)"),
+        Case("i30_merge_mode_nested", ["merge", "shards/0", "shards/1", "--out", "a/b/merged"], ["a/"], expect=0, setup=shards(),
+             check=mode_follows_umask("a/b/merged")),
+    ]
+    return cases
+
+
+def issue30_thread_cases():
+    analyze = ["analyze"] + qk("good.h5") + ["--json", "o.json"]
+    cases = []
+    for n in ("3", "32", "64", "1024"):
+        cases.append(Case("i30_threads_analyze_" + n, analyze + ["--threads", n], ["o.json"], expect=0,
+                          needles=["note: --threads " + n], note="--threads above the cores must be capped, never hang"))
+    cases += [
+        Case("i30_threads_1025", analyze + ["--threads", "1025"], ["o.json"], expect=2, needles=["--threads"]),
+        Case("i30_threads_negative", analyze + ["--threads", "-1"], ["o.json"], expect=2, needles=["--threads"]),
+        Case("i30_threads_matrix_64", ["matrix"] + qk("good.h5") + ["--mechanism", "softmax", "--out", "m.npy", "--threads", "64"],
+             ["m.npy"], expect=0),
+        Case("i30_threads_sweep_64", ["sweep"] + qk("good.h5") + ["--vary", "n=16,32", "--csv", "a.csv", "--threads", "64"],
+             ["a.csv"], expect=0),
+        Case("i30_threads_figure_64", ["figure", "--view", "maps", "--out", "f.png", "--threads", "64"] + qk("good.h5"), ["f.png"],
+             expect=0),
+        Case("i30_threads_env_64", analyze + ["--threads", "64"], ["o.json"], expect=0, env={"OPENBLAS_NUM_THREADS": "64"}),
+        Case("i30_threads_gaussian_32", ["analyze"] + qk("gaussian.h5") + ["--json", "o.json", "--threads", "32"], ["o.json"], expect=0),
+    ]
+    return cases
+
+
+def issue30_batch_cases():
+    head = 'inputs = ["{fx}/good.h5"]\nmechanisms = ["linear"]\n'
+    rows = [
+        ("past_split_n", head + '[metrics]\npast_split = 48\n', 2, ["past split", "nothing was created"]),
+        ("past_split_zero", head + '[metrics]\npast_split = 0\n', 2, ["past"]),
+        ("past_split_over", head + '[metrics]\npast_split = 1000\n', 2, ["nothing was created"]),
+        ("past_split_2p63", head + '[metrics]\npast_split = 9223372036854775807\n', 2, ["nothing was created"]),
+        ("width_wrap", head + '[[figure]]\nview = "maps"\nwidth = 4294967312\n', 2, ["width", "16..20000"]),
+        ("width_int64", head + '[[figure]]\nview = "maps"\nwidth = 9223372036854775807\n', 2, ["width", "16..20000"]),
+        ("width_15", head + '[[figure]]\nview = "maps"\nwidth = 15\n', 2, ["width"]),
+        ("width_20001", head + '[[figure]]\nview = "maps"\nwidth = 20001\n', 2, ["width"]),
+        ("height_wrap", head + '[[figure]]\nview = "maps"\nheight = 4294967304\n', 2, ["height"]),
+        ("height_negative", head + '[[figure]]\nview = "maps"\nheight = -5\n', 2, ["height", "16..20000"]),
+        ("query_wrap", head + '[[figure]]\nview = "maps"\nquery = 4294967296\n', 2, ["query"]),
+        ("query_negative", head + '[[figure]]\nview = "maps"\nquery = -1\n', 2, ["query"]),
+        ("dpi_huge", head + '[[figure]]\nview = "maps"\ndpi = 1e300\n', 2, ["dpi"]),
+        ("dpi_tiny", head + '[[figure]]\nview = "maps"\ndpi = 1e-300\n', 2, ["dpi"]),
+        ("font_scale_huge", head + '[[figure]]\nview = "maps"\nfont_scale = 1e9\n', 2, ["font_scale"]),
+        ("nul_input", 'inputs = ["{fx}/good.h5\\u0000.txt"]\n', 2, ["NUL"]),
+        ("nul_q", head + 'q = "/q\\u0000"\n', 2, ["NUL"]),
+        ("nul_layout", head + 'layout = "h\\u0000nd"\n', 2, ["NUL"]),
+        ("nul_mixing", head + '[attention]\nmixing = "m.npy\\u0000x"\n', 2, ["NUL"]),
+        ("nul_gates", head + '[attention]\ngates = "g.h5\\u0000:/g"\n', 2, ["NUL"]),
+        ("nul_sweep_name", head + '[[sweep]]\nname = "s\\u0000x"\nvary = "n=16"\n', 2, ["NUL"]),
+        ("nul_key", head + '"a\\u0000b" = 1\n', 2, ["NUL"]),
+        ("nul_max_memory", head + 'max_memory = "1G\\u0000"\n', 2, ["NUL"]),
+        ("grid_alone_mhla", 'inputs = ["{fx}/good.h5"]\nmechanisms = ["mhla"]\n[attention]\ngrid = [8, 6]\n', 2, ["--block-grid", "decay on a grid"]),
+    ]
+    cases = [Case("i30_batch_" + name, ["batch", "job.toml", "--out", "out"], ["out/"], expect=expect,
+                  setup=write_into({"job.toml": body}), needles=needles, forbidden=["{sb}/out"],
+                  note="a job is refused whole before its folder exists (issue 30)")
+             for name, body, expect, needles in rows]
+    cases.append(Case("i30_batch_past_split_ok", ["batch", "job.toml", "--out", "out"], ["out/"], expect=0,
+                      setup=write_into({"job.toml": head + '[metrics]\npast_split = 47\n'})))
+    cases.append(Case("i30_batch_decay_grid", ["batch", "job.toml", "--out", "out"], ["out/"], expect=0,
+                      setup=write_into({"job.toml": 'inputs = ["{fx}/good.h5"]\nmechanisms = ["decay"]\n'
+                                                    '[attention]\ngrid = [8, 6]\n'})))
+    return cases
+
+
+def issue30_grid_cases():
+    def grid_file(grid, block_grid=None):
+        def setup(sb, ctx):
+            g = np.random.default_rng(3).normal(size=(48, 8))
+            with h5py.File(os.path.join(sb, "g.h5"), "w") as f:
+                f["q"], f["k"] = g, g[::-1]
+                f.attrs["grid"] = np.array(grid, dtype=np.int64)
+                if block_grid is not None:
+                    f.attrs["block_grid"] = np.array(block_grid, dtype=np.int64)
+        return setup
+
+    g = ["analyze", "--q", "g.h5:/q", "--k", "g.h5:/k", "--json", "o.json"]
+    decay = ["analyze"] + qk("good.h5") + ["--json", "o.json", "--mechanism", "decay"]
+    return [
+        Case("i30_grid_attr_2p62", g, ["o.json"], expect=2, setup=grid_file([2 ** 62, 2 ** 62]), needles=["grid", "overflows"]),
+        Case("i30_grid_attr_3axes", g, ["o.json"], expect=2, setup=grid_file([2 ** 40, 2 ** 40, 2 ** 40]), needles=["overflows"]),
+        Case("i30_grid_attr_2p62_blocks", g + ["--blocks", "4"], ["o.json"], expect=0, setup=grid_file([2 ** 62, 2 ** 62])),
+        Case("i30_grid_attr_2p31", g, ["o.json"], expect=0, setup=grid_file([2 ** 31 - 1, 2 ** 31 - 1])),
+        Case("i30_decay_grid_alone", decay + ["--grid", "8,6"], ["o.json"], expect=0),
+        Case("i30_decay_grid_3d", decay + ["--grid", "4,3,4"], ["o.json"], expect=0),
+        Case("i30_decay_grid_blocked", decay + ["--grid", "8,6", "--token-order", "blocked"], ["o.json"], expect=2,
+             needles=["blocked token order"]),
+        Case("i30_decay_grid_wrong_n", decay + ["--grid", "8,8"], ["o.json"], expect=2, needles=["N=48"]),
+        Case("i30_mhla_grid_alone", ["analyze"] + qk("good.h5") + ["--json", "o.json", "--mechanism", "mhla", "--grid", "8,6"],
+             ["o.json"], expect=2, needles=["--block-grid", "decay on a grid"]),
+        Case("i30_grid_overflow_cli", decay + ["--grid", "4611686018427387904,4611686018427387904"], ["o.json"], expect=2,
+             needles=["overflows"]),
+    ]
+
+
+def issue30_cases():
+    return (issue30_scripted_cases() + issue30_session_cases() + issue30_aggregate_cases() + issue30_merge_cases() +
+            issue30_thread_cases() + issue30_batch_cases() + issue30_grid_cases())
+
+
 def all_cases(fx):
     fx_names = [n for n in os.listdir(fx) if isinstance(n, str)]
     cases = number_cases() + count_cases() + data_cases(fx_names) + output_cases() + session_cases() + merge_cases() + \
-        batch_cases() + env_cases() + figure_cases()
+        batch_cases() + env_cases() + figure_cases() + issue30_cases()
     seen = set()
     for c in cases:
         assert c.id not in seen, c.id

@@ -353,3 +353,156 @@ TEST_F(SecuritySessions, QtPlatformFailuresAreOneErrorLine)
     EXPECT_EQ(fallback.status, 0) << fallback.err;
     EXPECT_TRUE(fs::exists(dir + "/s.png"));
 }
+
+// Issue 30, data loss: `attnscope d.h5 --screenshot d.h5` exited 0 and replaced the data with a PNG, and
+// `--session s.attnscope --screenshot s.attnscope` the session. An output of a scripted run is now none of its
+// inputs, by file identity (a hard link or a symlink to the data is the data): the data files, the session
+// and every file the session names; and --screenshot writes only a .png name. Each refusal leaves every
+// input byte for byte.
+TEST_F(SecuritySessions, ScreenshotNeverReplacesAnInput)
+{
+    const std::string dir = folder("screenshot_inputs");
+    const std::string data = dir + "/d.h5";
+    fs::copy_file(s_root + "/data.h5", data);
+    const std::string session = write_session(dir, session_on_data({{"files", {data}},
+                                                                     {"tensors", {{"q", {{"file", "d.h5"}, {"name", "/q"}}},
+                                                                                  {"k", {{"file", "d.h5"}, {"name", "/k"}}}}}}));
+    const auto bytes = [](const std::string& p) {
+        std::ifstream in(p, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    const std::string data_bytes = bytes(data), session_bytes = bytes(session);
+    fs::create_hard_link(data, dir + "/hard.png");
+    fs::create_symlink(data, dir + "/soft.png");
+    fs::create_symlink(session, dir + "/session-link.png");
+    fs::copy_file(s_root + "/mix.npy", dir + "/mix.npy");
+    fs::create_hard_link(dir + "/mix.npy", dir + "/mix.png");
+    const std::string mixing_session =
+        write_session(dir, session_on_data({{"mechanism", {{"mixing_file", "mix.npy"}}}}), "mixing.attnscope");
+    struct Case {
+        std::string args;
+        std::vector<std::string> needles;
+    };
+    const std::string q = shell_quote(data), s = shell_quote(session);
+    const std::vector<Case> cases = {
+        {q + " --screenshot " + q, {"--screenshot", "name a .png file"}},
+        {"--session " + s + " --screenshot " + s, {"--screenshot", "name a .png file"}},
+        {s + " --screenshot " + s, {"--screenshot", "name a .png file"}},
+        {q + " --screenshot " + shell_quote(dir + "/shot.h5"), {"--screenshot", ".png"}},
+        {q + " --screenshot " + shell_quote(dir + "/shot.PNG.txt"), {"--screenshot", ".png"}},
+        {q + " --screenshot " + shell_quote(dir + "/hard.png"), {"--screenshot", "is the input", "replace the input"}},
+        {q + " --screenshot " + shell_quote(dir + "/soft.png"), {"--screenshot", "is the input"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/session-link.png"), {"--screenshot", "--session"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/hard.png"), {"--screenshot", "files[0]"}},
+        {"--session " + s + " --screenshot " + shell_quote(dir + "/soft.png"), {"--screenshot", "is the input"}},
+        {"--session " + shell_quote(mixing_session) + " --screenshot " + shell_quote(dir + "/mix.png"),
+         {"--screenshot", "mechanism.mixing_file"}},
+    };
+    for (const Case& c : cases) {
+        expect_one_error(run_attnscope(c.args, kNoDisplay), c.needles, c.args);
+        EXPECT_EQ(bytes(data), data_bytes) << c.args;
+        EXPECT_EQ(bytes(session), session_bytes) << c.args;
+        EXPECT_TRUE(fs::is_symlink(dir + "/soft.png")) << c.args;
+        EXPECT_FALSE(fs::exists(dir + "/shot.h5")) << c.args;
+    }
+    // figure --session: its --out is none of the files the session names either.
+    expect_one_error(run_attnscope("figure --session " + s + " --view maps --out " + shell_quote(dir + "/hard.png"), kNoDisplay),
+                     {"--out", "files[0]"}, "figure --session onto a hard link of its data");
+    EXPECT_EQ(bytes(data), data_bytes);
+    // A .png beside them is written.
+    const CommandResult ok = run_attnscope(q + " --screenshot " + shell_quote(dir + "/shot.png") + " --size 640x400", kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    EXPECT_TRUE(fs::exists(dir + "/shot.png"));
+}
+
+// --save-session writes a session, never over one of the data files it names (a symlink or hard link named
+// .attnscope that leads to the data).
+TEST_F(SecuritySessions, SaveSessionNeverReplacesAnInput)
+{
+    const std::string dir = folder("save_session_inputs");
+    const std::string data = dir + "/d.h5";
+    fs::copy_file(s_root + "/data.h5", data);
+    fs::create_symlink(data, dir + "/soft.attnscope");
+    fs::create_hard_link(data, dir + "/hard.attnscope");
+    const auto size = fs::file_size(data);
+    for (const std::string out : {"soft.attnscope", "hard.attnscope"}) {
+        expect_one_error(run_attnscope(shell_quote(data) + " --save-session " + shell_quote(dir + "/" + out), kNoDisplay),
+                         {"--save-session", "is the input", "FILE"}, out);
+        EXPECT_EQ(fs::file_size(data), size) << out;
+        EXPECT_TRUE(fs::is_symlink(dir + "/soft.attnscope")) << out;
+    }
+    const CommandResult ok = run_attnscope(shell_quote(data) + " --save-session " + shell_quote(dir + "/new.attnscope"), kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
+// Every open file's state is checked against that file's data when the session opens it, like the shown
+// file's selection (before: file_states[...].selection.at.h = 99 on a file of 2 heads was taken, and clamped
+// in silence when the window came back to that file).
+TEST_F(SecuritySessions, FileStatesIndicesAreCheckedAgainstTheData)
+{
+    const std::string dir = folder("file_states_data");
+    fs::copy_file(s_root + "/data.h5", dir + "/other.h5");
+    const auto state = [&](const json& selection, const json& tensors = json::array({"/q", "/k", ""})) {
+        return json{{"files", {s_root + "/data.h5", dir + "/other.h5"}},
+                    {"file_states", {{{"file", "other.h5"}, {"tensors", tensors}, {"selection", selection}}}}};
+    };
+    const std::vector<std::pair<json, std::vector<std::string>>> cases = {
+        {state({{"layout", "hnd"}, {"at", {{"h", 99}}}}), {"file_states[0].selection.at.h", "99", "0..1"}},
+        {state({{"at", {{"h", 2}}}}), {"file_states[0].selection.at.h", "0..1"}},
+        {state({{"prefix_tokens", 16}}), {"file_states[0].selection.prefix_tokens", "0..15"}},
+        {state({{"layout", "bhnd"}}), {"file_states[0].selection.layout"}},
+        {state(json::object(), {"/nope", "/k", ""}), {"file_states[0].tensors[0]", "/nope"}},
+    };
+    for (const auto& [extra, needles] : cases)
+        expect_session_refused(write_session(dir, session_on_data(extra)), needles, extra.dump());
+    const std::string ok = write_session(dir, session_on_data(state({{"at", {{"h", 1}}}, {"prefix_tokens", 3}})), "ok.attnscope");
+    const CommandResult r = run_attnscope("figure --session " + shell_quote(ok) + " --view maps --out " + shell_quote(dir + "/ok.png"), kNoDisplay);
+    EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// Whole numbers of a session and of --view-state are JSON integers in range (before: the Heads view's
+// first_head took 2^31, -8, "8" and 8.5; a recipe's seed 2^63 and more; the mechanism's seed 2^63 became 0;
+// --view-state '{"log": "yes"}' was read as false).
+TEST_F(SecuritySessions, SessionAndViewStateNumbersAreStrict)
+{
+    const std::string dir = folder("strict_numbers");
+    const std::vector<std::pair<json, std::vector<std::string>>> cases = {
+        {{{"views", {{"heads", {{"first_head", 2147483648LL}}}}}}, {"views.heads.first_head"}},
+        {{{"views", {{"heads", {{"first_head", -8}}}}}}, {"views.heads.first_head"}},
+        {{{"views", {{"heads", {{"first_head", "8"}}}}}}, {"views.heads.first_head", "string"}},
+        {{{"views", {{"heads", {{"first_head", 8.5}}}}}}, {"views.heads.first_head", "8.5"}},
+        {{{"views", {{"maps", {{"query", -2}}}}}}, {"views.maps.query"}},
+        {{{"views", {{"maps", {{"query", 1e300}}}}}}, {"views.maps.query"}},
+        {{{"generate", {{"g.h5", {{"n", 8}, {"d", 4}, {"seed", 9223372036854775808ULL}}}}}}, {"generate[\"g.h5\"].seed"}},
+        {{{"generate", {{"g.h5", {{"n", 8}, {"d", 4}, {"seed", 18446744073709551615ULL}}}}}}, {"generate[\"g.h5\"].seed"}},
+        {{{"mechanism", {{"seed", 9223372036854775808ULL}}}}, {"mechanism.seed"}},
+        {{{"mechanism", {{"seed", -1}}}}, {"mechanism.seed"}},
+        {{{"mechanism", {{"favor_features", 0}}}}, {"mechanism.favor_features"}},
+        {{{"mechanism", {{"blocks", 4294967296LL}}}}, {"mechanism.blocks"}},
+        {{{"mechanism", {{"causal", "yes"}}}}, {"mechanism.causal"}},
+        {{{"file_states", {{{"file", "x.h5"}, {"mechanism", {{"seed", 9223372036854775808ULL}}}}}}}, {"file_states[0].mechanism.seed"}},
+    };
+    for (const auto& [extra, needles] : cases)
+        expect_session_refused(write_session(dir, session_on_data(extra)), needles, extra.dump());
+    // figure --view-state: the same numbers, and every key of the type the view saves.
+    const std::string data = s_root + "/data.h5";
+    const std::string base = "figure --q " + shell_quote(data + ":/q") + " --k " + shell_quote(data + ":/k") + " --out " +
+                             shell_quote(dir + "/f.png") + " ";
+    const std::vector<std::pair<std::string, std::vector<std::string>>> states = {
+        {"--view heads --view-state '{\"first_head\": 2147483648}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": -8}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": \"8\"}'", {"--view-state.first_head"}},
+        {"--view heads --view-state '{\"first_head\": 8.5}'", {"--view-state.first_head"}},
+        {"--view maps --view-state '{\"query\": \"3\"}'", {"--view-state.query"}},
+        {"--view maps --view-state '{\"log\": \"yes\"}'", {"--view-state", "'log'", "true or false"}},
+        {"--view maps --view-state '{\"colormap\": 3}'", {"--view-state", "'colormap'", "a string"}},
+        {"--view maps --view-state '{\"x_range\": [0, \"a\"]}'", {"--view-state", "x_range"}},
+        {"--view maps --view-state '{\"x_range\": 5}'", {"--view-state", "x_range", "an array"}},
+    };
+    for (const auto& [args, needles] : states) {
+        expect_one_error(run_attnscope(base + args, kNoDisplay), needles, args);
+        EXPECT_FALSE(fs::exists(dir + "/f.png")) << args;
+    }
+    const CommandResult ok = run_attnscope(base + "--view heads --view-state '{\"first_head\": 1}'", kNoDisplay);
+    EXPECT_EQ(ok.status, 0) << ok.err;
+}
