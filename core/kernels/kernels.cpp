@@ -85,6 +85,14 @@ void set_threads(int count)
     openblas_set_num_threads(std::max(1, count));
 }
 
+RestoreThreads::RestoreThreads() : m_own(own_threads().load()), m_blas(std::max(1, openblas_get_num_threads())) {}
+
+RestoreThreads::~RestoreThreads()
+{
+    openblas_set_num_threads(m_blas);
+    own_threads().store(m_own);
+}
+
 namespace {
 // SerialBlas's shared state: the first one in saves both thread counts, the last one out restores them, so
 // overlapping guards on several threads (a sweep beside the app's own computation) leave them as they were.
