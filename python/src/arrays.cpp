@@ -190,7 +190,7 @@ void parse_options(CallArgs& call, const py::list& options, const std::function<
         if (!option || key.find('-') != std::string::npos)
             throw py::value_error("unknown option '" + key + "' (the command line has no " + flag + ")");
         // A flag takes True or False, an option with a value anything but: True is not 1, 1 is not True.
-        const bool is_flag = option->get_type_size() == 0;
+        const bool is_flag = option->get_expected_max() == 0;
         if (py::isinstance<py::bool_>(value) && !is_flag)
             throw py::value_error(key + "=" + std::string(py::str(value)) + ": " + flag +
                                   " takes a value, not True or False");

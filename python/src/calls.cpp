@@ -94,10 +94,13 @@ LoadCall::Loaded LoadCall::run() const
     for (const auto& [key, value] : info.attributes.items())
         out.attributes[key] = value;
     // References in the attributes (a mixing matrix beside the file) resolve against this file, wherever the
-    // working folder is when the Tensor is analysed.
+    // working folder is when the Tensor is analysed: its folder resolved now, its own name kept (a symlink
+    // named by the user stays the file whose folder counts, as on the command line).
+    namespace fs = std::filesystem;
     std::error_code ec;
-    const std::filesystem::path absolute = std::filesystem::absolute(r.file, ec);
-    out.origin = ec ? r.file : absolute.string();
+    const fs::path named(r.file);
+    const fs::path folder = fs::weakly_canonical(fs::absolute(named.parent_path().empty() ? fs::path(".") : named.parent_path(), ec), ec);
+    out.origin = ec ? r.file : (folder / named.filename()).string();
     if (whole) {
         out.shape = info.shape;
         out.values = file->read_all(info);
