@@ -178,6 +178,7 @@ void add_tensor(CallArgs& call, const std::string& role, const py::handle& value
 void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options)
 {
     CLI::App app{"attnscope"};
+    app.set_help_flag();   // help=True is no option of a call (CLI11 would throw its exit request)
     register_options(app);
     app::make_numbers_strict(app);
     for (const py::handle item : options) {
