@@ -69,7 +69,7 @@ thread_local int t_calls_here = 0;
 // callback runs inside its caller's turn and takes nothing (waiting would wait for its own caller).
 class ThreadCountTurn {
 public:
-    ThreadCountTurn(bool exclusive)
+    explicit ThreadCountTurn(bool exclusive)
     {
         if (t_calls_here > 0) {
             if (exclusive)
