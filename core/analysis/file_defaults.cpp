@@ -182,17 +182,21 @@ void refuse_invalid(const FileDefaults& d, const char* key, const std::string& f
 // to the queries' folder, else a dataset of the queries' own file. A data file is data (docs/security.md, "Data
 // files"): the file it names must lie inside its folder once symlinks and `..` are resolved; an absolute path or
 // one leading out is refused, and the option (a mixing matrix or gates chosen by the user) is how to read one from elsewhere.
-std::string attribute_reference(const std::string& value, const std::string& q_file, const std::string& attribute,
-                                const std::string& what)
+// `q_file` names the queries in messages; `base` is the file the reference is relative to (FileDefaults::attributes_file).
+std::string attribute_reference(const std::string& value, const std::string& q_file, const std::string& base_file,
+                                const std::string& attribute, const std::string& what)
 {
+    if (base_file.empty())
+        throw InputError(q_file + ": the attribute " + attribute + " = \"" + value + "\" names a " + what +
+                         " in a file, but this tensor was not read from a file; choose the " + what + " yourself");
     const io::TensorRef ref = io::parse_tensor_ref(value);
-    const fs::path base = fs::path(q_file).parent_path();
+    const fs::path base = fs::path(base_file).parent_path();
     if (ref.file.empty())
-        return q_file + ":" + value;
+        return base_file + ":" + value;
     const fs::path named = fs::path(ref.file).is_absolute() ? fs::path(ref.file) : base / ref.file;
     std::error_code ec;
     if (!fs::exists(named, ec))
-        return q_file + ":" + value;
+        return base_file + ":" + value;
     const fs::path folder = fs::weakly_canonical(fs::absolute(base.empty() ? fs::path(".") : base), ec);
     const fs::path real = fs::weakly_canonical(fs::absolute(named), ec);
     const fs::path rel = real.lexically_relative(folder);
@@ -220,6 +224,7 @@ FileDefaults read_file_defaults(const std::string& q_ref)
     FileDefaults d;
     read_attributes(info.attributes, d);
     read_attributes(file->file_attributes(), d);
+    d.attributes_file = file->attributes_file();
     return d;
 }
 
@@ -298,7 +303,8 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
                 m.preset = *d.mixing;
                 m.matrix.reset();
             } else {
-                load_mixing(m, attribute_reference(*d.mixing, file, "mixing", "mixing matrix"), "the file's mixing attribute");
+                load_mixing(m, attribute_reference(*d.mixing, file, d.attributes_file.value_or(file), "mixing", "mixing matrix"),
+                            "the file's mixing attribute");
                 // A learned M x M matrix fixes the block count: with no block option and no grid from the
                 // file, 1-D blocks, M of them (docs/cli.md "Defaults from the file's attributes").
                 const Index learned_m = m.matrix ? m.matrix->rows() : m.head_matrices.front().rows();
@@ -314,7 +320,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
     if (!setup.given.gates) {
         refuse_invalid(d, "gates", file, "--gates");
         if (d.gates) {
-            setup.options.gates.source = attribute_reference(*d.gates, file, "gates", "gates");
+            setup.options.gates.source = attribute_reference(*d.gates, file, d.attributes_file.value_or(file), "gates", "gates");
             used["gates"] = *d.gates;
         }
     }

@@ -59,6 +59,11 @@ struct FileDefaults {
     std::optional<std::string> mask;        // `mask` as written, e.g. "causal" or "other"
     std::optional<bool> key_padding_mask;   // `key_padding_mask` (true or 1: the model was given one)
     std::optional<std::int64_t> padded_tokens;   // `padded_tokens`: how many the recording dropped
+    // The file whose folder a `mixing` or `gates` FILE[:DATASET] is relative to, and whose dataset a bare
+    // DATASET names (io::TensorFile::attributes_file): the queries' file; for an array held in memory, the file
+    // it was loaded from, or empty when there is none (then such an attribute is refused). Unset: the file of
+    // the queries' reference.
+    std::optional<std::string> attributes_file;
     // Attributes present with a value that cannot be used (a negative prefix_tokens, a grid of 4 sizes ...):
     // name -> why. Applying one is an error naming it (an explicit option instead avoids it).
     std::map<std::string, std::string> invalid;

@@ -23,6 +23,7 @@ public:
     }
 
     std::string_view format() const override { return "memory"; }
+    std::string attributes_file() const override { return m_view.origin; }
 
     // Walks the box in row-major order; each run along the last axis is converted in one call when its
     // elements are adjacent (the common C-contiguous case), element by element otherwise.

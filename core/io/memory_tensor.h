@@ -27,6 +27,7 @@ struct ArrayView {
     std::vector<std::int64_t> shape;
     std::vector<std::int64_t> strides;                       // in bytes, one per axis
     nlohmann::json attributes = nlohmann::json::object();    // the file-level attributes the tensor carries
+    std::string origin;   // the file the tensor and its attributes were loaded from (absolute), or empty
 };
 
 // Lends `view` under `name` (a tensor reference with no NAME part) on this thread until destroyed. Throws

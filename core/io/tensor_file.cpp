@@ -21,8 +21,9 @@ namespace attnscope::io {
 
 namespace {
 
-std::atomic<std::uint64_t> g_read_limit{8ULL << 30};
-std::atomic<bool> g_allow_virtual{false};
+std::atomic<std::uint64_t> g_read_limit{ReadSettings{}.read_limit_bytes};
+std::atomic<bool> g_allow_virtual{ReadSettings{}.allow_virtual_datasets};
+thread_local ReadSettings* t_settings = nullptr;   // the innermost ReadSettingsScope of this thread
 
 std::string lower(std::string_view s)
 {
@@ -183,10 +184,32 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path)
                                  path, ext.empty() ? std::string("(no extension)") : ext));
 }
 
-void set_read_limit_bytes(std::uint64_t bytes) { g_read_limit.store(bytes); }
-std::uint64_t read_limit_bytes() { return g_read_limit.load(); }
-void set_allow_virtual_datasets(bool allow) { g_allow_virtual.store(allow); }
-bool allow_virtual_datasets() { return g_allow_virtual.load(); }
+void set_read_limit_bytes(std::uint64_t bytes)
+{
+    if (t_settings)
+        t_settings->read_limit_bytes = bytes;
+    else
+        g_read_limit.store(bytes);
+}
+
+std::uint64_t read_limit_bytes() { return t_settings ? t_settings->read_limit_bytes : g_read_limit.load(); }
+
+void set_allow_virtual_datasets(bool allow)
+{
+    if (t_settings)
+        t_settings->allow_virtual_datasets = allow;
+    else
+        g_allow_virtual.store(allow);
+}
+
+bool allow_virtual_datasets() { return t_settings ? t_settings->allow_virtual_datasets : g_allow_virtual.load(); }
+
+ReadSettingsScope::ReadSettingsScope(ReadSettings start) : m_settings(start), m_outer(t_settings)
+{
+    t_settings = &m_settings;
+}
+
+ReadSettingsScope::~ReadSettingsScope() { t_settings = m_outer; }
 
 // ------------------------------------------------------------------------------------------ detail
 namespace detail {

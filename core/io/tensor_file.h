@@ -57,6 +57,10 @@ public:
     const nlohmann::json& file_attributes() const { return m_file_attributes; }
     // Objects present in the file but not readable as numeric tensors (not in tensors()).
     const std::vector<SkippedObject>& skipped() const { return m_skipped; }
+    // The file that the references in its attributes mean (a `mixing` attribute naming `m.npy` beside it,
+    // or a dataset `/mixing` of it; analysis/file_defaults.h): the file itself. A tensor held in memory
+    // answers with the file it was loaded from, or an empty path when it was not loaded from one.
+    virtual std::string attributes_file() const { return m_path; }
 
     // The tensor called `name`; an empty name means "the only tensor" (error if there are several).
     // HDF5 names match with or without the leading '/', npz members with or without ".npy".
@@ -94,5 +98,31 @@ std::uint64_t read_limit_bytes();
 // absolute path or symlink leading out), exists, and holds a plain dataset covering what is mapped from it.
 void set_allow_virtual_datasets(bool allow);
 bool allow_virtual_datasets();
+
+// The two reading settings above, as one value (the process starts with these defaults).
+struct ReadSettings {
+    std::uint64_t read_limit_bytes = 8ULL << 30;
+    bool allow_virtual_datasets = false;
+};
+
+// While one lives, this thread reads with its own settings, starting from `start`: read_limit_bytes() and
+// allow_virtual_datasets() answer from it, and set_read_limit_bytes() / set_allow_virtual_datasets() on this
+// thread change it instead of the process's. For a process that runs many analyses, side by side on
+// several threads, each with its own options (the Python module, docs/python.md "No state between calls"):
+// nothing a call sets outlives it or reaches another call. Scopes nest (the inner one wins until it ends).
+// Reads happen on the thread that runs an analysis (the kernels' threads read no file), so one scope
+// on that thread covers the whole call.
+class ReadSettingsScope {
+public:
+    explicit ReadSettingsScope(ReadSettings start = {});
+    ~ReadSettingsScope();
+    ReadSettingsScope(const ReadSettingsScope&) = delete;
+    ReadSettingsScope& operator=(const ReadSettingsScope&) = delete;
+    const ReadSettings& settings() const { return m_settings; }
+
+private:
+    ReadSettings m_settings;
+    ReadSettings* m_outer;
+};
 
 }  // namespace attnscope::io

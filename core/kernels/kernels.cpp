@@ -99,6 +99,14 @@ void set_threads(int count)
     openblas_set_num_threads(std::max(1, count));
 }
 
+RestoreThreads::RestoreThreads() : m_own(own_threads().load()), m_blas(std::max(1, openblas_get_num_threads())) {}
+
+RestoreThreads::~RestoreThreads()
+{
+    openblas_set_num_threads(m_blas);
+    own_threads().store(m_own);
+}
+
 namespace {
 
 // Whether `bytes` more of address space can be mapped now (an mmap of that size, released at once).

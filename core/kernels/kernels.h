@@ -49,6 +49,21 @@ int reserve_blas_buffers(int wanted = 0);
 // main() then ends the process with _Exit after flushing its output.
 bool blas_may_wait_at_exit();
 
+// For one run's --threads in a process that outlives the run (the Python module's threads=, docs/python.md
+// "No state between calls"): when it ends, both counts are put back as they were when it was made (before
+// any set_threads: OpenBLAS's own count, which the kernels then follow), whatever set_threads did meanwhile.
+// The counts belong to the process, so the caller makes sure nothing else computes while one lives.
+class RestoreThreads {
+public:
+    RestoreThreads();
+    ~RestoreThreads();
+    RestoreThreads(const RestoreThreads&) = delete;
+    RestoreThreads& operator=(const RestoreThreads&) = delete;
+
+private:
+    int m_own, m_blas;
+};
+
 // While one lives, OpenBLAS runs on one thread and the kernels keep theirs. For stretches where our kernels
 // do the parallel work between small LAPACK calls (a QR panel, a bulge chase): OpenBLAS's idle workers spin
 // on sched_yield for ~0.1 s after each threaded call, taking a core from the kernels' threads (a quarter of

@@ -27,18 +27,22 @@ __all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor"]
 
 class Tensor(np.ndarray):
     """A float64 array read by :func:`load`, with ``attrs`` (its file's attributes, which analyze and
-    matrix take as defaults exactly as the command line takes them from the file) and ``ref``."""
+    matrix take as defaults exactly as the command line takes them from the file), ``ref`` (the reference
+    as given) and ``origin`` (the file's absolute path: a ``mixing`` or ``gates`` attribute naming a file or
+    dataset is resolved against it, as the command line resolves it against the file)."""
 
-    def __new__(cls, values, attrs=None, ref=None):
+    def __new__(cls, values, attrs=None, ref=None, origin=None):
         t = np.asarray(values).view(cls)
         t.attrs = dict(attrs or {})
         t.ref = ref
+        t.origin = origin
         return t
 
     def __array_finalize__(self, obj):
         # A view or slice of a Tensor is a different tensor: its file's attributes no longer describe it.
         self.attrs = {}
         self.ref = None
+        self.origin = None
 
 
 def _array(x, role):
@@ -62,28 +66,37 @@ def _array(x, role):
 
 
 def _tensor(x, role):
-    if isinstance(x, (str, os.PathLike)):
+    if isinstance(x, (str, bytes, os.PathLike)):
         return os.fspath(x)
     a = _array(x, role)
-    if isinstance(x, Tensor) and x.attrs:
+    if isinstance(x, Tensor) and (x.attrs or x.origin):
         a = a.view(Tensor)
         a.attrs = x.attrs
+        a.origin = x.origin
     return a
 
 
-def _text(value):
-    """An option's value as the command line writes it."""
+def _text(value, name, depth=0):
+    """An option's value as the command line writes it: str, int, float, a path, or a list, tuple or dict
+    of them. Any other type (bytes, None inside a list, an arbitrary object) raises TypeError naming the
+    option, rather than passing its repr() on as text."""
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, bool) and depth > 0:  # True inside a list is no command-line text
+        raise TypeError(f"{name}: a list of True/False is not an option's value")
     if isinstance(value, float):
         return repr(value)
-    if isinstance(value, dict):  # at={"h": 2, "b": "all"}
-        return ",".join(f"{axis}={_text(index)}" for axis, index in value.items())
-    if isinstance(value, (list, tuple)):  # mechanism=["softmax", "mhla"], grid=(16, 16)
-        return ",".join(_text(v) for v in value)
+    if isinstance(value, (str, int)):
+        return str(value)
     if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return str(value)
+        return os.fsdecode(value)
+    if depth < 2 and isinstance(value, dict):  # at={"h": 2, "b": "all"}
+        return ",".join(f"{_text(axis, name, depth + 1)}={_text(index, name, depth + 1)}"
+                        for axis, index in value.items())
+    if depth < 2 and isinstance(value, (list, tuple)):  # mechanism=["softmax", "mhla"], grid=(16, 16)
+        return ",".join(_text(v, name, depth + 1) for v in value)
+    raise TypeError(f"{name}: a value of type {type(value).__name__} is not an option's value "
+                    "(str, int, float, True/False, a path, or a list, tuple or dict of them)")
 
 
 def _options(options):
@@ -96,8 +109,15 @@ def _options(options):
         elif name in ("mixing", "gates") and not isinstance(value, (str, os.PathLike)):
             out.append((name, _array(value, name)))  # a learned mixing matrix, the gates: lent like q and k
         else:
-            out.append((name, _text(value)))
+            out.append((name, _text(value, name)))
     return out
+
+
+def _progress(progress):
+    """progress is None or a callable(fraction, stage): anything else raises TypeError before any work."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress: expected a callable (fraction, stage) or None, got {type(progress).__name__}")
+    return progress
 
 
 def _with_arrays(doc):
@@ -114,6 +134,7 @@ def analyze(q, k, v=None, *, progress=None, **options):
     """The document of ``attnscope analyze --json`` (docs/cli.md) for queries q and keys k: a dict, with
     ``singular_values`` and ``row_entropy`` as NumPy arrays. ``options``: the command line's (``mechanism``,
     ``layout``, ``at``, ``head``, ``causal``, ``blocks``, ``row_entropy``, ...)."""
+    _progress(progress)
     text = _core.analyze(_tensor(q, "q"), _tensor(k, "k"), None if v is None else _tensor(v, "v"),
                          _options(options), progress)
     return _with_arrays(json.loads(text))
@@ -121,6 +142,7 @@ def analyze(q, k, v=None, *, progress=None, **options):
 
 def matrix(q, k, mechanism, *, progress=None, **options):
     """The N x N attention matrix of one mechanism as a float64 array (``attnscope matrix``)."""
+    _progress(progress)
     values, _params, _input = _core.matrix(_tensor(q, "q"), _tensor(k, "k"),
                                            _options(dict(mechanism=mechanism, **options)), progress)
     return values
@@ -129,6 +151,7 @@ def matrix(q, k, mechanism, *, progress=None, **options):
 def sweep(q=None, k=None, *, progress=None, **options):
     """The document of ``attnscope sweep --json``: rank and entropy against N (``vary="n=64,128,256"``) or the
     blocks M (``vary="m=1,2,4"``). q and k: one input each or lists of them (or ``synth="gaussian"``)."""
+    _progress(progress)
     listed = (lambda x: [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x])
     text = _core.sweep([_tensor(x, "q") for x in listed(q)], [_tensor(x, "k") for x in listed(k)],
                        _options(options), progress)
@@ -141,8 +164,8 @@ def load(ref, **selection):
     opts = _options(selection)
     if not opts:
         opts = [("whole", True)]
-    values, attrs = _core.load(os.fspath(ref), opts)
-    return Tensor(values, json.loads(attrs), os.fspath(ref))
+    values, attrs, origin = _core.load(os.fspath(ref), opts)
+    return Tensor(values, json.loads(attrs), os.fspath(ref), origin)
 
 
 def info(path):

@@ -1,5 +1,7 @@
 // Arrays lent to the core and keyword arguments turned into the command line's options (bridge.h).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 
 #include <nlohmann/json.hpp>
 
@@ -39,9 +41,94 @@ std::string shape_text(const std::vector<std::int64_t>& shape)
     return s + "]";
 }
 
+// A Tensor's attributes as the JSON a file's attributes are read into (io::TensorInfo::attributes): numbers,
+// strings, booleans, lists and dicts of them. A NaN or an infinity stays a number, as a file's NaN attribute
+// does, so that it is refused with the command line's message (a JSON text round trip cannot hold NaN).
+// Nesting deeper than 64 levels (or a list that holds itself) is refused before it recurses further.
+nlohmann::json attribute_json(const py::handle& v, const std::string& where, int depth)
+{
+    constexpr int kMaxDepth = 64;
+    if (depth > kMaxDepth)
+        throw py::value_error(where + ": nested more than " + std::to_string(kMaxDepth) + " levels deep");
+    const py::module_ np = py::module_::import("numpy");
+    if (py::isinstance(v, np.attr("generic")) || py::isinstance<py::array>(v))
+        return attribute_json(v.attr("tolist")(), where, depth);   // NumPy scalars and arrays: their Python values
+    if (v.is_none())
+        return nullptr;
+    if (py::isinstance<py::bool_>(v))
+        return v.cast<bool>();
+    if (py::isinstance<py::int_>(v)) {
+        int overflow = 0;
+        const long long i = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+        if (overflow == 0)
+            return static_cast<std::int64_t>(i);
+        const unsigned long long u = PyLong_AsUnsignedLongLong(v.ptr());
+        if (!PyErr_Occurred())
+            return static_cast<std::uint64_t>(u);
+        PyErr_Clear();
+        const double d = PyLong_AsDouble(v.ptr());   // as a JSON reader keeps a larger integer: a float
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return v.cast<py::int_>() > py::int_(0) ? HUGE_VAL : -HUGE_VAL;
+        }
+        return d;
+    }
+    if (py::isinstance<py::float_>(v))
+        return v.cast<double>();
+    if (py::isinstance<py::str>(v)) {
+        Py_ssize_t size = 0;
+        const char* text = PyUnicode_AsUTF8AndSize(v.ptr(), &size);
+        if (!text) {
+            PyErr_Clear();
+            throw py::value_error(where + ": a string that is not valid Unicode");
+        }
+        return std::string(text, static_cast<std::size_t>(size));
+    }
+    if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const py::handle item : v)
+            out.push_back(attribute_json(item, where, depth + 1));
+        return out;
+    }
+    if (py::isinstance<py::dict>(v)) {
+        nlohmann::json out = nlohmann::json::object();
+        for (const auto& [key, value] : v.cast<py::dict>()) {
+            if (!py::isinstance<py::str>(key))
+                throw py::value_error(where + ": a key of type " + std::string(py::str(key.get_type().attr("__name__"))) +
+                                      " (attribute names are strings)");
+            const std::string name = attribute_json(key, where, depth + 1).get<std::string>();
+            out[name] = attribute_json(value, where + "." + name, depth + 1);
+        }
+        return out;
+    }
+    throw py::value_error(where + ": a value of type " + std::string(py::str(v.get_type().attr("__name__"))) +
+                          " (attributes are numbers, strings, booleans, and lists and dicts of them)");
+}
+
 }  // namespace
 
-LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes)
+std::string checked_text(const py::handle& value, const std::string& what)
+{
+    std::string text;
+    if (py::isinstance<py::str>(value)) {
+        // The file system's encoding with surrogateescape (os.fsencode): a name that is not UTF-8, as
+        // os.listdir gives it, names the same bytes.
+        const py::bytes encoded = py::reinterpret_steal<py::bytes>(PyUnicode_EncodeFSDefault(value.ptr()));
+        if (!encoded)
+            throw py::error_already_set();
+        text = encoded.cast<std::string>();
+    } else if (py::isinstance<py::bytes>(value)) {
+        text = value.cast<std::string>();
+    } else {
+        throw py::type_error(what + ": expected a str, got " + std::string(py::str(value.get_type().attr("__name__"))));
+    }
+    if (text.find('\0') != std::string::npos)
+        throw py::value_error(what + ": a text holding a NUL character (no path or option holds one)");
+    return text;
+}
+
+LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes,
+                     const std::string& origin)
 {
     const py::dtype dt = array.dtype();
     LentArray lent;
@@ -54,10 +141,9 @@ LentArray lend_array(const py::array& array, const std::string& role, const py::
         lent.view.shape.push_back(array.shape(a));
         lent.view.strides.push_back(array.strides(a));
     }
-    if (!attributes.empty()) {   // a loaded Tensor's attributes: JSON by construction (attnscope.load)
-        const std::string text = py::str(py::module_::import("json").attr("dumps")(attributes));
-        lent.view.attributes = nlohmann::json::parse(text);
-    }
+    if (!attributes.empty())   // a loaded Tensor's attributes (attnscope.load), or any the caller gave it
+        lent.view.attributes = attribute_json(attributes, role + ": attribute", 0);
+    lent.view.origin = origin;
     lent.name = "<" + role + ": " + std::string(py::str(dt.attr("name"))) + " array " + shape_text(lent.view.shape) + ">";
     lent.owner = array;
     return lent;
@@ -66,27 +152,33 @@ LentArray lend_array(const py::array& array, const std::string& role, const py::
 void add_tensor(CallArgs& call, const std::string& role, const py::handle& value)
 {
     call.args.push_back("--" + role);
-    if (py::isinstance<py::str>(value)) {
-        call.args.push_back(value.cast<std::string>());
+    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value)) {
+        call.args.push_back(checked_text(value, role));
         return;
     }
     if (!py::isinstance<py::array>(value))
         throw py::value_error(role + ": expected a FILE[:NAME] reference or an array");
+    // An attnscope.Tensor: its file's attributes, and that file, against which the attributes' references
+    // (a learned mixing matrix, gates) resolve as on the command line. None for any other array.
     py::dict attributes;
+    std::string origin;
     if (py::hasattr(value, "attrs") && py::isinstance<py::dict>(value.attr("attrs")))
         attributes = value.attr("attrs");
+    if (py::hasattr(value, "origin") && py::isinstance<py::str>(value.attr("origin")))
+        origin = checked_text(value.attr("origin"), role + ".origin");
     // Several inputs of one role (a sweep's --q list) go by q, q[1], q[2] ...
     const auto earlier = std::count_if(call.arrays.begin(), call.arrays.end(), [&](const LentArray& l) {
         return l.name.rfind("<" + role + ":", 0) == 0 || l.name.rfind("<" + role + "[", 0) == 0;
     });
     const std::string role_name = earlier == 0 ? role : role + "[" + std::to_string(earlier) + "]";
-    call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), role_name, attributes));
+    call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), role_name, attributes, origin));
     call.args.push_back(call.arrays.back().name);
 }
 
 void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options)
 {
     CLI::App app{"attnscope"};
+    app.set_help_flag();   // help=True is no option of a call (CLI11 would throw its exit request)
     register_options(app);
     app::make_numbers_strict(app);
     for (const py::handle item : options) {
@@ -95,8 +187,16 @@ void parse_options(CallArgs& call, const py::list& options, const std::function<
         std::string flag = "--" + key;
         std::replace(flag.begin(), flag.end(), '_', '-');
         const py::handle value = pair[1];
-        if (!app.get_option_no_throw(flag) || key.find('-') != std::string::npos)
+        const CLI::Option* option = app.get_option_no_throw(flag);
+        if (!option || key.find('-') != std::string::npos)
             throw py::value_error("unknown option '" + key + "' (the command line has no " + flag + ")");
+        // A flag takes True or False, an option with a value anything but: True is not 1, 1 is not True.
+        const bool is_flag = option->get_expected_max() == 0;
+        if (py::isinstance<py::bool_>(value) && !is_flag)
+            throw py::value_error(key + "=" + std::string(py::str(value)) + ": " + flag +
+                                  " takes a value, not True or False");
+        if (is_flag && !py::isinstance<py::bool_>(value))
+            throw py::value_error(key + ": " + flag + " is a flag: give True or False");
         if (py::isinstance<py::bool_>(value)) {
             if (value.cast<bool>())
                 call.args.push_back(flag);
@@ -107,15 +207,20 @@ void parse_options(CallArgs& call, const py::list& options, const std::function<
             call.args[call.args.size() - 2] = flag;
         } else {
             call.args.push_back(flag);
-            call.args.push_back(value.cast<std::string>());
+            call.args.push_back(checked_text(value, key));
         }
     }
     std::vector<std::string> reversed(call.args.rbegin(), call.args.rend());   // CLI11 takes them last first
+    // Options that set a reading setting while parsing (--allow-virtual) set this call's, never the process's.
+    const io::ReadSettingsScope settings;
     try {
         app.parse(reversed);
     } catch (const CLI::ParseError& e) {
         throw py::value_error(app::parse_error_text(e));
     }
+    call.read = settings.settings();
+    const CLI::Option* threads = app.get_option_no_throw("--threads");
+    call.sets_threads = threads && threads->count() > 0;
 }
 
 }  // namespace attnscope::python

@@ -32,28 +32,47 @@ struct LentArray {
 // The view of `array` (GIL held): any float or integer dtype NumPy has in native byte order (float16,
 // bfloat16 when the array's dtype is named so, float32, float64, int8..uint64), any strides. Throws
 // py::value_error naming `role` for another dtype (complex, object, float128, strings).
-LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes);
+// `attributes` and `origin` (the file they came from, or empty) are those of an attnscope.Tensor; the
+// attributes must be numbers, strings, booleans, lists and dicts of them (py::value_error naming the first
+// that is not).
+LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes,
+                     const std::string& origin);
 
-// One call's command line: arguments in order, and the arrays its references name.
+// One call's command line: arguments in order, and the arrays its references name; once parsed, the
+// reading settings its options chose (--allow-virtual) and whether it sets the thread count (--threads).
+// Nothing a call sets outlives it (docs/python.md "No state between calls").
 struct CallArgs {
     std::vector<std::string> args;
     std::vector<LentArray> arrays;
+    io::ReadSettings read;
+    bool sets_threads = false;
 };
 
 // Adds `--ROLE REF` for a tensor argument: a str is a FILE[:NAME] reference, an array is lent (with
-// the attributes of an attnscope.Tensor, so a file's defaults follow it).
+// the attributes and the origin file of an attnscope.Tensor, so a file's defaults follow it and its
+// file-relative references resolve as the command line resolves them on that file).
 void add_tensor(CallArgs& call, const std::string& role, const py::handle& value);
 
 // Registers the options with `register_options` on a fresh parser, adds each (name, value) pair of `options`
 // as `--name-with-dashes`: a str is its text, a bool True the flag and False the flag's --no- form when it has
-// one (else nothing), an array is lent (--mixing, --gates); then parses call.args as the command line does.
-// Throws py::value_error naming an unknown option by its keyword name, or with the command line's message.
+// one (else nothing), an array is lent (--mixing, --gates); then parses call.args as the command line does,
+// keeping what the parse sets (--allow-virtual) in call.read instead of the process.
+// Throws py::value_error naming an unknown option by its keyword name, a bool given to an option that takes
+// a value or another value given to a flag, a text holding NUL, or with the command line's message.
 void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options);
 
-// Runs `work` on a worker thread with call.arrays lent there, the GIL released. Meanwhile the calling thread
-// checks for signals (Ctrl+C cancels through the job's token and raises KeyboardInterrupt) and calls
-// `progress(fraction, stage)` with the GIL when the core reports. The core's exceptions become ValueError
-// (bad input, the command line's message), MemoryError, or RuntimeError (internal).
+// Text given to the core as a path or an option: a NUL would cut a path short where the system reads it
+// (`a.h5\0x` opens a.h5), and no command line can hold one. Throws py::value_error naming `what`.
+std::string checked_text(const py::handle& value, const std::string& what);
+
+// Runs `work` on a worker thread with call.arrays lent there and call.read as its reading settings, the GIL
+// released. Meanwhile the calling thread checks for signals (Ctrl+C cancels through the job's token and raises
+// KeyboardInterrupt) and calls `progress(fraction, stage)` with the GIL when the core reports. A call that
+// sets the thread count runs alone (no other call of the module computes meanwhile) and puts the count back
+// when it ends; other calls run side by side. The environment is checked first, as the command line checks it
+// (kernels::check_environment). `progress` must be None or callable (else py::type_error, before any work).
+// The core's exceptions become ValueError (bad input, the command line's message), MemoryError, or
+// RuntimeError (internal).
 void run_released(const CallArgs& call, const std::function<void(const analysis::JobContext&)>& work,
                   const py::object& progress);
 

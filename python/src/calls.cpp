@@ -2,6 +2,8 @@
 // subcommands (app/cmd_analyze.cpp, cmd_files.cpp, cmd_sweep.cpp), so the documents are the same.
 #include "calls.h"
 
+#include <filesystem>
+
 #include "analysis/analyze_document.h"
 #include "analysis/sweep.h"
 #include "analysis/vocabulary.h"
@@ -86,9 +88,19 @@ LoadCall::Loaded LoadCall::run() const
     const auto file = io::open_tensor_file(r.file);
     const io::TensorInfo& info = file->find(r.name);
     Loaded out;
-    out.attributes = info.attributes;   // the file's own attributes win, as analysis::read_file_defaults reads them
-    for (const auto& [key, value] : file->file_attributes().items())
+    // The dataset's attributes win over the file's, as analysis::read_file_defaults reads them (the
+    // dataset's first; the file's only for what the dataset does not say).
+    out.attributes = file->file_attributes().is_object() ? file->file_attributes() : nlohmann::json::object();
+    for (const auto& [key, value] : info.attributes.items())
         out.attributes[key] = value;
+    // References in the attributes (a mixing matrix beside the file) resolve against this file, wherever the
+    // working folder is when the Tensor is analysed: its folder resolved now, its own name kept (a symlink
+    // named by the user stays the file whose folder counts, as on the command line).
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path named(r.file);
+    const fs::path folder = fs::weakly_canonical(fs::absolute(named.parent_path().empty() ? fs::path(".") : named.parent_path(), ec), ec);
+    out.origin = ec ? r.file : (folder / named.filename()).string();
     if (whole) {
         out.shape = info.shape;
         out.values = file->read_all(info);

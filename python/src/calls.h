@@ -58,6 +58,7 @@ struct LoadCall {
         std::vector<std::int64_t> shape;
         std::vector<double> values;   // row-major
         nlohmann::json attributes = nlohmann::json::object();
+        std::string origin;   // the file, absolute: what the attributes' references are relative to
     };
     void add_to(CLI::App& app);
     Loaded run() const;

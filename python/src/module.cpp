@@ -64,10 +64,10 @@ py::str sweep(const py::list& qs, const py::list& ks, const py::list& options, c
 }
 
 // The values as a float64 array of the tensor's (or the slice's) shape, and the attributes as JSON text.
-py::tuple load(const std::string& ref, const py::list& options)
+py::tuple load(const py::object& ref, const py::list& options)
 {
     CallArgs call;
-    call.args = {"--ref", ref};
+    call.args = {"--ref", checked_text(ref, "ref")};
     LoadCall c;
     parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
     LoadCall::Loaded loaded;
@@ -75,11 +75,17 @@ py::tuple load(const std::string& ref, const py::list& options)
     py::array_t<double> out(std::vector<py::ssize_t>(loaded.shape.begin(), loaded.shape.end()));
     if (!loaded.values.empty())
         std::memcpy(out.mutable_data(), loaded.values.data(), loaded.values.size() * sizeof(double));
-    return py::make_tuple(out, json_text(loaded.attributes));
+    // The path as os.fsdecode gives it (a name that is not UTF-8 keeps its bytes through surrogateescape).
+    const py::str origin = py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeFSDefaultAndSize(loaded.origin.data(), static_cast<Py_ssize_t>(loaded.origin.size())));
+    if (!origin)
+        throw py::error_already_set();
+    return py::make_tuple(out, json_text(loaded.attributes), origin);
 }
 
-py::str info(const std::string& path)
+py::str info(const py::object& path_object)
 {
+    const std::string path = checked_text(path_object, "path");
     std::string text;
     run_released({}, [&](const analysis::JobContext&) { text = info_text(path); }, py::none());
     return text;

@@ -6,9 +6,11 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 
 #include "bridge.h"
+#include "kernels/kernels.h"
 #include "util/error.h"
 
 namespace attnscope::python {
@@ -51,11 +53,74 @@ struct Shared {
     }
 }
 
+// Calls that set the thread count (--threads, process-wide in OpenBLAS and the kernels) hold this exclusively,
+// every other call shares it: a count set for one call is never seen by another, and is put back after it.
+std::shared_timed_mutex& thread_count_mutex()
+{
+    static std::shared_timed_mutex mutex;
+    return mutex;
+}
+
+// Calls of the module running on this Python thread: more than one when a progress callback calls attnscope.
+thread_local int t_calls_here = 0;
+
+// The lock a call holds on thread_count_mutex(): taken without the GIL (the holders may need it for their
+// progress callbacks), 50 ms at a time, so that Ctrl+C still raises while waiting. A call made from a progress
+// callback runs inside its caller's turn and takes nothing (waiting would wait for its own caller).
+class ThreadCountTurn {
+public:
+    explicit ThreadCountTurn(bool exclusive)
+    {
+        if (t_calls_here > 0) {
+            if (exclusive)
+                throw py::value_error("threads: a call made from another call's progress callback runs on the "
+                                      "threads of that call; give threads= to the outer call");
+            return;
+        }
+        for (;;) {
+            bool got = false;
+            {
+                py::gil_scoped_release released;
+                if (exclusive) {
+                    m_exclusive = std::unique_lock(thread_count_mutex(), std::defer_lock);
+                    got = m_exclusive.try_lock_for(std::chrono::milliseconds(50));
+                } else {
+                    m_shared = std::shared_lock(thread_count_mutex(), std::defer_lock);
+                    got = m_shared.try_lock_for(std::chrono::milliseconds(50));
+                }
+            }
+            if (got)
+                break;
+            if (PyErr_CheckSignals() != 0)
+                throw py::error_already_set();
+        }
+    }
+
+private:
+    std::unique_lock<std::shared_timed_mutex> m_exclusive;
+    std::shared_lock<std::shared_timed_mutex> m_shared;
+};
+
+// t_calls_here for the duration of one call.
+struct CallHere {
+    CallHere() { ++t_calls_here; }
+    ~CallHere() { --t_calls_here; }
+    CallHere(const CallHere&) = delete;
+    CallHere& operator=(const CallHere&) = delete;
+};
+
 }  // namespace
 
 void run_released(const CallArgs& call, const std::function<void(const analysis::JobContext&)>& work,
                   const py::object& progress)
 {
+    // Checked before anything runs, whatever the call's speed: a progress that is not callable would
+    // otherwise be noticed only when the core first reports.
+    if (!progress.is_none() && !PyCallable_Check(progress.ptr()))
+        throw py::type_error("progress: expected a callable (fraction, stage) or None, got " +
+                             std::string(py::str(progress.get_type().attr("__name__"))));
+    const ThreadCountTurn turn(call.sets_threads);
+    const CallHere here;
     auto shared = std::make_shared<Shared>();
     analysis::JobContext ctx;
     ctx.on_progress = [shared](double fraction, const std::string& stage) {
@@ -71,8 +136,15 @@ void run_released(const CallArgs& call, const std::function<void(const analysis:
     std::thread worker;
     {
         py::gil_scoped_release released;
-        worker = std::thread([&work, &lent, ctx, shared] {
+        worker = std::thread([&work, &lent, &call, ctx, shared] {
             try {
+                // This call's settings, in effect on the thread that reads its inputs; the thread count is put
+                // back when the call ends (it holds the exclusive turn when it sets one).
+                const io::ReadSettingsScope settings(call.read);
+                std::optional<kernels::RestoreThreads> threads;
+                if (call.sets_threads)
+                    threads.emplace();
+                kernels::check_environment();   // a misspelt ATTNSCOPE_* is refused, as by the command line
                 std::vector<std::unique_ptr<io::MemoryTensorScope>> scopes;
                 for (const auto& [name, view] : lent)
                     scopes.push_back(std::make_unique<io::MemoryTensorScope>(name, view));
