@@ -324,7 +324,7 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
         s = metrics::structured_singular_values(*op.factors());
     } else if (!A) {
         throw std::logic_error("measure: a dense spectrum needs the dense matrix");
-    } else if (request.keep_matrix) {
+    } else if (request.keep_matrix && n < k_kept_two_stage_min_size) {
         s = metrics::singular_values_with_progress(Eigen::MatrixXd(*A), [&](double f) { at(progress, f); });
     } else if (progress && n >= metrics::k_two_stage_min_size) {
         // What singular_values() computes at this size (the two-stage reduction, default band), observed
@@ -336,7 +336,8 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
             return true;
         };
         try {
-            s = metrics::singular_values_two_stage(consume ? std::move(*A) : Eigen::MatrixXd(*A), metrics::two_stage_default_band,
+            s = metrics::singular_values_two_stage(consume && !request.keep_matrix ? std::move(*A) : Eigen::MatrixXd(*A),
+                                                   metrics::two_stage_default_band,
                                                    observe);
         } catch (const metrics::Cancelled&) {
             progress->check();

@@ -161,14 +161,19 @@ PreparedMechanism prepare_mechanism(attention::Mechanism mechanism, const Eigen:
                                     const Eigen::Ref<const Eigen::MatrixXd>& K, const attention::AttentionOptions& options,
                                     const MetricOptions& metric_options, std::uint64_t memory_limit);
 
+// From this N on, a kept matrix's dense spectrum is the two-stage SVD's (MeasureRequest::keep_matrix).
+inline constexpr Index k_kept_two_stage_min_size = 4096;
+
 // What to measure of one operator.
 struct MeasureRequest {
     SpectrumPath path = SpectrumPath::none;
     MetricOptions metrics;
     // Keep the N x N matrix (the app's maps). It is then formed in row tiles with progress from N = 2048 on,
-    // and a dense spectrum comes from the interruptible dgesdd replica (metrics/bidiag_svd.h) instead of the
-    // two-stage SVD (metrics/svd_two_stage.h): the two agree to ~1e-15 s_1, and only the first reports
-    // often enough to cancel within a second.
+    // and below k_kept_two_stage_min_size a dense spectrum comes from the interruptible dgesdd replica
+    // (metrics/bidiag_svd.h) instead of the two-stage SVD (metrics/svd_two_stage.h): the two agree to ~1e-15 s_1,
+    // and only the first reports often enough to cancel within a second. From that size on the two-stage SVD
+    // (analyze's, the same values bit for bit), 2-4x faster, observed between its panels; Cancel then waits at
+    // most for its band-to-bidiagonal stage (about 0.5 s at N = 4096, 2 s at N = 8192 on an idle machine).
     bool keep_matrix = false;
     // Row entropies computed ahead by a pass shared with another mechanism (analyze: linear and MHLA).
     const metrics::RowEntropies* shared_entropy = nullptr;
