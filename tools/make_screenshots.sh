@@ -65,7 +65,7 @@ shot screenshot-overview-not-current.attnscope screenshot-overview-not-current.p
 echo "screenshot-heads.png  <-  data/trained_lm_mhla.h5 --view heads --size 1600x1000"
 "$bin" "$root/data/trained_lm_mhla.h5" --screenshot "$docs/screenshot-heads.png" --view heads --size 1600x1000
 if [ "$quick" = 0 ]; then
-    shot screenshot-n8192.attnscope screenshot-n8192.png   # minutes: the dense SVD of three 8192 x 8192 matrices
+    shot screenshot-n8192.attnscope screenshot-n8192.png   # about a minute: the dense SVD of the 8192 x 8192 softmax matrix
 else
     echo "screenshot-n8192.png kept (--quick)"
 fi
