@@ -246,9 +246,12 @@ class NoStateBetweenCalls(unittest.TestCase):
 
     def test_threads_apply_to_their_call_only(self):
         before = attnscope.analyze(self.q, self.k, mechanism="softmax")["kernels"]["threads"]
-        self.assertNotEqual(before, 7)
-        during = attnscope.analyze(self.q, self.k, mechanism="softmax", threads=7)
-        self.assertEqual(during["kernels"]["threads"], 7)
+        # --threads is capped at the cores (issue 30): a count below the default is one a call can really use.
+        if before < 2:
+            self.skipTest("one core: no thread count other than the default")
+        want = before - 1
+        during = attnscope.analyze(self.q, self.k, mechanism="softmax", threads=want)
+        self.assertEqual(during["kernels"]["threads"], want)
         after = attnscope.analyze(self.q, self.k, mechanism="softmax")
         self.assertEqual(after["kernels"]["threads"], before)
         self.assertEqual(strip(after), strip(attnscope.analyze(self.q, self.k, mechanism="softmax")))
