@@ -125,13 +125,13 @@ TEST_F(SecurityRecords, AggregateRefusesNamesItCannotCompare)
     const std::string dir = folder("names");
     std::string text;
     for (std::uint64_t u = 0; u < 60000; ++u)
-        text += record(u, "m" + std::to_string(u), "\"rank\":1") + "\n";
+        text += record(u, std::string("m").append(std::to_string(u)), "\"rank\":1") + "\n";
     put(dir + "/results.jsonl", text);
     expect_one_error(run_limited("aggregate " + shell_quote(dir)), {"results.jsonl:1", "'m0' is not a mechanism", "softmax"},
                      "60,000 mechanism names");
     text.clear();
     for (std::uint64_t u = 0; u < 3000; ++u)
-        text += record(u, "x" + std::to_string(u), "\"rank\":1") + "\n";
+        text += record(u, std::string("x").append(std::to_string(u)), "\"rank\":1") + "\n";
     put(dir + "/results.jsonl", text);
     expect_one_error(run_limited("aggregate " + shell_quote(dir), 30), {"is not a mechanism"}, "3,000 mechanism names");
     text.clear();
