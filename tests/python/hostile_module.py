@@ -21,10 +21,10 @@ import h5py
 import numpy as np
 
 import attnscope
+from documents import VARYING, strip  # noqa: F401  (tests/python/documents.py)
 
 BINARY = os.environ["ATTNSCOPE_BINARY"]
 SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
-VARYING = ("kernels", "timing", "seconds", "elapsed_s")
 TMP = None   # the module-wide temporary folder (setUpModule)
 
 
@@ -36,15 +36,6 @@ def setUpModule():
 def tearDownModule():
     TMP.cleanup()
 
-
-def strip(o):
-    if isinstance(o, dict):
-        return {k: strip(v) for k, v in o.items() if k not in VARYING}
-    if isinstance(o, list):
-        return [strip(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return [strip(v) for v in o.tolist()]
-    return o
 
 
 def path(*parts):

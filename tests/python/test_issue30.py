@@ -15,20 +15,10 @@ import h5py
 import numpy as np
 
 import attnscope
+from documents import VARYING, strip  # noqa: F401  (tests/python/documents.py)
 
 BINARY = os.environ["ATTNSCOPE_BINARY"]
-VARYING = ("kernels", "timing", "seconds", "elapsed_s")
 
-
-def strip(o):
-    """The document without what describes the run (kernels report, timings), arrays as lists."""
-    if isinstance(o, dict):
-        return {k: strip(v) for k, v in o.items() if k not in VARYING}
-    if isinstance(o, list):
-        return [strip(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return [strip(v) for v in o.tolist()]
-    return o
 
 
 def cli(*args, cwd=None, env=None):

@@ -18,24 +18,14 @@ import h5py
 import numpy as np
 
 import attnscope
+from documents import VARYING, strip  # noqa: F401  (tests/python/documents.py)
 
 SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
 BINARY = os.environ["ATTNSCOPE_BINARY"]
 sys.path.insert(0, os.path.join(SOURCE, "tests", "reference"))
 import attnref  # noqa: E402  (the NumPy definitions, docs/maths.md)
 
-# Fields that differ between two runs of the same analysis (the kernels report, timings).
-VARYING = ("kernels", "timing", "seconds", "elapsed_s")
 
-
-def strip(o):
-    if isinstance(o, dict):
-        return {k: strip(v) for k, v in o.items() if k not in VARYING}
-    if isinstance(o, list):
-        return [strip(v) for v in o]
-    if isinstance(o, np.ndarray):
-        return [strip(v) for v in o.tolist()]
-    return o
 
 
 def cli(*args):
