@@ -132,7 +132,6 @@ constexpr std::size_t kBlasMargin = std::size_t{64} << 20;
 
 int reserve_blas_buffers(int wanted)
 {
-    const int current = std::max(1, openblas_get_num_threads());
     const bool given = wanted > 0;   // --threads: set as given (else the count stays OpenBLAS's own)
     if (!given)
         wanted = threads();
@@ -141,11 +140,16 @@ int reserve_blas_buffers(int wanted)
             set_threads(wanted);
         return threads();
     }
-    // Raising OpenBLAS's count starts its new threads, and each maps its buffer at once; the calling thread
-    // maps one at its first product. So: one buffer per new thread, and one more, must fit.
+    // Every OpenBLAS thread maps its buffer as it starts and the calling thread maps one at its first product.
+    // The threads OpenBLAS started when it was loaded may not have theirs yet: one that found no room retries
+    // until it does, and takes the first room that appears, possibly between this check and our own first
+    // product, which would then wait forever (CI hung so at ulimit -v 400000 while this machine refused).
+    // So room for all k buffers is asked for, as if none were mapped yet: more than needed when they are,
+    // never less, and a buffer-hungry thread left spinning can only take room the analysis would have used
+    // (an out-of-memory error, never a hang).
     int fit = 0;
     for (int k = wanted; k >= 1 && !fit; --k)
-        if (address_space_for(static_cast<std::size_t>(std::max(0, k - current) + 1) * kBlasBufferBytes + kBlasMargin))
+        if (address_space_for(static_cast<std::size_t>(k) * kBlasBufferBytes + kBlasMargin))
             fit = k;
     if (!fit) {
         struct rlimit limit {};

@@ -38,7 +38,8 @@ int usable_cores();
 // starts it, and for a calling thread at its first product; when that mmap fails it tries again forever
 // (memory.c, blas_memory_alloc): under an address-space limit (ulimit -v, RLIMIT_AS), `--threads 32` hung.
 // reserve_blas_buffers(wanted) sets the thread count (ours and OpenBLAS's; 0: keep it) to `wanted`, or to
-// fewer when the buffers of the threads it would start do not fit (an mmap of their size, released at once),
+// fewer when the buffers of all its threads do not fit (an mmap of their size, released at once; asked
+// for as if none were mapped yet, since a thread started at load may still be waiting for its own),
 // and has OpenBLAS map the calling thread's buffer now with one small product, while the space is there.
 // Returns the count in effect. Throws std::invalid_argument naming the limit when not even one buffer fits:
 // an error line, never a hang. Products never depend on the thread count, so no number changes.
