@@ -46,7 +46,7 @@ constexpr double kDefaultFontPt = 8.0;   // tick labels of a --width-mm figure w
 
 // A figure promises one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
 // propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
-void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
+void quiet_figure_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
 {
     if (type == QtFatalMsg)
         std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
@@ -62,7 +62,7 @@ public:
             return;
         (void)prepare_qt_platform(QtUse::headless);   // offscreen, whatever QT_QPA_PLATFORM says (docs/cli.md)
         if (!std::getenv("ATTNSCOPE_QT_MESSAGES"))
-            m_previous = qInstallMessageHandler(quiet_handler);
+            m_previous = qInstallMessageHandler(quiet_figure_handler);
         QtFatalGuard guard;   // Qt aborts when a platform fails to start: one error line, exit 2
         m_app = std::make_unique<QApplication>(m_argc, m_argv);
         QApplication::setApplicationName(QStringLiteral("AttnScope"));

@@ -182,7 +182,7 @@ GuiArgs parse_args(int argc, char** argv)
 
 // Scripted runs promise one `error:` line on stderr: Qt's platform chatter (XDG_RUNTIME_DIR,
 // propagateSizeHints on offscreen) is dropped unless ATTNSCOPE_QT_MESSAGES is set.
-void quiet_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
+void quiet_script_handler(QtMsgType type, const QMessageLogContext&, const QString& message)
 {
     if (type == QtCriticalMsg || type == QtFatalMsg)
         std::fprintf(stderr, "qt: %s\n", message.toLocal8Bit().constData());
@@ -421,7 +421,7 @@ int run_gui(int argc, char** argv)
                                            " (" + problem + "): unset QT_QPA_PLATFORM or set it to offscreen"));
     }
     if (mode != Mode::window && !std::getenv("ATTNSCOPE_QT_MESSAGES"))
-        qInstallMessageHandler(quiet_handler);
+        qInstallMessageHandler(quiet_script_handler);
     std::unique_ptr<QApplication> qappOwner;
     {
         QtFatalGuard guard;   // a platform that fails anyway: one error line, exit 2

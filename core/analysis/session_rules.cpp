@@ -10,7 +10,7 @@
 namespace attnscope::analysis {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
+using Json = nlohmann::json;
 
 namespace {
 
@@ -21,12 +21,12 @@ constexpr std::size_t kMaxNamePart = 128;        // one part of a recipe's name
 constexpr std::size_t kMaxFiles = 1024;          // "files" of one session
 
 // A key or name as JSON writes it (quoted, escaped; bytes that are not UTF-8 replaced), for messages.
-std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string quoted(const std::string& s) { return Json(s).dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 [[noreturn]] void refuse(const std::string& key, const std::string& why) { throw InputError(key + ": " + why); }
 
 // An integer in lo..hi (an integral floating-point value too, as Qt's JSON may write one); refused by key.
-long long integer(const json& v, const std::string& key, long long lo, long long hi)
+long long integer(const Json& v, const std::string& key, long long lo, long long hi)
 {
     const std::string range = " (" + std::to_string(lo) + ".." + std::to_string(hi) + ")";
     if (v.is_number_unsigned()) {
@@ -50,19 +50,19 @@ long long integer(const json& v, const std::string& key, long long lo, long long
     refuse(key, "expected a whole number" + range + ", got " + std::string(v.type_name()));
 }
 
-void expect(const json& v, json::value_t type, const std::string& key)
+void expect(const Json& v, Json::value_t type, const std::string& key)
 {
     if (v.type() != type)
-        refuse(key, "expected " + std::string(json(type).type_name()) + ", got " + std::string(v.type_name()));
+        refuse(key, "expected " + std::string(Json(type).type_name()) + ", got " + std::string(v.type_name()));
 }
 
-void expect_object(const json& v, const std::string& key)
+void expect_object(const Json& v, const std::string& key)
 {
     if (!v.is_object())
         refuse(key, "expected an object, got " + std::string(v.type_name()));
 }
 
-void expect_path(const json& v, const std::string& key)
+void expect_path(const Json& v, const std::string& key)
 {
     if (!v.is_string())
         refuse(key, "expected a path (a string), got " + std::string(v.type_name()));
@@ -85,7 +85,7 @@ bool plain_part(const std::string& part)
     return true;
 }
 
-SessionRecipe recipe(const std::string& name, const json& r, std::uint64_t max_bytes)
+SessionRecipe recipe(const std::string& name, const Json& r, std::uint64_t max_bytes)
 {
     const std::string key = "generate[" + quoted(name) + "]";
     if (const std::string p = session_recipe_name_problem(name); !p.empty())
@@ -95,9 +95,9 @@ SessionRecipe recipe(const std::string& name, const json& r, std::uint64_t max_b
     out.name = name;
     for (auto it = r.begin(); it != r.end(); ++it) {
         const std::string k = key + "." + it.key();
-        const json& v = it.value();
+        const Json& v = it.value();
         if (it.key() == "kind") {
-            expect(v, json::value_t::string, k);
+            expect(v, Json::value_t::string, k);
             out.options.kind = v.get<std::string>();
         } else if (it.key() == "n") {
             out.options.n = integer(v, k, 1, kMaxSize);
@@ -171,12 +171,12 @@ std::string session_index_problem(const std::string& key, long long value, long 
            (none_allowed ? ", -1: none" : "") + ")";
 }
 
-std::vector<SessionRecipe> session_recipes(const json& session, std::uint64_t max_bytes)
+std::vector<SessionRecipe> session_recipes(const Json& session, std::uint64_t max_bytes)
 {
     std::vector<SessionRecipe> out;
     if (!session.is_object() || !session.contains("generate"))
         return out;
-    const json& g = session.at("generate");
+    const Json& g = session.at("generate");
     expect_object(g, "generate");
     if (g.size() > kMaxSessionRecipes)
         refuse("generate", std::to_string(g.size()) + " recipes; a session makes at most " + std::to_string(kMaxSessionRecipes));
@@ -188,13 +188,13 @@ std::vector<SessionRecipe> session_recipes(const json& session, std::uint64_t ma
 namespace {
 
 // A selection object (the session's own, or an open file's in file_states): keys named under `key`.
-void check_selection(const json& sel, const std::string& key)
+void check_selection(const Json& sel, const std::string& key)
 {
     expect_object(sel, key);
     if (sel.contains("layout"))
-        expect(sel.at("layout"), json::value_t::string, key + ".layout");
+        expect(sel.at("layout"), Json::value_t::string, key + ".layout");
     if (sel.contains("at")) {
-        const json& at = sel.at("at");
+        const Json& at = sel.at("at");
         expect_object(at, key + ".at");
         for (auto it = at.begin(); it != at.end(); ++it) {
             const std::string k = key + ".at." + it.key();
@@ -207,7 +207,7 @@ void check_selection(const json& sel, const std::string& key)
     if (sel.contains("prefix_tokens"))
         (void)integer(sel.at("prefix_tokens"), key + ".prefix_tokens", 0, kMaxIndex);
     if (sel.contains("token_grid")) {
-        const json& grid = sel.at("token_grid");
+        const Json& grid = sel.at("token_grid");
         if (!grid.is_array() || grid.size() > 8)
             refuse(key + ".token_grid", "expected up to 8 sizes, e.g. [16, 16]");
         for (std::size_t i = 0; i < grid.size(); ++i)
@@ -216,7 +216,7 @@ void check_selection(const json& sel, const std::string& key)
 }
 
 // A mechanism object (the session's own, or an open file's in file_states).
-void check_mechanism(const json& m, const std::string& key)
+void check_mechanism(const Json& m, const std::string& key)
 {
     expect_object(m, key);
     if (m.contains("mixing_file"))
@@ -225,7 +225,7 @@ void check_mechanism(const json& m, const std::string& key)
         expect_path(m.at("gates"), key + ".gates");
     for (const char* flag : {"gates_log", "causal"})
         if (m.contains(flag))
-            expect(m.at(flag), json::value_t::boolean, key + "." + flag);
+            expect(m.at(flag), Json::value_t::boolean, key + "." + flag);
     // The panel's whole numbers, in the ranges its controls take (a value outside was read as the default
     // in silence: seed 2^63 became 0).
     const struct {
@@ -239,10 +239,10 @@ void check_mechanism(const json& m, const std::string& key)
         !(m.at("decay").is_number() && m.at("decay").get<double>() > 0.0 && m.at("decay").get<double>() <= 1.0))
         refuse(key + ".decay", "expected null (RetNet's per-head default) or a number in (0, 1]");
     if (m.contains("mechanisms")) {
-        const json& names = m.at("mechanisms");
+        const Json& names = m.at("mechanisms");
         if (!names.is_array() || names.size() > 64)
             refuse(key + ".mechanisms", "expected a list of mechanism names");
-        for (const json& n : names)
+        for (const Json& n : names)
             if (!n.is_string())
                 refuse(key + ".mechanisms", "expected a list of mechanism names");
     }
@@ -251,7 +251,7 @@ void check_mechanism(const json& m, const std::string& key)
 // The other open files' states (the app keeps one per open file): each names a file of the session's `files`
 // (entries of other files are ignored by the app) with that file's selection and mechanism, checked as the
 // session's own are (a path is a path, an index an int, ...).
-void check_file_states(const json& states)
+void check_file_states(const Json& states)
 {
     if (!states.is_array())
         refuse("file_states", "expected an array of the open files' states, got " + std::string(states.type_name()));
@@ -259,15 +259,15 @@ void check_file_states(const json& states)
         refuse("file_states", std::to_string(states.size()) + " states; a session opens at most " + std::to_string(kMaxFiles) + " files");
     for (std::size_t i = 0; i < states.size(); ++i) {
         const std::string key = "file_states[" + std::to_string(i) + "]";
-        const json& st = states[i];
+        const Json& st = states[i];
         expect_object(st, key);
         if (st.contains("file"))
             expect_path(st.at("file"), key + ".file");
         if (st.contains("tensors")) {
-            const json& t = st.at("tensors");
+            const Json& t = st.at("tensors");
             if (!t.is_array() || t.size() > 3)
                 refuse(key + ".tensors", "expected up to 3 tensor names (queries, keys, values)");
-            for (const json& name : t)
+            for (const Json& name : t)
                 if (!name.is_string())
                     refuse(key + ".tensors", "expected up to 3 tensor names (queries, keys, values)");
         }
@@ -276,19 +276,19 @@ void check_file_states(const json& states)
         if (st.contains("mechanism"))
             check_mechanism(st.at("mechanism"), key + ".mechanism");
         if (st.contains("user_changed"))
-            expect(st.at("user_changed"), json::value_t::boolean, key + ".user_changed");
+            expect(st.at("user_changed"), Json::value_t::boolean, key + ".user_changed");
     }
 }
 
 }  // namespace
 
-void check_session_document(const json& s, std::uint64_t max_bytes)
+void check_session_document(const Json& s, std::uint64_t max_bytes)
 {
     if (!s.is_object())
         throw InputError("not a session (expected a JSON object)");
     if (!s.contains("attnscope_session"))
         throw InputError("not an AttnScope session (no \"attnscope_session\" version)");
-    const json& version = s.at("attnscope_session");
+    const Json& version = s.at("attnscope_session");
     const bool newer = version.is_number_unsigned() ? version.get<std::uint64_t>() > kSessionVersion
                        : version.is_number_integer() ? version.get<std::int64_t>() > kSessionVersion
                        : version.is_number_float() && version.get<double>() > kSessionVersion;
@@ -298,7 +298,7 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
     (void)integer(version, "attnscope_session", 1, kSessionVersion);
 
     if (s.contains("files")) {
-        const json& files = s.at("files");
+        const Json& files = s.at("files");
         if (!files.is_array())
             refuse("files", "expected an array of paths, got " + std::string(files.type_name()));
         if (files.size() > kMaxFiles)
@@ -307,7 +307,7 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
             expect_path(files[i], "files[" + std::to_string(i) + "]");
     }
     if (s.contains("tensors")) {
-        const json& t = s.at("tensors");
+        const Json& t = s.at("tensors");
         expect_object(t, "tensors");
         for (auto it = t.begin(); it != t.end(); ++it) {
             const std::string key = "tensors." + it.key();
@@ -317,7 +317,7 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
             if (it.value().contains("file"))
                 expect_path(it.value().at("file"), key + ".file");
             if (it.value().contains("name"))
-                expect(it.value().at("name"), json::value_t::string, key + ".name");
+                expect(it.value().at("name"), Json::value_t::string, key + ".name");
         }
     }
     if (s.contains("selection"))
@@ -327,7 +327,7 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
     if (s.contains("file_states"))
         check_file_states(s.at("file_states"));
     if (s.contains("view"))
-        expect(s.at("view"), json::value_t::string, "view");
+        expect(s.at("view"), Json::value_t::string, "view");
     if (s.contains("query"))
         (void)integer(s.at("query"), "query", -1, kMaxIndex);
     for (const char* key : {"views", "sweeps", "sweep_dialog"})
@@ -339,18 +339,18 @@ void check_session_document(const json& s, std::uint64_t max_bytes)
             check_view_state_numbers(it.value(), "views." + it.key());
         }
     if (s.contains("data_note"))
-        expect(s.at("data_note"), json::value_t::string, "data_note");
+        expect(s.at("data_note"), Json::value_t::string, "data_note");
     (void)session_recipes(s, max_bytes);
 }
 
-void check_view_state_numbers(const json& state, const std::string& key)
+void check_view_state_numbers(const Json& state, const std::string& key)
 {
     if (!state.is_object())
         return;
     const auto strict = [&](const char* name, long long lo) {
         if (!state.contains(name))
             return;
-        const json& v = state.at(name);
+        const Json& v = state.at(name);
         const std::string k = key + "." + name;
         if (!v.is_number_integer())   // 8.0 and "8" included: the state holds whole numbers as integers
             refuse(k, "expected a whole number (" + std::to_string(lo) + ".." + std::to_string(INT_MAX) + "), got " +
@@ -361,14 +361,14 @@ void check_view_state_numbers(const json& state, const std::string& key)
     strict("query", -1);
 }
 
-std::vector<std::pair<std::string, std::string>> session_input_files(const json& s, const std::string& session_file)
+std::vector<std::pair<std::string, std::string>> session_input_files(const Json& s, const std::string& session_file)
 {
     std::vector<std::pair<std::string, std::string>> out;
     if (!s.is_object())
         return out;
     std::error_code ec;
     const fs::path dir = fs::absolute(fs::path(session_file), ec).parent_path();
-    const auto add = [&](const std::string& key, const json& v, bool reference) {
+    const auto add = [&](const std::string& key, const Json& v, bool reference) {
         if (!v.is_string())
             return;
         std::string p = v.get<std::string>();
@@ -379,7 +379,7 @@ std::vector<std::pair<std::string, std::string>> session_input_files(const json&
         const fs::path path(p);
         out.emplace_back(key, (path.is_absolute() ? path : dir / path).lexically_normal().string());
     };
-    const auto add_mechanism = [&](const json& m, const std::string& key) {
+    const auto add_mechanism = [&](const Json& m, const std::string& key) {
         if (!m.is_object())
             return;
         if (m.contains("mixing_file"))
@@ -398,7 +398,7 @@ std::vector<std::pair<std::string, std::string>> session_input_files(const json&
         add_mechanism(*it, "mechanism");
     if (const auto it = s.find("file_states"); it != s.end() && it->is_array())
         for (std::size_t i = 0; i < it->size(); ++i) {
-            const json& st = (*it)[i];
+            const Json& st = (*it)[i];
             const std::string key = "file_states[" + std::to_string(i) + "]";
             if (!st.is_object())
                 continue;
@@ -447,7 +447,7 @@ fs::path session_recipe_target(const fs::path& session_dir, const std::string& n
     return target;
 }
 
-std::vector<fs::path> make_session_data(const json& session, const fs::path& session_dir, std::uint64_t max_bytes)
+std::vector<fs::path> make_session_data(const Json& session, const fs::path& session_dir, std::uint64_t max_bytes)
 {
     const std::vector<SessionRecipe> recipes = session_recipes(session, max_bytes);
     struct Job {

@@ -7,15 +7,15 @@
 
 namespace attnscope::attention {
 
-namespace {
-
 std::string join_dims(const std::vector<Index>& v)
 {
     std::string s;
     for (std::size_t i = 0; i < v.size(); ++i)
-        s += (i ? "x" : "") + std::to_string(v[i]);
+        s.append(i ? "x" : "").append(std::to_string(v[i]));
     return s;
 }
+
+namespace {
 
 // Fills tokens[] (ascending) and the 1-D centres index + 0.5.
 void finish_1d(BlockLayout& layout)

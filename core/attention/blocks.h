@@ -1,6 +1,7 @@
 #pragma once
 // Token blocks of docs/maths.md 1.5: 1-D counts (numpy.array_split order), 1-D chunks, and 2-D / 3-D
 // grids in raster or blocked token order.
+#include <string>
 #include <vector>
 
 #include <Eigen/Core>
@@ -25,5 +26,7 @@ BlockLayout make_blocks(const BlockSpec& spec, Index n);
 
 // One block holding all N tokens (linear attention and the families without blocks).
 BlockLayout one_block(Index n);
+// "8x8": a grid's sizes as messages write them.
+std::string join_dims(const std::vector<Index>& v);
 
 }  // namespace attnscope::attention

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attention/blocks.h"
 #include "attention/feature_map.h"
 #include "kernels/kernels.h"
 #include "util/checked.h"
@@ -23,14 +24,6 @@ std::string number(double x)
     char buf[64];
     const auto r = std::to_chars(buf, buf + sizeof buf, x);
     return std::string(buf, r.ptr);
-}
-
-std::string join_dims(const std::vector<Index>& v)
-{
-    std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i)
-        s.append(i ? "x" : "").append(std::to_string(v[i]));
-    return s;
 }
 
 std::string normalisation_problem(const AttentionOptions& options, const char* family)
@@ -94,7 +87,7 @@ std::vector<std::vector<Index>> grid_positions(const BlockSpec& spec, Index n)
     return pos;
 }
 
-void check_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
+void check_row_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
 {
     if (X.rows() != n || Y.rows() != n || Y.cols() != X.cols())
         throw std::invalid_argument(std::string(what) + ": X is " + std::to_string(X.rows()) + "x" +
@@ -184,7 +177,7 @@ std::string decay_problem(const AttentionOptions& options, Index n)
 namespace {
 
 // gates_problem(); with `loaded` false, gates named by a source but not read yet pass (checked when read).
-std::string gates_problem(const AttentionOptions& options, Index n, bool loaded)
+std::string gates_problem_when(const AttentionOptions& options, Index n, bool loaded)
 {
     if (!options.causal)
         return "gated attention is causal only (a token's gate decays the keys before it): choose causal attention";
@@ -211,7 +204,7 @@ std::string gates_problem(const AttentionOptions& options, Index n, bool loaded)
 
 }  // namespace
 
-std::string gates_problem(const AttentionOptions& options, Index n) { return gates_problem(options, n, false); }
+std::string gates_problem(const AttentionOptions& options, Index n) { return gates_problem_when(options, n, false); }
 
 // ---------------------------------------------------------------------------------------------------
 
@@ -295,14 +288,14 @@ void DecayOperator::grid_product(const MatrixXd& Lt, const MatrixXd& Rt, const E
 
 void DecayOperator::apply(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
 {
-    check_apply_shapes(m_n, X, Y, "apply");
+    check_row_apply_shapes(m_n, X, Y, "apply");
     raw_product(X, Y, false);
     Y.array().colwise() *= m_row_scale.array();
 }
 
 void DecayOperator::apply_transpose(const Eigen::Ref<const MatrixXd>& X, Eigen::Ref<MatrixXd> Y) const
 {
-    check_apply_shapes(m_n, X, Y, "apply_transpose");
+    check_row_apply_shapes(m_n, X, Y, "apply_transpose");
     const MatrixXd Xs = m_row_scale.asDiagonal() * X;   // A^T X = P^T (diag(1/z) X)
     raw_product(Xs, Y, true);
 }
@@ -453,7 +446,7 @@ std::unique_ptr<AttentionOperator> make_gated_operator(const Eigen::Ref<const Ma
 {
     check_queries_and_keys(Q, K);   // attention/operator.h
     const Index n = Q.rows();
-    if (const std::string problem = gates_problem(options, n, true); !problem.empty())
+    if (const std::string problem = gates_problem_when(options, n, true); !problem.empty())
         throw std::invalid_argument(problem);
     DecayOperator::Pieces p = feature_pieces(Mechanism::gated, Q, K, options);
     if (options.gates.log) {
