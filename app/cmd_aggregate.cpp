@@ -3,6 +3,7 @@
 // researcher reads in a terminal (one metric per block, mechanisms under it; then the paired differences)
 // or as JSON.
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <string>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "analysis/small_sample.h"
 #include "analysis/vocabulary.h"
 #include "cli_common.h"
 #include "cli_options.h"
@@ -31,6 +33,15 @@ struct AggregateArgs {
 };
 
 std::string num(double v) { return fmt::format("{:.6g}", v); }
+
+// DIR/results.jsonl as the user named DIR ("results/" gives "results/results.jsonl", not "results//...").
+std::string results_path(const std::string& dir, const std::string& which)
+{
+    std::string d = display_path(dir);
+    while (d.size() > 1 && d.back() == '/')
+        d.pop_back();
+    return d + "/" + which;
+}
 
 std::string group_title(const ojson& key)
 {
@@ -76,29 +87,36 @@ void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::st
     std::size_t pw = 5;
     for (const auto* p : pairs)
         pw = std::max(pw, p->mechanism_a.size() + 3 + p->mechanism_b.size());
-    const bool cl = stats.clustered;
-    std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {}{}\n", "metric", mw, "mechanism", nw, "n", "mean",
-                             "std", "95% interval of the mean", cl ? "  (clusters)" : "");
+    const auto interval = [](double lo, double hi) { return std::isfinite(lo) ? "[" + num(lo) + ", " + num(hi) + "]" : std::string("-"); };
+    const auto pvalue = [](double p) { return std::isfinite(p) ? fmt::format("{:.3g}", p) : std::string("-"); };
+    // G: clusters (or units, unclustered); agree: how many of the G means have the sign of the mean.
+    const std::string g = stats.clustered ? "clusters" : "G";
+    std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {:<28}  {:>8}  {:>5}  {}\n", "metric", mw, "mechanism", nw,
+                             "n", "mean", "std", "95% interval of the mean", g, "agree", "method");
     std::string last;
     for (const auto* r : rows) {
-        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  [{}, {}]{}\n", r->metric == last ? "" : r->metric, mw,
-                                 r->mechanism, nw, r->n, num(r->mean), r->std ? num(*r->std) : "-", num(r->ci_low),
-                                 num(r->ci_high), cl ? fmt::format("  ({})", r->clusters) : "");
+        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:>12}  {:<28}  {:>8}  {:>5}  {}\n",
+                                 r->metric == last ? "" : r->metric, mw, r->mechanism, nw, r->n, num(r->mean),
+                                 r->std ? num(*r->std) : "-", interval(r->ci_low, r->ci_high), r->clusters,
+                                 r->agree, analysis::to_string(r->ci_method));
         last = r->metric;
     }
-    if (pairs.empty())
-        return;
-    std::cout << "\n"
-              << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", "metric", mw, "a - b", pw, "n", "mean diff",
-                             "95% interval", cl ? "p (sign test over clusters)" : "p (sign test)");
-    last.clear();
-    for (const auto* p : pairs) {
-        std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {}\n", p->metric == last ? "" : p->metric, mw,
-                                 p->mechanism_a + " - " + p->mechanism_b, pw, p->n, num(p->mean_diff),
-                                 "[" + num(p->ci_low) + ", " + num(p->ci_high) + "]",
-                                 fmt::format("{:.4g}", p->p_sign) + (cl ? fmt::format(" ({} clusters)", p->clusters) : ""));
-        last = p->metric;
+    if (!pairs.empty()) {
+        std::cout << "\n"
+                  << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {:>8}  {:>5}  {:>8}  {:>8}  {:>8}  {}\n", "metric", mw,
+                                 "a - b", pw, "n", "mean diff", "95% interval", g, "agree", "p_t", "p_holm", "p_sign",
+                                 "method");
+        last.clear();
+        for (const auto* p : pairs) {
+            std::cout << fmt::format("{:<{}}  {:<{}}  {:>5}  {:>12}  {:<28}  {:>8}  {:>5}  {:>8}  {:>8}  {:>8}  {}\n",
+                                     p->metric == last ? "" : p->metric, mw, p->mechanism_a + " - " + p->mechanism_b, pw,
+                                     p->n, num(p->mean_diff), interval(p->ci_low, p->ci_high), p->clusters, p->agree,
+                                     pvalue(p->p_t), pvalue(p->p_holm), pvalue(p->p_sign), analysis::to_string(p->ci_method));
+            last = p->metric;
+        }
     }
+    if (const std::string note = analysis::few_clusters_note(stats); !note.empty())
+        std::cout << "note: " << note << "\n";
 }
 
 namespace {
@@ -119,7 +137,7 @@ int run_aggregate(const AggregateArgs& a)
     if (a.json) {
         ojson doc;
         doc["attnscope_version"] = ATTNSCOPE_VERSION;
-        doc["results"] = display_path(a.dir) + "/" + which;
+        doc["results"] = results_path(a.dir, which);
         doc["by"] = by;
         if (!a.cluster.empty())
             doc["cluster"] = a.cluster;
@@ -141,18 +159,23 @@ int run_aggregate(const AggregateArgs& a)
                     pairs.push_back(p);
             item["mechanisms"] = std::move(rows);
             item["pairs"] = std::move(pairs);
+            if (stats.contains("note"))
+                item["note"] = stats["note"];
             list.push_back(std::move(item));
         }
         doc["groups"] = std::move(list);
         std::cout << json_text(doc, 2) << "\n";
         return 0;
     }
-    std::cout << display_path(a.dir) << "/" << which << ": " << records.size() << " records; n = units measured, "
-              << "95% percentile bootstrap intervals (" << options.resamples << " resamples, seed " << options.seed
-              << "); differences paired on the same units\n";
+    std::cout << results_path(a.dir, which) << ": " << records.size() << " records; n = units measured; "
+              << "differences paired on the same units; 95% intervals: from " << analysis::k_few_clusters << " "
+              << (a.cluster.empty() ? "units" : "clusters") << " on a percentile bootstrap (" << options.resamples
+              << " resamples, seed " << options.seed << "), below that a t interval over the "
+              << (a.cluster.empty() ? "units" : "cluster means") << " (docs/maths.md 5); p_t: t test, p_holm: Holm "
+              << "over each table's differences, p_sign: sign test\n";
     if (!a.cluster.empty())
-        std::cout << "two-stage bootstrap: the units' " << a.cluster << " values are clusters, resampled first, then "
-                  << "units within each (docs/maths.md 5); sign tests over the clusters' mean differences\n";
+        std::cout << "clusters: the units' " << a.cluster << " values (two-stage bootstrap: clusters resampled first, "
+                  << "then units within each); t intervals, t and sign tests over the clusters' means\n";
     for (const auto& g : groups) {
         std::cout << "\n";
         if (!by.empty())

@@ -26,7 +26,7 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   xvfb xauth
   poppler-utils                 # pdfimages / pdffonts: the figure tests check exported PDFs
-  python3 python3-numpy python3-h5py python3-scipy   # scipy: bench/compare_numpy.py (svds)
+  python3 python3-numpy python3-h5py python3-scipy python3-mpmath   # scipy: bench/compare_numpy.py (svds) and aggregate references; mpmath: Student t to 40 digits
   python3-torch python3-sklearn
   pybind11-dev python3-pybind11 python3-dev   # the Python module `import attnscope` (python/, docs/python.md)
   python3-nbclient python3-ipykernel python3-matplotlib   # its notebook, run by tests/python

@@ -280,7 +280,7 @@ QString bandText(const QString& band)
 {
     const auto tr = [](const char* text) { return QCoreApplication::translate("CurvesView", text); };
     if (band == "ci")
-        return tr("band: 95% bootstrap interval of the mean");
+        return tr("band: 95% interval of the mean (bootstrap; t below 10 values)");
     return band == "minmax" ? tr("band: min \u2013 max") : band == "std" ? tr("band: \u00b1 1 std") : tr("no band");
 }
 

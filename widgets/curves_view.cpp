@@ -86,12 +86,13 @@ public:
         tools->addSpacing(12);
         // The interval first: the default wherever a point pools several units (one unit: no band).
         m_bandBox = field(tr("Band"),
-                          {{tr("95% bootstrap"), QStringLiteral("ci")},
+                          {{tr("95% interval"), QStringLiteral("ci")},
                            {tr("min \u2013 max"), QStringLiteral("minmax")},
                            {tr("mean \u00b1 1 std"), QStringLiteral("std")},
                            {tr("none"), QStringLiteral("none")}},
-                          tr("95% bootstrap: the interval of the mean over the layers, heads, draws and inputs pooled at "
-                             "each point, as aggregate.csv computes it; min \u2013 max and \u00b1 1 std: their spread"))
+                          tr("95% interval: of the mean over the layers, heads, draws and inputs pooled at each point, as "
+                             "aggregate.csv computes it (a percentile bootstrap from 10 values, a t interval below, "
+                             "none for one); min \u2013 max and \u00b1 1 std: their spread"))
                         .second;
         tools->addSpacing(12);
         m_xBox = field(tr("x axis"),
@@ -570,7 +571,7 @@ private:
                 if (band == "std")
                     s += tr(" \u00b1 %1").arg(fmtNum(p.std, 3));
                 else if (band == "ci" && std::isfinite(p.ciLow))
-                    s += tr(" (95% bootstrap %1 \u2013 %2)").arg(fmtNum(p.ciLow, 4), fmtNum(p.ciHigh, 4));
+                    s += tr(" (95% interval %1 \u2013 %2)").arg(fmtNum(p.ciLow, 4), fmtNum(p.ciHigh, 4));
                 else
                     s += tr(" (min %1, max %2)").arg(fmtNum(p.min, 4), fmtNum(p.max, 4));
                 s += tr(", %1 records").arg(p.count);

@@ -338,7 +338,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     m_inputs->setCurrentIndex(initial.allInputs ? 1 : 0);
     m_inputs->setObjectName(QStringLiteral("inputs"));
     m_inputs->setToolTip(tr("Every index of the queries' other index axes (e.g. b: a batch of inputs) is a unit; "
-                            "the curves show their mean and its 95% bootstrap interval"));
+                            "the curves show their mean and its 95% interval"));
     wf->addRow(tr("&Inputs"), m_inputs);
     auto* mechRow = new QHBoxLayout;
     for (const QString& name : qNames(attention::mechanism_names())) {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "analysis/measure.h"
+#include "analysis/small_sample.h"
 #include "util/csv.h"
 #include "util/rng.h"
 
@@ -310,18 +311,39 @@ double sign_test_p(std::uint64_t positive, std::uint64_t negative)
 
 namespace {
 
-// One row's interval: one-stage over the values, or two-stage over their units' clusters (cluster_ids: per
-// value). Returns the number of clusters (0 when not clustered).
-std::size_t row_interval(const std::vector<double>& x, const std::vector<std::size_t>& cluster_ids, bool clustered,
-                         Resampler& resampler, const AggregateOptions& options, double& lo, double& hi)
+// One row's interval (attention.md 2.2): G cluster means (unclustered: the G = n values); from
+// k_few_clusters on, the one- or two-stage percentile bootstrap as before, below it the t interval over the
+// cluster means, for one cluster none. Sets the row's clusters, ci_method and agree (the cluster means with the
+// sign of `overall`, the row's mean) and returns the cluster means.
+template <class Row>
+std::vector<double> row_interval(const std::vector<double>& x, const std::vector<std::size_t>& cluster_ids, bool clustered,
+                                 Resampler& resampler, const AggregateOptions& options, double overall, Row& row)
 {
-    if (!clustered) {
-        std::tie(lo, hi) = resampler.interval(x);
-        return 0;
+    std::vector<std::vector<double>> groups;
+    std::vector<double> means;
+    if (clustered) {
+        groups = group_by_cluster(x, cluster_ids);
+        for (const std::vector<double>& g : groups)
+            means.push_back(mean_of(g));
+    } else {
+        means = x;
     }
-    const std::vector<std::vector<double>> groups = group_by_cluster(x, cluster_ids);
-    std::tie(lo, hi) = cluster_bootstrap_interval(groups, options);
-    return groups.size();
+    row.clusters = means.size();
+    row.agree = agree_count(means, overall);
+    if (means.size() < 2) {
+        row.ci_method = CiMethod::none;
+        row.ci_low = row.ci_high = std::numeric_limits<double>::quiet_NaN();
+    } else if (means.size() < k_few_clusters) {
+        row.ci_method = CiMethod::t;
+        std::tie(row.ci_low, row.ci_high) = t_interval(means, options.level);
+    } else if (clustered) {
+        row.ci_method = CiMethod::two_stage_bootstrap;
+        std::tie(row.ci_low, row.ci_high) = cluster_bootstrap_interval(groups, options);
+    } else {
+        row.ci_method = CiMethod::bootstrap;
+        std::tie(row.ci_low, row.ci_high) = resampler.interval(x);
+    }
+    return means;
 }
 
 // The sign test of a pair: over the units, or over the clusters' mean differences.
@@ -369,8 +391,8 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
                 }
             if (x.empty())
                 continue;
-            MechanismStats s{t.mechanisms[mech], t.metrics[metric], x.size(), mean_of(x), sample_std(x), 0, 0, 0};
-            s.clusters = row_interval(x, cl, out.clustered, resampler, options, s.ci_low, s.ci_high);
+            MechanismStats s{t.mechanisms[mech], t.metrics[metric], x.size(), mean_of(x), sample_std(x)};
+            (void)row_interval(x, cl, out.clustered, resampler, options, s.mean, s);
             out.mechanisms.push_back(std::move(s));
         }
     for (std::size_t a = 0; a < t.mechanisms.size(); ++a)
@@ -391,11 +413,21 @@ Aggregate aggregate(const std::vector<UnitMetrics>& records, const AggregateOpti
                 }
                 if (d.empty())
                     continue;
-                PairStats s{t.mechanisms[a], t.mechanisms[b], t.metrics[metric], d.size(), mean_of(d), 0, 0,
-                            pair_sign_p(d, cl, out.clustered), 0};
-                s.clusters = row_interval(d, cl, out.clustered, resampler, options, s.ci_low, s.ci_high);
+                PairStats s{t.mechanisms[a], t.mechanisms[b], t.metrics[metric], d.size(), mean_of(d)};
+                s.p_sign = pair_sign_p(d, cl, out.clustered);
+                s.p_t = t_test_p(row_interval(d, cl, out.clustered, resampler, options, s.mean_diff, s));
                 out.pairs.push_back(std::move(s));
             }
+    std::vector<double> p_t;
+    for (const PairStats& s : out.pairs)
+        p_t.push_back(s.p_t);
+    const std::vector<double> holm = holm_adjust(p_t);
+    for (std::size_t i = 0; i < out.pairs.size(); ++i)
+        out.pairs[i].p_holm = holm[i];
+    for (const MechanismStats& s : out.mechanisms)
+        out.fewest_clusters = out.fewest_clusters ? std::min(out.fewest_clusters, s.clusters) : s.clusters;
+    for (const PairStats& s : out.pairs)
+        out.fewest_clusters = out.fewest_clusters ? std::min(out.fewest_clusters, s.clusters) : s.clusters;
     return out;
 }
 
@@ -414,6 +446,18 @@ std::pair<double, double> bootstrap_interval(const std::vector<double>& x, const
     if (x.empty())
         throw std::invalid_argument("bootstrap interval of no values");
     return Resampler(options).interval(x);
+}
+
+MeanInterval mean_interval(const std::vector<double>& x, const AggregateOptions& options)
+{
+    if (x.size() < 2)
+        return {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::quiet_NaN(), CiMethod::none};
+    if (x.size() < k_few_clusters) {
+        const auto [lo, hi] = t_interval(x, options.level);
+        return {lo, hi, CiMethod::t};
+    }
+    const auto [lo, hi] = bootstrap_interval(x, options);
+    return {lo, hi, CiMethod::bootstrap};
 }
 
 std::pair<double, double> cluster_bootstrap_interval(const std::vector<std::vector<double>>& clusters,
@@ -475,6 +519,7 @@ void flatten(const json& obj, const std::string& prefix, bool top, std::vector<s
 }
 
 json number_or_null(std::optional<double> v) { return v ? json(*v) : json(); }
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(); }
 
 std::string csv_number(double v) { return fmt::format("{:.17g}", v); }
 
@@ -488,6 +533,37 @@ std::vector<std::pair<std::string, double>> result_metrics(const json& result)
     return out;
 }
 
+const char* to_string(CiMethod m)
+{
+    switch (m) {
+    case CiMethod::bootstrap: return "bootstrap";
+    case CiMethod::two_stage_bootstrap: return "two-stage bootstrap";
+    case CiMethod::t: return "t";
+    case CiMethod::none: break;
+    }
+    return "none";
+}
+
+std::string few_clusters_note(const Aggregate& a)
+{
+    const std::size_t g = a.fewest_clusters;
+    if (g == 0 || g >= k_few_clusters)
+        return {};
+    const std::string what = a.clustered ? "cluster" : "unit";
+    std::string note = fmt::format("with {} {}{} ", g, what, g == 1 ? "" : "s");
+    if (g < k_sign_test_min_clusters)
+        note += fmt::format("no two-sided sign test can reach p < 0.05 (the smallest possible p is {:.3g}); ",
+                            sign_test_p(g, 0));
+    if (g < 2)
+        note += "no interval can be given";
+    else
+        note += fmt::format("intervals are t intervals over the {} ({} degrees of freedom)",
+                            a.clustered ? "cluster means" : "units' values", g - 1);
+    if (a.clustered)
+        note += "; agree = how many cluster means share the sign of the mean";
+    return note;
+}
+
 json aggregate_json(const Aggregate& a, const AggregateOptions& options)
 {
     json doc;
@@ -495,25 +571,22 @@ json aggregate_json(const Aggregate& a, const AggregateOptions& options)
     doc["resamples"] = options.resamples;
     doc["seed"] = options.seed;
     doc["level"] = options.level;
+    if (const std::string note = few_clusters_note(a); !note.empty())
+        doc["note"] = note;
     json rows = json::array();
     for (const MechanismStats& s : a.mechanisms)
-    {
-        rows.push_back({{"mechanism", s.mechanism}, {"metric", s.metric},   {"n", s.n},
-                        {"mean", s.mean},           {"std", number_or_null(s.std)},
-                        {"ci_low", s.ci_low},       {"ci_high", s.ci_high}});
-        if (a.clustered)
-            rows.back()["clusters"] = s.clusters;
-    }
+        rows.push_back({{"mechanism", s.mechanism},   {"metric", s.metric},        {"n", s.n},
+                        {"mean", s.mean},             {"std", number_or_null(s.std)}, {"ci_low", finite_or_null(s.ci_low)},
+                        {"ci_high", finite_or_null(s.ci_high)}, {"clusters", s.clusters},
+                        {"ci_method", to_string(s.ci_method)},  {"agree", s.agree}});
     doc["mechanisms"] = std::move(rows);
     json pairs = json::array();
     for (const PairStats& s : a.pairs)
-    {
         pairs.push_back({{"mechanism_a", s.mechanism_a}, {"mechanism_b", s.mechanism_b}, {"metric", s.metric},
-                         {"n", s.n},                     {"mean_diff", s.mean_diff},     {"ci_low", s.ci_low},
-                         {"ci_high", s.ci_high},         {"p_sign", s.p_sign}});
-        if (a.clustered)
-            pairs.back()["clusters"] = s.clusters;
-    }
+                         {"n", s.n},                     {"mean_diff", s.mean_diff},     {"ci_low", finite_or_null(s.ci_low)},
+                         {"ci_high", finite_or_null(s.ci_high)}, {"p_sign", s.p_sign},   {"clusters", s.clusters},
+                         {"ci_method", to_string(s.ci_method)},  {"agree", s.agree},     {"p_t", finite_or_null(s.p_t)},
+                         {"p_holm", finite_or_null(s.p_holm)}});
     doc["pairs"] = std::move(pairs);
     return doc;
 }
@@ -521,17 +594,19 @@ json aggregate_json(const Aggregate& a, const AggregateOptions& options)
 std::string aggregate_csv(const Aggregate& a)
 {
     std::ostringstream out;
-    const auto clusters = [&a](std::size_t c) { return a.clustered ? std::string(",").append(std::to_string(c)) : std::string(); };
-    out << "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign"
-        << (a.clustered ? ",clusters\n" : "\n");
+    const auto num = [](double v) { return std::isfinite(v) ? csv_number(v) : std::string(); };
+    out << "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign,clusters,ci_method,"
+           "agree,p_t,p_holm\n";
     for (const MechanismStats& s : a.mechanisms)
         out << "mechanism," << csv_field(s.mechanism) << ",,," << csv_field(s.metric) << ',' << s.n << ','
-            << csv_number(s.mean) << ',' << (s.std ? csv_number(*s.std) : "") << ",," << csv_number(s.ci_low) << ','
-            << csv_number(s.ci_high) << ',' << clusters(s.clusters) << '\n';
+            << csv_number(s.mean) << ',' << (s.std ? csv_number(*s.std) : "") << ",," << num(s.ci_low) << ','
+            << num(s.ci_high) << ",," << s.clusters << ',' << csv_field(to_string(s.ci_method)) << ',' << s.agree
+            << ",,\n";
     for (const PairStats& s : a.pairs)
         out << "pair,," << csv_field(s.mechanism_a) << ',' << csv_field(s.mechanism_b) << ',' << csv_field(s.metric)
-            << ',' << s.n << ",,," << csv_number(s.mean_diff) << ',' << csv_number(s.ci_low) << ','
-            << csv_number(s.ci_high) << ',' << csv_number(s.p_sign) << clusters(s.clusters) << '\n';
+            << ',' << s.n << ",,," << csv_number(s.mean_diff) << ',' << num(s.ci_low) << ',' << num(s.ci_high) << ','
+            << csv_number(s.p_sign) << ',' << s.clusters << ',' << csv_field(to_string(s.ci_method)) << ','
+            << s.agree << ',' << num(s.p_t) << ',' << num(s.p_holm) << '\n';
     return out.str();
 }
 

@@ -37,13 +37,20 @@ struct UnitMetrics {
     std::string cluster = {};                            // the unit's top group (two-stage bootstrap); "" = none
 };
 
+// How a row's interval was made (attention.md 2.2): G >= k_few_clusters clusters (or values, unclustered) the
+// percentile bootstrap, one- or two-stage; fewer, the t interval over the G cluster means; one, none (NaN).
+enum class CiMethod { bootstrap, two_stage_bootstrap, t, none };
+const char* to_string(CiMethod m);   // "bootstrap", "two-stage bootstrap", "t", "none"
+
 struct MechanismStats {
     std::string mechanism, metric;
     std::size_t n = 0;
     double mean = 0;
     std::optional<double> std;                           // sample std (n - 1); none when n < 2
-    double ci_low = 0, ci_high = 0;
-    std::size_t clusters = 0;                            // clusters holding the n values (0: not clustered)
+    double ci_low = 0, ci_high = 0;                      // NaN when ci_method is none
+    std::size_t clusters = 0;                            // G: the clusters holding the n values (unclustered: n)
+    CiMethod ci_method = CiMethod::bootstrap;
+    std::size_t agree = 0;                               // cluster means (unclustered: values) with the mean's sign
 };
 
 struct PairStats {
@@ -51,7 +58,11 @@ struct PairStats {
     std::size_t n = 0;                                   // units where both are measured (ties included)
     double mean_diff = 0, ci_low = 0, ci_high = 0;
     double p_sign = 1;                                   // two-sided exact sign test, ties dropped
-    std::size_t clusters = 0;                            // clustered: p_sign is over these clusters' mean differences
+    std::size_t clusters = 0;                            // G; clustered: p_sign is over these clusters' mean differences
+    CiMethod ci_method = CiMethod::bootstrap;
+    std::size_t agree = 0;                               // cluster mean differences with the sign of mean_diff
+    double p_t = 0;                                      // two-sided t test over the G cluster means; NaN when G < 2
+    double p_holm = 0;                                   // p_t adjusted by Holm over the aggregate's pairs
 };
 
 struct AggregateOptions {
@@ -64,6 +75,7 @@ struct AggregateOptions {
 struct Aggregate {
     std::size_t units = 0;                               // distinct units seen
     bool clustered = false;                              // the records named clusters: two-stage intervals
+    std::size_t fewest_clusters = 0;                     // the smallest G of any row (0: no rows)
     std::vector<MechanismStats> mechanisms;              // mechanisms in order of first appearance, then metrics
     std::vector<PairStats> pairs;                        // (a, b) with a first seen before b, then metrics
 };
@@ -108,6 +120,15 @@ std::vector<std::pair<std::string, double>> result_metrics(const nlohmann::order
 // (analysis/sweep.h, sweep_curves and sweep_summary). Throws std::invalid_argument for no values.
 std::pair<double, double> bootstrap_interval(const std::vector<double>& x, const AggregateOptions& options = {});
 
+// The 95% interval (options.level) of the mean of `x`, its values taken as independent units, by the rule of
+// aggregate rows (attention.md 2.2): from k_few_clusters values the percentile bootstrap (bootstrap_interval),
+// from two the t interval, one value none (NaN, NaN). A sweep's points and the Curves view's band use it.
+struct MeanInterval {
+    double low, high;
+    CiMethod method;
+};
+MeanInterval mean_interval(const std::vector<double>& x, const AggregateOptions& options = {});
+
 // The two-stage (cluster) bootstrap interval of the mean of every value of `clusters` (docs/maths.md 5): per
 // resample, G clusters drawn with replacement, then as many positions within each drawn cluster as it holds,
 // all from one fresh SplitMix64(options.seed); the statistic is the mean of every value drawn. Throws
@@ -122,11 +143,16 @@ double percentile_linear(std::vector<double>& values, double p);
 double sign_test_p(std::uint64_t positive, std::uint64_t negative);
 
 // The statistics as JSON ({"units", "resamples", "seed", "level", "mechanisms": [...], "pairs": [...]}; std null
-// when n < 2) and as CSV: one header, "kind" = mechanism | pair, each row filling its own columns
-// (mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign). A clustered aggregate
-// adds "clusters" to every JSON row and a last CSV column `clusters`.
+// when n < 2; ci_low, ci_high, p_t, p_holm null when not defined; "note": few_clusters_note() when it says
+// something) and as CSV: one header, "kind" = mechanism | pair, each row filling its own columns
+// (mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign,clusters,ci_method,agree,
+// p_t,p_holm). Every row has "clusters", "ci_method" and "agree"; pairs "p_t" and "p_holm".
 nlohmann::ordered_json aggregate_json(const Aggregate& a, const AggregateOptions& options = {});
 std::string aggregate_csv(const Aggregate& a);
+// The sentence a table with few clusters carries (attention.md 2.2), empty when every row has enough: "with 3
+// clusters no two-sided sign test can reach p < 0.05 (the smallest possible p is 0.25); intervals are t
+// intervals over the cluster means (2 degrees of freedom); ...".
+std::string few_clusters_note(const Aggregate& a);
 
 // The records of a batch (results.jsonl objects) as units: unit = the record's "unit" index; cluster = the
 // record's value of the group field `cluster` (aggregate_by's fields; "" = no clusters).

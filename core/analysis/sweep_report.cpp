@@ -120,8 +120,10 @@ nlohmann::ordered_json sweep_summary(const SweepSpec& spec, const std::vector<Sw
                 continue;
             }
             const metrics::Spread s = metrics::spread_of(it->second);
-            const auto [lo, hi] = bootstrap_interval(it->second);   // over the point's units (docs/maths.md 5)
-            p[metric] = {{"mean", s.mean}, {"std", s.std}, {"min", s.min}, {"max", s.max}, {"ci_low", lo}, {"ci_high", hi}};
+            const MeanInterval ci = mean_interval(it->second);   // over the point's units (docs/maths.md 5)
+            p[metric] = {{"mean", s.mean}, {"std", s.std},        {"min", s.min},
+                         {"max", s.max},   {"ci_low", ci.low},    {"ci_high", ci.high},
+                         {"ci_method", to_string(ci.method)}};
         }
         points.push_back(std::move(p));
     }
@@ -142,8 +144,10 @@ std::string sweep_summary_csv(const nlohmann::ordered_json& summary)
                 continue;
             out << p["mechanism"].get<std::string>() << ',' << p["n"].get<Index>() << ',' << p["m"].get<Index>() << ','
                 << p["count"].get<Index>() << ',' << metric;
-            for (const char* field : {"mean", "std", "min", "max", "ci_low", "ci_high"})
-                out << ',' << fmt::format("{:.17g}", (*it)[field].get<double>());
+            for (const char* field : {"mean", "std", "min", "max", "ci_low", "ci_high"}) {
+                const auto& v = (*it)[field];   // null (a session's NaN) or NaN: no interval for one unit
+                out << ',' << (v.is_number() && std::isfinite(v.get<double>()) ? fmt::format("{:.17g}", v.get<double>()) : "");
+            }
             out << '\n';
         }
     return out.str();
@@ -209,7 +213,9 @@ std::vector<SweepCurve> sweep_curves(const SweepResult& sweep, const nlohmann::o
                 continue;
             s.min = a.records.min;
             s.max = a.records.max;
-            std::tie(s.ci_low, s.ci_high) = bootstrap_interval(a.values);
+            const MeanInterval ci = mean_interval(a.values);
+            s.ci_low = ci.low;
+            s.ci_high = ci.high;
             c.points.emplace_back(where.second, s);
         }
         if (!c.points.empty())

@@ -4,9 +4,9 @@
 means and whose paired rows carry p-values; two shards merged give the same aggregate as one run; `attnscope
 aggregate` prints the same numbers for every grouping (--by head, --json); `--at b=all` makes every input of a
 test-set file its own unit in analyze (JSON with units, the single-unit JSON unchanged) and in a batch job
-(`at = { b = "all" }`); `aggregate --cluster b` gives the reference's two-stage intervals and the sweep's points
-their inputs' bootstrap interval; and the errors (not a results folder, unknown --by field, b=all with an axis the layout lacks)
-are one `error:` line, exit 2. usage: check_aggregate.py ATTNSCOPE WORKDIR"""
+(`at = { b = "all" }`); `aggregate --cluster b` gives the reference's intervals over the five clusters (t
+intervals: fewer than ten) and the sweep's points their inputs' interval (t over five inputs); and the errors (not
+a results folder, unknown --by field, b=all with an axis the layout lacks) are one `error:` line, exit 2. usage: check_aggregate.py ATTNSCOPE WORKDIR"""
 import csv
 import json
 import math
@@ -96,15 +96,17 @@ def csv_rows(path):
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
             num = {k: (None if row[k] == "" else float(row[k])) for k in
-                   ("mean", "std", "mean_diff", "ci_low", "ci_high", "p_sign")}
+                   ("mean", "std", "mean_diff", "ci_low", "ci_high", "p_sign", "p_t", "p_holm")}
+            few = {"clusters": int(row["clusters"]), "ci_method": row["ci_method"], "agree": int(row["agree"])}
             if row["kind"] == "mechanism":
                 out["mechanisms"].append({"mechanism": row["mechanism"], "metric": row["metric"], "n": int(row["n"]),
                                           "mean": num["mean"], "std": num["std"], "ci_low": num["ci_low"],
-                                          "ci_high": num["ci_high"]})
+                                          "ci_high": num["ci_high"], **few})
             elif row["kind"] == "pair":
                 out["pairs"].append({"mechanism_a": row["mechanism_a"], "mechanism_b": row["mechanism_b"],
                                      "metric": row["metric"], "n": int(row["n"]), "mean_diff": num["mean_diff"],
-                                     "ci_low": num["ci_low"], "ci_high": num["ci_high"], "p_sign": num["p_sign"]})
+                                     "ci_low": num["ci_low"], "ci_high": num["ci_high"], "p_sign": num["p_sign"],
+                                     "p_t": num["p_t"], "p_holm": num["p_holm"], **few})
             else:
                 problems.append(f"{path}: row kind {row['kind']!r}")
     return out
@@ -214,10 +216,12 @@ else:
         problems.append(f"sweep --at b=all: {len(rows)} records, expected 10")
     if sorted((r["n"], r["at"]) for r in rows) != sorted((n, f"b={b}") for n in ("16", "32") for b in range(5)):
         problems.append(f"sweep --at b=all: (n, at) columns {[(r.get('n'), r.get('at')) for r in rows]}")
-    # Each point's interval is the bootstrap of its five inputs (the reference's one-stage interval).
+    # Each point's interval is the reference's interval of its five inputs (five units: a t interval).
     for pt in json.load(open(os.path.join(work, "sweep.json")))["points"]:
         x = [float(r["effective_rank"]) for r in rows if int(r["n"]) == pt["n"]]
-        lo, hi = attnref.bootstrap_interval(x)
+        lo, hi, method = attnref.mean_interval(x)
+        if pt["effective_rank"].get("ci_method") != method:
+            problems.append(f"sweep --json N={pt['n']}: ci_method {pt['effective_rank'].get('ci_method')}, expected {method}")
         if not (close(pt["effective_rank"]["ci_low"], lo) and close(pt["effective_rank"]["ci_high"], hi)):
             problems.append(f"sweep --json N={pt['n']}: interval [{pt['effective_rank'].get('ci_low')}, "
                             f"{pt['effective_rank'].get('ci_high')}], reference [{lo}, {hi}]")
@@ -241,7 +245,7 @@ else:
     p = run(["aggregate", "tb", "--by", "b", "--json"])
     if p.returncode != 0 or [g["group"] for g in json.loads(p.stdout)["groups"]] != [{"b": b} for b in range(5)]:
         problems.append(f"aggregate tb --by b: exit {p.returncode} {p.stderr.strip()}")
-    # Two-stage bootstrap: the five inputs are clusters of two heads each (docs/maths.md 5).
+    # Clusters: the five inputs are clusters of two heads each (docs/maths.md 5; five clusters: t intervals).
     p = run(["aggregate", "tb", "--cluster", "b", "--json"])
     if p.returncode != 0:
         problems.append(f"aggregate tb --cluster b: exit {p.returncode} {p.stderr.strip()}")

@@ -908,18 +908,112 @@ def flatten_result(result, prefix=""):
     return out
 
 
+FEW_CLUSTERS = 10   # attention.md 2.2: below this many clusters (or units), t intervals over the cluster means
+
+
+def student_t_sf(t, df):
+    """P(T > t) for Student's t with df degrees of freedom, to 40 digits by mpmath: I_{df/(df+t^2)}(df/2, 1/2) / 2
+    for t >= 0. (scipy.stats.t is not used: its ppf is off by ~2e-9 relative at some levels.)"""
+    import mpmath
+    with mpmath.workdps(40):
+        t, df = mpmath.mpf(t), mpmath.mpf(df)
+        tail = mpmath.betainc(df / 2, mpmath.mpf(1) / 2, 0, df / (df + t * t), regularized=True)
+        return tail / 2 if t >= 0 else 1 - tail / 2
+
+
+def student_t_quantile(q, df):
+    """The q-quantile of Student's t by bisection of student_t_sf to far below double precision."""
+    import mpmath
+    with mpmath.workdps(40):
+        q = mpmath.mpf(q)
+        if q == mpmath.mpf(1) / 2:
+            return 0.0
+        if q < mpmath.mpf(1) / 2:
+            return -student_t_quantile(1 - q, df)
+        lo, hi = mpmath.mpf(0), mpmath.mpf(1)
+        while student_t_sf(hi, df) > 1 - q:
+            hi *= 2
+        for _ in range(120):
+            mid = (lo + hi) / 2
+            if student_t_sf(mid, df) > 1 - q:
+                lo = mid
+            else:
+                hi = mid
+        return float((lo + hi) / 2)
+
+
+def few_cluster_stats(means, overall, level=0.95):
+    """attention.md 2.2, statistics over few clusters (Student's t by mpmath, independent of the C++ incomplete
+    beta): (ci_low, ci_high) = the t interval over the G means (None below two), agree = how many means share the
+    sign of `overall`, p_t = the two-sided one-sample t test of mean 0 over the means (None below two)."""
+    m = [float(v) for v in means]
+    sgn = lambda v: (v > 0) - (v < 0)
+    agree = int(sum(1 for v in m if sgn(v) == sgn(overall)))
+    if len(m) < 2:
+        return None, None, agree, None
+    mu = _mean(m)
+    sd = math.sqrt(sum((v - mu) * (v - mu) for v in m) / (len(m) - 1))
+    half = student_t_quantile(0.5 * (1.0 + level), len(m) - 1) * sd / math.sqrt(len(m))
+    if sd == 0:
+        p = 1.0 if mu == 0 else 0.0
+    else:
+        p = float(min(1.0, 2.0 * student_t_sf(abs(mu) / (sd / math.sqrt(len(m))), len(m) - 1)))
+    return mu - half, mu + half, agree, p
+
+
+def mean_interval(x, resamples=2000, seed=0):
+    """(ci_low, ci_high, ci_method) of the mean of x, its values as independent units, by the rule of aggregate rows
+    (attention.md 2.2): the percentile bootstrap from FEW_CLUSTERS values, a t interval from two, none for one."""
+    if len(x) >= FEW_CLUSTERS:
+        return bootstrap_interval(x, resamples, seed) + ("bootstrap",)
+    lo, hi, _, _ = few_cluster_stats(x, _mean(x))
+    return lo, hi, ("t" if len(x) >= 2 else "none")
+
+
+def holm(ps):
+    """Holm's step-down adjustment; None entries are left out and stay None."""
+    idx = sorted((i for i, p in enumerate(ps) if p is not None), key=lambda i: ps[i])
+    out, running, m = [None] * len(ps), 0.0, len(idx)
+    for j, i in enumerate(idx):
+        running = max(running, min(1.0, (m - j) * ps[i]))
+        out[i] = running
+    return out
+
+
+def _interval_row(row, x, groups, overall, resamples, seed):
+    """Fills ci_low, ci_high, clusters, ci_method and agree of one row; returns the G means (clusters or values)."""
+    means = [_mean(g) for g in groups] if groups is not None else list(x)
+    row["clusters"] = len(means)
+    if len(means) < FEW_CLUSTERS:
+        lo, hi, agree, _ = few_cluster_stats(means, overall)
+        row["ci_low"], row["ci_high"] = lo, hi
+        row["ci_method"] = "t" if len(means) >= 2 else "none"
+    else:
+        _, _, agree, _ = few_cluster_stats(means, overall)
+        if groups is not None:
+            row["ci_low"], row["ci_high"] = cluster_bootstrap_interval(groups, resamples, seed)
+            row["ci_method"] = "two-stage bootstrap"
+        else:
+            row["ci_low"], row["ci_high"] = bootstrap_interval(x, resamples, seed)
+            row["ci_method"] = "bootstrap"
+    row["agree"] = agree
+    return means
+
+
 def aggregate(units, resamples=2000, seed=0):
     """Statistics over units (attention.md 2.1, last bullet; cli.md aggregate.csv / aggregate.json).
 
     units: a list of records, one per (unit, mechanism): {"unit": id, "mechanism": name, metric: value, ...}
     (values are numbers, or None when not measured; flatten_result() turns an analyze result into such metrics).
-    Returns {"mechanisms": [{"mechanism", "metric", "n", "mean", "std", "ci_low", "ci_high"}, ...],
+    Returns {"mechanisms": [{"mechanism", "metric", "n", "mean", "std", "ci_low", "ci_high", "clusters",
+                             "ci_method", "agree"}, ...],
              "pairs": [{"mechanism_a", "mechanism_b", "metric", "n", "mean_diff", "ci_low", "ci_high",
-                        "p_sign"}, ...]}
+                        "p_sign", "clusters", "ci_method", "agree", "p_t", "p_holm"}, ...]}
     in order of first appearance (mechanisms, then metrics). The procedure is spelt out above. When the records
-    carry "cluster" (a seed, a file), intervals are two-stage (cluster_bootstrap_interval over the row's values
-    grouped by their units' clusters, in order of first appearance), rows gain "clusters", and a pair's p_sign is
-    the sign test over the clusters' mean differences."""
+    carry "cluster" (a seed, a file), the G clusters are the row's values grouped by their units' clusters (in order
+    of first appearance) and a pair's p_sign is the sign test over the clusters' mean differences; otherwise the G
+    "clusters" are the values themselves. From FEW_CLUSTERS on the interval is the (two-stage, when clustered)
+    percentile bootstrap; below, the t interval over the G means (attention.md 2.2, few_cluster_stats)."""
     mechs, metric_names, unit_ids = [], [], []
     table = {}                                  # (mechanism, unit) -> record
     clustered = bool(units) and "cluster" in units[0]
@@ -949,12 +1043,8 @@ def aggregate(units, resamples=2000, seed=0):
             if not x:
                 continue
             row = {"mechanism": mech, "metric": metric, "n": len(x), "mean": _mean(x), "std": _sample_std(x)}
-            if clustered:
-                groups = _clusters_of(x, [cluster_of[rec["unit"]] for rec in sel])
-                row["ci_low"], row["ci_high"] = cluster_bootstrap_interval(groups, resamples, seed)
-                row["clusters"] = len(groups)
-            else:
-                row["ci_low"], row["ci_high"] = bootstrap_interval(x, resamples, seed)
+            groups = _clusters_of(x, [cluster_of[rec["unit"]] for rec in sel]) if clustered else None
+            _interval_row(row, x, groups, row["mean"], resamples, seed)
             rows.append(row)
     pairs = []
     for ia, a in enumerate(mechs):
@@ -972,15 +1062,13 @@ def aggregate(units, resamples=2000, seed=0):
                 if not d:
                     continue
                 row = {"mechanism_a": a, "mechanism_b": b, "metric": metric, "n": len(d), "mean_diff": _mean(d)}
-                if clustered:
-                    groups = _clusters_of(d, [cluster_of[u] for u in du])
-                    row["ci_low"], row["ci_high"] = cluster_bootstrap_interval(groups, resamples, seed)
-                    row["p_sign"] = sign_test_p([_mean(g) for g in groups])
-                    row["clusters"] = len(groups)
-                else:
-                    row["ci_low"], row["ci_high"] = bootstrap_interval(d, resamples, seed)
-                    row["p_sign"] = sign_test_p(d)
+                groups = _clusters_of(d, [cluster_of[u] for u in du]) if clustered else None
+                means = _interval_row(row, d, groups, row["mean_diff"], resamples, seed)
+                row["p_sign"] = sign_test_p(means)
+                row["p_t"] = few_cluster_stats(means, row["mean_diff"])[3]
                 pairs.append(row)
+    for row, p in zip(pairs, holm([r["p_t"] for r in pairs])):
+        row["p_holm"] = p
     return {"mechanisms": rows, "pairs": pairs}
 
 

@@ -93,7 +93,7 @@ TEST(CurvesBand, EveryInputGivesTheBootstrapBand)
         EXPECT_TRUE(matched) << "band " << bands;
     }
     EXPECT_EQ(bands, 3);   // one per mechanism
-    EXPECT_TRUE(texts(plot).join('\n').contains(QStringLiteral("95% bootstrap"))) << texts(plot).join(" | ").toStdString();
+    EXPECT_TRUE(texts(plot).join('\n').contains(QStringLiteral("95% interval"))) << texts(plot).join(" | ").toStdString();
 
     // One input: one unit per point, no band.
     p.allInputs = false;

@@ -3,6 +3,7 @@
 // nested metrics, nulls, ties, a unit one mechanism lacks and a metric one mechanism lacks; the sign test at
 // n = 1, 2, 1000 and beyond the exact range; and the errors.
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <set>
@@ -13,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "analysis/small_sample.h"
+#include "core/analysis/aggregate_compare.h"
 #include "io/selection.h"
 #include "support/test_support.h"
 #include "util/rng.h"
@@ -23,14 +26,15 @@ namespace {
 using json = nlohmann::ordered_json;
 using analysis::Aggregate;
 
-// Seven units x three mechanisms, shaped like results.jsonl records (provenance fields, lists, strings,
-// booleans, nested objects), the values drawn from a fixed generator.
-std::vector<json> fixed_records()
+// `units` units (seven: t intervals, fewer than ten; twelve: the bootstrap) x three mechanisms, shaped like
+// results.jsonl records (provenance fields, lists, strings, booleans, nested objects), the values drawn from a
+// fixed generator.
+std::vector<json> fixed_records(int units = 7)
 {
     SplitMix64 rng(42);
     std::vector<json> out;
     const std::vector<std::string> mechanisms = {"softmax", "linear", "mhla"};
-    for (int unit = 0; unit < 7; ++unit)
+    for (int unit = 0; unit < units; ++unit)
         for (std::size_t mi = 0; mi < mechanisms.size(); ++mi) {
             const std::string& m = mechanisms[mi];
             if (m == "mhla" && unit == 5)
@@ -68,64 +72,40 @@ void expect_close(double got, const json& want, const std::string& what)
     EXPECT_LE(rel(got, want.get<double>()), 1e-12) << what << ": " << got << " vs " << want.get<double>();
 }
 
+// Seven units (t intervals over the units, agree, t tests, Holm) and twelve (the percentile bootstrap).
 TEST(Aggregate, MatchesTheNumPyReference)
 {
-    const std::vector<json> records = fixed_records();
     const std::vector<std::pair<int, int>> counts = {{0, 0},  {1, 0},     {1, 1},     {0, 2},     {2, 0},    {3, 7},
                                                      {31, 31}, {0, 62},   {10, 53},   {0, 63},    {20, 60},  {400, 600},
                                                      {500, 500}, {0, 1000}, {1, 999}, {480, 520}, {2000, 2600}};
-    const std::string dir = test::fresh_work_dir("aggregate_reference");
-    {
-        std::ofstream(dir + "/records.json") << json(records).dump();
-        json c = json::array();
-        for (const auto& [p, n] : counts)
-            c.push_back({p, n});
-        std::ofstream(dir + "/counts.json") << c.dump();
-    }
-    test::run_python("core/analysis/aggregate_reference.py", {dir + "/records.json", dir + "/counts.json", dir + "/out.json"});
-    const json want = json::parse(test::read_text(dir + "/out.json"));
+    for (const int units : {7, 12}) {
+        SCOPED_TRACE(std::to_string(units) + " units");
+        const std::vector<json> records = fixed_records(units);
+        const std::string dir = test::fresh_work_dir(std::string("aggregate_reference_").append(std::to_string(units)));
+        {
+            std::ofstream(dir + "/records.json") << json(records).dump();
+            json c = json::array();
+            for (const auto& [p, n] : counts)
+                c.push_back({p, n});
+            std::ofstream(dir + "/counts.json") << c.dump();
+        }
+        test::run_python("core/analysis/aggregate_reference.py", {dir + "/records.json", dir + "/counts.json", dir + "/out.json"});
+        const json want = json::parse(test::read_text(dir + "/out.json"));
 
-    const Aggregate got = analysis::aggregate(analysis::batch_unit_metrics(records));
-    EXPECT_EQ(got.units, 7u);
-    ASSERT_EQ(got.mechanisms.size(), want["mechanisms"].size());
-    for (std::size_t i = 0; i < got.mechanisms.size(); ++i) {
-        const auto& g = got.mechanisms[i];
-        const json& w = want["mechanisms"][i];
-        const std::string what = g.mechanism + " " + g.metric;
-        EXPECT_EQ(g.mechanism, w["mechanism"].get<std::string>()) << i;
-        EXPECT_EQ(g.metric, w["metric"].get<std::string>()) << i;
-        EXPECT_EQ(g.n, w["n"].get<std::size_t>()) << what;
-        expect_close(g.mean, w["mean"], what + " mean");
-        if (w["std"].is_null())
-            EXPECT_FALSE(g.std) << what;
-        else if (g.std)
-            expect_close(*g.std, w["std"], what + " std");
-        else
-            ADD_FAILURE() << what << ": no std";
-        expect_close(g.ci_low, w["ci_low"], what + " ci_low");
-        expect_close(g.ci_high, w["ci_high"], what + " ci_high");
+        const Aggregate got = analysis::aggregate(analysis::batch_unit_metrics(records));
+        EXPECT_EQ(got.units, static_cast<std::size_t>(units));
+        test::expect_aggregate_matches(got, want);
+        for (const auto& s : got.mechanisms)
+            EXPECT_EQ(s.ci_method, units < 10 ? analysis::CiMethod::t : analysis::CiMethod::bootstrap) << s.metric;
+        for (std::size_t i = 0; i < counts.size(); ++i)
+            expect_close(analysis::sign_test_p(counts[i].first, counts[i].second), want["sign_p"][i],
+                         "sign test " + std::to_string(counts[i].first) + "/" + std::to_string(counts[i].second));
+        // The JSON form carries the same rows (what aggregate.json holds), and the sentence when G < 10.
+        const json doc = analysis::aggregate_json(got);
+        EXPECT_EQ(doc["mechanisms"].size(), want["mechanisms"].size());
+        EXPECT_EQ(doc["pairs"].size(), want["pairs"].size());
+        EXPECT_EQ(doc.contains("note"), units < 10);
     }
-    ASSERT_EQ(got.pairs.size(), want["pairs"].size());
-    for (std::size_t i = 0; i < got.pairs.size(); ++i) {
-        const auto& g = got.pairs[i];
-        const json& w = want["pairs"][i];
-        const std::string what = g.mechanism_a + "-" + g.mechanism_b + " " + g.metric;
-        EXPECT_EQ(g.mechanism_a, w["mechanism_a"].get<std::string>()) << i;
-        EXPECT_EQ(g.mechanism_b, w["mechanism_b"].get<std::string>()) << i;
-        EXPECT_EQ(g.metric, w["metric"].get<std::string>()) << i;
-        EXPECT_EQ(g.n, w["n"].get<std::size_t>()) << what;
-        expect_close(g.mean_diff, w["mean_diff"], what + " mean_diff");
-        expect_close(g.ci_low, w["ci_low"], what + " ci_low");
-        expect_close(g.ci_high, w["ci_high"], what + " ci_high");
-        expect_close(g.p_sign, w["p_sign"], what + " p_sign");
-    }
-    for (std::size_t i = 0; i < counts.size(); ++i)
-        expect_close(analysis::sign_test_p(counts[i].first, counts[i].second), want["sign_p"][i],
-                     "sign test " + std::to_string(counts[i].first) + "/" + std::to_string(counts[i].second));
-    // The JSON form carries the same rows (what aggregate.json holds).
-    const json doc = analysis::aggregate_json(got);
-    EXPECT_EQ(doc["mechanisms"].size(), want["mechanisms"].size());
-    EXPECT_EQ(doc["pairs"].size(), want["pairs"].size());
 }
 
 TEST(Aggregate, RowsAreWhatTheRecordsHold)
@@ -159,9 +139,15 @@ TEST(Aggregate, OneUnitHasNoSpread)
     ASSERT_EQ(a.mechanisms.size(), 1u);
     EXPECT_EQ(a.mechanisms[0].n, 1u);
     EXPECT_FALSE(a.mechanisms[0].std);
-    EXPECT_EQ(a.mechanisms[0].ci_low, 4.0);
-    EXPECT_EQ(a.mechanisms[0].ci_high, 4.0);
+    EXPECT_TRUE(std::isnan(a.mechanisms[0].ci_low));   // one unit: no interval, and the documents say so
+    EXPECT_TRUE(std::isnan(a.mechanisms[0].ci_high));
+    EXPECT_EQ(a.mechanisms[0].ci_method, analysis::CiMethod::none);
     EXPECT_TRUE(a.pairs.empty());
+    const json doc = analysis::aggregate_json(a);
+    EXPECT_TRUE(doc["mechanisms"][0]["ci_low"].is_null());
+    EXPECT_EQ(doc["mechanisms"][0]["ci_method"], "none");
+    EXPECT_NE(doc["note"].get<std::string>().find("no interval can be given"), std::string::npos);
+    EXPECT_NE(analysis::aggregate_csv(a).find("mechanism,softmax,,,rank,1,4,,,,,,1,none,1,,\n"), std::string::npos);
 }
 
 TEST(Aggregate, SignTestAtOneTwoAndAThousand)
@@ -198,7 +184,98 @@ TEST(Aggregate, CsvHasOneRowPerStatistic)
     for (const char c : csv)
         lines += c == '\n';
     EXPECT_EQ(lines, 1 + a.mechanisms.size() + a.pairs.size());
-    EXPECT_EQ(csv.rfind("kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign\n", 0), 0u);
+    EXPECT_EQ(csv.rfind("kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,ci_high,p_sign,clusters,"
+                        "ci_method,agree,p_t,p_holm\n", 0), 0u);
+}
+
+// Student's t (analysis/small_sample.h) against mpmath at 40 digits (attnref.py): quantiles at the levels
+// intervals use and the tails t tests use, from 1 to 1000 degrees of freedom, to 1e-12 relative.
+TEST(SmallSample, StudentTMatchesScipy)
+{
+    json cases;
+    cases["quantile"] = json::array();
+    cases["sf"] = json::array();
+    for (const double df : {1.0, 2.0, 3.0, 4.0, 5.0, 8.0, 9.0, 29.0, 1000.0}) {
+        for (const double q : {0.975, 0.995, 0.9, 0.6, 0.025, 0.5000001})
+            cases["quantile"].push_back({q, df});
+        for (const double t : {0.0, 0.1, 1.0, 2.0, 4.3, 12.7, 100.0, -1.5, 1e4})
+            cases["sf"].push_back({t, df});
+    }
+    const std::string dir = test::fresh_work_dir("student_t");
+    std::ofstream(dir + "/cases.json") << cases.dump();
+    test::run_python("core/analysis/small_sample_reference.py", {dir + "/cases.json", dir + "/out.json"});
+    const json want = json::parse(test::read_text(dir + "/out.json"));
+    for (std::size_t i = 0; i < cases["quantile"].size(); ++i) {
+        const double q = cases["quantile"][i][0], df = cases["quantile"][i][1];
+        const double w = want["quantile"][i];
+        // Relative to the quantile, or 1e-15 absolute next to the median (t ~ 2.5e-7 at q = 0.5000001, where the
+        // tail's last bit is worth 1e-10 of t).
+        EXPECT_LE(std::abs(analysis::student_t_quantile(q, df) - w), std::max(1e-12 * std::abs(w), 1e-15)) << q << " " << df;
+    }
+    for (std::size_t i = 0; i < cases["sf"].size(); ++i) {
+        const double t = cases["sf"][i][0], df = cases["sf"][i][1];
+        const std::string what = std::string("sf(").append(std::to_string(t)).append(", ").append(std::to_string(df)).append(")");
+        expect_close(analysis::student_t_sf(t, df), want["sf"][i], what);
+    }
+    EXPECT_TRUE(std::isnan(analysis::student_t_quantile(1.0, 3.0)));
+    EXPECT_TRUE(std::isnan(analysis::student_t_sf(1.0, 0.0)));
+}
+
+// Holm's adjustment on a known table (p sorted 0.01, 0.02, 0.03, 0.5 of four: 0.04, 0.06, 0.06, 0.5), with a
+// missing p left out of the count.
+TEST(SmallSample, HolmStepDown)
+{
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<double> adj = analysis::holm_adjust({0.03, 0.5, nan, 0.01, 0.02});
+    EXPECT_DOUBLE_EQ(adj[0], 0.06);
+    EXPECT_DOUBLE_EQ(adj[1], 0.5);
+    EXPECT_TRUE(std::isnan(adj[2]));
+    EXPECT_DOUBLE_EQ(adj[3], 0.04);
+    EXPECT_DOUBLE_EQ(adj[4], 0.06);
+    EXPECT_DOUBLE_EQ(analysis::holm_adjust({0.4, 0.9})[1], 0.9);
+    EXPECT_DOUBLE_EQ(analysis::holm_adjust({0.6, 0.9})[0], 1.0);   // capped at 1
+}
+
+// Three seeds as clusters: t intervals over the seed means (wide, as they must be), agree = 3 of 3 only when
+// every seed agrees, the cluster-level t test, and the sentence; thirty seeds: the two-stage bootstrap, no
+// sentence.
+TEST(SmallSample, ThreeSeedsAreJudgedAsThree)
+{
+    const auto records_of = [](int seeds, const std::vector<double>& shift) {
+        std::vector<analysis::UnitMetrics> out;
+        SplitMix64 rng(3);
+        for (int u = 0; u < 10 * seeds; ++u) {
+            const int seed = u % seeds;
+            const double base = rng.uniform();
+            out.push_back({std::to_string(u), "mhla", {{"x", base + shift[static_cast<std::size_t>(seed) % shift.size()]}},
+                           std::string("s").append(std::to_string(seed))});
+            out.push_back({std::to_string(u), "linear", {{"x", base}}, std::string("s").append(std::to_string(seed))});
+        }
+        return out;
+    };
+    const Aggregate three = analysis::aggregate(records_of(3, {0.3, 0.2, -0.1}));
+    ASSERT_EQ(three.pairs.size(), 1u);
+    const analysis::PairStats& p = three.pairs[0];
+    EXPECT_EQ(p.ci_method, analysis::CiMethod::t);
+    EXPECT_EQ(p.clusters, 3u);
+    EXPECT_EQ(p.agree, 2u);   // the third seed goes the other way
+    EXPECT_LT(p.ci_low, 0.0);  // so the interval over three seeds holds 0
+    EXPECT_GT(p.ci_high, 0.0);
+    // By hand: seed means of the differences 0.3, 0.2, -0.1 exactly (the base cancels), t_{0.975,2} = 4.30265272975 (mpmath;
+    // scipy says 4.3026527299).
+    const double mean = 0.4 / 3, sd = std::sqrt(((0.3 - mean) * (0.3 - mean) + (0.2 - mean) * (0.2 - mean) +
+                                                 (-0.1 - mean) * (-0.1 - mean)) / 2.0);
+    EXPECT_NEAR(p.ci_high - p.ci_low, 2 * 4.302652729749462 * sd / std::sqrt(3.0), 1e-12);
+    EXPECT_DOUBLE_EQ(p.p_sign, 1.0);          // 2 of 3: p = 1
+    EXPECT_DOUBLE_EQ(p.p_holm, p.p_t);        // one comparison
+    EXPECT_GT(p.p_t, 0.05);
+    const std::string note = analysis::few_clusters_note(three);
+    EXPECT_NE(note.find("with 3 clusters no two-sided sign test can reach p < 0.05 (the smallest possible p is 0.25)"),
+              std::string::npos) << note;
+    const Aggregate thirty = analysis::aggregate(records_of(30, {0.3, 0.2, 0.1}));
+    EXPECT_EQ(thirty.pairs[0].ci_method, analysis::CiMethod::two_stage_bootstrap);
+    EXPECT_EQ(thirty.pairs[0].agree, 30u);
+    EXPECT_TRUE(analysis::few_clusters_note(thirty).empty());
 }
 
 // `--at b=all`: the axes given as `all` are set apart from the indices; one axis may not be both.

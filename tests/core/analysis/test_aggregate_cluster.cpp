@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "core/analysis/aggregate_compare.h"
 #include "support/test_support.h"
 #include "util/rng.h"
 
@@ -21,15 +22,16 @@ namespace {
 using json = nlohmann::ordered_json;
 using analysis::Aggregate;
 
-// 23 units in three "seeds" (files) of 10, 8 and 5 units, three mechanisms; each file shifts every value, so
-// units of one file are alike (what clustering is for). mhla lacks unit 4; entropy is null on unit 7.
-std::vector<json> clustered_records()
+// 23 units in three "seeds" (files) of 10, 8 and 5 units (or, with `many`, 60 units in twelve files of five),
+// three mechanisms; each file shifts every value, so units of one file are alike (what clustering is for).
+// mhla lacks unit 4; entropy is null on unit 7.
+std::vector<json> clustered_records(bool many = false)
 {
     SplitMix64 rng(7);
     std::vector<json> out;
     const std::vector<std::string> mechanisms = {"softmax", "linear", "mhla"};
-    for (int unit = 0; unit < 23; ++unit) {
-        const int file = unit < 10 ? 0 : unit < 18 ? 1 : 2;
+    for (int unit = 0; unit < (many ? 60 : 23); ++unit) {
+        const int file = many ? unit / 5 : unit < 10 ? 0 : unit < 18 ? 1 : 2;
         for (std::size_t mi = 0; mi < mechanisms.size(); ++mi) {
             if (mechanisms[mi] == "mhla" && unit == 4)
                 continue;
@@ -48,58 +50,34 @@ std::vector<json> clustered_records()
     return out;
 }
 
-double rel(double a, double b) { return std::abs(a - b) / std::max({std::abs(b), 1e-300}); }
-
-void expect_close(double got, const json& want, const std::string& what)
-{
-    ASSERT_TRUE(want.is_number()) << what << ": reference gave " << want.dump();
-    EXPECT_LE(rel(got, want.get<double>()), 1e-12) << what << ": " << got << " vs " << want.get<double>();
-}
-
+// Three files: t intervals over the file means; twelve: the two-stage bootstrap.
 TEST(AggregateCluster, MatchesTheNumPyReference)
 {
-    const std::vector<json> records = clustered_records();
-    const std::string dir = test::fresh_work_dir("aggregate_cluster_reference");
-    std::ofstream(dir + "/records.json") << json(records).dump();
-    std::ofstream(dir + "/counts.json") << "[]";
-    test::run_python("core/analysis/aggregate_reference.py",
-                     {dir + "/records.json", dir + "/counts.json", dir + "/out.json", "file"});
-    const json want = json::parse(test::read_text(dir + "/out.json"));
+    for (const bool many : {false, true}) {
+        SCOPED_TRACE(many ? "twelve files" : "three files");
+        const std::vector<json> records = clustered_records(many);
+        const std::string dir = test::fresh_work_dir(many ? "aggregate_cluster_reference_12" : "aggregate_cluster_reference");
+        std::ofstream(dir + "/records.json") << json(records).dump();
+        std::ofstream(dir + "/counts.json") << "[]";
+        test::run_python("core/analysis/aggregate_reference.py",
+                         {dir + "/records.json", dir + "/counts.json", dir + "/out.json", "file"});
+        const json want = json::parse(test::read_text(dir + "/out.json"));
 
-    const Aggregate got = analysis::aggregate(analysis::batch_unit_metrics(records, "file"));
-    EXPECT_TRUE(got.clustered);
-    ASSERT_EQ(got.mechanisms.size(), want["mechanisms"].size());
-    for (std::size_t i = 0; i < got.mechanisms.size(); ++i) {
-        const auto& g = got.mechanisms[i];
-        const json& w = want["mechanisms"][i];
-        const std::string what = g.mechanism + " " + g.metric;
-        ASSERT_EQ(g.metric, w["metric"].get<std::string>()) << i;
-        EXPECT_EQ(g.n, w["n"].get<std::size_t>()) << what;
-        EXPECT_EQ(g.clusters, 3u) << what;
-        EXPECT_EQ(g.clusters, w["clusters"].get<std::size_t>()) << what;
-        expect_close(g.mean, w["mean"], what + " mean");
-        expect_close(g.ci_low, w["ci_low"], what + " ci_low");
-        expect_close(g.ci_high, w["ci_high"], what + " ci_high");
+        const Aggregate got = analysis::aggregate(analysis::batch_unit_metrics(records, "file"));
+        EXPECT_TRUE(got.clustered);
+        test::expect_aggregate_matches(got, want);
+        for (const auto& g : got.mechanisms) {
+            EXPECT_EQ(g.clusters, many ? 12u : 3u) << g.metric;
+            EXPECT_EQ(g.ci_method, many ? analysis::CiMethod::two_stage_bootstrap : analysis::CiMethod::t) << g.metric;
+        }
+        // The JSON and CSV forms say how many clusters and how each interval was made.
+        const json doc = analysis::aggregate_json(got);
+        EXPECT_EQ(doc["mechanisms"][0]["clusters"], many ? 12 : 3);
+        EXPECT_EQ(doc["mechanisms"][0]["ci_method"], many ? "two-stage bootstrap" : "t");
+        const std::string csv = analysis::aggregate_csv(got);
+        EXPECT_EQ(csv.substr(0, csv.find('\n')), "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,"
+                                                 "ci_high,p_sign,clusters,ci_method,agree,p_t,p_holm");
     }
-    ASSERT_EQ(got.pairs.size(), want["pairs"].size());
-    for (std::size_t i = 0; i < got.pairs.size(); ++i) {
-        const auto& g = got.pairs[i];
-        const json& w = want["pairs"][i];
-        const std::string what = g.mechanism_a + "-" + g.mechanism_b + " " + g.metric;
-        ASSERT_EQ(g.metric, w["metric"].get<std::string>()) << i;
-        EXPECT_EQ(g.n, w["n"].get<std::size_t>()) << what;
-        EXPECT_EQ(g.clusters, w["clusters"].get<std::size_t>()) << what;
-        expect_close(g.mean_diff, w["mean_diff"], what + " mean_diff");
-        expect_close(g.ci_low, w["ci_low"], what + " ci_low");
-        expect_close(g.ci_high, w["ci_high"], what + " ci_high");
-        expect_close(g.p_sign, w["p_sign"], what + " p_sign");
-    }
-    // The JSON and CSV forms say they are clustered.
-    const json doc = analysis::aggregate_json(got);
-    EXPECT_EQ(doc["mechanisms"][0]["clusters"], 3);
-    const std::string csv = analysis::aggregate_csv(got);
-    EXPECT_EQ(csv.substr(0, csv.find('\n')), "kind,mechanism,mechanism_a,mechanism_b,metric,n,mean,std,mean_diff,ci_low,"
-                                             "ci_high,p_sign,clusters");
 }
 
 // Three clusters whose means are 0, 10 and 20 with a small spread inside: units are far from independent.
@@ -152,7 +130,7 @@ TEST(AggregateCluster, SignTestIsOverClusters)
     for (auto& r : records)
         r.cluster.clear();
     const Aggregate units = analysis::aggregate(records);
-    EXPECT_EQ(units.pairs[0].clusters, 0u);
+    EXPECT_EQ(units.pairs[0].clusters, 30u);   // unclustered: every unit is its own cluster
     EXPECT_LT(units.pairs[0].p_sign, 1e-8);   // 30 of 30 positive
     EXPECT_EQ(units.pairs[0].mean_diff, clustered.pairs[0].mean_diff);
 }

@@ -1,7 +1,8 @@
-// A sweep over every input of a file (`--at b=all`): each point's 95% bootstrap interval of the mean over its
+// A sweep over every input of a file (`--at b=all`): each point's 95% interval of the mean over its
 // units (analysis::sweep_curves and sweep_summary) is the interval aggregate() gives the same values (one
-// procedure, docs/maths.md 5: the NumPy check of that procedure is test_aggregate's), it brackets the mean and
-// lies within the records' range; input_axes names the axes that make every input a unit.
+// procedure, docs/maths.md 5: the NumPy check of that procedure is test_aggregate's) and it brackets the mean (a
+// t interval over five units may reach past their range, unlike a bootstrap: it is about the population's mean,
+// not a resample of these five); input_axes names the axes that make every input a unit.
 #include <cmath>
 #include <map>
 #include <string>
@@ -63,13 +64,12 @@ TEST(SweepIntervals, EachPointIsTheAggregateIntervalOfItsUnits)
         for (const auto& [x, s] : c.points) {
             const std::vector<double>& v = values.at({c.mechanism, x});
             EXPECT_EQ(s.count, 5.0);
-            const auto [lo, hi] = analysis::bootstrap_interval(v);
-            EXPECT_EQ(s.ci_low, lo) << c.mechanism << " M=" << x;
-            EXPECT_EQ(s.ci_high, hi) << c.mechanism << " M=" << x;
-            EXPECT_LE(s.min, s.ci_low);
+            const analysis::MeanInterval ci = analysis::mean_interval(v);   // five units: a t interval
+            EXPECT_EQ(ci.method, analysis::CiMethod::t);
+            EXPECT_EQ(s.ci_low, ci.low) << c.mechanism << " M=" << x;
+            EXPECT_EQ(s.ci_high, ci.high) << c.mechanism << " M=" << x;
             EXPECT_LE(s.ci_low, s.mean + 1e-12);
             EXPECT_GE(s.ci_high, s.mean - 1e-12);
-            EXPECT_LE(s.ci_high, s.max);
             wide += s.ci_high > s.ci_low;
             // aggregate() over the same units: the same interval, to the last bit.
             const analysis::Aggregate a = analysis::aggregate(units.at(x));
@@ -88,10 +88,30 @@ TEST(SweepIntervals, EachPointIsTheAggregateIntervalOfItsUnits)
     // The JSON summary carries the same interval per point.
     for (const auto& p : summary["points"]) {
         const auto& v = values.at({p["mechanism"].get<std::string>(), p["m"].get<double>()});
-        const auto [lo, hi] = analysis::bootstrap_interval(v);
-        EXPECT_EQ(p[metric]["ci_low"].get<double>(), lo);
-        EXPECT_EQ(p[metric]["ci_high"].get<double>(), hi);
+        const analysis::MeanInterval ci = analysis::mean_interval(v);
+        EXPECT_EQ(p[metric]["ci_low"].get<double>(), ci.low);
+        EXPECT_EQ(p[metric]["ci_high"].get<double>(), ci.high);
+        EXPECT_EQ(p[metric]["ci_method"], "t");
     }
+}
+
+// The rule of aggregate rows: the bootstrap from ten units, a t interval from two, none for one.
+TEST(SweepIntervals, TheFewUnitsRule)
+{
+    std::vector<double> v = {1.0, 2.0, 4.0};
+    analysis::MeanInterval ci = analysis::mean_interval(v);
+    EXPECT_EQ(ci.method, analysis::CiMethod::t);
+    EXPECT_NEAR(ci.high - (7.0 / 3.0), (7.0 / 3.0) - ci.low, 1e-12);   // symmetric about the mean
+    for (int i = 0; i < 7; ++i)
+        v.push_back(i);
+    ci = analysis::mean_interval(v);
+    EXPECT_EQ(ci.method, analysis::CiMethod::bootstrap);
+    const auto [lo, hi] = analysis::bootstrap_interval(v);
+    EXPECT_EQ(ci.low, lo);
+    EXPECT_EQ(ci.high, hi);
+    ci = analysis::mean_interval({3.5});
+    EXPECT_EQ(ci.method, analysis::CiMethod::none);
+    EXPECT_TRUE(std::isnan(ci.low) && std::isnan(ci.high));
 }
 
 TEST(SweepIntervals, OneUnitHasNoWidthAndNoValueIsAnError)
