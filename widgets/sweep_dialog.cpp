@@ -331,7 +331,7 @@ QGroupBox* SweepDialog::buildSweepBox(const SweepParams& initial)
     auto* subsampleLabel = new QLabel(tr("&Subsample"), sweep);
     subsampleLabel->setBuddy(m_subsample);
     wf->addRow(subsampleLabel, labelledRow(sweep, m_subsample, {{tr("draws"), m_draws}, {tr("seed"), m_seed}}));
-    m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = spread)"), true}});
+    m_heads = comboBox(sweep, {{tr("current head"), false}, {tr("all heads (band = 95% interval)"), true}});
     m_heads->setCurrentIndex(initial.allHeads ? 1 : 0);
     wf->addRow(tr("&Heads"), m_heads);
     m_inputs = comboBox(sweep, {{tr("current input"), false}, {tr("every input of the file (band = 95% interval)"), true}});
