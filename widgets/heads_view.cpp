@@ -312,7 +312,7 @@ private:
         // Short lines of their own in a wrapped (narrow) figure, where one line would be cut short.
         const QString footText =
             m_perRow > 0 ? tr("Colours shared by each row's heads:\n0 to the %1 of their weights;\neach cell: the largest "
-                              "weight it covers.\nGrey: keys a causal query may not see.\nr: numerical rank, H: entropy / ln n.")
+                              "weight it covers.\nGrey: keys a causal query may not see.\nr: numerical rank, p: rank of the past\nblock A[h:N, :h], H: entropy / ln n.")
                                .arg(range)
                          : tr("Each row's colours are shared by its heads: 0 to the %1 of their weights (each cell drawn as "
                               "the largest weight it covers). Grey: keys a causal query may not see.")
@@ -357,11 +357,15 @@ private:
             const analysis::HeadPanel& p = hm.panels[m];
             Cell cell;
             cell.head = headName(hm);
+            // Causal heads lead with the past block's rank (the d bound's measure; the full rank is near N for
+            // every causal matrix), the Maps view's titles alike.
+            const bool past = p.result.past_block && p.result.past_block->spectrum;
             if (p.error.empty())
                 cell.numbers = m_perRow > 0   // a wrapped figure's narrow columns: short names, the foot says them
-                                   ? metricText(p.result, "rank", tr("r")) + QStringLiteral(" \u00b7 ") +
-                                         metricText(p.result, "entropy_normalized_mean", tr("H"), 2)
-                                   : metricText(p.result, "rank", tr("rank")) + QStringLiteral(" \u00b7 ") +
+                                   ? metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("p") : tr("r")) +
+                                         QStringLiteral(" \u00b7 ") + metricText(p.result, "entropy_normalized_mean", tr("H"), 2)
+                                   : metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("past rank") : tr("rank")) +
+                                         QStringLiteral(" \u00b7 ") +
                                          metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
             cell.title = addTitle(m_plot, titleText(cell), plotFont(kTickPt, true));
             grid->addElement(row, col, cell.title);
@@ -426,8 +430,11 @@ private:
         const analysis::HeadPanel& p = hm.panels[c->panel];
         QString text = tr("%1, %2").arg(mechanismLabel(p.mechanism), headName(hm));
         if (p.error.empty())
-            text += tr(": %1, %2, %3 \u2014 click to open it in the Maps view")
-                        .arg(metricText(p.result, "rank", tr("rank")), metricText(p.result, "effective_rank", tr("effective rank")),
+            text += tr(": %1%2, %3, %4 \u2014 click to open it in the Maps view")
+                        .arg(p.result.past_block && p.result.past_block->spectrum
+                                 ? metricText(p.result, "past_block_rank", tr("past-block rank")) + QStringLiteral(", ")
+                                 : QString(),
+                             metricText(p.result, "rank", tr("rank")), metricText(p.result, "effective_rank", tr("effective rank")),
                              metricText(p.result, "entropy_normalized_mean", tr("normalised entropy")));
         else
             text += QStringLiteral(": ") + QString::fromStdString(p.error);

@@ -239,7 +239,14 @@ QString MapPanels::panelTitle(const Panel& p) const
     if (attention::mechanism_info(o.result.mechanism).has_blocks() && m_result->blocks)
         t += tr(", M = %1").arg(m_result->blocks->num_blocks);
     QStringList numbers;
-    if (o.result.spectrum)
+    // Causal: the full rank is near N for every mechanism (the triangle alone gives it: 510 / 512 on the trained
+    // LM for softmax, linear and MHLA alike), so it says nothing; what shows the collapse is the past block
+    // A[h:N, :h], whose rank linear attention keeps at most its feature dimension (d for relu and identity
+    // features: docs/maths.md 2.1). Its rank takes the full rank's place, with d beside it; the full rank stays in
+    // the Metrics view and the read-out.
+    if (const auto& pb = o.result.past_block; pb && pb->spectrum)
+        numbers << tr("past %1/%2").arg(pb->spectrum->rank).arg(std::min(pb->rows, pb->cols));
+    else if (o.result.spectrum)
         numbers << tr("rank %1 / %2").arg(o.result.spectrum->rank).arg(m_result->n);
     if (o.result.entropy && std::isfinite(o.result.entropy->normalized_mean))
         numbers << tr("entropy %1").arg(o.result.entropy->normalized_mean, 0, 'f', 2);
@@ -384,6 +391,14 @@ void MapPanels::updateLabels()
     m_footnoteLines = QStringList{range + QStringLiteral(".")};
     if (m_anyMask)
         m_footnoteLines << tr("Grey: keys a causal query does not see.");
+    // The titles' "past r/k" (causal matrices): the past block's rank, with the d it is measured against.
+    for (const auto& o : m_result->outcomes)
+        if (o.result.past_block && o.result.past_block->spectrum) {
+            m_footnoteLines << tr("Past: the rank of A[h:N, :h], h = %1; linear attention keeps it at most d = %2.")
+                                   .arg(o.result.past_block->split)
+                                   .arg(m_result->d);
+            break;
+        }
     if (m_blockLines) {
         QString b = tr("MHLA block boundaries: white lines, or ticks above and right of the map where lines would be under 6 px apart");
         if (m_result->blocks && m_result->blocks->block_grid.size() > 1 && m_result->token_order == attention::TokenOrder::raster)
@@ -531,7 +546,9 @@ bool MapPanels::fitTitles()
             // The mechanism on the first line, its numbers packed into as few lines as fit (never cut off).
             const int cut = text.indexOf(QStringLiteral("  ("));
             if (cut > 0) {
-                const QString rest = text.mid(cut + 3).remove(QLatin1Char(')'));
+                QString rest = text.mid(cut + 3);   // the numbers, without the ')' that closes them
+                if (const int close = rest.lastIndexOf(QLatin1Char(')')); close >= 0)
+                    rest.remove(close, 1);
                 QStringList lines{text.left(cut)}, parts = rest.split(QStringLiteral(", "));
                 QString line;
                 for (const QString& part : parts) {

@@ -118,12 +118,14 @@ TEST_F(HeadsViewTest, OneMapPerHeadTitledWithItsMetricsAndAnalyzeNumbers)
         for (std::size_t m = 0; m < mechanisms; ++m) {
             const auto& res = r->outcomes[m].result;
             const QString mech = QString::fromLatin1(attention::to_string(res.mechanism));
-            const QString expected = QStringLiteral("q head %1 (kv %2) rank %3 H/ln n %4")
+            // The file is causal: each cell leads with the past block's rank (issue 35), not the full rank.
+            ASSERT_TRUE(res.past_block && res.past_block->spectrum) << mech.toStdString();
+            const QString expected = QStringLiteral("q head %1 (kv %2) past rank %3 H/ln n %4")
                                          .arg(h)
                                          .arg(h / 2)
-                                         .arg(metricsViewText(res, "rank"), metricsViewText(res, "entropy_normalized_mean"));
+                                         .arg(metricsViewText(res, "past_block_rank"), metricsViewText(res, "entropy_normalized_mean"));
             EXPECT_EQ(shown.count(expected), std::count_if(r->outcomes.begin(), r->outcomes.end(), [&](const auto& o) {
-                          return metricsViewText(o.result, "rank") == metricsViewText(res, "rank") &&
+                          return metricsViewText(o.result, "past_block_rank") == metricsViewText(res, "past_block_rank") &&
                                  metricsViewText(o.result, "entropy_normalized_mean") == metricsViewText(res, "entropy_normalized_mean");
                       }))
                 << expected.toStdString() << " in " << shown.join('|').toStdString();
@@ -132,6 +134,8 @@ TEST_F(HeadsViewTest, OneMapPerHeadTitledWithItsMetricsAndAnalyzeNumbers)
                 if (jm["mechanism"] == mech.toStdString()) {
                     found = true;
                     EXPECT_EQ(jm["rank"].get<long long>(), static_cast<long long>(res.spectrum->rank)) << mech.toStdString() << " head " << h;
+                    EXPECT_EQ(jm["past_block"]["rank"].get<long long>(), static_cast<long long>(res.past_block->spectrum->rank))
+                        << mech.toStdString() << " head " << h;
                     EXPECT_NEAR(jm["entropy"]["normalized_mean"].get<double>(), res.entropy->normalized_mean, 1e-9);
                 }
             EXPECT_TRUE(found) << mech.toStdString();

@@ -195,6 +195,39 @@ TEST(MapsReadable, MixingRankCapIsSaidInWords)
     }
 }
 
+// Causal data: the full rank is near N for every mechanism, so each title gives the past block's rank in its
+// place ("past 16/256"), and the footnote says which block and the d it is measured against (issue 35: "linear
+// rank 508/512" hid the collapse the Metrics view found). The trained character LM of data/trained_lm_mhla.h5
+// (N = 512, d = 16): linear's past block has rank <= 16.
+TEST(MapsReadable, CausalTitlesLeadWithThePastBlock)
+{
+    const std::string path = test::dataPath("trained_lm_mhla.h5");
+    const Result res = test::exploreFile(path, [&](analysis::ExploreRequest& r) {
+        r.source.q_ref = path + ":/layers/1/q";
+        r.source.k_ref = path + ":/layers/1/k";
+        r.source.selection.at['h'] = 0;
+        r.options.causal = true;
+    });
+    ASSERT_TRUE(res);
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    QCustomPlot* plot = showMaps(view.get(), {1500, 900}, res);
+    QString titles;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
+        if (auto* t = qobject_cast<QCPTextElement*>(e))
+            titles += t->text().replace('\n', ' ') + "|";
+    for (const auto& o : res->outcomes) {
+        const auto& pb = o.result.past_block;
+        ASSERT_TRUE(pb && pb->spectrum) << attention::to_string(o.result.mechanism);
+        const QString past = QStringLiteral("past %1/256").arg(pb->spectrum->rank);
+        EXPECT_TRUE(titles.contains(past)) << past.toStdString() << " in " << titles.toStdString();
+        EXPECT_TRUE(titles.contains(QStringLiteral("Past: the rank of A[h:N, :h], h = 256; linear attention keeps it at most d = 16.")))
+            << titles.toStdString();
+        if (o.result.mechanism == attention::Mechanism::linear) {
+            EXPECT_LE(pb->spectrum->rank, 16) << "linear attention's past block is bounded by d";
+        }
+    }
+}
+
 TEST(MapsReadable, CausalMaskHasItsOwnColour)
 {
     const auto& r = *charLmDefault();
