@@ -22,26 +22,21 @@ double beta_fraction(double x, double a, double b)
         d = tiny;
     d = 1.0 / d;
     double h = d;
+    // One term of the fraction: the factor it multiplies h by.
+    const auto step = [&](double aa) {
+        d = 1.0 + aa * d;
+        if (std::fabs(d) < tiny)
+            d = tiny;
+        c = 1.0 + aa / c;
+        if (std::fabs(c) < tiny)
+            c = tiny;
+        d = 1.0 / d;
+        return d * c;
+    };
     for (int m = 1; m <= 10000; ++m) {
         const double m2 = 2.0 * m;
-        double aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if (std::fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (std::fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        h *= d * c;
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if (std::fabs(d) < tiny)
-            d = tiny;
-        c = 1.0 + aa / c;
-        if (std::fabs(c) < tiny)
-            c = tiny;
-        d = 1.0 / d;
-        const double del = d * c;
+        h *= step(m * (b - m) * x / ((qam + m2) * (a + m2)));
+        const double del = step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)));
         h *= del;
         if (std::fabs(del - 1.0) < eps)
             break;
@@ -49,15 +44,11 @@ double beta_fraction(double x, double a, double b)
     return h;
 }
 
-double sample_sd(const std::vector<double>& x, double mean)
-{
-    double total = 0.0;
-    for (const double v : x)
-        total += (v - mean) * (v - mean);
-    return std::sqrt(total / static_cast<double>(x.size() - 1));
-}
+int sign_of(double v) { return (v > 0) - (v < 0); }
 
-double plain_mean(const std::vector<double>& x)
+}  // namespace
+
+double mean_of(const std::vector<double>& x)
 {
     double total = 0.0;
     for (const double v : x)
@@ -65,9 +56,16 @@ double plain_mean(const std::vector<double>& x)
     return total / static_cast<double>(x.size());
 }
 
-int sign_of(double v) { return (v > 0) - (v < 0); }
-
-}  // namespace
+std::optional<double> sample_std(const std::vector<double>& x)
+{
+    if (x.size() < 2)
+        return std::nullopt;
+    const double mu = mean_of(x);
+    double total = 0.0;
+    for (const double v : x)
+        total += (v - mu) * (v - mu);
+    return std::sqrt(total / static_cast<double>(x.size() - 1));
+}
 
 namespace {
 
@@ -128,8 +126,8 @@ std::pair<double, double> t_interval(const std::vector<double>& means, double le
     if (means.size() < 2)
         throw std::invalid_argument("a t interval needs at least two cluster means");
     const double g = static_cast<double>(means.size());
-    const double m = plain_mean(means);
-    const double half = student_t_quantile(0.5 * (1.0 + level), g - 1.0) * sample_sd(means, m) / std::sqrt(g);
+    const double m = mean_of(means);
+    const double half = student_t_quantile(0.5 * (1.0 + level), g - 1.0) * *sample_std(means) / std::sqrt(g);
     return {m - half, m + half};
 }
 
@@ -138,8 +136,8 @@ double t_test_p(const std::vector<double>& means)
     if (means.size() < 2)
         return kNaN;
     const double g = static_cast<double>(means.size());
-    const double m = plain_mean(means);
-    const double s = sample_sd(means, m);
+    const double m = mean_of(means);
+    const double s = *sample_std(means);
     if (s == 0)
         return m == 0 ? 1.0 : 0.0;
     return std::min(1.0, 2.0 * student_t_sf(std::fabs(m) / (s / std::sqrt(g)), g - 1.0));

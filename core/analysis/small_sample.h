@@ -7,6 +7,7 @@
 // adjustment across one table. Student's t distribution is computed here from the regularised incomplete beta
 // function (continued fraction, Lentz's method); tests compare it with mpmath to 40 digits.
 #include <cstddef>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,11 @@ inline constexpr std::size_t k_few_clusters = 10;
 // Fewer clusters than this: no two-sided sign test can reach p < 0.05 (2 / 2^4 = 0.125 at G = 4), a sentence
 // every table prints.
 inline constexpr std::size_t k_sign_test_min_clusters = 6;
+
+// The plain left-to-right sum / n (the order fixes the last bits; tests/reference/attnref.py sums alike), and the
+// sample standard deviation (n - 1; none below two values). Every statistic over units uses these.
+double mean_of(const std::vector<double>& x);
+std::optional<double> sample_std(const std::vector<double>& x);
 
 // The regularised incomplete beta function I_x(a, b), a, b > 0, x in [0, 1].
 double incomplete_beta(double x, double a, double b);

@@ -85,6 +85,16 @@ QCustomPlot* showMaps(ResultView* view, QSize size, const Result& result, const 
     return plot;
 }
 
+// Every text element of the plot (titles, footnote), each on one line, joined by '|'.
+QString allTexts(QCustomPlot* plot)
+{
+    QString out;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
+        if (auto* t = qobject_cast<QCPTextElement*>(e))
+            out += t->text().replace('\n', ' ') + "|";
+    return out;
+}
+
 // Panels square, of one size, and together (with titles, axes and scales) at least 80% of the plot's
 // height or width.
 void expectFills(QCustomPlot* plot, int panels, const char* where)
@@ -187,10 +197,7 @@ TEST(MapsReadable, MixingRankCapIsSaidInWords)
         EXPECT_EQ(widgets::metricsCsv(*res).contains(sentence), capped);
         std::unique_ptr<ResultView> view(widgets::createMapsView());
         QCustomPlot* plot = showMaps(view.get(), {1400, 600}, res);
-        QString titles;
-        for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
-            if (auto* t = qobject_cast<QCPTextElement*>(e))
-                titles += t->text().replace('\n', ' ') + "|";
+        const QString titles = allTexts(plot);
         EXPECT_EQ(titles.contains(QStringLiteral("rank \u2264 128 by its mixing")), capped) << titles.toStdString();
     }
 }
@@ -211,10 +218,7 @@ TEST(MapsReadable, CausalTitlesLeadWithThePastBlock)
     ASSERT_TRUE(res);
     std::unique_ptr<ResultView> view(widgets::createMapsView());
     QCustomPlot* plot = showMaps(view.get(), {1500, 900}, res);
-    QString titles;
-    for (QCPLayoutElement* e : plot->plotLayout()->elements(true))
-        if (auto* t = qobject_cast<QCPTextElement*>(e))
-            titles += t->text().replace('\n', ' ') + "|";
+    const QString titles = allTexts(plot);
     for (const auto& o : res->outcomes) {
         const auto& pb = o.result.past_block;
         ASSERT_TRUE(pb && pb->spectrum) << attention::to_string(o.result.mechanism);
