@@ -243,13 +243,20 @@ analysis::MetricOptions read_metrics(const toml::table& root, const JobReader& r
 {
     MetricArgs met;
     if (const toml::table* t = r.table(root, "metrics")) {
-        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy", "past_split"}, "[metrics]");
+        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy", "past_split", "past_splits"},
+                     "[metrics]");
         met.metrics = r.list(*t, "metrics").value_or("spectrum,entropy");
         met.method = r.str(*t, "method").value_or("auto");
         met.rank_rtol = r.number(*t, "rank_rtol");
         met.top_k = r.integer(*t, "top_k");
         met.row_entropy = r.boolean(*t, "row_entropy").value_or(false);
         met.past_split = r.integer(*t, "past_split");
+        if (const toml::node* n = t->get("past_splits")) {   // a count K or "all"
+            if (n->is_integer())
+                met.past_splits = std::to_string(n->as_integer()->get());
+            else
+                met.past_splits = r.str(*t, "past_splits");
+        }
     }
     return met.resolve();
 }

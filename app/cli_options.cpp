@@ -256,6 +256,9 @@ void MetricArgs::add_to(CLI::App& cmd)
     cmd.add_flag("--row-entropy", row_entropy, "Include every row's entropy")->group(g);
     cmd.add_option("--past-split", past_split,
                    "Measure the past block A[h:N, 0:h] (default when causal: h = floor(N/2); h in 1..N-1)")->group(g);
+    cmd.add_option("--past-splits", past_splits,
+                   "Semiseparable profile: the past block's rank at K evenly spaced splits plus every block boundary, "
+                   "or at every split with 'all' (default when causal: 16)")->group(g);
 }
 
 analysis::MetricOptions MetricArgs::resolve() const
@@ -288,6 +291,8 @@ analysis::MetricOptions MetricArgs::resolve() const
             throw std::invalid_argument("--past-split must be at least 1 (got " + std::to_string(*past_split) + ")");
         m.past_split = static_cast<Eigen::Index>(*past_split);
     }
+    if (past_splits)
+        m.past_splits = analysis::parse_past_splits(*past_splits, "--past-splits");
     if (row_entropy && !m.entropy)
         throw std::invalid_argument("--row-entropy needs entropy in --metrics");
     return m;

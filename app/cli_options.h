@@ -67,6 +67,7 @@ struct MetricArgs {
     std::optional<std::int64_t> top_k;
     bool row_entropy = false;
     std::optional<std::int64_t> past_split;
+    std::optional<std::string> past_splits;   // K or "all"
     void add_to(CLI::App& cmd);
     analysis::MetricOptions resolve() const;
 };

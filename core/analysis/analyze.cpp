@@ -77,6 +77,9 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         ctx->check();
     const auto shared = shared_kernel_entropy(prepared, options, metric_options);
 
+    // The token distances of locality: the grid the options name holds for every mechanism (softmax's own options
+    // drop it).
+    const TokenDistance distance(options, n);
     std::vector<MeasureRequest> requests(prepared.size());
     double total = 0;
     for (std::size_t i = 0; i < prepared.size(); ++i) {
@@ -84,6 +87,7 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         requests[i].metrics = metric_options;
         requests[i].shared_entropy = shared[i] ? &*shared[i] : nullptr;
         requests[i].memory_limit = memory_limit;
+        requests[i].distance = &distance;
         total += measure_weight(requests[i], n);
     }
     std::optional<StageProgress> progress;
@@ -102,12 +106,51 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.rank_cap = p.result.rank_cap;
         m.result.spectrum_why = std::move(p.result.spectrum_why);
         // docs/maths.md 2.2: a causal result (or one with a split) has its past block, null when not measured.
-        m.result.past_block_asked = m.result.past_block_asked ||
-                                    (metric_options.spectrum && (options.causal || metric_options.past_split));
+        m.result.past_block_asked = m.result.past_block_asked || past_measures_asked(options.causal, metric_options);
         results.push_back(std::move(m.result));
         p.op.reset();
     }
     return results;
+}
+
+nlohmann::ordered_json distance_json(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
+                                     const std::vector<Mechanism>& mechanisms, const attention::AttentionOptions& options,
+                                     const MetricOptions& metric_options, std::uint64_t memory_limit, const JobContext* ctx)
+{
+    json out = json::object();
+    if (mechanisms.size() < 2 || !metric_options.entropy)
+        return out;
+    MetricOptions nothing;
+    nothing.spectrum = nothing.entropy = nothing.baseline = false;
+    std::vector<PreparedMechanism> ops;
+    for (const Mechanism m : mechanisms)
+        ops.push_back(prepare_mechanism(m, Q, K, options, nothing, memory_limit));
+    auto keep_going = [&] { return !(ctx && ctx->token.cancelled()); };
+    auto fields = [](std::optional<double> tv, std::optional<double> js, std::optional<double> rel, const std::string& why) {
+        json j{{"tv", tv ? json(*tv) : json(nullptr)}, {"js", js ? json(*js) : json(nullptr)},
+               {"rel_frobenius", rel ? json(*rel) : json(nullptr)}};
+        if (!why.empty())
+            j["why"] = why;
+        return j;
+    };
+    for (std::size_t a = 0; a < ops.size(); ++a)
+        out[std::string(attention::to_string(mechanisms[a]))] = json::object();
+    for (std::size_t a = 0; a < ops.size(); ++a)
+        for (std::size_t b = a + 1; b < ops.size(); ++b) {
+            const std::string na(attention::to_string(mechanisms[a])), nb(attention::to_string(mechanisms[b]));
+            if (ctx)
+                ctx->check();
+            MechanismDistance d;
+            if (ops[a].op->unnormalisable_row() || ops[b].op->unnormalisable_row())
+                d.why = "a matrix is not defined (a row normaliser is zero or not finite)";
+            else
+                d = mechanism_distance(*ops[a].op, *ops[b].op, keep_going);
+            if (ctx)
+                ctx->check();
+            out[na][nb] = fields(d.tv, d.js, d.rel_frobenius, d.why);
+            out[nb][na] = fields(d.tv, d.js, d.rel_frobenius_reverse, d.why);
+        }
+    return out;
 }
 
 nlohmann::ordered_json kernels_json()
@@ -128,6 +171,18 @@ nlohmann::ordered_json kernels_json()
     return k;
 }
 
+// docs/maths.md 2.2: {h, rows, cols, rank, energy_rank_99} for each split of H, ascending; null when not computed.
+nlohmann::ordered_json past_profile_json(const MechanismResult& r)
+{
+    if (!r.past_profile)
+        return nullptr;
+    json splits = json::array();
+    for (const metrics::SplitRank& s : r.past_profile->splits)
+        splits.push_back(json{{"h", s.h}, {"rows", s.rows}, {"cols", s.cols}, {"rank", s.rank},
+                              {"energy_rank_99", s.energy_rank_99}});
+    return splits;
+}
+
 json result_json(const MechanismResult& r, const MetricOptions& mo)
 {
     json j = json::object();
@@ -140,6 +195,8 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
         method["entropy"] = r.entropy_method;
     if (!r.spectrum_why.empty() && !r.spectrum_method.empty())
         method["why"] = r.spectrum_why;
+    if (r.past_profile)   // "factors" (exact, never the blocks) or "matrix" (the SVD of each block)
+        method["past_profile"] = r.past_profile->method;
     if (r.top_k && !r.top_k->dense)   // the block solver's report (docs/cli.md, "AttnScope's additions")
         method["top_k"] = json{{"solver", "block-lanczos"},
                                {"block", r.top_k->block},
@@ -187,8 +244,24 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
             j["baseline"]["entropy"] = nullptr;
         write_metric_fields(r, MetricGroup::versus_baseline, j);
     }
-    if (r.past_block_asked)
+    // docs/maths.md 2.2: the logit norm (with the spectrum), locality (with the entropy).
+    if (mo.spectrum || mo.entropy)
+        write_metric_fields(r, MetricGroup::rows, j);
+    if (mo.entropy) {
+        if (r.locality) {
+            json m = json::object();
+            for (const auto& [radius, mass] : r.locality->mass_within)
+                m[std::to_string(radius)] = mass;
+            j["mass_within"] = std::move(m);
+        } else {
+            j["mass_within"] = nullptr;
+        }
+    }
+    if (r.past_block_asked) {
         write_metric_object(r, MetricGroup::past_block, j, r.past_block.has_value());
+        write_metric_fields(r, MetricGroup::past_profile, j);
+        j["past_profile"] = past_profile_json(r);
+    }
     j["warnings"] = r.warnings;
     return j;
 }

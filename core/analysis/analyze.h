@@ -25,8 +25,19 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
                                      std::uint64_t memory_limit, const JobContext* ctx = nullptr);
 
+// The document's "distance" (docs/maths.md 2.2): for every ordered pair of distinct mechanisms a, b (request order)
+// distance[a][b] = {tv, js, rel_frobenius} of their matrices on the same Q, K, each pair's rows formed a tile at
+// a time, with "why" where a field is null. Empty with fewer than two mechanisms or without the entropy in
+// `metric_options` (the row measures go with it). Throws like analyze().
+nlohmann::ordered_json distance_json(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
+                                     const std::vector<attention::Mechanism>& mechanisms,
+                                     const attention::AttentionOptions& options, const MetricOptions& metric_options,
+                                     std::uint64_t memory_limit, const JobContext* ctx = nullptr);
+
 // One element of "results" in the analyze JSON.
 nlohmann::ordered_json result_json(const MechanismResult& result, const MetricOptions& metric_options);
+// The result's "past_profile": {h, rows, cols, rank, energy_rank_99} per split, or null.
+nlohmann::ordered_json past_profile_json(const MechanismResult& result);
 // The kernels this run used (docs/cli.md, "AttnScope's additions"): instruction set, threads, OpenBLAS's
 // core, and which library ran each class of matrix product when a large one ran.
 nlohmann::ordered_json kernels_json();

@@ -14,8 +14,8 @@ using ojson = nlohmann::ordered_json;
 ojson analyze_document(const AnalyzeRequest& r, const JobContext* ctx)
 {
     const LoadedInputs in = load_inputs(r.q, r.k, r.v, r.setup.selection);
-    const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options_for_inputs(r.setup.options, in),
-                                 r.metrics, r.memory_limit, ctx);
+    const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
+    const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
     ojson doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;
     doc["input"] = in.input_json;
@@ -25,6 +25,7 @@ ojson analyze_document(const AnalyzeRequest& r, const JobContext* ctx)
     for (const auto& result : results)
         list.push_back(result_json(result, r.metrics));
     doc["results"] = std::move(list);
+    doc["distance"] = distance_json(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
     doc["kernels"] = kernels_json();
     return doc;
 }
@@ -39,8 +40,8 @@ UnitsDocument analyze_units_document(const AnalyzeRequest& r, const JobContext* 
         if (ctx)
             ctx->check();
         const LoadedInputs in = load_inputs(r.q, r.k, r.v, u.source.selection);
-        const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options_for_inputs(r.setup.options, in),
-                                     r.metrics, r.memory_limit, ctx);
+        const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
+        const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
         ojson unit;
         unit["unit"] = u.index;
         ojson at = ojson::object();
@@ -57,6 +58,7 @@ UnitsDocument analyze_units_document(const AnalyzeRequest& r, const JobContext* 
             records.push_back({std::to_string(u.index), rs.back()["mechanism"].get<std::string>(), result_metrics(rs.back())});
         }
         unit["results"] = std::move(rs);
+        unit["distance"] = distance_json(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
         list.push_back(std::move(unit));
     }
     UnitsDocument out;

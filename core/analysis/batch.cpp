@@ -95,6 +95,8 @@ json settings_json(const BatchPlan& plan)
                     plan.metrics.top_k ? *plan.metrics.top_k : Index{-1}, plan.metrics.row_entropy};
     if (plan.metrics.past_split)   // only when given: older settings keep their hash
         j["metrics"].push_back(*plan.metrics.past_split);
+    if (plan.metrics.past_splits)   // the same
+        j["metrics"].push_back(nlohmann::ordered_json{{"past_splits", *plan.metrics.past_splits}});
     return j;
 }
 

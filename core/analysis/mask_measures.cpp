@@ -71,6 +71,22 @@ std::unique_ptr<attention::AttentionOperator> make_baseline_operator(const atten
     return attention::make_operator(op.mechanism(), ones, ones, o);
 }
 
+Index parse_past_splits(const std::string& text, const std::string& what)
+{
+    if (text == "all")
+        return k_all_past_splits;
+    std::size_t used = 0;
+    long long k = 0;
+    try {
+        k = std::stoll(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used == 0 || used != text.size() || k < 1 || k > (1LL << 20))
+        throw std::invalid_argument(what + " must be 'all' or a count of splits in 1..1048576 (got '" + text + "')");
+    return static_cast<Index>(k);
+}
+
 std::optional<Index> past_split_of(bool causal, std::optional<Index> given, Index n)
 {
     if (given) {
@@ -120,13 +136,120 @@ std::optional<metrics::BlockFactorization> past_block_factors(const attention::A
 
 double past_block_weight(Index n) { return std::max(0.1, static_cast<double>(n) / 320.0); }
 
+std::optional<metrics::SplitFactors> split_factors(const attention::AttentionOperator& op)
+{
+    metrics::SplitFactors f;
+    if (const attention::KernelFactors* k = op.kernel_pieces()) {
+        // As past_block_factors: for t >= h > j the causal rule keeps Mc's lower triangle, diagonal included.
+        f.x = k->row_scale.asDiagonal() * k->phi_q;
+        f.y = k->phi_k;
+        f.mixing = k->causal ? Eigen::MatrixXd(k->mixing.triangularView<Eigen::Lower>()) : k->mixing;
+        f.block = k->block;
+        return f;
+    }
+    const auto* decay = dynamic_cast<const attention::DecayOperator*>(&op);
+    if (!decay || op.rows() < 2 || !decay->split_weights(1))
+        return std::nullopt;   // softmax, non-causal decay on a grid
+    const attention::DecayOperator::Pieces& p = decay->pieces();
+    f.x = decay->row_scale().asDiagonal() * p.phi_q;
+    f.y = p.phi_k;
+    f.mixing = Eigen::MatrixXd::Ones(1, 1);
+    if (p.mechanism == attention::Mechanism::decay)
+        f.step = Eigen::VectorXd::Constant(op.rows(), decay->gamma());
+    else if (p.log_line.size() > 0)
+        f.step = p.log_line.array().exp().matrix();
+    else
+        f.step = p.line;
+    return f;
+}
+
+namespace {
+
+// The profile of `op` into r.past_profile: from its factors (split_factors) when it has them, else from `A` or
+// the matrix formed from the operator when it fits the memory limit (a few splits only), else null with a warning.
+void measure_past_profile(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd* A,
+                          const MeasureRequest& request, StageProgress* progress)
+{
+    const Index n = op.rows();
+    const Index asked = request.metrics.past_splits.value_or(k_default_past_splits);
+    const bool all = asked == k_all_past_splits;
+    const std::optional<metrics::SplitFactors> f = split_factors(op);
+    const attention::KernelFactors* k = op.kernel_pieces();
+    std::vector<Index> splits =
+        all ? metrics::all_splits(n) : metrics::default_splits(n, asked, k ? k->block : std::vector<Index>{});
+    // The past block's own split belongs to H, so that semiseparable_rank >= past_block.rank.
+    if (const std::optional<Index> h = past_split_of(true, request.metrics.past_split, n); !all && h && *h >= 1) {
+        splits.insert(std::lower_bound(splits.begin(), splits.end(), *h), *h);
+        splits.erase(std::unique(splits.begin(), splits.end()), splits.end());
+    }
+    const std::string name(attention::to_string(r.mechanism));
+    auto keep_going = [&] { return !(progress && progress->cancelled()); };
+    PastProfileResult out;
+    out.all = all;
+    if (f) {
+        if (splits.size() >= metrics::k_carry_from_splits &&
+            metrics::carried_factor_bytes(n, f->x.cols()) > request.memory_limit) {
+            r.warnings.push_back("no past profile: carrying the factors of " + std::to_string(splits.size()) +
+                                 " splits needs about " + human_bytes(metrics::carried_factor_bytes(n, f->x.cols())) +
+                                 ", over the memory limit of " + human_bytes(request.memory_limit) +
+                                 "; give fewer --past-splits");
+            return;
+        }
+        out.splits = metrics::profile_from_factors(*f, splits, request.metrics.rank_rtol, kernels::threads(), keep_going);
+        out.method = "factors";
+    } else {
+        if (all) {
+            r.warnings.push_back("no past profile: " + name +
+                                 " attention has no factors, and every split of the formed matrix costs an SVD each; "
+                                 "give --past-splits K");
+            return;
+        }
+        std::shared_ptr<Eigen::MatrixXd> formed;
+        if (!A) {
+            const double bytes = 8.0 * static_cast<double>(n) * static_cast<double>(n) * 2.0;
+            if (bytes > static_cast<double>(request.memory_limit)) {
+                r.warnings.push_back("no past profile: forming " + name + "'s matrix needs about " +
+                                     human_bytes(static_cast<std::uint64_t>(bytes)) + ", over the memory limit of " +
+                                     human_bytes(request.memory_limit));
+                return;
+            }
+            formed = std::make_shared<Eigen::MatrixXd>(n, n);
+            op.dense_rows(0, n, *formed);
+            A = formed.get();
+        }
+        out.splits = metrics::profile_from_matrix(*A, splits, request.metrics.rank_rtol, keep_going);
+        out.method = "matrix";
+    }
+    if (progress)
+        progress->check();   // a cancelled profile is empty: the job stops here
+    for (const metrics::SplitRank& s : out.splits)
+        out.semiseparable_rank = std::max(out.semiseparable_rank, s.rank);
+    r.past_profile = std::move(out);
+}
+
+void measure_one_past_block(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd* A,
+                            const MeasureRequest& request, StageProgress* progress);
+
+}  // namespace
+
 void measure_past_block(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd* A,
                         const MeasureRequest& request, StageProgress* progress)
 {
-    const Index n = op.rows();
-    if (!request.metrics.spectrum || request.is_baseline)
+    if (!request.metrics.spectrum || request.is_baseline || !past_measures_asked(op.causal(), request.metrics))
         return;
-    const std::optional<Index> split = past_split_of(op.causal(), request.metrics.past_split, n);
+    measure_one_past_block(r, op, A, request, progress);
+    if (op.rows() >= 2)
+        measure_past_profile(r, op, A, request, progress);
+}
+
+namespace {
+
+void measure_one_past_block(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd* A,
+                            const MeasureRequest& request, StageProgress* progress)
+{
+    const Index n = op.rows();
+    const std::optional<Index> split =
+        past_split_of(op.causal() || request.metrics.past_splits.has_value(), request.metrics.past_split, n);
     if (!split)
         return;
     r.past_block_asked = true;
@@ -170,6 +293,8 @@ void measure_past_block(MechanismResult& r, const attention::AttentionOperator& 
     out.spectrum = metrics::spectrum_metrics(metrics::singular_values(std::move(B)), n - h, h, request.metrics.rank_rtol);
     r.past_block = std::move(out);
 }
+
+}  // namespace
 
 namespace {
 

@@ -11,6 +11,7 @@
 #include <Eigen/Core>
 
 #include "analysis/measure.h"
+#include "metrics/semiseparable.h"
 #include "metrics/structured.h"
 
 namespace attnscope::analysis {
@@ -39,7 +40,8 @@ inline constexpr Index k_structured_mask_measures_from = 1024;
 // std::invalid_argument when a given h lies outside 1..N-1.
 std::optional<Index> past_split_of(bool causal, std::optional<Index> given, Index n);
 
-// The past block of `op` into r.past_block (r.past_block_asked set): from the operator's factors when it has
+// The past block of `op` into r.past_block (r.past_block_asked set), and its semiseparable profile into
+// r.past_profile (below); both when past_measures_asked. The past block: from the operator's factors when it has
 // them and N >= k_structured_mask_measures_from; else taken from `A` when the matrix is formed, else formed row
 // by row from the operator when it fits request.memory_limit, else null with a warning.
 void measure_past_block(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd* A,
@@ -67,6 +69,10 @@ Measurement measure_with_known_values(const attention::AttentionOperator& op, co
 // (their weight splits at h: w(t, j) = w(t, h) w(h, j)), except non-causal decay on a grid. Else nothing
 // (softmax). Throws std::invalid_argument for h outside 1..N-1.
 std::optional<metrics::BlockFactorization> past_block_factors(const attention::AttentionOperator& op, Index h);
+
+// The past blocks of `op` as metrics::SplitFactors (the profile's factors): every kernel operator, decay and
+// gated with their per-token weights, except non-causal decay on a grid; else nothing (softmax).
+std::optional<metrics::SplitFactors> split_factors(const attention::AttentionOperator& op);
 
 // The relative cost of the past block's stage (measure_weight's units).
 double past_block_weight(Index n);

@@ -113,7 +113,8 @@ double measure_weight(const MeasureRequest& request, Index n)
     // The baseline A0 takes about the path A takes (docs/performance.md); the past block a quarter-size SVD (a
     // causal default split is not known here: its stage then ends the job's bar a little early, never late).
     const double baseline = request.metrics.baseline && !request.is_baseline ? 1.0 + spectrum_weight(request.path, n) : 0.0;
-    return one + baseline + (request.metrics.past_split ? past_block_weight(n) : 0.0);
+    const double locality = request.metrics.entropy && !request.is_baseline ? 1.0 : 0.0;
+    return one + baseline + locality + (request.metrics.past_split ? past_block_weight(n) : 0.0);
 }
 
 namespace {
@@ -352,6 +353,40 @@ void measure_spectrum(MechanismResult& r, const attention::AttentionOperator& op
 
 // The measures of docs/maths.md 2.2 that need the spectrum and entropy of A: the entropy against the support,
 // and the content-free baseline; and the warning for tolerance-free ranks that a partial spectrum leaves open.
+// docs/maths.md 2.2's logit norm (with the spectrum) and locality (with the entropy: both read rows), from the
+// formed matrix `A` when there is one; a warning says what could not be computed.
+void measure_scores_and_rows(MechanismResult& r, const attention::AttentionOperator& op,
+                             const attention::AttentionOptions& options, const MeasureRequest& request,
+                             const Eigen::MatrixXd* A, StageProgress* progress)
+{
+    if (request.is_baseline)
+        return;
+    const std::string name(attention::to_string(r.mechanism));
+    if (request.metrics.spectrum) {
+        try {
+            r.logit_norm = logit_norm(op);
+        } catch (const std::exception& e) {
+            r.warnings.push_back("no logit norm for " + name + ": " + e.what());
+        }
+    }
+    if (!request.metrics.entropy)
+        return;
+    r.locality_asked = true;
+    begin(progress, r.mechanism, request, "locality", 1.0);
+    std::optional<TokenDistance> own;
+    const TokenDistance* distance = request.distance;
+    if (!distance) {
+        own.emplace(options, op.rows());
+        distance = &*own;
+    }
+    std::string why;
+    r.locality = locality(op, *distance, why, A, [&] { return !(progress && progress->cancelled()); });
+    if (progress)
+        progress->check();
+    if (!r.locality && !why.empty())
+        r.warnings.push_back("no mean attention distance for " + name + ": " + why);
+}
+
 void measure_beyond_mask(MechanismResult& r, const attention::AttentionOperator& op,
                          const attention::AttentionOptions& options, const MeasureRequest& request,
                          StageProgress* progress)
@@ -401,6 +436,7 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
         begin(progress, r.mechanism, request, "entropy", 1.0);
         out.finite = measure_streamed_entropy(r, op, options, request);
         if (out.finite) {
+            measure_scores_and_rows(r, op, options, request, nullptr, progress);
             measure_past_block(r, op, nullptr, request, progress);
             measure_spectrum(r, op, request, nullptr, false, progress);
         }
@@ -413,6 +449,7 @@ Measurement measure(const attention::AttentionOperator& op, const attention::Att
         if (request.keep_matrix)
             out.matrix = A;
         if (out.finite) {
+            measure_scores_and_rows(r, op, options, request, A.get(), progress);
             measure_past_block(r, op, A.get(), request, progress);   // before the spectrum, which may consume A
             measure_spectrum(r, op, request, A.get(), !request.keep_matrix, progress);
         }
@@ -446,6 +483,8 @@ Measurement measure_with_known_values(const attention::AttentionOperator& op, co
             return rows;
         },
         allowed, options, request.metrics, progress);
+    if (out.finite)
+        measure_scores_and_rows(r, op, options, request, nullptr, progress);
     if (out.finite && request.metrics.spectrum) {
         begin(progress, r.mechanism, request, "singular values", spectrum_weight(SpectrumPath::structured, op.rows()));
         r.spectrum = metrics::spectrum_metrics(values, op.rows(), op.cols(), request.metrics.rank_rtol);

@@ -15,10 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/progress.h"
+#include "analysis/row_measures.h"
 #include "attention/operator.h"
 #include "attention/options.h"
 #include "metrics/metrics.h"
 #include "metrics/randomized.h"
+#include "metrics/semiseparable.h"
 #include "metrics/streaming.h"
 #include "metrics/topk.h"
 
@@ -51,7 +53,20 @@ struct MetricOptions {
     // A[h:N, 0:h], h = past_split (default N/2), measured when causal or when past_split is given.
     bool baseline = true;
     std::optional<Index> past_split;
+    // docs/maths.md 2.2's semiseparable profile, measured with the past block: K evenly spaced splits plus every
+    // block boundary (K = past_splits, k_default_past_splits when not given) or every split (k_all_past_splits).
+    // Given on its own (not causal, no past_split) it asks for the past block too.
+    std::optional<Index> past_splits;
 };
+inline constexpr Index k_all_past_splits = 0;
+inline constexpr Index k_default_past_splits = 16;
+// "all" (k_all_past_splits) or a count K in 1..2^20; throws std::invalid_argument naming `what` otherwise.
+Index parse_past_splits(const std::string& text, const std::string& what);
+// Whether the past block and the profile are measured: causal, or a split or the splits given.
+inline bool past_measures_asked(bool causal, const MetricOptions& m)
+{
+    return m.spectrum && (causal || m.past_split || m.past_splits);
+}
 
 // The content-free baseline A0 of docs/maths.md 2.2, measured as A is (its spectrum absent where its path
 // gives not every singular value, its entropy absent where undefined or not asked for).
@@ -64,6 +79,16 @@ struct BaselineResult {
 struct PastBlockResult {
     Index split = 0, rows = 0, cols = 0;
     std::optional<metrics::SpectrumMetrics> spectrum;
+};
+
+// The semiseparable profile of docs/maths.md 2.2: the rank and energy rank 99% of A[h:N, 0:h] for each split h
+// of H, and semiseparable_rank = the largest rank over H. `method`: "factors" (exact, from the operator's
+// factors) or "matrix" (from the formed matrix); `all`: H is every split.
+struct PastProfileResult {
+    std::vector<metrics::SplitRank> splits;
+    Index semiseparable_rank = 0;
+    std::string method;
+    bool all = false;
 };
 
 struct MechanismResult {
@@ -86,6 +111,10 @@ struct MechanismResult {
     std::optional<BaselineResult> baseline;             // A0
     bool past_block_asked = false;                      // causal, or a past split given: the JSON has "past_block"
     std::optional<PastBlockResult> past_block;
+    std::optional<PastProfileResult> past_profile;      // with the past block (null with a warning when not computable)
+    std::optional<double> logit_norm;                   // with the spectrum: s_1 of the scores (row_measures.h)
+    bool locality_asked = false;                        // with the entropy: the JSON has mean_distance, mass_within
+    std::optional<Locality> locality;
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).
@@ -181,6 +210,9 @@ struct MeasureRequest {
     std::uint64_t memory_limit = UINT64_MAX;
     // This request measures a content-free baseline (its stages are named so; it has no baseline itself).
     bool is_baseline = false;
+    // The token distances of the locality measures (the analysis's options, which name the grid for every
+    // mechanism); when null, those of the options measure() is given.
+    const TokenDistance* distance = nullptr;
 };
 
 struct Measurement {

@@ -8,7 +8,7 @@
 
 namespace attnscope::analysis {
 
-using json = nlohmann::ordered_json;
+using table_json = nlohmann::ordered_json;
 
 namespace {
 
@@ -40,12 +40,12 @@ std::optional<double> rank_tol_of(const MechanismResult& r)
 }
 
 // The randomized range finder's proof (metrics/randomized.h), right after rank_tol.
-void rank_bounds_json(const MechanismResult& r, json& out)
+void rank_bounds_json(const MechanismResult& r, table_json& out)
 {
     if (!r.spectrum || !r.rank_bracket)
         return;
     const metrics::RandomizedRank& b = *r.rank_bracket;
-    out["rank_bounds"] = json{{"lower", b.lower},
+    out["rank_bounds"] = table_json{{"lower", b.lower},
                               {"upper", b.upper},
                               {"lower_proof", "deterministic: singular values of Q^T A interlace those of A"},
                               {"upper_failure_probability", b.failure_probability},
@@ -230,6 +230,60 @@ void store_past_field(MechanismResult& r, double v)
     (*r.past_block->spectrum).*F = static_cast<T>(v);
 }
 
+std::optional<double> semiseparable_rank_of(const MechanismResult& r)
+{
+    if (r.past_profile)
+        return static_cast<double>(r.past_profile->semiseparable_rank);
+    return std::nullopt;
+}
+
+void store_semiseparable_rank(MechanismResult& r, double v)
+{
+    if (!r.past_profile)
+        r.past_profile.emplace();
+    r.past_profile->semiseparable_rank = static_cast<Index>(v);
+}
+
+std::optional<double> logit_norm_of(const MechanismResult& r) { return r.logit_norm; }
+void store_logit_norm(MechanismResult& r, double v) { r.logit_norm = v; }
+
+std::optional<double> mean_distance_of(const MechanismResult& r)
+{
+    if (r.locality)
+        return r.locality->mean_distance;
+    return std::nullopt;
+}
+
+void store_mean_distance(MechanismResult& r, double v)
+{
+    if (!r.locality)
+        r.locality.emplace();
+    r.locality->mean_distance = v;
+}
+
+template <Index R>
+std::optional<double> mass_within_of(const MechanismResult& r)
+{
+    if (r.locality)
+        for (const auto& [radius, mass] : r.locality->mass_within)
+            if (radius == R)
+                return mass;
+    return std::nullopt;
+}
+
+template <Index R>
+void store_mass_within(MechanismResult& r, double v)
+{
+    if (!r.locality)
+        r.locality.emplace();
+    auto& m = r.locality->mass_within;
+    const auto at = std::find_if(m.begin(), m.end(), [](const auto& p) { return p.first >= R; });
+    if (at != m.end() && at->first == R)
+        at->second = v;
+    else
+        m.insert(at, {R, v});
+}
+
 // The entries of docs/maths.md 2.2 (after those of section 2 in make_table).
 void add_beyond_mask_entries(std::vector<MetricEntry>& t);
 
@@ -348,6 +402,23 @@ void add_beyond_mask_entries(std::vector<MetricEntry>& t)
     t.push_back({"past_block_energy_rank_99", G::past_block, "energy_rank_99", "past block energy rank 99%",
                  "past block A[h:N, :h]: energy rank 99%", "", count, past_field<Index, &SpectrumMetrics::energy_rank_99>,
                  flat, "", 0, 0, 0, 0, "", nullptr, store_past_field<Index, &SpectrumMetrics::energy_rank_99>});
+    t.push_back({"semiseparable_rank", G::past_profile, "semiseparable_rank", "semiseparable rank",
+                 "semiseparable rank (largest past-block rank over the splits)", "", count, semiseparable_rank_of,
+                 k_everywhere, "ss.rank", 8, 0, 124, 0, "", nullptr, store_semiseparable_rank});
+    t.push_back({"logit_norm", G::rows, "logit_norm", "logit norm", "logit norm (largest singular value of the scores)", "",
+                 real, logit_norm_of, k_everywhere, "", 0, 0, 125, 5, "", nullptr, store_logit_norm});
+    t.push_back({"mean_distance", G::rows, "mean_distance", "mean attention distance",
+                 "mean attention distance (tokens)", "tokens", real, mean_distance_of, k_everywhere, "mean dist", 10, 2, 126,
+                 5, "", nullptr, store_mean_distance});
+    // mass_within is an object in the analyze JSON (every radius 1, 2, 4, ... below N: result_json writes it); the
+    // flat files and the app take three radii.
+    constexpr unsigned flat_rows = use_sweep_csv | use_sweep | use_batch_csv | use_metrics_view;
+    t.push_back({"mass_within_1", G::rows, "mass_within.1", "mass within 1 token", "attention mass within 1 token", "",
+                 real, mass_within_of<1>, flat_rows, "", 0, 0, 127, 5, "", nullptr, store_mass_within<1>});
+    t.push_back({"mass_within_4", G::rows, "mass_within.4", "mass within 4 tokens", "attention mass within 4 tokens", "",
+                 real, mass_within_of<4>, flat_rows, "", 0, 0, 128, 5, "", nullptr, store_mass_within<4>});
+    t.push_back({"mass_within_16", G::rows, "mass_within.16", "mass within 16 tokens", "attention mass within 16 tokens",
+                 "", real, mass_within_of<16>, flat_rows, "", 0, 0, 129, 5, "", nullptr, store_mass_within<16>});
 }
 
 }  // namespace
@@ -365,6 +436,8 @@ std::string_view json_object_of(MetricGroup g)
         return "past_block";
     case MetricGroup::spectrum:
     case MetricGroup::versus_baseline:
+    case MetricGroup::past_profile:
+    case MetricGroup::rows:
         break;
     }
     return "";
@@ -400,11 +473,11 @@ const MetricEntry* find_metric(std::string_view key)
     return nullptr;
 }
 
-const json& metric_json(const MetricEntry& e, const json& result)
+const table_json& metric_json(const MetricEntry& e, const table_json& result)
 {
-    static const json null_value;
+    static const table_json null_value;
     const std::string_view object = json_object_of(e.group);
-    const json* holder = &result;
+    const table_json* holder = &result;
     if (!object.empty()) {
         if (!result.is_object())
             return null_value;
@@ -429,12 +502,12 @@ const json& metric_json(const MetricEntry& e, const json& result)
     return it == holder->end() ? null_value : *it;
 }
 
-void write_metric_fields(const MechanismResult& r, MetricGroup g, json& out)
+void write_metric_fields(const MechanismResult& r, MetricGroup g, table_json& out)
 {
     for (const MetricEntry& e : metric_table()) {
         if (e.group != g || !e.used_in(use_analyze))
             continue;
-        json* holder = &out;
+        table_json* holder = &out;
         std::string_view field = e.field;
         for (std::size_t dot = field.find('.'); dot != std::string_view::npos; dot = field.find('.')) {   // nested
             holder = &(*holder)[std::string(field.substr(0, dot))];
@@ -453,14 +526,14 @@ void write_metric_fields(const MechanismResult& r, MetricGroup g, json& out)
     }
 }
 
-void write_metric_object(const MechanismResult& r, MetricGroup g, json& result, bool present)
+void write_metric_object(const MechanismResult& r, MetricGroup g, table_json& result, bool present)
 {
     const std::string name(json_object_of(g));
     if (!present) {
         result[name] = nullptr;
         return;
     }
-    json o = json::object();
+    table_json o = table_json::object();
     write_metric_fields(r, g, o);
     result[name] = std::move(o);
 }

@@ -34,6 +34,8 @@ std::string normalisation_problem(const AttentionOptions& options, const char* f
                                       "the official normalisation is MHLA's");
 }
 
+}  // namespace
+
 // Grid coordinates of every token (docs/maths.md 1.5), per axis. raster: token t sits at unravel(t, grid);
 // blocked: block b = t / (N/M) in raster order over the block grid, and raster order inside the block:
 // position = unravel(b, block_grid) * step + unravel(t % (N/M), step), step = grid / block_grid.
@@ -86,6 +88,8 @@ std::vector<std::vector<Index>> grid_positions(const BlockSpec& spec, Index n)
     }
     return pos;
 }
+
+namespace {
 
 void check_row_apply_shapes(Index n, const Eigen::Ref<const MatrixXd>& X, const Eigen::Ref<MatrixXd>& Y, const char* what)
 {

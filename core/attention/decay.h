@@ -22,6 +22,10 @@
 
 namespace attnscope::attention {
 
+// Grid coordinates of every token (docs/maths.md 1.5), per axis, for spec.grid (raster or blocked token order).
+// Throws std::invalid_argument naming the violated condition (axes, sizes, N).
+std::vector<std::vector<Index>> grid_positions(const BlockSpec& spec, Index n);
+
 // The gamma decay uses: options.decay.gamma, or RetNet's schedule 1 - 2^(-5 - h) for h = options.query_head.
 // Not checked (decay_problem() says whether it lies in (0, 1]).
 double decay_gamma(const AttentionOptions& options);

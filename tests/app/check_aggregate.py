@@ -192,12 +192,13 @@ if single.returncode != 0 or many.returncode != 0:
     problems.append(f"analyze --at b=all: exit {many.returncode} {many.stderr.strip()} / {single.stderr.strip()}")
 else:
     one, doc = json.loads(single.stdout), json.loads(many.stdout)
-    if set(one) != {"attnscope_version", "input", "results", "kernels"}:
+    if set(one) != {"attnscope_version", "input", "results", "distance", "kernels"}:
         problems.append(f"analyze single unit: keys {sorted(one)}")
     units = doc.get("units", [])
     if [u.get("at") for u in units] != [{"b": b} for b in range(5)]:
         problems.append(f"analyze --at b=all: units {[u.get('at') for u in units]}")
-    elif units[3]["results"] != one["results"] or units[3]["input"] != one["input"]:
+    elif (units[3]["results"] != one["results"] or units[3]["input"] != one["input"]
+          or units[3].get("distance") != one["distance"]):
         problems.append("analyze --at b=all: unit b=3 differs from --at b=3")
     recs_b = [dict(r, unit=u["unit"]) for u in units for r in u["results"]]
     compare("analyze --at b=all aggregate", doc.get("aggregate", {"mechanisms": [], "pairs": []}), reference(recs_b))

@@ -39,7 +39,8 @@ mc_path = os.path.join(work, "mc.npy")
 np.save(mc_path, learned)
 
 NEW_KEYS = ("energy_rank_90", "energy_rank_99", "rank_at_rtol", "baseline", "excess_effective_rank",
-            "entropy_below_baseline", "past_block")
+            "entropy_below_baseline", "past_block", "past_profile", "semiseparable_rank", "logit_norm", "mean_distance",
+            "mass_within")
 
 
 def close(a, b, label):
@@ -53,6 +54,13 @@ def close(a, b, label):
                 problems.append(f"{label}.{key}: missing")
             else:
                 close(a[key], b[key], f"{label}.{key}")
+        return
+    if isinstance(b, list):
+        if not isinstance(a, list) or len(a) != len(b):
+            problems.append(f"{label}: {a!r}, reference {b!r}")
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            close(x, y, f"{label}[{i}]")
         return
     if b is None or a is None:
         if a is not b:
@@ -71,7 +79,7 @@ def cli_args(o):
     args = []
     for key, flag in (("blocks", "--blocks"), ("chunk", "--chunk"), ("mixing", "--mixing"), ("normalize", "--normalize"),
                       ("feature_map", "--feature-map"), ("decay", "--decay"), ("rank_rtol", "--rank-rtol"),
-                      ("past_split", "--past-split")):
+                      ("past_split", "--past-split"), ("past_splits", "--past-splits")):
         if o.get(key) is not None:
             args += [flag, str(o[key])]
     for key, flag in (("grid", "--grid"), ("block_grid", "--block-grid")):
@@ -85,7 +93,7 @@ def cli_args(o):
 
 
 def reference(mech, h, o):
-    ro = {key: v for key, v in o.items() if v is not None and key not in ("rank_rtol", "past_split")}
+    ro = {key: v for key, v in o.items() if v is not None and key not in ("rank_rtol", "past_split", "past_splits")}
     if mech == "gated":
         ro["gates"] = gates[h]
     if mech not in ("mhla",):
@@ -101,7 +109,9 @@ def reference(mech, h, o):
     if mech == "mhla" and ro.get("mixing_matrix") is not None:
         ro.pop("mixing", None)
     return attnref.analyze_result(mech, q[h], k[h], rank_rtol=o.get("rank_rtol"), past_split=o.get("past_split"),
-                                  head=h, **ro)
+                                  past_splits=o.get("past_splits"), head=h,
+                                  distance_grid=(o.get("grid"), o.get("block_grid"), o.get("token_order", "raster")),
+                                  **ro)
 
 
 def check_result(r, ref, label):
@@ -127,6 +137,53 @@ def analyze(mechs, h, o, extra=()):
     return None if out is None else json.loads(out)["results"]
 
 
+def analyze_doc(mechs, h, o, extra=()):
+    args = ["analyze", "--q", path + ":/q", "--k", path + ":/k", "--head", str(h), "--mechanism", ",".join(mechs),
+            "--json", "-"] + cli_args(o) + list(extra)
+    if "gated" in mechs:
+        args += ["--gates", path + ":/gates"]
+    out = run(args)
+    return None if out is None else json.loads(out)
+
+
+def reference_matrix(mech, h, o):
+    ro = {key: v for key, v in o.items() if v is not None and key not in ("rank_rtol", "past_split", "past_splits")}
+    if mech == "gated":
+        ro["gates"] = gates[h]
+    if mech != "mhla":
+        for key in ("blocks", "chunk", "mixing", "mixing_matrix", "block_grid"):
+            ro.pop(key, None)
+        if mech != "decay":
+            ro.pop("grid", None)
+    if mech == "softmax":
+        ro.pop("normalize", None)
+        ro.pop("feature_map", None)
+    if mech == "linear":
+        ro.pop("normalize", None)
+    if mech == "mhla" and ro.get("mixing_matrix") is not None:
+        ro.pop("mixing", None)
+    return attnref.attention_matrix(mech, q[h], k[h], head=h, **ro)
+
+
+def check_distance(doc, mechs, h, o, label):
+    """The document's distance[a][b] for every ordered pair against attnref.mechanism_distance."""
+    dist = doc.get("distance")
+    if not isinstance(dist, dict):
+        problems.append(f"{label}: distance {dist!r}")
+        return
+    mats = {m: reference_matrix(m, h, o) for m in mechs}
+    for a in mechs:
+        for b in mechs:
+            if a == b:
+                continue
+            got = (dist.get(a) or {}).get(b)
+            if got is None:
+                problems.append(f"{label}: no distance[{a}][{b}]")
+                continue
+            close({k2: got.get(k2) for k2 in ("tv", "js", "rel_frobenius")}, attnref.mechanism_distance(mats[a], mats[b]),
+                  f"{label} distance[{a}][{b}]")
+
+
 CASES = [
     ("1-D", {"blocks": 4, "mixing": "exp"}, ["softmax", "linear", "mhla", "decay", "cosformer"]),
     ("1-D causal", {"causal": True, "chunk": 12, "mixing": "causal-local"},
@@ -141,14 +198,24 @@ CASES = [
     ("none", {"blocks": 4, "mixing": "linear", "normalize": "none", "past_split": 7}, ["mhla", "decay"]),
     ("rtol", {"causal": True, "blocks": 4, "mixing": "causal-local", "rank_rtol": 1e-3}, ["softmax", "linear", "mhla"]),
     ("elu1 causal", {"causal": True, "blocks": 3, "mixing": "causal", "feature_map": "elu1"}, ["linear", "mhla"]),
+    # The semiseparable profile (docs/maths.md 2.2): every split (47 of them, one QR per split) and K splits.
+    ("profile all causal", {"causal": True, "chunk": 12, "mixing": "causal-local", "past_splits": "all"},
+     ["linear", "mhla", "decay", "gated", "cosformer"]),
+    ("profile all learned", {"blocks": 4, "mixing_matrix": learned, "past_splits": "all"}, ["mhla", "linear"]),
+    ("profile K", {"blocks": 6, "mixing": "exp", "past_splits": 5}, ["softmax", "linear", "mhla", "decay"]),
+    ("profile grid causal", {"causal": True, "grid": [6, 8], "block_grid": [3, 2], "mixing": "causal-local",
+                             "past_splits": "all"}, ["mhla", "decay"]),
+    ("profile grid", {"grid": [6, 8], "block_grid": [2, 2], "mixing": "cos", "past_splits": 7}, ["softmax", "mhla"]),
 ]
 for name, o, mechs in CASES:
     for h in (0, 1):
-        results = analyze(mechs, h, o)
-        if results is None:
+        doc = analyze_doc(mechs, h, o)
+        if doc is None:
             continue
-        for mech, r in zip(mechs, results):
+        for mech, r in zip(mechs, doc["results"]):
             check_result(r, reference(mech, h, o), f"analyze {name} h={h} {mech}")
+        if h == 0:
+            check_distance(doc, mechs, h, o, f"analyze {name}")
 
 # The structured path and the dense one give the same measures (non-causal linear and MHLA, and their baselines).
 for o in ({"blocks": 4, "mixing": "exp"}, {"blocks": 4, "mixing_matrix": learned, "past_split": 24}):

@@ -149,6 +149,14 @@ TEST(CliCommands, MeasuresBeyondTheMaskMatchTheReference)
     attnscope::test::expect_script_passes("app/check_measures.py", "cli_measures");
 }
 
+// Issue 31: the semiseparable profile (past_profile, semiseparable_rank, --past-splits) at every split from the
+// carried factors (1-D and raster grids, causal and not, learned Mc with zeros, every factored mechanism) and at
+// N = 4096 without N x N, against the dense SVD of each block in NumPy (tests/app/check_profile.py).
+TEST(CliCommands, SemiseparableProfileMatchesTheReference)
+{
+    attnscope::test::expect_script_passes("app/check_profile.py", "cli_profile");
+}
+
 // Issue 30: logits up to ~1e12 (queries x 1e6) make softmax rows one-hot with subnormal entries; every
 // mechanism's spectrum still comes back equal to NumPy's, on both dense SVD paths, with no LAPACK message
 // (tests/app/check_large_logits.py).

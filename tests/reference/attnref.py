@@ -610,6 +610,98 @@ def past_block(A, h=None, rank_rtol=None):
             "energy_rank_99": energy_rank(sp["singular_values"], 0.99)}
 
 
+def default_past_splits(N, count=16, blk=None):
+    """The split set H of 2.2 (docs/maths.md): `count` splits evenly spaced, floor(i N / (count + 1)) for
+    i = 1..count (count capped at N - 1), plus every block boundary (the first token of each block; blk = the
+    block of each token, None for one block), each in 1..N-1, ascending and distinct. count = "all": 1..N-1."""
+    if count == "all":
+        return list(range(1, N))
+    count = max(0, min(int(count), N - 1))
+    hs = {(i * N) // (count + 1) for i in range(1, count + 1)}
+    if blk is not None:
+        blk = np.asarray(blk)
+        for b in np.unique(blk):
+            hs.add(int(np.flatnonzero(blk == b)[0]))
+    return sorted(h for h in hs if 1 <= h <= N - 1)
+
+
+def past_profile(A, splits, rank_rtol=None):
+    """past_profile of 2.2: {h, rows, cols, rank, energy_rank_99} of A[h:N, 0:h] for each h, from the dense SVD
+    of each block (the rank rule of section 2 on the block's own values), and semiseparable_rank = the largest."""
+    A = np.asarray(A, dtype=np.float64)
+    N = A.shape[0]
+    out = []
+    for h in splits:
+        B = A[h:N, 0:h]
+        sp = spectrum(B, rank_rtol)
+        out.append({"h": int(h), "rows": int(N - h), "cols": int(h), "rank": sp["rank"],
+                    "energy_rank_99": energy_rank(sp["singular_values"], 0.99)})
+    return out, max((p["rank"] for p in out), default=0)
+
+
+def logit_norm(mechanism, Q, K, scale=None, causal=False, feature_map="relu", favor_features=256, seed=0, **_ignored):
+    """logit_norm of 2.2 (Zhai et al. 2023): the largest singular value of the scores before mask and normalisation,
+    scale Q K^T for softmax (scale default 1/sqrt(d)), Phi_Q Phi_K^T for the kernel mechanisms (cosformer: its
+    cos/sin-weighted factors, so the scores carry the cos weight; MHLA without mixing; decay / gated without weights).
+    Here from the formed N x N scores (numpy.linalg.norm(., 2)), not from factors."""
+    Q = np.asarray(Q, dtype=np.float64)
+    K = np.asarray(K, dtype=np.float64)
+    if mechanism == "softmax":
+        sc = 1.0 / np.sqrt(Q.shape[1]) if scale is None else scale
+        return float(np.linalg.norm(sc * (Q @ K.T), 2))
+    phiQ = apply_feature_map(feature_map, Q, favor_features, seed)
+    phiK = apply_feature_map(feature_map, K, favor_features, seed)
+    if mechanism == "cosformer":
+        phiQ, phiK = cosformer_factors(phiQ, phiK, causal)
+    return float(np.linalg.norm(phiQ @ phiK.T, 2))
+
+
+def token_distances(N, grid=None, block_grid=None, token_order="raster"):
+    """N x N token distances of 2.2: |t - j| in 1-D, the Euclidean distance of the grid positions with a grid."""
+    if grid is None:
+        t = np.arange(N, dtype=np.float64)
+        return np.abs(t[:, None] - t[None, :])
+    pos = grid_positions(N, grid, block_grid, token_order).astype(np.float64)
+    return np.sqrt(((pos[:, None, :] - pos[None, :, :]) ** 2).sum(axis=2))
+
+
+def locality(A, grid=None, block_grid=None, token_order="raster"):
+    """(mean_distance, mass_within) of 2.2: mean over rows of sum_j A[t,j] dist(t,j), and {r: mean over rows of the
+    mass at dist <= r} for r = 1, 2, 4, ... below N (keys as strings, as the JSON). (None, None) when an entry is
+    negative."""
+    A = np.asarray(A, dtype=np.float64)
+    N = A.shape[0]
+    if np.any(A < 0):
+        return None, None
+    D = token_distances(N, grid, block_grid, token_order)
+    mean = float((A * D).sum(axis=1).mean())
+    mass = {}
+    r = 1
+    while r < N:
+        mass[str(r)] = float((A * (D <= r)).sum(axis=1).mean())
+        r *= 2
+    return mean, mass
+
+
+def mechanism_distance(Aa, Ab):
+    """distance[a][b] of 2.2: tv = mean over rows of 0.5 sum_j |A_a - A_b|, js = mean Jensen-Shannon divergence
+    (nats; 0 ln 0 = 0), both None unless every row of both is a distribution (>= 0, sums 1 within 1e-9);
+    rel_frobenius = ||A_a - A_b||_F / ||A_b||_F."""
+    Aa = np.asarray(Aa, dtype=np.float64)
+    Ab = np.asarray(Ab, dtype=np.float64)
+    out = {"tv": None, "js": None, "rel_frobenius": float(np.linalg.norm(Aa - Ab) / np.linalg.norm(Ab))}
+    dist = (np.all(Aa >= 0) and np.all(Ab >= 0) and np.all(np.abs(Aa.sum(axis=1) - 1) <= 1e-9)
+            and np.all(np.abs(Ab.sum(axis=1) - 1) <= 1e-9))
+    if dist:
+        out["tv"] = float((0.5 * np.abs(Aa - Ab).sum(axis=1)).mean())
+        M = 0.5 * (Aa + Ab)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ka = np.where(Aa > 0, Aa * np.log(Aa / M), 0.0)
+            kb = np.where(Ab > 0, Ab * np.log(Ab / M), 0.0)
+        out["js"] = float((0.5 * ka.sum(axis=1) + 0.5 * kb.sum(axis=1)).mean())
+    return out
+
+
 def support_normalized_mean(A, sizes):
     """entropy.support_normalized_mean of 2.1: mean over rows of H_t / ln|S_t|, rows with |S_t| <= 1 count as 0.
     None when A has a negative entry (entropy is undefined, as in metrics())."""
@@ -685,7 +777,7 @@ def baseline_measures(A0, allowed, rank_rtol=None):
     return out
 
 
-def measures(mechanism, Q, K, A=None, rank_rtol=None, past_split=None, **options):
+def measures(mechanism, Q, K, A=None, rank_rtol=None, past_split=None, past_splits=None, **options):
     """The 2.1 measures of one mechanism on (Q, K), as the analyze JSON names them (cli.md "Added for the next
     round"): energy_rank_90, energy_rank_99, rank_at_rtol, baseline, excess_effective_rank,
     entropy_below_baseline, support_normalized_mean (goes into the result's "entropy"), past_block (present only
@@ -703,8 +795,10 @@ def measures(mechanism, Q, K, A=None, rank_rtol=None, past_split=None, **options
         warnings.append("the matrix has non-finite entries (a row normaliser is zero): no measure is reported")
         out.update(energy_rank_90=None, energy_rank_99=None, rank_at_rtol=None, baseline=None,
                    excess_effective_rank=None, entropy_below_baseline=None, support_normalized_mean=None)
-        if causal or past_split is not None:
+        if causal or past_split is not None or past_splits is not None:
             out["past_block"] = None
+            out["past_profile"] = None
+            out["semiseparable_rank"] = None
         out["warnings"] = warnings
         return out
     sp = spectrum(A, rank_rtol)
@@ -730,27 +824,42 @@ def measures(mechanism, Q, K, A=None, rank_rtol=None, past_split=None, **options
         else:
             out["entropy_below_baseline"] = base["entropy"]["mean"] - float(row_entropies(A).mean())
     out["support_normalized_mean"] = support_normalized_mean(A, support_sizes(mechanism, N, **options))
-    if causal or past_split is not None:
+    if causal or past_split is not None or past_splits is not None:
         out["past_block"] = past_block(A, past_split, rank_rtol)
+        blk = None
+        if mechanism == "mhla":
+            layout_keys = ("blocks", "chunk", "grid", "block_grid", "token_order")
+            blk, _ = block_layout(N, **{key: options[key] for key in layout_keys if options.get(key) is not None})
+        splits = default_past_splits(N, 16 if past_splits is None else past_splits, blk)
+        if past_splits != "all":   # the past block's own split belongs to H
+            splits = sorted(set(splits) | {N // 2 if past_split is None else int(past_split)})
+        out["past_profile"], out["semiseparable_rank"] = past_profile(A, splits, rank_rtol)
     out["warnings"] = warnings
     return out
 
 
-def analyze_result(mechanism, Q, K, rank_rtol=None, top_k=None, row_entropy=False, past_split=None, **options):
+def analyze_result(mechanism, Q, K, rank_rtol=None, top_k=None, row_entropy=False, past_split=None, past_splits=None,
+                   distance_grid=None, **options):
     """One result of the analyze JSON with the 2.1 measures: metrics() plus energy_rank_90, energy_rank_99,
     rank_at_rtol, baseline, excess_effective_rank, entropy_below_baseline, entropy.support_normalized_mean and
     past_block (when causal or past_split is given)."""
     A = attention_matrix(mechanism, Q, K, **options)
     N = A.shape[0]
     out = metrics(A, allowed_keys(mechanism, N, **options), rank_rtol, top_k, row_entropy)
-    m = measures(mechanism, Q, K, A=A, rank_rtol=rank_rtol, past_split=past_split, **options)
+    m = measures(mechanism, Q, K, A=A, rank_rtol=rank_rtol, past_split=past_split, past_splits=past_splits, **options)
     if out["entropy"] is not None:
         out["entropy"]["support_normalized_mean"] = m["support_normalized_mean"]
     for key in ("energy_rank_90", "energy_rank_99", "rank_at_rtol", "baseline", "excess_effective_rank",
-                "entropy_below_baseline", "past_block"):
+                "entropy_below_baseline", "past_block", "past_profile", "semiseparable_rank"):
         if key in m:
             out[key] = m[key]
     out["warnings"] += m["warnings"]
+    # 2.2's logit norm and locality; distance_grid = (grid, block_grid, token_order) of the analysis (every
+    # mechanism's token distances), default the mechanism's own options.
+    out["logit_norm"] = logit_norm(mechanism, Q, K, **options)
+    if distance_grid is None:
+        distance_grid = (options.get("grid"), options.get("block_grid"), options.get("token_order", "raster"))
+    out["mean_distance"], out["mass_within"] = locality(A, *distance_grid)
     return out
 
 

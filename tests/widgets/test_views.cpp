@@ -264,6 +264,7 @@ TEST(MetricsCsv, MatchesResult)
                         "entropy_mean,entropy_std,entropy_min,entropy_max,entropy_normalized_mean,"
                         "entropy_support_normalized_mean,baseline_rank,baseline_effective_rank,baseline_entropy_mean,"
                         "excess_effective_rank,entropy_below_baseline,past_block_rank,past_block_effective_rank,"
+                        "semiseparable_rank,logit_norm,mean_distance,mass_within_1,mass_within_4,mass_within_16,"
                         "rank_at_rtol_1e-2,rank_at_rtol_1e-3,rank_at_rtol_1e-4,rank_at_rtol_1e-6,rank_at_rtol_1e-8,"
                         "rank_at_rtol_1e-10,rank_at_rtol_1e-12,params,warnings,error");
     const QStringList header = lines[0].split(',');

@@ -66,6 +66,14 @@ MechanismResult full_result()
     p.energy_rank_99 = 15;
     r.past_block_asked = true;
     r.past_block = analysis::PastBlockResult{16, 17, 18, p};
+    analysis::PastProfileResult profile;
+    profile.splits = {{4, 31, 4, 4, 3}, {16, 19, 16, 19, 9}};
+    profile.semiseparable_rank = 19;
+    profile.method = "factors";
+    r.past_profile = profile;
+    r.logit_norm = 6.5;
+    r.locality_asked = true;
+    r.locality = analysis::Locality{3.25, {{1, 0.125}, {2, 0.25}, {4, 0.5}, {8, 0.75}, {16, 0.875}}};
     return r;
 }
 
@@ -109,7 +117,13 @@ std::map<std::string, double> fields_of(const MechanismResult& r)
             {"past_block_rank", 13.0},
             {"past_block_effective_rank", 4.5},
             {"past_block_energy_rank_90", 14.0},
-            {"past_block_energy_rank_99", 15.0}};
+            {"past_block_energy_rank_99", 15.0},
+            {"semiseparable_rank", 19.0},
+            {"logit_norm", 6.5},
+            {"mean_distance", 3.25},
+            {"mass_within_1", 0.125},
+            {"mass_within_4", 0.5},
+            {"mass_within_16", 0.875}};
 }
 
 }  // namespace
@@ -157,6 +171,9 @@ TEST(MetricTable, ReadersMatchTheResultFields)
     none.support_normalized_mean.reset();
     none.baseline.reset();
     none.past_block.reset();
+    none.past_profile.reset();
+    none.logit_norm.reset();
+    none.locality.reset();
     for (const MetricEntry& e : analysis::metric_table())
         EXPECT_FALSE(e.read(none)) << e.key;
 
@@ -200,8 +217,13 @@ TEST(MetricTable, AnalyzeJsonIsWrittenFromTheReaders)
     EXPECT_EQ(keys, (std::vector<std::string>{"mechanism", "params", "method", "rank", "rank_tol", "relative_rank",
                                               "effective_rank", "stable_rank", "energy_rank_90", "energy_rank_99",
                                               "singular_values", "rank_at_rtol", "entropy", "row_entropy", "baseline",
-                                              "excess_effective_rank", "entropy_below_baseline", "past_block",
-                                              "warnings"}));
+                                              "excess_effective_rank", "entropy_below_baseline", "logit_norm",
+                                              "mean_distance", "mass_within", "past_block", "semiseparable_rank",
+                                              "past_profile", "warnings"}));
+    EXPECT_EQ(j["mass_within"].dump(), R"({"1":0.125,"2":0.25,"4":0.5,"8":0.75,"16":0.875})");
+    EXPECT_EQ(j["past_profile"].dump(), R"([{"h":4,"rows":31,"cols":4,"rank":4,"energy_rank_99":3},)"
+                                        R"({"h":16,"rows":19,"cols":16,"rank":19,"energy_rank_99":9}])");
+    EXPECT_EQ(j["method"]["past_profile"], "factors");
     std::vector<std::string> entropy_keys;
     for (const auto& [k, v] : j["entropy"].items())
         entropy_keys.push_back(k);
