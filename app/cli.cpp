@@ -21,7 +21,8 @@ namespace attnscope::app {
 
 namespace {
 
-constexpr const char* kSubcommands[] = {"info", "analyze", "matrix", "synth", "sweep", "batch", "merge", "aggregate", "figure"};
+constexpr const char* kSubcommands[] = {"info",  "analyze",   "matrix", "synth", "sweep", "batch",
+                                        "merge", "aggregate", "depth",  "figure"};
 
 bool is_subcommand(const char* word)
 {
@@ -103,6 +104,7 @@ int run_cli(int argc, char** argv)
     commands.push_back(add_batch_command(app));
     commands.push_back(add_merge_command(app));
     commands.push_back(add_aggregate_command(app));
+    commands.push_back(add_depth_command(app));
     make_numbers_strict(app);   // every numeric option, plain decimal only (app/cli_options.h)
 
     try {

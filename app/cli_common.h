@@ -27,6 +27,7 @@ struct Command {
 
 Command add_info_command(CLI::App& app);
 Command add_analyze_command(CLI::App& app);
+Command add_depth_command(CLI::App& app);
 Command add_matrix_command(CLI::App& app);
 Command add_synth_command(CLI::App& app);
 Command add_sweep_command(CLI::App& app);

@@ -47,7 +47,8 @@ std::vector<std::optional<metrics::RowEntropies>> shared_kernel_entropy(const st
 
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<Mechanism>& mechanisms, const attention::AttentionOptions& options,
-                                     const MetricOptions& metric_options, std::uint64_t memory_limit, const JobContext* ctx)
+                                     const MetricOptions& metric_options, std::uint64_t memory_limit, const JobContext* ctx,
+                                     const Eigen::MatrixXd* values)
 {
     const Index n = Q.rows();
     const Index d = Q.cols();
@@ -107,10 +108,28 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.spectrum_why = std::move(p.result.spectrum_why);
         // docs/maths.md 2.2: a causal result (or one with a split) has its past block, null when not measured.
         m.result.past_block_asked = m.result.past_block_asked || past_measures_asked(options.causal, metric_options);
+        if (values && m.finite)
+            measure_output(m.result, *p.op, *values, metric_options.rank_rtol);
         results.push_back(std::move(m.result));
         p.op.reset();
     }
     return results;
+}
+
+void measure_output(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd& values,
+                    std::optional<double> rank_rtol)
+{
+    r.output_asked = true;
+    if (values.rows() != op.rows())
+        throw std::invalid_argument("values have " + std::to_string(values.rows()) + " tokens but the attention matrix " +
+                                    std::to_string(op.rows()));
+    Eigen::MatrixXd Y(op.rows(), values.cols());
+    op.apply(values, Y);
+    if (!Y.allFinite()) {
+        r.warnings.push_back("no output measures: A V has entries that are not finite");
+        return;
+    }
+    r.output = metrics::spectrum_metrics(metrics::singular_values(std::move(Y)), op.rows(), values.cols(), rank_rtol);
 }
 
 nlohmann::ordered_json distance_json(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
@@ -257,6 +276,8 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
             j["mass_within"] = nullptr;
         }
     }
+    if (r.output_asked)   // --v: rank, effective rank, energy rank 99% of A V
+        write_metric_object(r, MetricGroup::output, j, r.output.has_value());
     if (r.past_block_asked) {
         write_metric_object(r, MetricGroup::past_block, j, r.past_block.has_value());
         write_metric_fields(r, MetricGroup::past_profile, j);

@@ -19,11 +19,18 @@ namespace attnscope::analysis {
 // scores for the entropy when both stream it (non-causal).
 // With `ctx` (sweeps in the desktop app), measure()'s stages report progress through it and cancellation
 // (JobCancelled) is checked between mechanisms, between row tiles and between the SVD's panels; the
-// numbers are the same as without it (the same computations, only observed).
+// numbers are the same as without it (the same computations, only observed). With `values` (N x d_v), each
+// result also has its output (measure_output).
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<attention::Mechanism>& mechanisms,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
-                                     std::uint64_t memory_limit, const JobContext* ctx = nullptr);
+                                     std::uint64_t memory_limit, const JobContext* ctx = nullptr,
+                                     const Eigen::MatrixXd* values = nullptr);
+
+// docs/maths.md 2.2's output: rank, effective rank and energy rank 99% of A V (N x d_v, from the operator's
+// products, never A) into r.output (r.output_asked set); a warning when A V is not finite.
+void measure_output(MechanismResult& r, const attention::AttentionOperator& op, const Eigen::MatrixXd& values,
+                    std::optional<double> rank_rtol);
 
 // The document's "distance" (docs/maths.md 2.2): for every ordered pair of distinct mechanisms a, b (request order)
 // distance[a][b] = {tv, js, rel_frobenius} of their matrices on the same Q, K, each pair's rows formed a tile at

@@ -15,7 +15,8 @@ ojson analyze_document(const AnalyzeRequest& r, const JobContext* ctx)
 {
     const LoadedInputs in = load_inputs(r.q, r.k, r.v, r.setup.selection);
     const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
-    const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
+    const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx,
+                                 in.v ? &in.v->values : nullptr);
     ojson doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;
     doc["input"] = in.input_json;
@@ -41,7 +42,8 @@ UnitsDocument analyze_units_document(const AnalyzeRequest& r, const JobContext* 
             ctx->check();
         const LoadedInputs in = load_inputs(r.q, r.k, r.v, u.source.selection);
         const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
-        const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx);
+        const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx,
+                                     in.v ? &in.v->values : nullptr);
         ojson unit;
         unit["unit"] = u.index;
         ojson at = ojson::object();

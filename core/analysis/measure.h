@@ -115,6 +115,8 @@ struct MechanismResult {
     std::optional<double> logit_norm;                   // with the spectrum: s_1 of the scores (row_measures.h)
     bool locality_asked = false;                        // with the entropy: the JSON has mean_distance, mass_within
     std::optional<Locality> locality;
+    bool output_asked = false;                          // values given (--v): the JSON has "output"
+    std::optional<metrics::SpectrumMetrics> output;     // of A V (N x d_v)
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).

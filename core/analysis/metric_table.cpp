@@ -284,6 +284,22 @@ void store_mass_within(MechanismResult& r, double v)
         m.insert(at, {R, v});
 }
 
+template <class T, T metrics::SpectrumMetrics::*F>
+std::optional<double> output_field(const MechanismResult& r)
+{
+    if (r.output)
+        return static_cast<double>((*r.output).*F);
+    return std::nullopt;
+}
+
+template <class T, T metrics::SpectrumMetrics::*F>
+void store_output_field(MechanismResult& r, double v)
+{
+    if (!r.output)
+        r.output.emplace();
+    (*r.output).*F = static_cast<T>(v);
+}
+
 // The entries of docs/maths.md 2.2 (after those of section 2 in make_table).
 void add_beyond_mask_entries(std::vector<MetricEntry>& t);
 
@@ -419,6 +435,15 @@ void add_beyond_mask_entries(std::vector<MetricEntry>& t)
                  real, mass_within_of<4>, flat_rows, "", 0, 0, 128, 5, "", nullptr, store_mass_within<4>});
     t.push_back({"mass_within_16", G::rows, "mass_within.16", "mass within 16 tokens", "attention mass within 16 tokens",
                  "", real, mass_within_of<16>, flat_rows, "", 0, 0, 129, 5, "", nullptr, store_mass_within<16>});
+    t.push_back({"output_rank", G::output, "rank", "output rank", "output A V: rank", "", count,
+                 output_field<Index, &SpectrumMetrics::rank>, k_everywhere, "", 0, 0, 140, 0, "", nullptr,
+                 store_output_field<Index, &SpectrumMetrics::rank>});
+    t.push_back({"output_effective_rank", G::output, "effective_rank", "output effective rank",
+                 "output A V: effective rank", "", real, output_field<double, &SpectrumMetrics::effective_rank>,
+                 k_everywhere, "", 0, 0, 142, 5, "", nullptr, store_output_field<double, &SpectrumMetrics::effective_rank>});
+    t.push_back({"output_energy_rank_99", G::output, "energy_rank_99", "output energy rank 99%",
+                 "output A V: energy rank 99%", "", count, output_field<Index, &SpectrumMetrics::energy_rank_99>,
+                 k_everywhere, "", 0, 0, 144, 0, "", nullptr, store_output_field<Index, &SpectrumMetrics::energy_rank_99>});
 }
 
 }  // namespace
@@ -434,6 +459,8 @@ std::string_view json_object_of(MetricGroup g)
         return "baseline";
     case MetricGroup::past_block:
         return "past_block";
+    case MetricGroup::output:
+        return "output";
     case MetricGroup::spectrum:
     case MetricGroup::versus_baseline:
     case MetricGroup::past_profile:

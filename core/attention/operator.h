@@ -139,4 +139,33 @@ std::unique_ptr<AttentionOperator> make_kernel_operator(Mechanism mechanism, Eig
                                                         const BlockLayout& layout, Eigen::MatrixXd mixing,
                                                         const AttentionOptions& options, bool may_be_negative);
 
+// A formed N x N matrix as an operator (a product of layers' attention matrices, analysis/depth.h): rows, products
+// and the allowed keys it is given; no pieces, so every measure takes it as it is.
+class MatrixOperator final : public AttentionOperator {
+public:
+    MatrixOperator(Eigen::MatrixXd A, Mechanism mechanism, bool causal, std::vector<Index> allowed, bool may_be_negative)
+        : AttentionOperator(A.rows()), m_a(std::move(A)), m_mechanism(mechanism), m_causal(causal),
+          m_allowed(std::move(allowed)), m_negative(may_be_negative)
+    {
+    }
+    Mechanism mechanism() const override { return m_mechanism; }
+    bool causal() const override { return m_causal; }
+    void dense_rows(Index t0, Index count, Eigen::Ref<Eigen::MatrixXd> out) const override { out = m_a.middleRows(t0, count); }
+    void apply(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const override { Y.noalias() = m_a * X; }
+    void apply_transpose(const Eigen::Ref<const Eigen::MatrixXd>& X, Eigen::Ref<Eigen::MatrixXd> Y) const override
+    {
+        Y.noalias() = m_a.transpose() * X;
+    }
+    std::vector<Index> allowed_keys() const override { return m_allowed; }
+    bool may_be_negative() const override { return m_negative; }
+    const Eigen::MatrixXd& matrix() const { return m_a; }
+
+private:
+    Eigen::MatrixXd m_a;
+    Mechanism m_mechanism;
+    bool m_causal;
+    std::vector<Index> m_allowed;
+    bool m_negative;
+};
+
 }  // namespace attnscope::attention

@@ -27,9 +27,12 @@ path = os.path.join(work, "measures.h5")
 q = rng.standard_normal((H, N, D))
 k = rng.standard_normal((H, N, D))
 gates = rng.uniform(0.6, 1.0, (H, N))
+values = rng.standard_normal((H, N, 3))
+values[:, :, 2] = values[:, :, 0] - values[:, :, 1]   # rank 2: the output's rank is at most 2
 with h5py.File(path, "w") as f:
     f["q"] = q
     f["k"] = k
+    f["v"] = values
     f["gates"] = gates
 # A learned 4 x 4 mixing matrix with zeros (non-negative), as a file.
 learned = np.abs(rng.standard_normal((4, 4)))
@@ -40,7 +43,7 @@ np.save(mc_path, learned)
 
 NEW_KEYS = ("energy_rank_90", "energy_rank_99", "rank_at_rtol", "baseline", "excess_effective_rank",
             "entropy_below_baseline", "past_block", "past_profile", "semiseparable_rank", "logit_norm", "mean_distance",
-            "mass_within")
+            "mass_within", "output")
 
 
 def close(a, b, label):
@@ -216,6 +219,20 @@ for name, o, mechs in CASES:
             check_result(r, reference(mech, h, o), f"analyze {name} h={h} {mech}")
         if h == 0:
             check_distance(doc, mechs, h, o, f"analyze {name}")
+
+# --v: the output A V's rank, effective rank and energy rank 99% (docs/maths.md 2.2), against NumPy.
+for name, o, mechs in CASES[:3]:
+    doc = analyze_doc(mechs, 1, o, ["--v", path + ":/v"])
+    if doc is None:
+        continue
+    for mech, r in zip(mechs, doc["results"]):
+        Y = reference_matrix(mech, 1, o) @ values[1]
+        sp = attnref.spectrum(Y)
+        ref = {"rank": sp["rank"], "effective_rank": sp["effective_rank"],
+               "energy_rank_99": attnref.energy_rank(sp["singular_values"], 0.99)}
+        close(r.get("output"), ref, f"output {name} {mech}")
+        if r.get("output", {}).get("rank", 3) > 2:
+            problems.append(f"output {name} {mech}: rank {r['output']['rank']} above rank(V) = 2")
 
 # The structured path and the dense one give the same measures (non-causal linear and MHLA, and their baselines).
 for o in ({"blocks": 4, "mixing": "exp"}, {"blocks": 4, "mixing_matrix": learned, "past_split": 24}):

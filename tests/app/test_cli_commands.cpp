@@ -157,6 +157,13 @@ TEST(CliCommands, SemiseparableProfileMatchesTheReference)
     attnscope::test::expect_script_passes("app/check_profile.py", "cli_profile");
 }
 
+// Issue 31: `attnscope depth` (products of the layers' attention matrices) against NumPy on the shipped ViT and causal
+// LM, per-layer datasets and an `l` axis alike (tests/app/check_depth.py).
+TEST(CliCommands, DepthProductsMatchNumPy)
+{
+    attnscope::test::expect_script_passes("app/check_depth.py", "cli_depth");
+}
+
 // Issue 30: logits up to ~1e12 (queries x 1e6) make softmax rows one-hot with subnormal entries; every
 // mechanism's spectrum still comes back equal to NumPy's, on both dense SVD paths, with no LAPACK message
 // (tests/app/check_large_logits.py).

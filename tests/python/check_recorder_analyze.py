@@ -1,7 +1,8 @@
 """The PyTorch bridge's recorder.analyze (tools/python/attnscope_dump.py) gives the numbers of its saved file.
 
 A small encoder runs inside the recorder; recorder.analyze(layer, head) must equal attnscope.analyze on the
-file recorder.save() writes (the defaults it records, causal and scale, taken the same way). Exit 77 (skipped)
+file recorder.save() writes (the defaults it records, causal and scale, taken the same way), values and the
+output measures of A V included. Exit 77 (skipped)
 without PyTorch.
 """
 import os
@@ -40,9 +41,14 @@ def main():
             for head in (0, 3):
                 direct = rec.analyze(layer, head=head, blocks=4, row_entropy=True)
                 saved = attnscope.analyze(f"{path}:/layers/{layer}/q", f"{path}:/layers/{layer}/k",
-                                          head=head, blocks=4, row_entropy=True)
+                                          f"{path}:/layers/{layer}/v", head=head, blocks=4, row_entropy=True)
                 if results(direct) != results(saved):
                     print(f"layer {layer} head {head}: recorder.analyze differs from the saved file's analysis")
+                    return 1
+                # The recorder passes the values: every mechanism has the rank of its output A V (N x d_v).
+                if any(not isinstance(r.get("output"), dict) or r["output"].get("rank", 0) < 1
+                       for r in direct["results"]):
+                    print(f"layer {layer} head {head}: no output measures from the recorded values")
                     return 1
                 if direct["results"][0]["params"].get("causal") is not True:
                     print("the recorded causal mask was not taken as causal")

@@ -74,6 +74,12 @@ MechanismResult full_result()
     r.logit_norm = 6.5;
     r.locality_asked = true;
     r.locality = analysis::Locality{3.25, {{1, 0.125}, {2, 0.25}, {4, 0.5}, {8, 0.75}, {16, 0.875}}};
+    metrics::SpectrumMetrics out;
+    out.rank = 21;
+    out.effective_rank = 5.5;
+    out.energy_rank_99 = 22;
+    r.output_asked = true;
+    r.output = out;
     return r;
 }
 
@@ -123,7 +129,10 @@ std::map<std::string, double> fields_of(const MechanismResult& r)
             {"mean_distance", 3.25},
             {"mass_within_1", 0.125},
             {"mass_within_4", 0.5},
-            {"mass_within_16", 0.875}};
+            {"mass_within_16", 0.875},
+            {"output_rank", 21.0},
+            {"output_effective_rank", 5.5},
+            {"output_energy_rank_99", 22.0}};
 }
 
 }  // namespace
@@ -174,6 +183,7 @@ TEST(MetricTable, ReadersMatchTheResultFields)
     none.past_profile.reset();
     none.logit_norm.reset();
     none.locality.reset();
+    none.output.reset();
     for (const MetricEntry& e : analysis::metric_table())
         EXPECT_FALSE(e.read(none)) << e.key;
 
@@ -218,12 +228,13 @@ TEST(MetricTable, AnalyzeJsonIsWrittenFromTheReaders)
                                               "effective_rank", "stable_rank", "energy_rank_90", "energy_rank_99",
                                               "singular_values", "rank_at_rtol", "entropy", "row_entropy", "baseline",
                                               "excess_effective_rank", "entropy_below_baseline", "logit_norm",
-                                              "mean_distance", "mass_within", "past_block", "semiseparable_rank",
+                                              "mean_distance", "mass_within", "output", "past_block", "semiseparable_rank",
                                               "past_profile", "warnings"}));
     EXPECT_EQ(j["mass_within"].dump(), R"({"1":0.125,"2":0.25,"4":0.5,"8":0.75,"16":0.875})");
     EXPECT_EQ(j["past_profile"].dump(), R"([{"h":4,"rows":31,"cols":4,"rank":4,"energy_rank_99":3},)"
                                         R"({"h":16,"rows":19,"cols":16,"rank":19,"energy_rank_99":9}])");
     EXPECT_EQ(j["method"]["past_profile"], "factors");
+    EXPECT_EQ(j["output"].dump(), R"({"rank":21,"effective_rank":5.5,"energy_rank_99":22})");
     std::vector<std::string> entropy_keys;
     for (const auto& [k, v] : j["entropy"].items())
         entropy_keys.push_back(k);
