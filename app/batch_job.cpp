@@ -374,7 +374,7 @@ BatchJob parse_batch_job(const std::string& path)
     // it as a C string: refused wherever it is.
     r.refuse_nul(root);
     r.check_keys(root, {"inputs", "q", "k", "layout", "at", "heads", "layers", "prefix_tokens", "mechanisms", "max_memory",
-                        "attention", "metrics", "sweep", "figure"},
+                        "attention", "metrics", "sweep", "figure", "depth"},
                  "the job");
     const std::string base = fs::path(path).parent_path().string();
 
@@ -389,6 +389,20 @@ BatchJob parse_batch_job(const std::string& path)
     plan.given = explicit_choices(sel, mech);
     plan.metrics = read_metrics(root, r);
     read_sweeps(root, r, plan);
+    if (const toml::table* t = r.table(root, "depth")) {
+        // [depth]: `attnscope depth` on every file (docs/batch.md): alpha, and one head or the mean over heads.
+        r.check_keys(*t, {"alpha", "head"}, "[depth]");
+        analysis::BatchDepth d;
+        d.alpha = r.number(*t, "alpha").value_or(0.5);
+        if (!(d.alpha >= 0.0 && d.alpha <= 1.0))
+            r.fail(t->get("alpha"), "[depth] 'alpha' must lie in [0, 1]");
+        if (const auto h = r.integer(*t, "head")) {
+            if (*h < 0 || *h > (std::int64_t{1} << 31))
+                r.fail(t->get("head"), "[depth] 'head' must be a head index (0 or more)");
+            d.head = static_cast<Eigen::Index>(*h);
+        }
+        plan.depth = d;
+    }
     if (const toml::node* figures = root.get("figure")) {
         if (!figures->is_array_of_tables())
             r.fail(figures, "'figure' must be an array of tables: [[figure]]");

@@ -184,8 +184,10 @@ int run_batch(const BatchArgs& a)
         std::fprintf(stderr, "\n");
     for (const std::string& note : report.notes)
         std::cerr << "note: " << note << "\n";
-    std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps -> {}\n", a.job,
-                             report.units, report.skipped, report.analysed, report.records, report.sweeps, opt.out_dir);
+    std::cerr << fmt::format("batch {}: {} units ({} already recorded, {} analysed), {} new records, {} sweeps{} -> {}\n", a.job,
+                             report.units, report.skipped, report.analysed, report.records, report.sweeps,
+                             job.plan.depth ? fmt::format(", {} depth documents", report.depths) : std::string(),
+                             opt.out_dir);
     if (report.failures.empty())
         return 0;
     for (const auto& f : report.failures)

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "analysis/depth.h"
 #include "analysis/inputs.h"
 #include "analysis/mask_measures.h"
 #include "analysis/plan.h"
@@ -279,6 +280,107 @@ void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std:
     }
 }
 
+// The depth request of one file of the job ([depth]): the job's layers (every layer unless it lists some), the
+// head mean or one head.
+DepthRequest depth_request(const BatchPlan& plan, const std::string& file)
+{
+    DepthRequest req;
+    req.plan = plan;
+    req.plan.files = {file};
+    req.plan.sweeps.clear();
+    req.plan.depth.reset();
+    if (req.plan.layers.kind == AxisChoice::Kind::selection)
+        req.plan.layers = AxisChoice::all("layers");
+    req.head_mean = !plan.depth->head;
+    req.plan.heads = plan.depth->head ? AxisChoice::list({*plan.depth->head}, "[depth] head") : AxisChoice::all("heads");
+    req.alpha = plan.depth->alpha;
+    return req;
+}
+
+// depth/<name>.csv: one row per depth and mechanism.
+std::string depth_csv(const json& doc)
+{
+    std::string out = "depth,layer,mechanism,rank,effective_rank,stable_rank,entropy_mean,entropy_normalized_mean,"
+                      "semiseparable_rank,residual_to_uniform\n";
+    const auto cell = [](const json& v) -> std::string {
+        if (v.is_number_integer())
+            return std::to_string(v.get<long long>());
+        if (v.is_number())
+            return fmt::format("{:.17g}", v.get<double>());
+        return "";
+    };
+    for (const json& step : doc.at("depth"))
+        for (const json& r : step.at("results")) {
+            const json none;
+            const json& e = r.contains("entropy") && r["entropy"].is_object() ? r["entropy"] : none;
+            const json& pp = r.contains("semiseparable_rank") ? r["semiseparable_rank"] : none;
+            out += fmt::format("{},{},{},{},{},{},{},{},{},{}\n", cell(step["depth"]), cell(step["layer"]),
+                               r["mechanism"].get<std::string>(), cell(r.value("rank", json())),
+                               cell(r.value("effective_rank", json())), cell(r.value("stable_rank", json())),
+                               cell(e.is_object() ? e.value("mean", json()) : json()),
+                               cell(e.is_object() ? e.value("normalized_mean", json()) : json()), cell(pp),
+                               cell(r["residual_to_uniform"]));
+        }
+    return out;
+}
+
+// [depth] of this shard, after the sweeps: for each file, depth/<name>.json (the document of `attnscope depth
+// --json`, with the fingerprint of the job's settings, [depth] and the file's SHA-256) and depth/<name>.csv. A
+// file whose documents exist with the same fingerprint is done; a stale one loses them first and runs again.
+void run_depths(const BatchPlan& plan, std::size_t offset, const std::string& settings, HashCache& hashes,
+                const BatchRunOptions& opt, BatchReport& report)
+{
+    if (!plan.depth)
+        return;
+    const fs::path dir = fs::path(opt.out_dir) / "depth";
+    const std::vector<std::string> names = input_names(plan.files);
+    JobContext ctx;
+    ctx.token = opt.cancel;
+    for (std::size_t i = 0; i < plan.files.size(); ++i) {
+        if (static_cast<int>((offset + i) % static_cast<std::size_t>(opt.shard_count)) != opt.shard_index)
+            continue;
+        if (opt.cancel.cancelled()) {
+            report.cancelled = true;
+            return;
+        }
+        const std::string& file = plan.files[i];
+        const fs::path csv = dir / (names[i] + ".csv"), js = dir / (names[i] + ".json");
+        try {
+            json fp;
+            fp["settings"] = settings;
+            fp["alpha"] = plan.depth->alpha;
+            fp["head"] = plan.depth->head ? json(*plan.depth->head) : json("mean");
+            fp["file"] = {display_path(file), hashes.get(file)};
+            const std::string fingerprint = settings_hash(fp);
+            std::error_code ec;
+            const bool had_csv = fs::exists(fs::symlink_status(csv, ec)), had_json = fs::exists(fs::symlink_status(js, ec));
+            if (had_csv && had_json && recorded_fingerprint(js) == fingerprint)
+                continue;
+            if (had_csv || had_json) {
+                remove_file(js);
+                remove_file(csv);
+                if (had_csv && had_json)
+                    report.notes.push_back("depth of " + display_path(file) + ": its input or settings changed: run again");
+            }
+            json doc = depth_document(depth_request(plan, file), &ctx);
+            doc["batch"] = {{"fingerprint", fingerprint}};
+            fs::create_directories(dir, ec);
+            if (!fs::is_directory(dir))
+                throw InputError(dir.string() + ": cannot create the folder (" + ec.message() + ")");
+            write_file_atomically(csv.string(), depth_csv(doc));
+            write_file_atomically(js.string(), json_text(doc, 2) + "\n");   // last: this file's depth is done
+            ++report.depths;
+        } catch (const JobCancelled&) {
+            report.cancelled = true;
+            return;
+        } catch (const InputError& e) {
+            report.failures.push_back("depth of " + display_path(file) + ": " + e.what());
+        } catch (const std::invalid_argument& e) {
+            report.failures.push_back("depth of " + display_path(file) + ": " + e.what());
+        }
+    }
+}
+
 void run_unit_figures(const std::vector<const BatchUnit*>& units, const BatchRunOptions& opt, BatchReport& report)
 {
     if (!opt.on_unit_figures)
@@ -513,6 +615,7 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     make_output_folder(opt.out_dir);
     own_subfolder(fs::path(opt.out_dir) / "figures");
     own_subfolder(fs::path(opt.out_dir) / "sweeps");
+    own_subfolder(fs::path(opt.out_dir) / "depth");
     std::vector<const BatchUnit*> units;
     ShardInfo shard;
     shard.settings = settings;
@@ -555,6 +658,8 @@ BatchReport run_batch(const BatchPlan& plan, const BatchRunOptions& opt)
     run_units(todo, plan, opt, settings, store, hashes, report);
     if (!report.cancelled)
         run_sweeps(plan, sweep_plans, all_units.size(), settings, hashes, opt, report);
+    if (!report.cancelled)
+        run_depths(plan, all_units.size() + plan.sweeps.size(), settings, hashes, opt, report);
     if (!report.cancelled)
         run_unit_figures(units, opt, report);
 

@@ -39,6 +39,12 @@ struct BatchSweep {
     SweepSpec spec;            // inputs are filled in from the batch's files
 };
 
+// [depth]: `attnscope depth` (analysis/depth.h) on every file of the job, written to DIR/depth/<name>.json and .csv.
+struct BatchDepth {
+    double alpha = 0.5;
+    std::optional<Index> head;   // one head; nothing: the mean over every head
+};
+
 struct BatchPlan {
     std::string job_path;                      // the TOML file (for messages and relative globs)
     std::vector<std::string> files;            // expanded, sorted
@@ -52,6 +58,7 @@ struct BatchPlan {
     MetricOptions metrics;
     std::uint64_t memory_limit = 0;
     std::vector<BatchSweep> sweeps;
+    std::optional<BatchDepth> depth;
 };
 
 struct BatchProgress {
@@ -114,6 +121,7 @@ struct BatchRunOptions {
 
 struct BatchReport {
     std::size_t units = 0, skipped = 0, analysed = 0, records = 0, sweeps = 0;
+    std::size_t depths = 0;                // files whose depth documents this run wrote
     std::size_t dropped = 0;               // records dropped on a rerun (input changed, or not in the job any more)
     bool cancelled = false;
     std::vector<std::string> notes;        // what a rerun changed, one line each ("input changed: ...")

@@ -225,7 +225,7 @@ const std::set<std::string>& merge_output_names()
     static const std::set<std::string> names = {"results.jsonl",          "summary.csv",           "aggregate.csv",
                                                 "aggregate.json",         "results.partial.jsonl", "summary.partial.csv",
                                                 "aggregate.partial.csv",  "aggregate.partial.json", "merge.json",
-                                                "sweeps",                 "figures"};
+                                                "sweeps",                 "figures",               "depth"};
     return names;
 }
 
@@ -241,7 +241,7 @@ void check_replaceable(const fs::path& out, const std::string& shown)
         empty = false;
         const std::string name = e.path().filename().string();
         const fs::file_status st = e.symlink_status();
-        const bool sub = name == "sweeps" || name == "figures";
+        const bool sub = name == "sweeps" || name == "figures" || name == "depth";
         if (!merge_output_names().count(name) || fs::is_symlink(st) || (sub ? !fs::is_directory(st) : !fs::is_regular_file(st)))
             throw InputError("--out " + shown + " already holds '" + display_path(name) +
                              "', which a merge does not write: choose a new folder (an earlier merge's folder is replaced whole)");
@@ -446,7 +446,7 @@ void merge_batches(const std::vector<std::string>& dirs, const std::string& out_
     // the hidden folder the merge is built in.
     try {
         for (std::size_t i = 0; i < dirs.size(); ++i)
-            for (const char* sub : {"sweeps", "figures"})
+            for (const char* sub : {"sweeps", "figures", "depth"})
                 copy_shard_folder(dir_fds[i].fd, dirs[i], sub, temp.path);
         const std::string tag = merged.complete ? "" : ".partial";
         write_file_atomically((temp.path / ("results" + tag + ".jsonl")).string(), merged.results_jsonl);

@@ -73,7 +73,7 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
         chains.push_back(Chain{m, {}, false, false, {}, {}});
     MetricOptions metrics = request.plan.metrics;
     metrics.baseline = false;   // a product of layers has no content-free counterpart of its own
-    const std::uint64_t limit = request.plan.memory_limit;
+    const std::uint64_t limit = request.plan.memory_limit ? request.plan.memory_limit : default_memory_limit();
 
     depth_json steps = depth_json::array();
     Index n = -1;

@@ -154,4 +154,74 @@ for args in (["depth", os.path.join(root, "data", "gaussian.h5")], ["depth", vit
     if p.returncode != 2 or len(lines) != 1 or not lines[0].startswith("error:") or p.stdout:
         problems.append(f"{' '.join(args[1:])}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
 
+# The same from a batch job's [depth]: depth/<name>.json equals `attnscope depth --json` on the file (the batch's
+# fingerprint aside), depth/<name>.csv holds its numbers, a rerun keeps them, a changed alpha redoes them, shards
+# split the files and `merge` carries their depth folders; a bad [depth] is one error line before anything is made.
+def strip(doc):
+    doc = dict(doc)
+    doc.pop("batch", None)
+    doc.pop("kernels", None)   # the batch records its GEMM choices too
+    doc["input"] = {k: v for k, v in doc["input"].items() if k != "file"}
+    return doc
+
+
+lm_file = os.path.join(root, "data", "trained_lm_mhla.h5")
+job = os.path.join(work, "depth_job.toml")
+
+
+def write_job(alpha, extra=""):
+    with open(job, "w") as f:
+        f.write(f'inputs = ["{vit}", "{lm_file}"]\nq = "/layers/0/q"\nk = "/layers/0/k"\nheads = "all"\nlayers = "all"\n'
+                f'mechanisms = "softmax,linear"\n[depth]\nalpha = {alpha}\n{extra}')
+
+
+write_job(0.5)
+out_dir = os.path.join(work, "depth_batch")
+p = subprocess.run([binary, "batch", job, "--out", out_dir], capture_output=True, text=True)
+if p.returncode != 0 or "2 depth documents" not in p.stderr:
+    problems.append(f"batch [depth]: exit {p.returncode}: {p.stderr[-400:]}")
+else:
+    for name, path in (("vit_digits", vit), ("trained_lm_mhla", lm_file)):
+        with open(os.path.join(out_dir, "depth", name + ".json")) as f:
+            got = json.load(f)
+        want = run(["depth", path, "--mechanism", "softmax,linear", "--json", "-"])
+        if want is not None and strip(got) != strip(json.loads(want)):
+            problems.append(f"batch depth/{name}.json differs from `attnscope depth --json`")
+        with open(os.path.join(out_dir, "depth", name + ".csv")) as f:
+            rows = f.read().strip().splitlines()
+        steps = [(s["depth"], r) for s in got["depth"] for r in s["results"]]
+        if len(rows) != 1 + len(steps):
+            problems.append(f"depth/{name}.csv: {len(rows) - 1} rows, {len(steps)} results")
+        else:
+            for line, (_, r) in zip(rows[1:], steps):
+                cells = line.split(",")
+                close(float(cells[-1]), r["residual_to_uniform"], f"depth/{name}.csv residual", rel=1e-15)
+    again = subprocess.run([binary, "batch", job, "--out", out_dir], capture_output=True, text=True)
+    if again.returncode != 0 or "0 depth documents" not in again.stderr:
+        problems.append(f"batch [depth] rerun: {again.stderr[-300:]}")
+    write_job(1.0)
+    changed = subprocess.run([binary, "batch", job, "--out", out_dir], capture_output=True, text=True)
+    if changed.returncode != 0 or "2 depth documents" not in changed.stderr or "depth of" not in changed.stderr:
+        problems.append(f"batch [depth] alpha changed: {changed.stderr[-300:]}")
+    shards = []
+    for i in range(2):
+        d = os.path.join(work, f"depth_shard{i}")
+        shards.append(d)
+        sp = subprocess.run([binary, "batch", job, "--out", d, "--shard", f"{i}/2"], capture_output=True, text=True)
+        if sp.returncode != 0:
+            problems.append(f"batch [depth] shard {i}: {sp.stderr[-300:]}")
+    merged = os.path.join(work, "depth_merged")
+    mp = subprocess.run([binary, "merge"] + shards + ["--out", merged], capture_output=True, text=True)
+    if mp.returncode != 0 or sorted(os.listdir(os.path.join(merged, "depth"))) != [
+            "trained_lm_mhla.csv", "trained_lm_mhla.json", "vit_digits.csv", "vit_digits.json"]:
+        problems.append(f"merge of [depth] shards: exit {mp.returncode} {mp.stderr[-300:]}")
+for bad in ("alpha = 2.0\n", "alpha = 0.5\nlayer = 1\n", 'alpha = "half"\n'):
+    with open(job, "w") as f:
+        f.write(f'inputs = ["{vit}"]\nq = "/layers/0/q"\nk = "/layers/0/k"\n[depth]\n{bad}')
+    d = os.path.join(work, "depth_bad")
+    p = subprocess.run([binary, "batch", job, "--out", d], capture_output=True, text=True)
+    lines = p.stderr.strip().splitlines()
+    if p.returncode != 2 or len(lines) != 1 or not lines[0].startswith("error:") or os.path.exists(d):
+        problems.append(f"[depth] {bad.strip()!r}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
+
 cli_checks.report(problems)
