@@ -1,6 +1,8 @@
 // SpectrumView: normalised singular values s_i / s_1 (log y) per mechanism with the rank tolerance
 // tol / s_1 and the ranks in the legend; optionally the cumulative energy sum_{i<=k} s_i^2 / sum s^2, or the
-// rank against the relative tolerance (the core's rank_at_rtol, docs/maths.md 2.2) as a step curve.
+// rank against the relative tolerance (the core's rank_at_rtol, docs/maths.md 2.2) as a step curve, or the
+// semiseparable profile (docs/maths.md 2.2): the rank of the block below the diagonal A[h:N, 0:h] against the
+// split h, with the head dimension d and the full-rank bound min(h, N - h).
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QJsonObject>
@@ -35,13 +37,20 @@ public:
         m_tolBox->setToolTip(tr("Show the rank #{s_i > rtol s_1} at rtol = 1e-2 ... 1e-12: where the order of the "
                                 "mechanisms depends on the tolerance"));
         tools->addWidget(m_tolBox);
+        m_profileBox = new QCheckBox(tr("Rank at every split"), this);
+        m_profileBox->setToolTip(tr("The semiseparable profile: the rank of the past block A[h:N, 0:h] against the split h, "
+                                    "with the head dimension d (linear attention's bound at every split). Measured for "
+                                    "causal attention"));
+        tools->addWidget(m_profileBox);
         tools->addStretch(1);
         connect(m_cumBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_logxBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_tolBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
+        connect(m_profileBox, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         m_saved.add("cumulative", m_cumBox);
         m_saved.add("log_x", m_logxBox);
         m_saved.add("rank_vs_tolerance", m_tolBox);
+        m_saved.add("profile", m_profileBox);
         rebuild();
     }
 
@@ -78,6 +87,15 @@ private:
             return;
         }
         clearPlot(m_plot);
+        // One plot at a time: the profile, else the ranks against the tolerance, else the spectrum (the boxes that
+        // do not apply to the plot shown are greyed).
+        m_tolBox->setEnabled(!m_profileBox->isChecked());
+        m_cumBox->setEnabled(!m_profileBox->isChecked() && !m_tolBox->isChecked());
+        m_logxBox->setEnabled(!m_profileBox->isChecked() && !m_tolBox->isChecked());
+        if (m_profileBox->isChecked()) {
+            rebuildProfile();
+            return;
+        }
         if (m_tolBox->isChecked()) {
             rebuildRankAgainstTolerance();
             return;
@@ -251,6 +269,88 @@ private:
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
+    // The semiseparable profile of every mechanism that has one (the core's past_profile: nothing is computed
+    // here), with d and min(h, N - h).
+    void rebuildProfile()
+    {
+        const auto n = m_result->n;
+        QCPAxisRect* rect = titledRect(tr("Rank of the past block A[h:N, 0:h] at each split h (N = %1)").arg(n));
+        auto* x = rect->axis(QCPAxis::atBottom);
+        auto* y = rect->axis(QCPAxis::atLeft);
+        x->setLabel(tr("split h (queries h..N−1 against keys 0..h−1)"));
+        y->setLabel(tr("rank of A[h:N, 0:h]"));
+        setIntegerTicks(x);
+        setIntegerTicks(y);
+        m_legendAlign = Qt::AlignTop | Qt::AlignRight;
+        auto* legend = addLegend(rect, m_legendAlign);
+        m_legend = legend;
+        m_rect = rect;
+        QStringList notes;
+        double ymax = 1;
+        for (const auto& o : m_result->outcomes) {
+            const auto mech = o.result.mechanism;
+            if (!o.result.past_profile || o.result.past_profile->splits.empty()) {
+                if (!o.error.empty())
+                    notes << tr("%1: failed (%2)").arg(mechanismLabel(mech), QString::fromStdString(o.error));
+                else if (o.result.past_block_asked)
+                    notes << tr("%1: no profile (see its warnings in the Metrics view)").arg(mechanismLabel(mech));
+                continue;
+            }
+            const auto& pp = *o.result.past_profile;
+            QVector<double> xs, ys;
+            for (const auto& sr : pp.splits) {
+                xs << static_cast<double>(sr.h);
+                ys << static_cast<double>(sr.rank);
+                ymax = std::max(ymax, ys.back());
+            }
+            auto* g = m_plot->addGraph(x, y);
+            g->setData(xs, ys, true);
+            g->setPen(mechanismPen(mech, 1.3));
+            g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, pp.splits.size() > 64 ? 0 : 5));
+            g->setName(tr("%1: semiseparable rank %2 (%3 splits, %4)")
+                           .arg(mechanismLabel(mech))
+                           .arg(pp.semiseparable_rank)
+                           .arg(pp.splits.size())
+                           .arg(pp.method == "factors" ? tr("exact from the factors") : tr("from the matrix")));
+            g->addToLegend(legend);
+        }
+        if (m_plot->graphCount() == 0) {
+            m_legend = nullptr;
+            m_rect = nullptr;
+            QString why = tr("No semiseparable profile to show.\n");
+            const bool causal = std::any_of(m_result->outcomes.begin(), m_result->outcomes.end(),
+                                            [](const auto& o) { return o.result.past_block_asked; });
+            if (!causal)
+                why += tr("It is measured for causal attention: tick Causal in the Mechanisms dock (or use\n"
+                          "attnscope analyze --past-split H --past-splits K|all on the command line).");
+            showPlotMessage(m_plot, why + (notes.isEmpty() ? QString() : QStringLiteral("\n") + notes.join('\n')));
+            return;
+        }
+        // The full-rank bound min(h, N - h) and linear attention's d.
+        QVector<double> bx, by;
+        for (const double h : {1.0, static_cast<double>(n) / 2.0, static_cast<double>(n - 1)}) {
+            bx << h;
+            by << std::min(h, static_cast<double>(n) - h);
+        }
+        auto* bound = m_plot->addGraph(x, y);
+        bound->setData(bx, by, true);
+        bound->setPen(QPen(QColor(150, 150, 150), 1, Qt::DotLine));
+        bound->setName(tr("full rank min(h, N − h)"));
+        bound->addToLegend(legend);
+        const double d = static_cast<double>(m_result->d);
+        addHLine(m_plot, rect, d, QPen(QColor(60, 60, 60), 1.2, Qt::DashLine));
+        auto* dLine = m_plot->addGraph(x, y);   // legend entry only
+        dLine->setPen(QPen(QColor(60, 60, 60), 1.2, Qt::DashLine));
+        dLine->setName(tr("d = %1 (linear attention's bound at every split)").arg(m_result->d));
+        dLine->addToLegend(legend);
+        x->setRange(0, static_cast<double>(n));
+        // Up to the highest profile or d, with room for the legend; the full-rank bound is clipped beyond.
+        y->setRange(0, std::max(ymax, d) * 1.35 + 1);
+        if (!notes.isEmpty())
+            addNote(m_plot, rect, notes.join('\n'), 0.02, 0.98, Qt::AlignLeft | Qt::AlignBottom);
+        m_plot->replot(QCustomPlot::rpQueuedReplot);
+    }
+
     // Tolerance lines: one grey line when they agree within a factor 1.5, else one per mechanism; the
     // legend says which.
     void addToleranceLines(QCPAxisRect* rect, QCPLegend* legend, const Tolerances& tols)
@@ -272,7 +372,7 @@ private:
         legendLine->addToLegend(legend);
     }
 
-    QCheckBox *m_cumBox, *m_logxBox, *m_tolBox;
+    QCheckBox *m_cumBox, *m_logxBox, *m_tolBox, *m_profileBox;
     QCPLegend* m_legend = nullptr;
     QCPAxisRect* m_rect = nullptr;
     Qt::Alignment m_legendAlign = Qt::AlignBottom | Qt::AlignLeft;

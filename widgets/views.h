@@ -9,7 +9,8 @@
 //  QueryView     the selected query's distribution over keys under each mechanism; for grid data a
 //                heatmap over the token grid per mechanism with the query marked (the MHLA paper's fig. 3).
 //  SpectrumView  normalised singular values (log scale) per mechanism, rank tolerance line, ranks in the
-//                legend, optional cumulative energy, or the rank against the relative tolerance (rank_at_rtol).
+//                legend, optional cumulative energy, the rank against the relative tolerance (rank_at_rtol), or the
+//                semiseparable profile (the past block's rank at every split, with d).
 //  EntropyView   row-entropy histograms overlaid per mechanism, and entropy per query (over the grid for grid data).
 //  MixingView    the M x M mixing matrix as a heatmap with its rank and singular values.
 //  MetricsView   a table of every metric per mechanism; Copy as CSV.

@@ -254,6 +254,40 @@ TEST(SpectrumView, RankAgainstTolerance)
     }
 }
 
+// The semiseparable profile (docs/maths.md 2.2): one curve per mechanism through the core's past_profile (rank
+// against the split h), the full-rank bound and the d line; a non-causal result says how to get one.
+TEST(SpectrumView, SemiseparableProfile)
+{
+    const Result causal = exploreSynth("profile", 200, 8, "local1d", [](analysis::ExploreRequest& r) {
+        r.options.causal = true;
+        r.options.blocks.kind = attention::BlockSpec::Kind::count;
+        r.options.blocks.blocks = 4;
+    });
+    std::unique_ptr<ResultView> view(widgets::createSpectrumView());
+    view->setResult(causal);
+    view->restoreState(QJsonObject{{"profile", true}});
+    EXPECT_TRUE(view->saveState()["profile"].toBool());
+    QCustomPlot* plot = plotOf(view.get());
+    // Each mechanism's curve, then the full-rank bound and the d line's legend entry.
+    ASSERT_EQ(plot->graphCount(), static_cast<int>(causal->outcomes.size()) + 2);
+    for (std::size_t g = 0; g < causal->outcomes.size(); ++g) {
+        const auto& pp = causal->outcomes[g].result.past_profile;
+        ASSERT_TRUE(pp);
+        const auto data = plot->graph(static_cast<int>(g))->data();
+        ASSERT_EQ(data->size(), static_cast<int>(pp->splits.size()));
+        for (int i = 0; i < data->size(); ++i) {
+            EXPECT_EQ(data->at(i)->key, static_cast<double>(pp->splits[static_cast<std::size_t>(i)].h));
+            EXPECT_EQ(data->at(i)->value, static_cast<double>(pp->splits[static_cast<std::size_t>(i)].rank));
+        }
+        EXPECT_TRUE(plot->graph(static_cast<int>(g))->name().contains(QString::number(pp->semiseparable_rank)));
+    }
+    EXPECT_TRUE(plot->graph(plot->graphCount() - 1)->name().startsWith("d = 8"));
+    checkExports(view.get(), QString::fromStdString(test::fresh_work_dir("views_profile")), "profile");
+    // Not causal: no profile, and the plot says why.
+    view->setResult(result1d());
+    EXPECT_EQ(plot->graphCount(), 0);
+}
+
 TEST(MetricsCsv, MatchesResult)
 {
     const auto& r = *resultGrid();
