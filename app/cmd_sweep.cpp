@@ -220,6 +220,7 @@ int run_figure(FigureArgs a)
             request.options = setup.options;
             request.rank_rtol = a.sweep.metrics.resolve().rank_rtol;
             request.past_split = a.sweep.metrics.resolve().past_split;
+            request.past_splits = a.sweep.metrics.resolve().past_splits;
             request.memory_limit = memory_limit;
             if (!a.token_grid.empty()) {
                 // A grid the tokens do not fill would be dropped by the views without a word: refuse it here.

@@ -31,7 +31,7 @@ bool samePage(analysis::ExploreRequest a, analysis::ExploreRequest b)
            sa.layout == sb.layout && sa.at == sb.at && sa.all == sb.all && sa.prefix_tokens == sb.prefix_tokens &&
            sa.kv_head == sb.kv_head && a.mechanisms == b.mechanisms &&
            attention::options_to_json(a.options) == attention::options_to_json(b.options) && a.rank_rtol == b.rank_rtol &&
-           a.past_split == b.past_split && a.token_grid == b.token_grid;
+           a.past_split == b.past_split && a.past_splits == b.past_splits && a.token_grid == b.token_grid;
 }
 
 }  // namespace

@@ -334,7 +334,7 @@ private:
         }
         auto* bound = m_plot->addGraph(x, y);
         bound->setData(bx, by, true);
-        bound->setPen(QPen(QColor(150, 150, 150), 1, Qt::DotLine));
+        bound->setPen(QPen(QColor(110, 110, 110), 1.3, Qt::DotLine));
         bound->setName(tr("full rank min(h, N − h)"));
         bound->addToLegend(legend);
         const double d = static_cast<double>(m_result->d);

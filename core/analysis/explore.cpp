@@ -222,6 +222,7 @@ ExploreResult explore(const ExploreRequest& asked, const JobContext& ctx)
     MetricOptions mo;
     mo.rank_rtol = request.rank_rtol;
     mo.past_split = request.past_split;
+    mo.past_splits = request.past_splits;
     mo.row_entropy = true;
     std::vector<Planned> plan = plan_mechanisms(request, in, mo, ctx);
     double total = 0.1;   // reading

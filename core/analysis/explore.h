@@ -30,6 +30,7 @@ struct ExploreRequest {
     attention::AttentionOptions options;
     std::optional<double> rank_rtol;
     std::optional<Eigen::Index> past_split;  // docs/maths.md 2.2's past block (default when causal: N/2)
+    std::optional<Eigen::Index> past_splits; // the semiseparable profile's splits (MetricOptions::past_splits)
     std::uint64_t memory_limit = 0;          // 0: default_memory_limit()
     std::vector<Eigen::Index> token_grid;    // (H, W) or (T, H, W) for display when tokens lie on a grid; may be empty
 };
