@@ -74,6 +74,15 @@ curves lm-rank-n rank "${lm_n[@]}" --log
     --heads all --causal --chunk 64 --mixing exp --vary n=64,128,256,512 --metric effective_rank \
     --width 900 --height 520 --dpi 100 --out "$out/learned-lm-effrank-n.png"
 
+# 5b. The semiseparable profile of the MHLA-trained character LM (layer 1, head 0): the past block's rank at each split.
+lmq=(--q "$root/data/trained_lm_mhla.h5:/layers/1/q" --k "$root/data/trained_lm_mhla.h5:/layers/1/k")
+"$bin" figure --view spectrum "${lmq[@]}" --mechanism softmax,linear,mhla,decay --view-state '{"profile": true}' \
+    --out "$out/profile-lm-softmax.png"
+"$bin" figure --view spectrum "${lmq[@]}" --mechanism linear,mhla,decay --past-splits all \
+    --view-state '{"profile": true}' --out "$out/profile-lm-learned-all.png"
+"$bin" figure --view spectrum "${lmq[@]}" --mechanism linear,mhla --mixing exp --past-splits all \
+    --view-state '{"profile": true}' --out "$out/profile-lm-exp-all.png"
+
 # 6. sweep --plot: the one-command form (CSV, summary and figure of one sweep).
 "$bin" sweep --synth gaussian --d 8 --seeds 2 --vary n=32,64,128,256 --blocks 4 --csv "$out/plot-example.csv" \
     --plot "$out/plot-example.png" --metric effective_rank

@@ -17,8 +17,8 @@ import cli_checks
 
 torch = cli_checks.torch_or_skip()
 from attnscope_dump import AttnScopeRecorder  # noqa: E402
-from attnscope_layers import (MHLA, PARAMETRISATIONS, LinearAttention, SoftmaxAttention, constrain_,  # noqa: E402
-                              record_reference_layer)
+from attnscope_layers import (MHLA, PARAMETRISATIONS, DecayAttention, GatedAttention, LinearAttention,  # noqa: E402
+                              SoftmaxAttention, constrain_, record_reference_layer)
 
 binary, work = sys.argv[1], sys.argv[2]
 problems = []
@@ -44,6 +44,11 @@ cases = [
      ["--mechanism", "mhla", "--causal", "--chunk", "16"]),
     ("mhla causal uneven chunks elu1", MHLA(C, H, N, chunk=24, causal=True, mixing="causal", feature_map="elu1"),
      ["--mechanism", "mhla", "--causal", "--chunk", "24", "--feature-map", "elu1"]),
+    # docs/maths.md 1.8: RetNet's default gamma per head (no option), causal and not; learned per-token gates
+    # written by the bridge and named by the layer's `gates` attribute (no option either).
+    ("decay causal", DecayAttention(C, H, causal=True), ["--mechanism", "decay", "--causal"]),
+    ("decay", DecayAttention(C, H, causal=False), ["--mechanism", "decay"]),
+    ("gated", GatedAttention(C, H), ["--mechanism", "gated", "--causal"]),
 ]
 x = torch.randn(1, N, C)
 for label, layer, opts in cases:
@@ -60,7 +65,7 @@ for label, layer, opts in cases:
         rec = AttnScopeRecorder(layer, mha=False).add(layer, record_reference_layer)
         with rec:   # through the bridge: q, k, v and the learned Mc
             y = layer(x)
-    rec.save(path, dtype="float64")
+    rec.save(path, dtype="float64", **({"gates": [layer.last_gates]} if isinstance(layer, GatedAttention) else {}))
     if not float((y - dense).abs().max()) <= 1e-10:
         problems.append(f"{label}: forward differs from the dense matrix times v by {float((y - dense).abs().max()):.3g}")
     with h5py.File(path, "r") as f:   # what the bridge wrote for the learned Mc

@@ -7,6 +7,9 @@ an output projection), at linear cost in N:
 
 * ``SoftmaxAttention(dim, heads, causal=False)``: docs/maths.md 1.1, the same projections (a baseline).
 * ``LinearAttention(dim, heads, feature_map="relu"|"elu1", causal=False)``: docs/maths.md 1.3.
+* ``DecayAttention(dim, heads, causal=True, gammas=None)`` and ``GatedAttention(dim, heads)``: docs/maths.md 1.8's
+  decay (RetNet's default gammas) and gated (learned per-token gates, ``last_gates`` for the recorder), by their
+  definition (O(N^2): references for small models).
 * ``MHLA(dim, heads, blocks=M | chunk=C | grid=(G1, G2[, G3]) + block_grid=..., token_order="raster",
   mixing="cos" (any preset of docs/maths.md 1.6, or an M x M / H x M x M array), per_head=True,
   causal=False, feature_map="relu", parametrisation="clamp")``: docs/maths.md 1.4 with row normalisation;
@@ -297,6 +300,75 @@ class MHLA(_Attention):
         y = torch.empty_like(v)
         y[:, :, order] = torch.cat(outs, dim=2)
         return self._out(y)
+
+
+class DecayAttention(_Attention):
+    """Retention-style decayed linear attention, docs/maths.md 1.8 (``decay``): P[t,j] = gamma_h^(t-j) phi(q_t).phi(k_j)
+    on j <= t (causal; non-causal: gamma^|t-j|), row-normalised. gamma_h defaults to RetNet's 1 - 2^(-5-h),
+    AttnScope's default, so ``attnscope analyze --mechanism decay`` on the recorded q, k needs no option.
+    The forward is the definition (O(N^2) per head): a reference for the small study models, not a fast kernel."""
+
+    def __init__(self, dim: int, heads: int, causal: bool = True, feature_map: str = "relu",
+                 gammas: Optional[Sequence[float]] = None):
+        super().__init__(dim, heads, feature_map, causal)
+        g = [1.0 - 2.0 ** (-5 - h) for h in range(heads)] if gammas is None else list(gammas)
+        if len(g) != heads or not all(0.0 < x <= 1.0 for x in g):
+            raise ValueError(f"gammas: {heads} values in (0, 1]")
+        self.register_buffer("gammas", torch.tensor(g, dtype=torch.float64))
+
+    def _weights(self, n: int, dtype) -> torch.Tensor:   # [H, N, N]
+        t = torch.arange(n, dtype=torch.float64)
+        dist = t[:, None] - t[None, :]
+        w = self.gammas.view(-1, 1, 1) ** dist.abs().unsqueeze(0)
+        if self.causal:
+            w = w * (dist >= 0).to(w.dtype)
+        return w.to(dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        p = (fq @ fk.transpose(-1, -2)) * self._weights(x.shape[1], fq.dtype)
+        return self._out((p / p.sum(dim=-1, keepdim=True)) @ v)
+
+
+class GatedAttention(_Attention):
+    """Scalar-gated causal linear attention (Mamba-2 / SSD), docs/maths.md 1.8 (``gated``): one gate g_t in (0, 1] per
+    token and head, ln g_t = -softplus(w_h . x_t + b_h) (data-dependent, as Mamba-2's dt * A), and
+    P[t,j] = prod_{i=j+1..t} g_i phi(q_t).phi(k_j) on j <= t, row-normalised. ``last_gates`` holds the last
+    forward's g, [B, H, N], for ``AttnScopeRecorder.save(gates=...)``. The forward is the definition (O(N^2))."""
+
+    def __init__(self, dim: int, heads: int, feature_map: str = "relu", init_gate: float = 0.95):
+        super().__init__(dim, heads, feature_map, True)
+        self.gate = nn.Linear(dim, heads)
+        with torch.no_grad():
+            self.gate.weight.mul_(0.1)
+            # softplus(b) = -ln(init_gate): the gates start near init_gate
+            self.gate.bias.fill_(math.log(math.expm1(-math.log(init_gate))))
+        self.last_gates = None
+
+    def _log_gates(self, x: torch.Tensor) -> torch.Tensor:   # [B, H, N]
+        return -F.softplus(self.gate(x)).transpose(1, 2)
+
+    def _gated_weights(self, log_g: torch.Tensor) -> torch.Tensor:   # [B, H, N, N]
+        c = torch.cumsum(log_g, dim=-1)
+        n = log_g.shape[-1]
+        diff = c.unsqueeze(-1) - c.unsqueeze(-2)          # sum_{i=j+1..t} ln g_i for j <= t
+        mask = torch.ones(n, n, dtype=torch.bool, device=log_g.device).tril()
+        return torch.exp(diff.masked_fill(~mask, float("-inf")))
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, _ = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        p = (fq @ fk.transpose(-1, -2)) * self._gated_weights(self._log_gates(x))
+        return p / p.sum(dim=-1, keepdim=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self._qkv(x)
+        log_g = self._log_gates(x)
+        self.last_gates = torch.exp(log_g).detach()
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        p = (fq @ fk.transpose(-1, -2)) * self._gated_weights(log_g)
+        return self._out((p / p.sum(dim=-1, keepdim=True)) @ v)
 
 
 def constrain_(model: nn.Module) -> None:
