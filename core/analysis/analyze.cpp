@@ -48,7 +48,7 @@ std::vector<std::optional<metrics::RowEntropies>> shared_kernel_entropy(const st
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<Mechanism>& mechanisms, const attention::AttentionOptions& options,
                                      const MetricOptions& metric_options, std::uint64_t memory_limit, const JobContext* ctx,
-                                     const Eigen::MatrixXd* values)
+                                     const Eigen::MatrixXd* values, const RetrievalTargets* targets)
 {
     const Index n = Q.rows();
     const Index d = Q.cols();
@@ -110,6 +110,17 @@ std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q,
         m.result.past_block_asked = m.result.past_block_asked || past_measures_asked(options.causal, metric_options);
         if (values && m.finite)
             measure_output(m.result, *p.op, *values, metric_options.rank_rtol);
+        if (targets) {
+            m.result.retrieval_asked = true;
+            if (m.finite && !targets->pairs.empty()) {
+                const Retrieval rt = measure_retrieval(*p.op, *targets);
+                m.result.retrieval_mass = rt.mass;
+                m.result.retrieval_rank = rt.rank;
+            } else if (targets->pairs.empty()) {
+                m.result.warnings.push_back("no retrieval measures: none of " + targets->source +
+                                            "'s pairs lies in the analysed tokens");
+            }
+        }
         results.push_back(std::move(m.result));
         p.op.reset();
     }
@@ -276,6 +287,8 @@ json result_json(const MechanismResult& r, const MetricOptions& mo)
             j["mass_within"] = nullptr;
         }
     }
+    if (r.retrieval_asked)   // the inputs' retrieval targets (analysis/retrieval.h)
+        write_metric_fields(r, MetricGroup::retrieval, j);
     if (r.output_asked)   // --v: rank, effective rank, energy rank 99% of A V
         write_metric_object(r, MetricGroup::output, j, r.output.has_value());
     if (r.past_block_asked) {

@@ -10,6 +10,7 @@
 
 #include "analysis/job.h"
 #include "analysis/measure.h"
+#include "analysis/retrieval.h"
 #include "attention/options.h"
 
 namespace attnscope::analysis {
@@ -20,12 +21,12 @@ namespace attnscope::analysis {
 // With `ctx` (sweeps in the desktop app), measure()'s stages report progress through it and cancellation
 // (JobCancelled) is checked between mechanisms, between row tiles and between the SVD's panels; the
 // numbers are the same as without it (the same computations, only observed). With `values` (N x d_v), each
-// result also has its output (measure_output).
+// result also has its output (measure_output); with `targets`, its retrieval mass and rank (analysis/retrieval.h).
 std::vector<MechanismResult> analyze(const Eigen::Ref<const Eigen::MatrixXd>& Q, const Eigen::Ref<const Eigen::MatrixXd>& K,
                                      const std::vector<attention::Mechanism>& mechanisms,
                                      const attention::AttentionOptions& options, const MetricOptions& metric_options,
                                      std::uint64_t memory_limit, const JobContext* ctx = nullptr,
-                                     const Eigen::MatrixXd* values = nullptr);
+                                     const Eigen::MatrixXd* values = nullptr, const RetrievalTargets* targets = nullptr);
 
 // docs/maths.md 2.2's output: rank, effective rank and energy rank 99% of A V (N x d_v, from the operator's
 // products, never A) into r.output (r.output_asked set); a warning when A V is not finite.

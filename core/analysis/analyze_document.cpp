@@ -11,12 +11,23 @@ namespace attnscope::analysis {
 
 using ojson = nlohmann::ordered_json;
 
+// The queries' file's retrieval targets (analysis/retrieval.h) for the selection the queries were read with.
+std::optional<RetrievalTargets> targets_of(const std::string& q_ref, const io::AxisSelection& selection,
+                                           const LoadedInputs& in, bool causal)
+{
+    io::AxisSelection taken = selection;
+    for (const auto& [axis, index] : in.q.at)
+        taken.at[axis] = index;
+    return load_retrieval_targets(q_ref, taken, in.q.values.rows(), causal);
+}
+
 ojson analyze_document(const AnalyzeRequest& r, const JobContext* ctx)
 {
     const LoadedInputs in = load_inputs(r.q, r.k, r.v, r.setup.selection);
     const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
+    const auto targets = targets_of(r.q, r.setup.selection, in, options.causal);
     const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx,
-                                 in.v ? &in.v->values : nullptr);
+                                 in.v ? &in.v->values : nullptr, targets ? &*targets : nullptr);
     ojson doc;
     doc["attnscope_version"] = ATTNSCOPE_VERSION;
     doc["input"] = in.input_json;
@@ -42,8 +53,9 @@ UnitsDocument analyze_units_document(const AnalyzeRequest& r, const JobContext* 
             ctx->check();
         const LoadedInputs in = load_inputs(r.q, r.k, r.v, u.source.selection);
         const attention::AttentionOptions options = options_for_inputs(r.setup.options, in);
+        const auto targets = targets_of(r.q, u.source.selection, in, options.causal);
         const auto results = analyze(in.q.values, in.k.values, r.mechanisms, options, r.metrics, r.memory_limit, ctx,
-                                     in.v ? &in.v->values : nullptr);
+                                     in.v ? &in.v->values : nullptr, targets ? &*targets : nullptr);
         ojson unit;
         unit["unit"] = u.index;
         ojson at = ojson::object();

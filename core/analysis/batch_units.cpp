@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "analysis/analyze.h"
+#include "analysis/retrieval.h"
 #include "analysis/inputs.h"
 #include "io/tensor_file.h"
 #include "kernels/kernels.h"
@@ -109,12 +110,17 @@ private:
         const std::string sha = m_hashes.get(u.file);
         const LoadedInputs in = load_inputs(u.source.q_ref, u.source.k_ref, std::nullopt, u.source.selection);
         const attention::AttentionOptions options = options_for_inputs(u.options, in);
+        io::AxisSelection taken = u.source.selection;   // the retrieval targets of the batch element read
+        for (const auto& [axis, index] : in.q.at)
+            taken.at[axis] = index;
+        const auto targets = load_retrieval_targets(u.source.q_ref, taken, in.q.values.rows(), options.causal);
         for (std::size_t mi = 0; mi < m_plan.mechanisms.size(); ++mi) {
             const Mechanism m = m_plan.mechanisms[mi];
             if (m_store.has(mechanism_key(u, m)))
                 continue;
             const auto t0 = std::chrono::steady_clock::now();
-            auto results = analyze(in.q.values, in.k.values, {m}, options, m_plan.metrics, m_limit);
+            auto results = analyze(in.q.values, in.k.values, {m}, options, m_plan.metrics, m_limit, nullptr, nullptr,
+                                   targets ? &*targets : nullptr);
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             json rec;
             rec["key"] = mechanism_key(u, m);

@@ -117,6 +117,8 @@ struct MechanismResult {
     std::optional<Locality> locality;
     bool output_asked = false;                          // values given (--v): the JSON has "output"
     std::optional<metrics::SpectrumMetrics> output;     // of A V (N x d_v)
+    bool retrieval_asked = false;                       // the inputs have retrieval targets: the JSON has retrieval_*
+    std::optional<double> retrieval_mass, retrieval_rank;   // analysis/retrieval.h
 };
 
 // Bytes a dense analysis of N tokens needs at its peak (the matrix, the SVD's copy and LAPACK's work).

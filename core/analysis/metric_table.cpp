@@ -245,6 +245,10 @@ void store_semiseparable_rank(MechanismResult& r, double v)
 }
 
 std::optional<double> logit_norm_of(const MechanismResult& r) { return r.logit_norm; }
+std::optional<double> retrieval_mass_of(const MechanismResult& r) { return r.retrieval_mass; }
+void store_retrieval_mass(MechanismResult& r, double v) { r.retrieval_mass = v; }
+std::optional<double> retrieval_rank_of(const MechanismResult& r) { return r.retrieval_rank; }
+void store_retrieval_rank(MechanismResult& r, double v) { r.retrieval_rank = v; }
 void store_logit_norm(MechanismResult& r, double v) { r.logit_norm = v; }
 
 std::optional<double> mean_distance_of(const MechanismResult& r)
@@ -435,6 +439,12 @@ void add_beyond_mask_entries(std::vector<MetricEntry>& t)
                  real, mass_within_of<4>, flat_rows, "", 0, 0, 128, 5, "", nullptr, store_mass_within<4>});
     t.push_back({"mass_within_16", G::rows, "mass_within.16", "mass within 16 tokens", "attention mass within 16 tokens",
                  "", real, mass_within_of<16>, flat_rows, "", 0, 0, 129, 5, "", nullptr, store_mass_within<16>});
+    // docs/maths.md 2.2: retrieval mass and rank, with the inputs' retrieval targets (analysis/retrieval.h).
+    t.push_back({"retrieval_mass", G::retrieval, "retrieval_mass", "retrieval mass", "retrieval mass (weight on the target key)",
+                 "", real, retrieval_mass_of, k_everywhere, "", 0, 0, 150, 5, "", nullptr, store_retrieval_mass});
+    t.push_back({"retrieval_rank", G::retrieval, "retrieval_rank", "retrieval rank",
+                 "retrieval rank (of the target key in its row; 1 = largest)", "", real, retrieval_rank_of, k_everywhere,
+                 "", 0, 0, 151, 3, "", nullptr, store_retrieval_rank});
     t.push_back({"output_rank", G::output, "rank", "output rank", "output A V: rank", "", count,
                  output_field<Index, &SpectrumMetrics::rank>, k_everywhere, "", 0, 0, 140, 0, "", nullptr,
                  store_output_field<Index, &SpectrumMetrics::rank>});
@@ -465,6 +475,7 @@ std::string_view json_object_of(MetricGroup g)
     case MetricGroup::versus_baseline:
     case MetricGroup::past_profile:
     case MetricGroup::rows:
+    case MetricGroup::retrieval:
         break;
     }
     return "";

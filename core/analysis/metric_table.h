@@ -26,7 +26,7 @@ namespace attnscope::analysis {
 // MetricOptions::entropy, MetricOptions::baseline; the past block when causal or split): the spectrum, the
 // entropy, the ranks at fixed relative tolerances, the content-free baseline A0, A against A0, the past block
 // (docs/maths.md 2 and 2.2), the semiseparable profile's summary, the logit norm and locality (the last two: fields of the result itself), the output A V (--v).
-enum class MetricGroup { spectrum, entropy, rank_at_rtol, baseline, versus_baseline, past_block, past_profile, rows, output };
+enum class MetricGroup { spectrum, entropy, rank_at_rtol, baseline, versus_baseline, past_block, past_profile, rows, output, retrieval };
 // The JSON object that holds a group's metrics ("" for spectrum and versus_baseline: fields of the result
 // itself). A field with a '.' is a field of an object inside it ("entropy.mean" of the baseline).
 std::string_view json_object_of(MetricGroup g);

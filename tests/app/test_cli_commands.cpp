@@ -164,6 +164,14 @@ TEST(CliCommands, DepthProductsMatchNumPy)
     attnscope::test::expect_script_passes("app/check_depth.py", "cli_depth");
 }
 
+// Issue 32: retrieval mass and rank from a file's retrieval_targets (docs/formats.md) against NumPy, per batch
+// element, causal and not, with prefix tokens, through analyze and batch; bad targets are one error line
+// (tests/app/check_retrieval.py).
+TEST(CliCommands, RetrievalMassMatchesNumPy)
+{
+    attnscope::test::expect_script_passes("app/check_retrieval.py", "cli_retrieval");
+}
+
 // Issue 30: logits up to ~1e12 (queries x 1e6) make softmax rows one-hot with subnormal entries; every
 // mechanism's spectrum still comes back equal to NumPy's, on both dense SVD paths, with no LAPACK message
 // (tests/app/check_large_logits.py).

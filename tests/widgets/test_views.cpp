@@ -301,7 +301,7 @@ TEST(MetricsCsv, MatchesResult)
                         "semiseparable_rank,logit_norm,mean_distance,mass_within_1,mass_within_4,mass_within_16,"
                         "rank_at_rtol_1e-2,rank_at_rtol_1e-3,rank_at_rtol_1e-4,rank_at_rtol_1e-6,rank_at_rtol_1e-8,"
                         "rank_at_rtol_1e-10,rank_at_rtol_1e-12,output_rank,output_effective_rank,output_energy_rank_99,"
-                        "params,warnings,error");
+                        "retrieval_mass,retrieval_rank,params,warnings,error");
     const QStringList header = lines[0].split(',');
     EXPECT_EQ(header[0], "mechanism");
     const int rankCol = header.indexOf("rank"), tolCol = header.indexOf("tol"), meanCol = header.indexOf("entropy_mean"),

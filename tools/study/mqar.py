@@ -237,10 +237,15 @@ def dump(model, mechanism, variant, n, pairs, out_path, examples=64):
     else:
         path = rec.save(out_path, batch="all", causal=True, attrs=attrs)
     import h5py
+    # docs/formats.md, "Retrieval targets": (t, j*) for every query position t, j* the position of the value that
+    # answers it (the matching key + 1: the column a retrieving head reads); [B, P, 2] with the batch axis.
+    targets = np.stack([np.stack([np.flatnonzero(k >= 0), k[k >= 0] + 1], axis=1) for k in keys]).astype(np.int64)
+    one = len(x) == 1
     with h5py.File(path, "a") as f:
-        f.create_dataset("mqar_inputs", data=x.squeeze(0) if len(x) == 1 else x)
-        f.create_dataset("mqar_labels", data=y.squeeze(0) if len(y) == 1 else y)
-        f.create_dataset("mqar_key_positions", data=keys.squeeze(0) if len(keys) == 1 else keys)
+        f.create_dataset("retrieval_targets", data=targets[0] if one else targets)
+        f.create_dataset("mqar_inputs", data=x[0] if one else x)
+        f.create_dataset("mqar_labels", data=y[0] if one else y)
+        f.create_dataset("mqar_key_positions", data=keys[0] if one else keys)
     return path
 
 

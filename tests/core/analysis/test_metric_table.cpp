@@ -80,6 +80,9 @@ MechanismResult full_result()
     out.energy_rank_99 = 22;
     r.output_asked = true;
     r.output = out;
+    r.retrieval_asked = true;
+    r.retrieval_mass = 0.375;
+    r.retrieval_rank = 2.5;
     return r;
 }
 
@@ -130,6 +133,8 @@ std::map<std::string, double> fields_of(const MechanismResult& r)
             {"mass_within_1", 0.125},
             {"mass_within_4", 0.5},
             {"mass_within_16", 0.875},
+            {"retrieval_mass", 0.375},
+            {"retrieval_rank", 2.5},
             {"output_rank", 21.0},
             {"output_effective_rank", 5.5},
             {"output_energy_rank_99", 22.0}};
@@ -184,6 +189,8 @@ TEST(MetricTable, ReadersMatchTheResultFields)
     none.logit_norm.reset();
     none.locality.reset();
     none.output.reset();
+    none.retrieval_mass.reset();
+    none.retrieval_rank.reset();
     for (const MetricEntry& e : analysis::metric_table())
         EXPECT_FALSE(e.read(none)) << e.key;
 
@@ -228,7 +235,8 @@ TEST(MetricTable, AnalyzeJsonIsWrittenFromTheReaders)
                                               "effective_rank", "stable_rank", "energy_rank_90", "energy_rank_99",
                                               "singular_values", "rank_at_rtol", "entropy", "row_entropy", "baseline",
                                               "excess_effective_rank", "entropy_below_baseline", "logit_norm",
-                                              "mean_distance", "mass_within", "output", "past_block", "semiseparable_rank",
+                                              "mean_distance", "mass_within", "retrieval_mass", "retrieval_rank",
+                                              "output", "past_block", "semiseparable_rank",
                                               "past_profile", "warnings"}));
     EXPECT_EQ(j["mass_within"].dump(), R"({"1":0.125,"2":0.25,"4":0.5,"8":0.75,"16":0.875})");
     EXPECT_EQ(j["past_profile"].dump(), R"([{"h":4,"rows":31,"cols":4,"rank":4,"energy_rank_99":3},)"
