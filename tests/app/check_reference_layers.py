@@ -46,6 +46,14 @@ cases = [
      ["--mechanism", "mhla", "--causal", "--chunk", "24", "--feature-map", "elu1"]),
     # docs/maths.md 1.8: RetNet's default gamma per head (no option), causal and not; learned per-token gates
     # written by the bridge and named by the layer's `gates` attribute (no option either).
+    # The authors' operators (issue 32 item 3): their vision code's denominator with a free Mc shared across heads,
+    # their language-model code's unnormalised identity features, causal, on chunks.
+    ("mhla official free shared", MHLA(C, H, N, blocks=4, mixing="cos", per_head=False, parametrisation="free",
+                                       normalize="official"),
+     ["--mechanism", "mhla", "--blocks", "4", "--normalize", "official"]),
+    ("mhla causal none identity", MHLA(C, H, N, chunk=16, causal=True, mixing="causal-local", feature_map="identity",
+                                       normalize="none"),
+     ["--mechanism", "mhla", "--causal", "--chunk", "16", "--normalize", "none", "--feature-map", "identity"]),
     ("decay causal", DecayAttention(C, H, causal=True), ["--mechanism", "decay", "--causal"]),
     ("decay", DecayAttention(C, H, causal=False), ["--mechanism", "decay"]),
     ("gated", GatedAttention(C, H), ["--mechanism", "gated", "--causal"]),

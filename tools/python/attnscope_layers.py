@@ -12,7 +12,9 @@ an output projection), at linear cost in N:
   definition (O(N^2): references for small models).
 * ``MHLA(dim, heads, blocks=M | chunk=C | grid=(G1, G2[, G3]) + block_grid=..., token_order="raster",
   mixing="cos" (any preset of docs/maths.md 1.6, or an M x M / H x M x M array), per_head=True,
-  causal=False, feature_map="relu", parametrisation="clamp")``: docs/maths.md 1.4 with row normalisation;
+  causal=False, feature_map="relu", parametrisation="clamp", normalize="row")``: docs/maths.md 1.4, normalised as
+  AttnScope's ``--normalize`` (``row``: the paper's operator; ``none``: raw scores, with ``feature_map="identity"``
+  the authors' causal language-model operator; ``official``: the authors' non-causal vision denominator);
   Mc is learned, initialised from the preset and, causally, lower triangular. ``parametrisation`` says how
   (``PARAMETRISATIONS``):
 
@@ -54,6 +56,7 @@ import torch.nn.functional as F
 
 EPS = 1e-6   # docs/maths.md 1.2: relu features are max(x, 0) + 1e-6
 PARAMETRISATIONS = ("clamp", "free", "relu")   # how MHLA keeps its learned Mc (the MHLA docstring above)
+NORMALISATIONS = ("row", "none", "official")   # docs/maths.md 1.4: AttnScope's --normalize
 CLAMP_RANGE = (1e-5, 1.0)
 
 
@@ -62,7 +65,9 @@ def feature_map(x: torch.Tensor, name: str) -> torch.Tensor:
         return F.relu(x) + EPS
     if name == "elu1":
         return F.elu(x) + 1.0
-    raise ValueError(f"feature map {name!r}: relu or elu1")
+    if name == "identity":   # the authors' language-model code: no feature map (scores may be negative)
+        return x
+    raise ValueError(f"feature map {name!r}: relu, elu1 or identity")
 
 
 def block_layout(n: int, blocks: Optional[int] = None, chunk: Optional[int] = None,
@@ -226,8 +231,12 @@ class MHLA(_Attention):
     def __init__(self, dim: int, heads: int, n: int, blocks: Optional[int] = None, chunk: Optional[int] = None,
                  grid: Optional[Sequence[int]] = None, block_grid: Optional[Sequence[int]] = None,
                  token_order: str = "raster", mixing: Union[str, np.ndarray] = "cos", per_head: bool = True,
-                 causal: bool = False, feature_map: str = "relu", parametrisation: str = "clamp"):
+                 causal: bool = False, feature_map: str = "relu", parametrisation: str = "clamp",
+                 normalize: str = "row"):
         super().__init__(dim, heads, feature_map, causal)
+        if normalize not in NORMALISATIONS:
+            raise ValueError(f"normalize {normalize!r}: one of {', '.join(NORMALISATIONS)}")
+        self.normalize = normalize
         if parametrisation not in PARAMETRISATIONS:
             raise ValueError(f"parametrisation {parametrisation!r}: one of {', '.join(PARAMETRISATIONS)}")
         self.parametrisation = parametrisation
@@ -237,6 +246,9 @@ class MHLA(_Attention):
         self.n, self.m = n, centres.shape[0]
         self.block_options = dict(blocks=blocks, chunk=chunk, grid=grid, block_grid=block_grid, token_order=token_order)
         self.register_buffer("blk", torch.as_tensor(blk))
+        sizes = np.bincount(blk, minlength=self.m)
+        if normalize == "official" and (causal or np.any(sizes != sizes[0])):
+            raise ValueError("normalize='official' is the authors' non-causal vision operator: blocks of one size, not causal")
         init = mixing_preset(mixing, centres) if isinstance(mixing, str) else np.asarray(mixing, dtype=np.float64)
         signed_ok = parametrisation == "free"
         if init.shape[-2:] != (self.m, self.m) or (not signed_ok and np.any(init < 0)):
@@ -261,6 +273,30 @@ class MHLA(_Attention):
     def _mixing_heads(self, dtype) -> torch.Tensor:   # [H, M, M]
         mc = self.mixing_matrix().to(dtype)
         return mc if mc.dim() == 3 else mc.unsqueeze(0).expand(self.heads, -1, -1)
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        """The dense matrix [B, H, N, N] by the definition, normalised as ``normalize`` says (docs/maths.md 1.4)."""
+        q, k, _ = self._qkv(x)
+        fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        p = (fq @ fk.transpose(-1, -2)) * self._weights(x.shape[1], x.dtype)
+        if self.normalize == "none":
+            return p
+        if self.normalize == "official":
+            return p / self._official_den(fq, fk)
+        return p / p.sum(dim=-1, keepdim=True)
+
+    def _official_den(self, fq: torch.Tensor, fk: torch.Tensor) -> torch.Tensor:
+        """[B, H, N, 1]: den(t) = 1e-6 + sum_b Mc[i, b] phi(q_{b,p}) . z_b for t at position p of block i."""
+        order = torch.as_tensor(np.argsort(self.blk.numpy(), kind="stable"))
+        b_, h_, n, d = fq.shape
+        size = n // self.m
+        qb = fq[:, :, order].reshape(b_, h_, self.m, size, d)              # [B, H, M, L, d]
+        z = fk[:, :, order].reshape(b_, h_, self.m, size, d).sum(dim=3)    # [B, H, M, d]
+        dots = torch.einsum("bhmld,bhmd->bhml", qb, z)                     # phi(q_{m,p}) . z_m
+        den = 1e-6 + torch.einsum("hic,bhcl->bhil", self._mixing_heads(fq.dtype), dots)   # [B, H, M, L]
+        out = torch.empty(b_, h_, n, dtype=fq.dtype)
+        out[:, :, order] = den.reshape(b_, h_, n)
+        return out.unsqueeze(-1)
 
     def _weights(self, n: int, dtype) -> torch.Tensor:   # [H, N, N]: Mc[blk(t), blk(j)], 0 where not allowed
         w = self._mixing_heads(dtype)[:, self.blk][:, :, self.blk]
@@ -296,9 +332,11 @@ class MHLA(_Attention):
                 p = torch.tril(qb @ kb.transpose(-1, -2)) * mc[:, i, i].view(1, -1, 1, 1)
                 num = num + p @ vb
                 den = den + p.sum(-1, keepdim=True)
-            outs.append(num / den)
+            outs.append(num if self.normalize != "row" else num / den)
         y = torch.empty_like(v)
         y[:, :, order] = torch.cat(outs, dim=2)
+        if self.normalize == "official":
+            y = y / self._official_den(fq, fk)
         return self._out(y)
 
 
