@@ -42,7 +42,7 @@ struct FigureTarget {
 // How the view looks; each field maps to the view's own saved-state keys (ResultView::saveState).
 struct FigureLook {
     std::optional<std::string> colormap;   // maps, overview: "colormap"
-    bool log = false;                      // maps: "log"; query: "log_y"; spectrum: "log_x"; curves: "y_scale"
+    bool log = false;                      // maps: "log"; query, depth: "log_y"; spectrum: "log_x"; curves: "y_scale"
     std::optional<int> query;              // the selected query token (maps, query, entropy)
     std::optional<std::string> metric;     // curves, overview
     nlohmann::json state;                  // extra view-state keys merged last (--view-state JSON)

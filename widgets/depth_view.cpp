@@ -36,6 +36,21 @@ QCPScatterStyle depthMarker(attention::Mechanism m)
                            style.hollow ? QColor(Qt::white) : color, style.marker_size);
 }
 
+// A logarithmic axis over [lo, hi] labelled at 1, 2 and 5 times the powers of ten inside it: a range of less than a
+// few decades gets labels enough, none between powers that read alike.
+void setOneTwoFiveTicks(QCPAxis* axis, double lo, double hi)
+{
+    auto ticker = QSharedPointer<QCPAxisTickerText>::create();
+    for (int e = static_cast<int>(std::floor(std::log10(lo))); e <= static_cast<int>(std::ceil(std::log10(hi))); ++e)
+        for (const double m : {1.0, 2.0, 5.0}) {
+            const double t = m * std::pow(10.0, e);
+            if (t >= lo && t <= hi)
+                ticker->addTick(t, QString::number(t, 'g', 6));
+        }
+    ticker->setSubTickCount(0);
+    axis->setTicker(ticker);
+}
+
 class DepthViewImpl : public PlotViewOf<DepthView> {
 public:
     explicit DepthViewImpl(QWidget* parent) : PlotViewOf<DepthView>(parent)
@@ -54,9 +69,15 @@ public:
         m_mean->setToolTip(tr("A_l is the mean over the layer's heads; unticked, the head selected in the Selection dock"));
         tools->addWidget(m_mean);
         tools->addSpacing(12);
+        m_log = new QCheckBox(tr("Log y"), this);
+        m_log->setToolTip(tr("Logarithmic y axes: collapse is exponential (or faster) in depth"));
+        tools->addWidget(m_log);
+        tools->addSpacing(12);
         m_status = new QLabel(this);
         tools->addWidget(m_status, 1);
         m_saved.add("head_mean", m_mean);
+        m_saved.add("log_y", m_log);
+        connect(m_log, &QCheckBox::toggled, this, [this](bool) { rebuild(); });
         connect(m_alpha, &QDoubleSpinBox::valueChanged, this, [this](double) { settingsMoved(); });
         connect(m_mean, &QCheckBox::toggled, this, [this](bool) { settingsMoved(); });
         connect(m_plot, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) { hover(e->pos()); });
@@ -177,9 +198,37 @@ private:
                 parts << QStringLiteral("%1=%2").arg(QChar::fromLatin1(axis)).arg(index);
         if (base.source.selection.prefix_tokens > 0)
             parts << tr("prefix tokens %1 dropped").arg(base.source.selection.prefix_tokens);
-        const QString options = optionsText(base.options);
+        // What the user chose applies to every layer; the rest came from each layer's own attributes (the panel shows
+        // the shown layer's, which another layer may not share: its learned mixing matrix, its scale).
+        const analysis::ExplicitChoices& given = m_depth->request.given;
+        attention::AttentionOptions chosen = base.options;
+        const attention::AttentionOptions defaults;
+        QStringList fromLayers;
+        if (!given.causal) {
+            chosen.causal = defaults.causal;
+            fromLayers << tr("causal");
+        }
+        if (!given.scale) {
+            chosen.scale = defaults.scale;
+            fromLayers << tr("scale");
+        }
+        if (!given.blocks) {
+            chosen.blocks = defaults.blocks;
+            fromLayers << tr("blocks");
+        }
+        if (!given.mixing) {
+            chosen.mixing = defaults.mixing;
+            fromLayers << tr("mixing");
+        }
+        if (!given.gates) {
+            chosen.gates = defaults.gates;
+            fromLayers << tr("gates");
+        }
+        const QString options = optionsText(chosen);
         if (!options.isEmpty())
             parts << options;
+        if (!fromLayers.isEmpty())
+            parts << tr("%1 from each layer's attributes").arg(fromLayers.join(QStringLiteral(", ")));
         return parts.join(QStringLiteral(" \u00b7 "));
     }
 
@@ -201,9 +250,10 @@ private:
                         : tr("depth L (under each: the last layer in P_L)"));
     }
 
-    // One panel: `value` of each mechanism's curve against depth.
+    // One panel: `value` of each mechanism's curve against depth, its y axis from 0 to `ceiling` (at least the
+    // largest value) or, logarithmic, from below the smallest positive value.
     QCPAxisRect* addPanel(QCPLayoutGrid* grid, int row, int col, const QString& title, const QString& yLabel,
-                          const std::vector<double> analysis::DepthCurve::*values, QCPMarginGroup* group)
+                          const std::vector<double> analysis::DepthCurve::*values, double ceiling, QCPMarginGroup* group)
     {
         grid->addElement(row, col, addTitle(m_plot, title, plotFont(kLabelPt, true)));
         auto* rect = addAxisRect(m_plot, grid, row + 1, col);
@@ -212,7 +262,7 @@ private:
         auto* y = rect->axis(QCPAxis::atLeft);
         setDepthTicks(x);
         y->setLabel(yLabel);
-        double top = 0;
+        double top = 0, lowest = ceiling;
         for (const analysis::DepthCurve& c : m_depth->curves) {
             QVector<double> xs, ys;
             const std::vector<double>& v = c.*values;
@@ -221,6 +271,8 @@ private:
                     xs << static_cast<double>(d + 1);
                     ys << v[d];
                     top = std::max(top, v[d]);
+                    if (v[d] > 0)
+                        lowest = std::min(lowest, v[d]);
                 }
             auto* g = m_plot->addGraph(x, y);
             g->setData(xs, ys, true);
@@ -230,7 +282,15 @@ private:
             g->setSelectable(QCP::stNone);
             m_graphs.push_back({g, rect, &c});
         }
-        y->setRange(0, top > 0 ? top * 1.12 : 1.0);
+        top = std::max(top, ceiling);
+        if (m_log->isChecked()) {
+            const double lo = lowest > 0 ? lowest / 1.5 : top / 10, hi = top * 1.25;
+            setLogScale(y);
+            setOneTwoFiveTicks(y, lo, hi);
+            y->setRange(lo, hi);
+        } else {
+            y->setRange(0, top > 0 ? top * 1.06 : 1.0);
+        }
         return rect;
     }
 
@@ -261,16 +321,19 @@ private:
         grid->setColumnSpacing(24);
         auto* group = new QCPMarginGroup(m_plot);
         const int rrow = 0, rcol = 0, erow = m_stacked ? 2 : 0, ecol = m_stacked ? 0 : 1;
+        // The residual is a projection of P_L, never above 1; the effective rank at most N (dashed).
         QCPAxisRect* residual = addPanel(grid, rrow, rcol, tr("Residual to uniform (0: every row the same)"),
                                          tr("\u2016P_L \u2212 1\u03c0\u1d40\u2016_F / \u2016P_L\u2016_F"),
-                                         &analysis::DepthCurve::residual_to_uniform, group);
-        residual->axis(QCPAxis::atLeft)->setRange(0, 1.05);   // a projection of P_L: never above 1
-        QCPAxisRect* rank = addPanel(grid, erow, ecol, tr("Effective rank of P_L (N = %1)").arg(m_depth->n),
-                                     tr("effective rank"), &analysis::DepthCurve::effective_rank, group);
+                                         &analysis::DepthCurve::residual_to_uniform, 1.0, group);
+        const auto n = static_cast<double>(m_depth->n);
+        QCPAxisRect* rank = addPanel(grid, erow, ecol, tr("Effective rank of P_L (at most N = %1, dashed)").arg(m_depth->n),
+                                     tr("effective rank"), &analysis::DepthCurve::effective_rank, n, group);
+        addHLine(m_plot, rank, n, QPen(QColor(90, 90, 90), 1.0, Qt::DashLine));
         m_rects = {residual, rank};
         for (int r = 0; r < grid->rowCount(); ++r)
             grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
-        auto* legend = addLegend(residual, Qt::AlignTop | Qt::AlignRight);
+        // Bottom left: the curves start high at depth 1 and fall with depth.
+        auto* legend = addLegend(residual, Qt::AlignBottom | Qt::AlignLeft);
         for (const Graph& g : m_graphs)
             if (g.rect == residual)
                 g.graph->addToLegend(legend);
@@ -318,6 +381,7 @@ private:
     SavedControls m_saved;
     QDoubleSpinBox* m_alpha;
     QCheckBox* m_mean;
+    QCheckBox* m_log;
     QLabel* m_status;
 };
 

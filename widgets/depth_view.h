@@ -4,8 +4,8 @@
 // ticked, and against depth L = 1..L (ticks labelled with the layer multiplied last) two panels: the residual to
 // uniform ||P_L - 1 pi^T||_F / ||P_L||_F (0: every row the same distribution, rank-one collapse) and the effective
 // rank of P_L, one curve with markers per mechanism in its colours. The title says the file, N, alpha and the
-// heads (their mean, or one head); the tool row sets alpha and "Mean over heads" (else the selected head), both
-// kept in the view's state. A file without layers gets a message instead of a plot.
+// heads (their mean, or one head); the tool row sets alpha and "Mean over heads" (else the selected head), and
+// "Log y"; all kept in the view's state. A file without layers gets a message instead of a plot.
 //
 // The view computes nothing: the window runs analysis::explore_depth (in the background, with its own cancel)
 // for the explore request the views show, with the view's alpha and head choice, and hands the result over with
