@@ -315,6 +315,9 @@ BatchFigure read_figure(const toml::node& node, const JobReader& r, const analys
         r.fail(&node, "[[figure]] 'view' must be one of " + figure_view_names());
     if (f.view == "heads")   // a batch figure is one unit's (one head): the page of every head is not
         r.fail(&node, "[[figure]] view = \"heads\" draws every head of a layer, not one unit: use attnscope figure --view heads");
+    if (f.view == "depth")   // every layer of a file, not one unit
+        r.fail(&node, "[[figure]] view = \"depth\" multiplies every layer of a file, not one unit: use [depth] in the job "
+                      "(depth/<file>.json and .csv) or attnscope figure --view depth");
     f.format = r.str(t, "format").value_or("png");
     if (f.format != "png" && f.format != "pdf" && f.format != "svg")
         r.fail(t.get("format"), "[[figure]] 'format' must be png, pdf or svg");

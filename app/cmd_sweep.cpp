@@ -232,7 +232,7 @@ int run_figure(FigureArgs a)
                                                 (cells ? std::to_string(*cells) : std::string("more than 2^63")) +
                                                 " cells, but the selection has N=" + std::to_string(n) + " tokens");
             }
-            render_explore_figure(request, a.view, look, a.target);
+            render_explore_figure(request, a.view, look, a.target, &setup.given);
         }
     }
     std::cerr << "wrote " << a.target.path << " (" << a.view << ")\n";

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "analysis/depth_curves.h"
 #include "analysis/explore.h"
 #include "analysis/heads.h"
 #include "analysis/job.h"
@@ -27,6 +28,7 @@
 #include "analysis/session_rules.h"
 #include "analysis/sweep.h"
 #include "curves.h"
+#include "depth_view.h"
 #include "export.h"
 #include "heads_view.h"
 #include "main_window.h"
@@ -202,6 +204,9 @@ QJsonObject state_for(const std::string& view, const FigureLook& look, const QJs
                 (it.value().toArray().size() != 2 || !it.value().toArray()[0].isDouble() || !it.value().toArray()[1].isDouble() ||
                  !std::isfinite(it.value().toArray()[0].toDouble()) || !std::isfinite(it.value().toArray()[1].toDouble())))
                 throw std::invalid_argument("--view-state: '" + it.key().toStdString() + "' must be two finite numbers [low, high]");
+            if (it.key() == QLatin1String("alpha") && !(it.value().toDouble() >= 0.0 && it.value().toDouble() <= 1.0))
+                throw std::invalid_argument("--view-state: 'alpha' of the " + view + " view must lie in [0, 1] (got " +
+                                            std::to_string(it.value().toDouble()) + ")");
             s[it.key()] = it.value();
         }
     } else if (!look.state.is_null()) {
@@ -303,7 +308,7 @@ void check_figure_look(const std::string& view, const FigureLook& look)
 }
 
 void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,
-                           const FigureTarget& target)
+                           const FigureTarget& target, const analysis::ExplicitChoices* given)
 {
     check_figure_target(view, target);
     if (!is_explore_view(view))
@@ -337,6 +342,24 @@ void render_explore_figure(const analysis::ExploreRequest& request, const std::s
         page.first = heads->pageFirst();
         page.count = widgets::HeadsView::kPageSize;
         heads->setHeads(std::make_shared<const analysis::HeadsResult>(analysis::explore_heads(page, ctx)));
+    }
+    if (auto* depth = qobject_cast<widgets::DepthView*>(v)) {
+        // The products of the file's layers for the view's state (alpha, head_mean), computed as the app computes them.
+        analysis::ExploreDepthRequest d;
+        d.base = request;
+        if (given)
+            d.given = *given;
+        else
+            d.given = analysis::ExplicitChoices{true, true, true, true, true, true};
+        d.head_mean = depth->headMean();
+        d.alpha = depth->alpha();
+        auto products = std::make_shared<const analysis::ExploreDepthResult>(analysis::explore_depth(d, ctx));
+        if (!products->unavailable.empty())
+            throw InputError(products->unavailable);
+        for (const analysis::DepthCurve& c : products->curves)
+            if (!c.warnings.empty())   // a chain that broke would be drawn short: said, as a failed mechanism is
+                std::fprintf(stderr, "warning: %s, %s\n", std::string(attention::to_string(c.mechanism)).c_str(), c.warnings.front().c_str());
+        depth->setDepth(std::move(products));
     }
     export_to(v, target.path, target, true);
 }
@@ -394,9 +417,9 @@ void render_session_figure(const std::string& session, const std::string& view, 
     QString error;
     if (!window.loadSession(QString::fromStdString(session), &error))
         throw InputError(error.toStdString());
-    // The session's computations (explore, the heads of the Heads view, and the sweeps it records) run in
-    // the background; the heads are computed while their tab is current.
-    if (view == "heads")
+    // The session's computations (explore, the heads of the Heads view, the Depth view's products and the sweeps
+    // it records) run in the background; the heads and the depth are computed while their tab is current.
+    if (view == "heads" || view == "depth")
         window.setCurrentView(QString::fromStdString(view));
     QElapsedTimer timer;
     timer.start();

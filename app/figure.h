@@ -19,6 +19,7 @@
 
 namespace attnscope::analysis {
 struct ExploreRequest;
+struct ExplicitChoices;
 struct SweepResult;
 }
 
@@ -41,13 +42,13 @@ struct FigureTarget {
 // How the view looks; each field maps to the view's own saved-state keys (ResultView::saveState).
 struct FigureLook {
     std::optional<std::string> colormap;   // maps, overview: "colormap"
-    bool log = false;                      // maps: "log"; query: "log_y"; spectrum: "log_x"; curves: "y_scale"
+    bool log = false;                      // maps: "log"; query, depth: "log_y"; spectrum: "log_x"; curves: "y_scale"
     std::optional<int> query;              // the selected query token (maps, query, entropy)
     std::optional<std::string> metric;     // curves, overview
     nlohmann::json state;                  // extra view-state keys merged last (--view-state JSON)
 };
 
-// "maps", "query", "spectrum", "entropy", "mixing", "metrics" (one explore result). The name
+// "maps", "query", "spectrum", "entropy", "mixing", "metrics", "heads", "depth" (one explore result). The name
 // functions below are Qt-free (figure_names.cpp); the rendering ones need the desktop app.
 bool is_explore_view(const std::string& view);
 // "curves", "overview" (a sweep result).
@@ -69,9 +70,11 @@ void check_figure_target(const std::string& view, const FigureTarget& target);
 // any computation. Throws std::invalid_argument.
 void check_figure_look(const std::string& view, const FigureLook& look);
 
-// Computes `request` (core explore(), synchronously) and renders one of the explore views.
+// Computes `request` (core explore(), synchronously) and renders one of the explore views. The depth view also
+// multiplies the layers of the request's file (analysis::explore_depth, its view state's alpha and head_mean);
+// `given` says which options were chosen (the rest follow each layer's attributes; null: every option as given).
 void render_explore_figure(const analysis::ExploreRequest& request, const std::string& view, const FigureLook& look,
-                           const FigureTarget& target);
+                           const FigureTarget& target, const analysis::ExplicitChoices* given = nullptr);
 
 // Renders the curves or overview view of a finished sweep.
 void render_sweep_figure(std::shared_ptr<const analysis::SweepResult> sweep, const std::string& view,

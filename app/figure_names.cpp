@@ -15,7 +15,7 @@ namespace attnscope::app {
 
 namespace {
 
-const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics", "heads"};
+const std::vector<std::string> kExploreViews = {"maps", "query", "spectrum", "entropy", "mixing", "metrics", "heads", "depth"};
 const std::vector<std::string> kSweepViews = {"curves", "overview"};
 
 std::string joined(const std::vector<std::string>& names)

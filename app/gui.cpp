@@ -367,6 +367,15 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
         else
             grab();
     });
+    // The Depth view's products likewise.
+    QObject::connect(&window, &widgets::MainWindow::depthFinished, &window, [&](bool ok, const QString& message) {
+        if (window.isComputing())
+            return;
+        if (!ok)
+            finish(2, QStringLiteral("%1: %2").arg(what, message));
+        else
+            grab();
+    });
     QTimer::singleShot(kScreenshotTimeoutMinutes * 60 * 1000, &window, [&] {
         finish(2, QStringLiteral("%1: timed out after %2 minutes waiting for the computation").arg(what).arg(kScreenshotTimeoutMinutes));
     });

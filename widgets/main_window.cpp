@@ -105,7 +105,8 @@ QWidget* scrolled(QWidget* inner)
 
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent), m_explore(std::make_unique<GuiJob<ExploreResultPtr>>()), m_curvesSlot(std::make_unique<SweepSlot>()),
-      m_overviewSlot(std::make_unique<SweepSlot>()), m_heads(std::make_unique<HeadsSlot>()), m_sweepParams(std::make_unique<SweepParams>())
+      m_overviewSlot(std::make_unique<SweepSlot>()), m_heads(std::make_unique<HeadsSlot>()),
+      m_depth(std::make_unique<DepthSlot>()), m_sweepParams(std::make_unique<SweepParams>())
 {
     m_curvesSlot->name = QStringLiteral("curves");
     m_overviewSlot->name = QStringLiteral("overview");
@@ -124,6 +125,7 @@ MainWindow::MainWindow(QWidget* parent)
     setUpSweepSlot(*m_curvesSlot);
     setUpSweepSlot(*m_overviewSlot);
     setUpHeads();
+    setUpDepth();
     updateCentral();
     fitToScreen();
 }

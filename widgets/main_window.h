@@ -143,6 +143,8 @@ signals:
     void sweepFinished(const QString& view, bool ok, const QString& error);
     // Every computation of the Heads view's page ends here (ok, or the error / "cancelled").
     void headsFinished(bool ok, const QString& error);
+    // Every computation of the Depth view's products ends here (ok, or the error / "cancelled").
+    void depthFinished(bool ok, const QString& error);
 
 protected:
     void dragEnterEvent(QDragEnterEvent* event) override;
@@ -240,6 +242,13 @@ private:
     void updateHeads();
     void openHead(int head);
 
+    // The Depth view (main_window_depth.cpp): the products of the layers of the views' queries' file, computed
+    // for the request of the views' result and the view's alpha and heads while its tab is current, on its own job
+    // (isComputing() includes it).
+    struct DepthSlot;
+    void setUpDepth();
+    void updateDepth();
+
     std::unique_ptr<GuiJob<std::shared_ptr<const analysis::ExploreResult>>> m_explore;
     qint64 m_approvedTokens = -1;
     QTimer m_debounce;
@@ -285,6 +294,7 @@ private:
 
     std::unique_ptr<SweepSlot> m_curvesSlot, m_overviewSlot;
     std::unique_ptr<HeadsSlot> m_heads;
+    std::unique_ptr<DepthSlot> m_depth;
     std::unique_ptr<SweepParams> m_sweepParams;   // the dialog's last parameters
     QString m_lastSweepError;
     QString m_pendingView;                       // a session's active view that waits for its sweep

@@ -267,7 +267,7 @@ void MainWindow::setAutoCompute(bool on)
 
 bool MainWindow::isComputing() const
 {
-    return m_debounce.isActive() || m_explore->running() || m_heads->job.running();
+    return m_debounce.isActive() || m_explore->running() || m_heads->job.running() || m_depth->job.running();
 }
 
 void MainWindow::computeNow()
@@ -281,6 +281,7 @@ void MainWindow::cancelComputation()
     m_debounce.stop();
     m_explore->cancel();
     m_heads->job.cancel();
+    m_depth->job.cancel();
 }
 
 void MainWindow::finishWithError(const QString& error)
@@ -329,6 +330,9 @@ void MainWindow::startComputation()
     });
     m_heads->started = request;   // the Heads view computes its page with the request of the result shown
     m_heads->startedMixing = mixingRef;
+    m_depth->started = request;   // the Depth view likewise, with the options the user chose
+    m_depth->startedMixing = mixingRef;
+    m_depth->startedGiven = m_mechanism->explicitChoices();
     m_computeStatus.stage->setText(tr("starting"));
     m_computeStatus.progress->setValue(0);
     m_computeStatus.setVisible(true);
@@ -446,6 +450,10 @@ void MainWindow::showResult(ExploreResultPtr result)
     m_heads->shown = m_heads->started;
     m_heads->shownMixing = m_heads->startedMixing;
     updateHeads();   // before the signal: a caller waiting for the window sees the heads' job
+    m_depth->shown = m_depth->started;
+    m_depth->shownMixing = m_depth->startedMixing;
+    m_depth->shownGiven = m_depth->startedGiven;
+    updateDepth();
     emit computationFinished(true, QString());
 }
 

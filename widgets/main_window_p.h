@@ -7,11 +7,13 @@
 #include <optional>
 #include <string>
 
+#include "analysis/depth_curves.h"
 #include "analysis/explore.h"
 #include "analysis/heads.h"
 #include "analysis/job.h"
 #include "analysis/sweep.h"
 #include "curves.h"
+#include "depth_view.h"
 #include "gui_job.h"
 #include "heads_view.h"
 #include "main_window.h"
@@ -48,6 +50,19 @@ struct MainWindow::HeadsSlot {
     std::string basisMixing, computingMixing;
     int computingFirst = -1;
     QString notice;   // what the view's notice says while its page is computed (the progress is added to it)
+};
+// The Depth view's products (main_window_depth.cpp): the explore request last started and the one the views'
+// result answers, each with the mixing file read and the options the user chose; the depth request the view's
+// result answers and the one the running job answers (a depth of other inputs is never shown as current).
+struct MainWindow::DepthSlot {
+    GuiJob<std::shared_ptr<const analysis::ExploreDepthResult>> job;
+    DepthView* view = nullptr;
+    std::optional<analysis::ExploreRequest> started, shown;
+    std::string startedMixing, shownMixing;
+    analysis::ExplicitChoices startedGiven, shownGiven;
+    std::optional<analysis::ExploreDepthRequest> basis, computing;   // as asked (the mixing file not read yet)
+    std::string basisMixing, computingMixing;
+    QString notice;   // what the view's notice says while its depth is computed (the progress is added to it)
 };
 // A one-line label for places whose width is shared (the status bar): when the text is wider than the
 // label it is drawn elided ("softmax: singular val…") and the label's tool tip shows all of it. Its

@@ -408,32 +408,58 @@ void MechanismPanel::resetToDefaults()
     updateFileNote();
 }
 
+// Whether the file's attributes set option `key` (causal, grid, blocks, scale, mixing) and the panel still holds
+// what they set it to (`now`: the panel's options).
+bool MechanismPanel::keptFromFile(const char* key, const attention::AttentionOptions& now) const
+{
+    if (!m_fromFile.contains(key))
+        return false;
+    const std::string k = key;
+    if (k == "causal")
+        return now.causal == m_fileOptions.causal;
+    if (k == "grid")
+        return now.blocks.kind == attention::BlockSpec::Kind::grid && now.blocks.block_grid == m_fileOptions.blocks.block_grid;
+    if (k == "blocks")   // a learned M x M mixing matrix sets M
+        return now.blocks.kind == attention::BlockSpec::Kind::count && now.blocks.blocks == m_fileOptions.blocks.blocks;
+    if (k == "scale")
+        return m_fileOptions.scale && now.scale == m_fileOptions.scale;
+    if (k == "mixing")
+        return now.mixing.preset == m_fileOptions.mixing.preset;
+    return false;
+}
+
+analysis::ExplicitChoices MechanismPanel::explicitChoices() const
+{
+    const attention::AttentionOptions now = options();
+    analysis::ExplicitChoices given;
+    given.prefix_tokens = true;   // the Selection dock shows the prefix tokens in use
+    given.causal = !keptFromFile("causal", now);
+    given.scale = !keptFromFile("scale", now);
+    given.blocks = !keptFromFile("grid", now) && !keptFromFile("blocks", now);
+    given.mixing = !keptFromFile("mixing", now);
+    given.gates = m_fileOptions.gates.source.empty() || now.gates.source != m_fileOptions.gates.source;   // the file's gates: per layer
+    return given;
+}
+
 // Which options the file's attributes set, and which of them the user has overridden since.
 void MechanismPanel::updateFileNote()
 {
     QStringList parts;
     const attention::AttentionOptions now = options();
-    auto item = [&](const char* key, const QString& what, bool kept) {
+    auto item = [&](const char* key, const QString& what) {
         if (!m_fromFile.contains(key))
             return;
-        parts << (kept ? QStringLiteral("<b>%1</b>").arg(what.toHtmlEscaped())
-                       : tr("<s>%1</s> (overridden)").arg(what.toHtmlEscaped()));
+        parts << (keptFromFile(key, now) ? QStringLiteral("<b>%1</b>").arg(what.toHtmlEscaped())
+                                         : tr("<s>%1</s> (overridden)").arg(what.toHtmlEscaped()));
     };
-    if (m_fromFile.contains("causal"))
-        item("causal", tr("causal"), now.causal == m_fileOptions.causal);
-    if (m_fromFile.contains("grid")) {
-        const bool kept = now.blocks.kind == attention::BlockSpec::Kind::grid &&
-                          now.blocks.block_grid == m_fileOptions.blocks.block_grid;
-        item("grid", tr("grid blocks %1").arg(sizesText(m_fileOptions.blocks.block_grid)), kept);
-    }
-    if (m_fromFile.contains("blocks"))   // a learned M x M mixing matrix sets M
-        item("blocks", tr("M = %1").arg(m_fileOptions.blocks.blocks),
-             now.blocks.kind == attention::BlockSpec::Kind::count && now.blocks.blocks == m_fileOptions.blocks.blocks);
-    if (m_fromFile.contains("scale") && m_fileOptions.scale)
-        item("scale", tr("softmax scale %1").arg(*m_fileOptions.scale), now.scale == m_fileOptions.scale);
+    item("causal", tr("causal"));
+    if (m_fromFile.contains("grid"))
+        item("grid", tr("grid blocks %1").arg(sizesText(m_fileOptions.blocks.block_grid)));
+    item("blocks", tr("M = %1").arg(m_fileOptions.blocks.blocks));
+    if (m_fileOptions.scale)
+        item("scale", tr("softmax scale %1").arg(*m_fileOptions.scale));
     if (m_fromFile.contains("mixing"))
-        item("mixing", tr("mixing %1").arg(QString::fromStdString(m_fromFile["mixing"].get<std::string>())),
-             now.mixing.preset == m_fileOptions.mixing.preset);
+        item("mixing", tr("mixing %1").arg(QString::fromStdString(m_fromFile["mixing"].get<std::string>())));
     m_fileNote->setText(tr("From the file's attributes: %1").arg(parts.join(QStringLiteral(", "))));
     m_fileNote->setToolTip(tr("The data file says how to analyse it (docs/cli.md, \"Defaults from the file's attributes\"); "
                               "a change here overrides it for this file."));

@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 #include <nlohmann/json.hpp>
 
+#include "analysis/file_defaults.h"
 #include "attention/options.h"
 
 class QCheckBox;
@@ -40,6 +41,9 @@ public:
     std::vector<attention::Mechanism> mechanisms() const;
     // FILE[:DATASET] of the mixing matrix when "matrix from file" is chosen, else empty.
     QString mixingFile() const;
+    // The options the user chose, as the core's rule names them: every option except those the file's attributes
+    // set and the panel still holds as set (those may differ by layer: the Depth view takes each layer's own).
+    analysis::ExplicitChoices explicitChoices() const;
 
     // A new queries' tensor: the options its file's attributes give through the core's rule
     // (analysis::resolve_file_defaults, docs/cli.md): causal, the block grid of a grid, the mixing. What
@@ -80,6 +84,7 @@ private:
     std::vector<Eigen::Index> effectiveGrid() const;
     void emitChanged();
     void updateFileNote();
+    bool keptFromFile(const char* key, const attention::AttentionOptions& now) const;
     void restoreFields(const QJsonObject& state);   // restoreState without emitting
 
     qint64 m_tokens = -1;

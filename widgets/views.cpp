@@ -6,6 +6,7 @@
 
 #include "analysis/explore.h"
 #include "analysis/metric_table.h"
+#include "depth_view.h"
 #include "heads_view.h"
 #include "plot_style.h"
 #include "util/json_text.h"
@@ -16,7 +17,7 @@ QList<ResultView*> createAllViews(QWidget* parent)
 {
     return {createMapsView(parent),    createQueryView(parent),  createSpectrumView(parent),
             createEntropyView(parent), createMixingView(parent), createMetricsView(parent),
-            createHeadsView(parent)};
+            createHeadsView(parent),   createDepthView(parent)};
 }
 
 namespace {

@@ -15,6 +15,8 @@
 //  MixingView    the M x M mixing matrix as a heatmap with its rank and singular values.
 //  MetricsView   a table of every metric per mechanism; Copy as CSV.
 //  HeadsView     every head of the layer as small maps per mechanism (heads_view.h: the window computes its pages).
+//  DepthView     collapse with depth: residual to uniform and effective rank of the layers' products against depth
+//                per mechanism, for alpha and the heads' mean or one head (depth_view.h: the window computes it).
 #include "result_view.h"
 
 namespace attnscope::widgets {
@@ -26,7 +28,7 @@ ResultView* createEntropyView(QWidget* parent = nullptr);
 ResultView* createMixingView(QWidget* parent = nullptr);
 ResultView* createMetricsView(QWidget* parent = nullptr);
 
-// All seven, in the order above.
+// All eight, in the order above.
 QList<ResultView*> createAllViews(QWidget* parent = nullptr);
 
 // CSV of every metric per mechanism (the MetricsView's "Copy as CSV" and File > Export metrics).

@@ -76,6 +76,7 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
     const std::uint64_t limit = request.plan.memory_limit ? request.plan.memory_limit : default_memory_limit();
 
     depth_json steps = depth_json::array();
+    std::size_t steps_done = 0;   // for the progress
     Index n = -1;
     depth_json input_of_first;
     for (std::size_t li = 0; li < layers.size(); ++li) {
@@ -83,8 +84,9 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
         std::vector<MatrixXd> sums(chains.size());
         std::vector<std::size_t> heads_seen(chains.size(), 0);
         for (const BatchUnit* u : by_layer[layer]) {
-            if (ctx)
-                ctx->check();
+            if (ctx)   // each layer's heads, then its products' measures: one step each
+                ctx->progress(static_cast<double>(steps_done++) / static_cast<double>(units.size() + layers.size()),
+                              "layer " + std::to_string(layer) + (u->head ? ", head " + std::to_string(*u->head) : std::string()));
             const LoadedInputs in = load_inputs(u->source.q_ref, u->source.k_ref, std::nullopt, u->source.selection);
             const Index un = in.q.values.rows();
             if (n < 0) {
@@ -131,6 +133,9 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
                 ++heads_seen[c];
             }
         }
+        if (ctx)
+            ctx->progress(static_cast<double>(steps_done++) / static_cast<double>(units.size() + layers.size()),
+                          "depth " + std::to_string(li + 1) + ": measuring the products");
         depth_json results = depth_json::array();
         for (std::size_t c = 0; c < chains.size(); ++c) {
             Chain& ch = chains[c];

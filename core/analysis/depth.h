@@ -28,7 +28,8 @@ double residual_to_uniform(const Eigen::Ref<const Eigen::MatrixXd>& P);
 
 // {attnscope_version, input: {file, layers, heads, alpha, n}, depth: [{depth, layer, results: [analyze result +
 // residual_to_uniform]}], kernels}. Throws InputError when the file holds fewer than one layer, layers of
-// different N, or the products do not fit the memory limit; std::invalid_argument for impossible options.
+// different N, or the products do not fit the memory limit; std::invalid_argument for impossible options. With
+// `ctx`: progress per layer's head read and per depth's products measured, cancellation between them.
 nlohmann::ordered_json depth_document(const DepthRequest& request, const JobContext* ctx = nullptr);
 
 }  // namespace attnscope::analysis

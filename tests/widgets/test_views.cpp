@@ -83,8 +83,8 @@ void exerciseAll(const Result& result, const std::string& name, int query)
     const QString dir = QString::fromStdString(test::fresh_work_dir(name));
     QWidget parent;
     const auto views = widgets::createAllViews(&parent);
-    ASSERT_EQ(views.size(), 7);
-    const QStringList names{"maps", "query", "spectrum", "entropy", "mixing", "metrics", "heads"};
+    ASSERT_EQ(views.size(), 8);
+    const QStringList names{"maps", "query", "spectrum", "entropy", "mixing", "metrics", "heads", "depth"};
     for (int i = 0; i < views.size(); ++i) {
         ResultView* v = views[i];
         EXPECT_EQ(v->viewName(), names[i]);
@@ -92,8 +92,9 @@ void exerciseAll(const Result& result, const std::string& name, int query)
         checkExports(v, dir, "empty", false);   // the empty state exports too
         v->setResult(result);
         v->setQuery(query);
-        // The heads view draws the pages the window computes for it (test_heads_view.cpp), not a result alone.
-        checkExports(v, dir, "result", {v->viewName() != "heads"});
+        // The heads and depth views draw what the window computes for them (test_heads_view.cpp,
+        // test_depth_view.cpp), not a result alone.
+        checkExports(v, dir, "result", {v->viewName() != "heads" && v->viewName() != "depth"});
         // State round trip into a fresh view of the same kind.
         const QJsonObject state = v->saveState();
         std::unique_ptr<ResultView> twin(widgets::createAllViews()[i]);
@@ -104,7 +105,7 @@ void exerciseAll(const Result& result, const std::string& name, int query)
         v->setResult(result);
     }
     EXPECT_TRUE(widgets::exportAllViews(views, dir + "/all", "svg", {}).isEmpty());
-    EXPECT_EQ(QDir(dir + "/all").entryList(QDir::Files).size(), 7);
+    EXPECT_EQ(QDir(dir + "/all").entryList(QDir::Files).size(), 8);
 }
 
 }  // namespace

@@ -182,7 +182,7 @@ TEST_F(WindowTest, SelectionComputesUpdatesViewsAndHeadStepping)
     ASSERT_TRUE(first->blocks);
     EXPECT_EQ(first->blocks->num_blocks, 16);
     EXPECT_EQ(first->blocks->block_grid, (std::vector<Eigen::Index>{16}));
-    EXPECT_EQ(w.views().size(), 7);
+    EXPECT_EQ(w.views().size(), 8);
     EXPECT_EQ(w.currentView()->viewName(), QStringLiteral("maps"));
 
     // Stepping the head recomputes: another slice, other matrices.

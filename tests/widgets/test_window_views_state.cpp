@@ -20,8 +20,11 @@
 #include "result_view.h"
 #include "selection_panel.h"
 #include "support/test_support.h"
+#include "analysis/depth_curves.h"
 #include "analysis/heads.h"
+#include "depth_view.h"
 #include "heads_view.h"
+#include "io/selection.h"
 #include "widget_test_support.h"
 
 using namespace attnscope;
@@ -54,6 +57,17 @@ void expectViewsAgree(const MainWindow& w, const char* step)
             ASSERT_TRUE(heads->heads() && w.resultIsCurrent() && q && k);
             EXPECT_EQ(heads->heads()->request.base.source.q_ref, q->ref().toStdString());
             EXPECT_EQ(heads->heads()->request.base.source.k_ref, k->ref().toStdString());
+            continue;
+        }
+        // The Depth view likewise (docs/gui.md "Collapse with depth"); current, its products are of the layers of the
+        // file of the queries assigned.
+        if (const auto* depth = qobject_cast<const DepthView*>(v)) {
+            if (v->freshness() != ResultView::Freshness::current) {
+                EXPECT_FALSE(v->noticeText().isEmpty());
+                continue;
+            }
+            ASSERT_TRUE(depth->depth() && w.resultIsCurrent() && q && k);
+            EXPECT_EQ(depth->depth()->file, io::parse_tensor_ref(q->ref().toStdString()).file);
             continue;
         }
         if (v->freshness() == ResultView::Freshness::current) {
