@@ -1,5 +1,6 @@
 """The study's verdicts (tools/study/verdicts.py) follow the declared rules of tools/study/claims.toml and the numbers
-of the aggregate files: a number changed in an aggregate file changes the verdict it feeds; a failed gate makes
+of the aggregate files (tools/study/mqar_aggregate.py makes MQAR's from the runs): a number changed in an aggregate
+file changes the verdict it feeds; a failed gate makes
 the task's verdicts "not tested"; structural claims are never evidence; Holm's adjustment is over the claims."""
 import copy
 import json
@@ -27,7 +28,7 @@ def mech(m, metric, mean):
 
 MQAR = {
     "mechanisms": [mech("softmax", "recall_accuracy", 0.995), mech("none", "recall_accuracy", 0.01)],
-    "pairs": [pair("mhla", "linear", "recall_accuracy", 0.20, 0.10, 0.30, 0.001),
+    "pairs": [pair("mhla_blocks16", "linear", "recall_accuracy", 0.20, 0.10, 0.30, 0.001),
               pair("mhla_blocks16", "mhla_blocks4", "recall_accuracy", 0.05, -0.01, 0.11, 0.08, agree=4),
               pair("linear", "softmax", "recall_drop_n64_to_n256", 0.3, 0.2, 0.4, 0.0005),
               pair("mhla", "linear", "excess_effective_rank", 0.5, 0.3, 0.7, 0.002),
@@ -97,6 +98,43 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(r["verdict"], "not tested")
         vit["pairs"][0].update(ci_low=0.01)
         self.assertEqual(run(MQAR, {"vit": vit})[("mhla_query_specific", "vit")]["verdict"], "supported")
+
+
+class MqarAggregate(unittest.TestCase):
+    """tools/study/mqar_aggregate.py: runs -> rows at each mechanism's chosen learning rate -> verdicts."""
+
+    def test_runs_to_verdicts(self):
+        import mqar_aggregate
+        runs = []
+        accuracy = {"softmax": [1.0, 1.0, 0.999, 1.0, 1.0], "linear": [0.40, 0.45, 0.42, 0.38, 0.44],
+                    "none": [0.008, 0.007, 0.009, 0.008, 0.006], "mhla_blocks16": [0.70, 0.74, 0.69, 0.75, 0.72],
+                    "mhla_blocks4": [0.55, 0.52, 0.58, 0.50, 0.56]}
+        for name, accs in accuracy.items():
+            mech, _, variant = name.partition("_")
+            var = {"blocks": int(variant[6:])} if variant else {}
+            for seed, acc in enumerate(accs):
+                runs.append(dict(mechanism=mech, variant=var, n=128, pairs=32, lr=3e-3, seed=seed, valid_accuracy=acc,
+                                 test_accuracy=acc))
+            # a worse learning rate at seed 0 is not chosen
+            runs.append(dict(mechanism=mech, variant=var, n=128, pairs=32, lr=1e-3, seed=0, valid_accuracy=0.0,
+                             test_accuracy=0.0))
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "runs"))
+            for i, r in enumerate(runs):
+                with open(os.path.join(root, "runs", f"{i}.json"), "w") as f:
+                    json.dump(r, f)
+            sys.argv = ["mqar_aggregate.py", "--runs", os.path.join(root, "runs"), "--out", os.path.join(root, "mqar")]
+            mqar_aggregate.main()
+            with open(os.path.join(root, "mqar", "aggregate.json")) as f:
+                doc = json.load(f)
+            lin = [r for r in doc["mechanisms"] if r["mechanism"] == "linear"][0]
+            self.assertAlmostEqual(lin["mean"], sum(accuracy["linear"]) / 5, places=12)
+            self.assertEqual(lin["ci_method"], "t")
+            v = {(r["claim"], r["task"]): r for r in verdicts.verdicts(RULES, root)}
+        self.assertEqual(v[("mhla_recall", "mqar")]["verdict"], "supported")
+        self.assertEqual(v[("recall_grows_with_m", "mqar")]["verdict"], "supported")
+        self.assertAlmostEqual(v[("mhla_recall", "mqar")]["mean_diff"], 0.72 - 0.418, places=12)
+        self.assertEqual(v[("linear_collapses_with_n", "mqar")]["verdict"], "not tested")   # no N = 64 / 256 runs
 
 
 if __name__ == "__main__":
