@@ -10,6 +10,9 @@
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
 #include "analysis/measure.h"
+#include "analysis/plan.h"
+#include "io/selection.h"
+#include "io/tensor_file.h"
 #include "attention/mechanisms.h"
 #include "util/error.h"
 
@@ -47,6 +50,17 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
         throw std::invalid_argument("--alpha " + std::to_string(request.alpha) + " must lie in [0, 1]");
     if (request.plan.files.size() != 1)
         throw std::invalid_argument("depth takes one file");
+    {
+        // A file without layers: say so (the planner would only say that the layout has no 'l' axis).
+        const std::string& file = request.plan.files.front();
+        const std::string q = file + ":" + request.plan.q_name, k = file + ":" + request.plan.k_name;
+        const auto tf = io::open_tensor_file(file);
+        const std::string layout = io::resolve_layout(tf->find(request.plan.q_name), request.plan.selection, "--q " + q);
+        if (layout.find('l') == std::string::npos && layer_tensors(q, k, std::nullopt).empty())
+            throw InputError("depth needs the layers of one model: " + file + " holds no per-layer queries and keys "
+                             "(/layers/<i>/q, /layers/<i>/k, at least two) named like " + request.plan.q_name +
+                             ", and " + request.plan.q_name + " (layout " + layout + ") has no 'l' axis");
+    }
     const std::vector<BatchUnit> units = plan_batch_units(request.plan);
     // The units by layer, in layer order (the plan's order: layers, then heads).
     std::vector<Index> layers;

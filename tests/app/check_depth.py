@@ -153,6 +153,8 @@ for args in (["depth", os.path.join(root, "data", "gaussian.h5")], ["depth", vit
     lines = p.stderr.strip().splitlines()
     if p.returncode != 2 or len(lines) != 1 or not lines[0].startswith("error:") or p.stdout:
         problems.append(f"{' '.join(args[1:])}: exit {p.returncode}, stderr {p.stderr.strip()!r}")
+    elif "gaussian" in args[1] and "depth needs the layers of one model" not in lines[0]:
+        problems.append(f"a file without layers: {lines[0]!r} does not say that depth needs layers")
 
 # The same from a batch job's [depth]: depth/<name>.json equals `attnscope depth --json` on the file (the batch's
 # fingerprint aside), depth/<name>.csv holds its numbers, a rerun keeps them, a changed alpha redoes them, shards
