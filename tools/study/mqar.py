@@ -305,7 +305,8 @@ def main():
                     # Stage 2: the other seeds at that rate.
                     for seed in seeds[1:]:
                         run(mech, variant, n, pairs, lrs[best], seed)
-                    if args.dump and n == max(ns) and pairs == max(p for p in pairs_list if (n - 2 * p) // 2 >= p):
+                    # the control has no attention to record
+                    if args.dump and mech != "none" and n == max(ns) and pairs == max(p for p in pairs_list if (n - 2 * p) // 2 >= p):
                         os.makedirs(args.dump, exist_ok=True)
                         model = first[best][1]
                         if model is None:   # trained in an earlier run: train it again (same seed, same result)
