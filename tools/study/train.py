@@ -16,6 +16,9 @@ model on its WHOLE held-out set in one file (the bridge's batch axis: `--at b=I`
         initialised from `causal-local`, parametrisation `clamp` (W in [1e-5, 1] after each step, one Mc per head:
         the authors' language-model code). Dumped on every test window: q, k [W, 4, 256, 16] (attributes texts,
         test_window_bits, test bits/char with a bootstrap 95% interval over windows). Analyse MHLA with --chunk 32.
+  <task>_none_s<seed>.json  with --controls: the same model without attention (the ViT keeps its per-pixel MLPs and
+        mean-token readout, the LM its convolution), its held-out result only (nothing to record): the gate of
+        tools/study/claims.toml asks softmax attention to beat it.
   baselines.json  the interpolated trigram on the same test windows (weights tuned on the validation split) and
         logistic regression on the raw 16x16 pixels of the same digit split, with intervals and per-unit results.
   summary.json    every trained model's metrics (from the files' attributes), rewritten after each model.
@@ -115,7 +118,11 @@ def vit_split():
 def train_vit(mechanism, seed, out):
     X, y, train_idx, test_idx = vit_split()
     torch.manual_seed(seeded(seed, 3))
-    model = Model(mechanism, VIT["width"], VIT["heads"], VIT["depth"], 256, False, dict(VIT["mhla"]), classes=10)
+    model = Model("linear" if mechanism == "none" else mechanism, VIT["width"], VIT["heads"], VIT["depth"], 256, False,
+                  dict(VIT["mhla"]), classes=10)
+    if mechanism == "none":   # the control (issue 32): the same ViT without attention, its tokens mixed only by the mean
+        for b in model.blocks:
+            b.attn = NoAttention()
     epochs, batch = VIT["epochs"], VIT["batch"]
     steps = epochs * math.ceil(len(train_idx) / batch)
     opt = torch.optim.AdamW(model.parameters(), lr=VIT["lr"], weight_decay=VIT["weight_decay"])
@@ -142,11 +149,23 @@ def train_vit(mechanism, seed, out):
     model.eval()
     with torch.no_grad():
         acc_train = (model(tokens(X[train_idx])).argmax(1) == y[train_idx]).float().mean().item()
-    logits = record_all(model, tokens(X[test_idx]), out + ".part.h5", mechanism, grid=(16, 16), causal=False,
-                        attrs=vit_attrs(mechanism, seed, y, test_idx, None, total / n, acc_train, seconds))
-    predicted = logits.argmax(1)
-    correct = (predicted == y[test_idx]).numpy()
-    finish_vit(out, predicted, correct)
+    attrs = vit_attrs(mechanism, seed, y, test_idx, None, total / n, acc_train, seconds)
+    if mechanism == "none":   # nothing to record: the result only, as the LM's control
+        with torch.no_grad():
+            predicted = model(tokens(X[test_idx])).argmax(1)
+        correct = (predicted == y[test_idx]).numpy()
+        lo, hi = wilson(int(correct.sum()), len(correct))
+        attrs.update(predicted=predicted.tolist(), test_correct=correct.astype(int).tolist(),
+                     test_accuracy=float(correct.mean()), test_accuracy_ci95=[lo, hi])
+        with open(out + ".part", "w") as f:
+            json.dump(attrs, f, indent=1)
+        os.replace(out + ".part", out)
+    else:
+        logits = record_all(model, tokens(X[test_idx]), out + ".part.h5", mechanism, grid=(16, 16), causal=False,
+                            attrs=attrs)
+        predicted = logits.argmax(1)
+        correct = (predicted == y[test_idx]).numpy()
+        finish_vit(out, predicted, correct)
     print(f"vit/{mechanism}/s{seed}: test accuracy {correct.mean():.4f} {wilson(int(correct.sum()), len(correct))} "
           f"({len(correct)} held out), train {acc_train:.4f}, {seconds:.0f} s -> {out}", flush=True)
 
@@ -344,7 +363,8 @@ def main():
     p.add_argument("--baselines-only", action="store_true")
     p.add_argument("--overwrite", action="store_true", help="train even when the model's file exists")
     p.add_argument("--controls", action="store_true",
-                   help="also the LM without attention (mechanism none: the convolution alone; lm_none_s<seed>.json)")
+                   help="also each model without attention (mechanism none; the LM keeps its convolution, the ViT its "
+                        "mean-token readout): <task>_none_s<seed>.json")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
@@ -356,10 +376,8 @@ def main():
         VIT["epochs"] = a.vit_epochs
     for seed in [int(s) for s in a.seeds.split(",")]:
         for task in a.which or ["vit", "lm"]:
-            controls = ["none"] if a.controls and task == "lm" else []
+            controls = ["none"] if a.controls else []
             for m in a.mechanisms.split(",") + controls:
-                if m == "none" and task != "lm":   # (--mechanisms none: the LM control alone)
-                    continue
                 out = os.path.join(a.out, f"{task}_{m}_s{seed}" + (".json" if m == "none" else ".h5"))
                 if os.path.exists(out) and not a.overwrite:
                     print(f"{task}/{m}/s{seed}: {out} exists, skipped", flush=True)
