@@ -115,6 +115,16 @@ void print_summary(const ojson& doc)
             std::cout << fmt::format("spectrum ({}): {}{}\n", r["mechanism"].get<std::string>(),
                                      r["method"]["spectrum"].get<std::string>(),
                                      r["method"].contains("why") ? " -- " + r["method"]["why"].get<std::string>() : "");
+    // docs/maths.md 2.2: the file's retrieval targets (docs/formats.md), when it has them.
+    std::string retrieval;
+    for (const auto& r : doc["results"])
+        if (r.contains("retrieval_mass"))
+            retrieval += fmt::format("{}{}: mass {} rank {}", retrieval.empty() ? "" : "; ", r["mechanism"].get<std::string>(),
+                                     r["retrieval_mass"].is_number() ? fmt::format("{:.4f}", r["retrieval_mass"].get<double>()) : "-",
+                                     r["retrieval_rank"].is_number() ? fmt::format("{:.2f}", r["retrieval_rank"].get<double>()) : "-");
+    if (!retrieval.empty())
+        std::cout << "\nretrieval (the file's retrieval_targets: weight A[t, j*] on each target, its rank in the row): "
+                  << retrieval << "\n";
     bool any_warning = false;
     for (const auto& r : doc["results"])
         for (const auto& w : r["warnings"]) {

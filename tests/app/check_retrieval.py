@@ -80,6 +80,19 @@ out = run(["analyze", "--q", plain + ":q", "--k", plain + ":k", "--mechanism", "
 if out is not None and "retrieval_mass" in json.loads(out)["results"][0]:
     problems.append("a file without retrieval_targets has retrieval fields")
 
+# The summary table says it in one line (numbers of the JSON), only for a file with targets.
+text = run(["analyze", "--q", path + ":q", "--k", path + ":k", "--at", "b=2", "--head", "1", "--mechanism", "linear"])
+if text is not None:
+    line = [x for x in text.splitlines() if x.startswith("retrieval (")]
+    doc = json.loads(run(["analyze", "--q", path + ":q", "--k", path + ":k", "--at", "b=2", "--head", "1",
+                          "--mechanism", "linear", "--json", "-"]) or "{}")
+    want = f"linear: mass {doc['results'][0]['retrieval_mass']:.4f} rank {doc['results'][0]['retrieval_rank']:.2f}"
+    if len(line) != 1 or not line[0].endswith(want):
+        problems.append(f"analyze's table: retrieval line {line!r}, expected one ending {want!r}")
+plain_text = run(["analyze", "--q", plain + ":q", "--k", plain + ":k", "--mechanism", "linear"])
+if plain_text is not None and "retrieval (" in plain_text:
+    problems.append("analyze's table has a retrieval line for a file without targets")
+
 # A batch job over every batch element records them per unit (summary.csv and results.jsonl).
 job = os.path.join(work, "job.toml")
 with open(job, "w") as f:
