@@ -25,6 +25,7 @@ the other seeds at that rate. Test accuracy is measured on held-out examples dra
 usage: tools/study/mqar.py [--out build/mqar] [--grid quick|full] [--mechanisms softmax,linear,...]
        [--n 64] [--pairs 4,8,16] [--seeds 0,1,2,3,4] [--steps S] [--lrs 1e-3,3e-3,1e-2] [--threads 1]
        [--dump DIR]   (dump each mechanism's best seed-0 model on 64 test examples with the bridge)
+       [--no-dump-every]   (by default every model is also dumped on 16 test examples into OUT/dumps)
 """
 import os
 
@@ -269,6 +270,8 @@ def main():
     ap.add_argument("--lrs", default="1e-3,3e-3,1e-2")
     ap.add_argument("--steps", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--no-dump-every", dest="dump_every", action="store_false",
+                    help="do not dump every trained model's attention on 16 test examples into OUT/dumps")
     ap.add_argument("--dump", help="folder: dump each mechanism's best seed-0 model at the largest N and pairs")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -288,6 +291,12 @@ def main():
         print(f"{run_key(mech, variant, n, pairs, lr, seed)}", flush=True)
         model, result = train_one(mech, variant, n, pairs, lr, seed, args.steps,
                                   log=lambda s: print(s, flush=True))
+        if mech != "none" and args.dump_every:
+            # Every trained model's attention on 16 test examples (OUT/dumps, not committed): what the measures of
+            # the correlation with recall read (tools/study/mqar_measures.py).
+            os.makedirs(os.path.join(args.out, "dumps"), exist_ok=True)
+            result["dump"] = os.path.relpath(dump(model, mech, variant, n, pairs, os.path.join(
+                args.out, "dumps", run_key(mech, variant, n, pairs, lr, seed) + ".h5"), examples=16), args.out)
         write_json(path, result)
         print(f"  valid {result['valid_accuracy']:.3f} test {result['test_accuracy']:.3f} "
               f"({result['seconds']:.0f} s)", flush=True)
