@@ -137,5 +137,23 @@ class MqarAggregate(unittest.TestCase):
         self.assertEqual(v[("linear_collapses_with_n", "mqar")]["verdict"], "not tested")   # no N = 64 / 256 runs
 
 
+class MqarMeasures(unittest.TestCase):
+    """tools/study/mqar_measures.py's rank correlation: Spearman's rho with average ranks for ties."""
+
+    def test_spearman_against_an_independent_one(self):
+        import numpy as np
+        import mqar_measures
+        rng = np.random.default_rng(1)
+        for _ in range(20):
+            x = rng.integers(0, 5, 12).astype(float)   # ties
+            y = rng.standard_normal(12)
+            # Pearson's r of the average ranks, the ranks counted by hand
+            def ranks(v):
+                return np.array([np.sum(v < a) + (np.sum(v == a) + 1) / 2 for a in v])
+            want = float(np.corrcoef(ranks(x), ranks(y))[0, 1])
+            self.assertAlmostEqual(mqar_measures.spearman(x, y), want, places=12)
+        self.assertIsNone(mqar_measures.spearman([1, 1, 1, 1], [1, 2, 3, 4]))
+
+
 if __name__ == "__main__":
     unittest.main()
