@@ -9,6 +9,7 @@
 
 #include "attention/mixing.h"
 #include "io/selection.h"
+#include "util/json_text.h"
 #include "util/output.h"
 
 namespace attnscope::app {
@@ -102,6 +103,24 @@ std::string lower(std::string s)
 bool ends_with(const std::string& s, const std::string& suffix)
 {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+int publish_json(const nlohmann::ordered_json& doc, const std::optional<std::string>& json_out, bool json_to_stdout,
+                 std::optional<OutputFile>& json_file, const std::function<void()>& print)
+{
+    if (json_to_stdout) {
+        write_text_output("-", json_text(doc, 2) + "\n");
+        return 0;
+    }
+    if (json_file)
+        json_file->write_text(json_text(doc, 2) + "\n");
+    print();
+    flush_standard_output();
+    if (json_file) {
+        json_file->commit();
+        std::cout << "\nwrote " << *json_out << "\n";
+    }
+    return 0;
 }
 
 }  // namespace attnscope::app

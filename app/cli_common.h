@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +60,12 @@ void write_text_output(const std::string& path, const std::string& text);
 // closed stream). Subcommands call it before they commit their files: a run whose standard output
 // failed leaves no file behind.
 void flush_standard_output();
+
+// Writes a command's JSON document: alone on standard output when `json_to_stdout` (`--json -`), else the summary
+// `print` writes and then, with `json_file`, the file, committed only once the summary reached standard output (a
+// failed run leaves no file; "wrote PATH" follows the summary). Returns the exit status.
+int publish_json(const nlohmann::ordered_json& doc, const std::optional<std::string>& json_out, bool json_to_stdout,
+                 std::optional<OutputFile>& json_file, const std::function<void()>& print);
 
 // The input files of FILE[:NAME] references, by option, for check_output_paths (a reference that does not
 // parse is left to the reader's message). A --mixing preset names no file.

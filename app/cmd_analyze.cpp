@@ -142,26 +142,6 @@ void print_summary(const ojson& doc)
     }
 }
 
-// Writes the analysis document: alone on standard output under `--json -`, else the summary `print` writes
-// and, with `--json FILE`, the file, published only once the summary reached standard output (a failed run
-// leaves no file). Returns the exit status.
-int publish(const ojson& doc, const std::optional<std::string>& json_out, bool json_to_stdout,
-            std::optional<OutputFile>& json_file, const std::function<void()>& print)
-{
-    if (json_to_stdout) {
-        write_text_output("-", json_text(doc, 2) + "\n");
-        return 0;
-    }
-    if (json_file)
-        json_file->write_text(json_text(doc, 2) + "\n");
-    print();
-    flush_standard_output();
-    if (json_file) {
-        json_file->commit();
-        std::cout << "\nwrote " << *json_out << "\n";
-    }
-    return 0;
-}
 
 // `--at b=all`: every index of the axes given as `all` is its own unit (analysis/plan.h), analysed in turn.
 // The document holds one {unit, at, input, results} per unit and the statistics over them
@@ -170,7 +150,7 @@ int run_analyze_units(const analysis::AnalyzeRequest& request, const std::option
                       bool json_to_stdout, std::optional<OutputFile>& json_file)
 {
     const analysis::UnitsDocument units = analysis::analyze_units_document(request);
-    return publish(units.doc, json_out, json_to_stdout, json_file, [&] {
+    return publish_json(units.doc, json_out, json_to_stdout, json_file, [&] {
         for (const auto& unit : units.doc["units"]) {
             std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.units << "\n";
             print_summary(unit);
@@ -212,7 +192,7 @@ int run_analyze(const AnalyzeArgs& a)
     if (!request.setup.selection.all.empty())
         return run_analyze_units(request, a.json_out, json_to_stdout, json_file);
     const ojson doc = analysis::analyze_document(request);
-    return publish(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc); });
+    return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc); });
 }
 
 }  // namespace

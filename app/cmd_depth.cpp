@@ -146,19 +146,7 @@ int run_depth(const DepthArgs& a)
             json_file.emplace(*a.json_out, SpecialFiles::write_in_place);
     }
     const ojson doc = analysis::depth_document(req);
-    if (json_to_stdout) {
-        write_text_output("-", json_text(doc, 2) + "\n");
-        return 0;
-    }
-    if (json_file)
-        json_file->write_text(json_text(doc, 2) + "\n");
-    print_depth(doc);
-    flush_standard_output();
-    if (json_file) {
-        json_file->commit();
-        std::cout << "\nwrote " << *a.json_out << "\n";
-    }
-    return 0;
+    return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_depth(doc); });
 }
 
 }  // namespace

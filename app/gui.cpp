@@ -350,32 +350,19 @@ int runScreenshot(widgets::MainWindow& window, const GuiArgs& args)
         else if (!window.isComputing() && !window.isSweeping() && window.result())
             grab();
     });
-    QObject::connect(&window, &widgets::MainWindow::computationFinished, &window, [&](bool ok, const QString& message) {
+    const auto finished = [&](bool ok, const QString& message) {
         if (window.isComputing())
             return;
         if (!ok)
             finish(2, QStringLiteral("%1: %2").arg(what, message));
         else
             grab();
-    });
-    // The Heads view's page is computed after the result it belongs to: the grab waits for it too.
-    QObject::connect(&window, &widgets::MainWindow::headsFinished, &window, [&](bool ok, const QString& message) {
-        if (window.isComputing())
-            return;
-        if (!ok)
-            finish(2, QStringLiteral("%1: %2").arg(what, message));
-        else
-            grab();
-    });
-    // The Depth view's products likewise.
-    QObject::connect(&window, &widgets::MainWindow::depthFinished, &window, [&](bool ok, const QString& message) {
-        if (window.isComputing())
-            return;
-        if (!ok)
-            finish(2, QStringLiteral("%1: %2").arg(what, message));
-        else
-            grab();
-    });
+    };
+    QObject::connect(&window, &widgets::MainWindow::computationFinished, &window, finished);
+    // The Heads view's page and the Depth view's products are computed after the result they belong to: the grab
+    // waits for them too.
+    QObject::connect(&window, &widgets::MainWindow::headsFinished, &window, finished);
+    QObject::connect(&window, &widgets::MainWindow::depthFinished, &window, finished);
     QTimer::singleShot(kScreenshotTimeoutMinutes * 60 * 1000, &window, [&] {
         finish(2, QStringLiteral("%1: timed out after %2 minutes waiting for the computation").arg(what).arg(kScreenshotTimeoutMinutes));
     });

@@ -117,9 +117,7 @@ private:
 
         const Drawn drawn = addCurves(rect, legend, cumulative);
         if (m_plot->graphCount() == 0) {
-            m_legend = nullptr;
-            m_rect = nullptr;
-            showPlotMessage(m_plot, tr("No spectrum to show.\n") + drawn.notes.join('\n'));
+            showNothing(tr("No spectrum to show.\n") + drawn.notes.join('\n'));
             return;
         }
         const double xmax = static_cast<double>(drawn.count);
@@ -206,6 +204,14 @@ private:
         return drawn;
     }
 
+    // A message instead of a plot (the legend and axis rect it replaces are gone).
+    void showNothing(const QString& text)
+    {
+        m_legend = nullptr;
+        m_rect = nullptr;
+        showPlotMessage(m_plot, text);
+    }
+
     // The plot's layout: the title in row 0, one axis rect below it (returned).
     QCPAxisRect* titledRect(const QString& title)
     {
@@ -257,9 +263,7 @@ private:
             g->addToLegend(legend);
         }
         if (m_plot->graphCount() == 0) {
-            m_legend = nullptr;
-            m_rect = nullptr;
-            showPlotMessage(m_plot, tr("No ranks at fixed tolerances to show.\n") + notes.join('\n'));
+            showNothing(tr("No ranks at fixed tolerances to show.\n") + notes.join('\n'));
             return;
         }
         x->setRange(3e-13, 3e-2);
@@ -315,15 +319,13 @@ private:
             g->addToLegend(legend);
         }
         if (m_plot->graphCount() == 0) {
-            m_legend = nullptr;
-            m_rect = nullptr;
             QString why = tr("No semiseparable profile to show.\n");
             const bool causal = std::any_of(m_result->outcomes.begin(), m_result->outcomes.end(),
                                             [](const auto& o) { return o.result.past_block_asked; });
             if (!causal)
                 why += tr("It is measured for causal attention: tick Causal in the Mechanisms dock (or use\n"
                           "attnscope analyze --past-split H --past-splits K|all on the command line).");
-            showPlotMessage(m_plot, why + (notes.isEmpty() ? QString() : QStringLiteral("\n") + notes.join('\n')));
+            showNothing(why + (notes.isEmpty() ? QString() : QStringLiteral("\n") + notes.join('\n')));
             return;
         }
         // The full-rank bound min(h, N - h) and linear attention's d.

@@ -1,5 +1,6 @@
 #include "analysis/retrieval.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "io/tensor_file.h"
@@ -67,18 +68,34 @@ Retrieval measure_retrieval(const attention::AttentionOperator& op, const Retrie
     if (targets.pairs.empty())
         return r;
     const std::vector<Index> allowed = op.allowed_keys();
+    // Each row formed once, however many targets it has (a file may repeat a query row up to the pair cap); the
+    // sums are then taken in the file's order.
+    const std::size_t p = targets.pairs.size();
+    std::vector<std::size_t> order(p);
+    for (std::size_t i = 0; i < p; ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return targets.pairs[a].first < targets.pairs[b].first; });
+    std::vector<double> mass(p), rank(p);
     Eigen::MatrixXd row(1, op.cols());
-    for (const auto& [t, j] : targets.pairs) {
-        op.dense_rows(t, 1, row);
+    Index formed = -1;
+    for (const std::size_t i : order) {
+        const auto [t, j] = targets.pairs[i];
+        if (t != formed)
+            op.dense_rows(t, 1, row);
+        formed = t;
         const Index nt = allowed[static_cast<std::size_t>(t)];
-        const double target = row(0, j);
         Index above = 0;
         for (Index c = 0; c < nt; ++c)
-            above += row(0, c) > target ? 1 : 0;
-        r.mass += target;
-        r.rank += static_cast<double>(above + 1);
-        ++r.count;
+            above += row(0, c) > row(0, j) ? 1 : 0;
+        mass[i] = row(0, j);
+        rank[i] = static_cast<double>(above + 1);
     }
+    for (std::size_t i = 0; i < p; ++i) {
+        r.mass += mass[i];
+        r.rank += rank[i];
+    }
+    r.count = static_cast<Index>(p);
     r.mass /= static_cast<double>(r.count);
     r.rank /= static_cast<double>(r.count);
     return r;

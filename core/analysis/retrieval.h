@@ -37,7 +37,7 @@ inline constexpr Eigen::Index k_max_retrieval_targets = Eigen::Index{1} << 20;
 std::optional<RetrievalTargets> load_retrieval_targets(const std::string& q_ref, const io::AxisSelection& selection,
                                                        Eigen::Index n, bool causal);
 
-// The measure on `op`: the rows t of the targets, formed one at a time (never N x N).
+// The measure on `op`: each distinct row t of the targets formed once (never N x N).
 Retrieval measure_retrieval(const attention::AttentionOperator& op, const RetrievalTargets& targets);
 
 }  // namespace attnscope::analysis
