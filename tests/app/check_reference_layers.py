@@ -76,6 +76,13 @@ for label, layer, opts in cases:
     rec.save(path, dtype="float64", **({"gates": [layer.last_gates]} if isinstance(layer, GatedAttention) else {}))
     if not float((y - dense).abs().max()) <= 1e-10:
         problems.append(f"{label}: forward differs from the dense matrix times v by {float((y - dense).abs().max()):.3g}")
+    if isinstance(layer, MHLA):   # the dense form (how the MQAR models train) is the same function
+        layer.form = "dense"
+        with torch.no_grad():
+            yd = layer(x)
+        layer.form = "blockwise"
+        if not float((yd - y).abs().max()) <= 1e-10:
+            problems.append(f"{label}: the dense form differs from the blockwise one by {float((yd - y).abs().max()):.3g}")
     with h5py.File(path, "r") as f:   # what the bridge wrote for the learned Mc
         has = "layers/0/mixing" in f and f["layers/0/q"].attrs.get("mixing") == "/layers/0/mixing"
     if has != isinstance(layer, MHLA):

@@ -232,8 +232,14 @@ class MHLA(_Attention):
                  grid: Optional[Sequence[int]] = None, block_grid: Optional[Sequence[int]] = None,
                  token_order: str = "raster", mixing: Union[str, np.ndarray] = "cos", per_head: bool = True,
                  causal: bool = False, feature_map: str = "relu", parametrisation: str = "clamp",
-                 normalize: str = "row"):
+                 normalize: str = "row", form: str = "blockwise"):
         super().__init__(dim, heads, feature_map, causal)
+        # ``form``: how forward computes the same function. ``blockwise`` (the linear-cost form: local summaries
+        # mixed per query block) or ``dense`` (the N x N matrix times v: faster for small N on a CPU, used to
+        # train the MQAR models; tests/app/check_reference_layers.py checks both against the definition).
+        if form not in ("blockwise", "dense"):
+            raise ValueError(f"form {form!r}: blockwise or dense")
+        self.form = form
         if normalize not in NORMALISATIONS:
             raise ValueError(f"normalize {normalize!r}: one of {', '.join(NORMALISATIONS)}")
         self.normalize = normalize
@@ -311,6 +317,13 @@ class MHLA(_Attention):
             raise ValueError(f"MHLA was built for N = {self.n} tokens, got {x.shape[1]}")
         q, k, v = self._qkv(x)
         fq, fk = feature_map(q, self.feature_map), feature_map(k, self.feature_map)
+        if self.form == "dense":
+            p = (fq @ fk.transpose(-1, -2)) * self._weights(x.shape[1], fq.dtype)
+            if self.normalize == "row":
+                p = p / p.sum(dim=-1, keepdim=True)
+            elif self.normalize == "official":
+                p = p / self._official_den(fq, fk)
+            return self._out(p @ v)
         mc = self._mixing_heads(fq.dtype)                                           # [H, M, M]
         # Tokens grouped block by block (a stable sort: causal blocks are contiguous already).
         order = torch.as_tensor(np.argsort(self.blk.numpy(), kind="stable"))

@@ -23,7 +23,7 @@ arXiv 2508.19029, shows that recurrent and linear models are only judged fairly 
 the other seeds at that rate. Test accuracy is measured on held-out examples drawn with their own seed.
 
 usage: tools/study/mqar.py [--out build/mqar] [--grid quick|full] [--mechanisms softmax,linear,...]
-       [--n 64] [--pairs 4,8,16] [--seeds 0,1,2,3,4] [--steps S] [--lrs 1e-3,3e-3,1e-2] [--threads 1]
+       [--n 64] [--pairs 4,8,16] [--variants blocks16,blocks4] [--seeds 0,1,2,3,4] [--steps S] [--lrs 1e-3,3e-3,1e-2] [--threads 1]
        [--dump DIR]   (dump each mechanism's best seed-0 model on 64 test examples with the bridge)
        [--no-dump-every]   (by default every model is also dumped on 16 test examples into OUT/dumps)
 """
@@ -93,8 +93,10 @@ def attention_layer(mechanism: str, variant: dict, n: int):
         return LinearAttention(WIDTH, HEADS, causal=True)
     if mechanism == "mhla":
         blocks = {"blocks": variant["blocks"]} if "blocks" in variant else {"chunk": variant["chunk"]}
+        # The dense form of the same operator (faster at these N on a CPU; the N = 64, M = 4 runs of
+        # 2026-12-02 used the blockwise form: the same function to float rounding, tests/app/check_reference_layers.py)
         return MHLA(WIDTH, HEADS, n, causal=True, mixing="causal-local", per_head=True, parametrisation="clamp",
-                    **blocks)
+                    form="dense", **blocks)
     if mechanism == "decay":
         return DecayAttention(WIDTH, HEADS, causal=True)
     if mechanism == "gated":
@@ -266,6 +268,7 @@ def main():
     ap.add_argument("--mechanisms", default=",".join(MECHANISMS))
     ap.add_argument("--n", help="comma list of N (default: the grid's)")
     ap.add_argument("--pairs", help="comma list of pair counts (default: the grid's)")
+    ap.add_argument("--variants", help="comma list of MHLA variants to train, e.g. blocks16,blocks4 (default: the grid's)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--lrs", default="1e-3,3e-3,1e-2")
     ap.add_argument("--steps", type=int, default=1500)
@@ -307,7 +310,11 @@ def main():
             if (n - 2 * pairs) // 2 < pairs:
                 continue   # N cannot hold the pairs and their queries
             for mech in args.mechanisms.split(","):
-                for variant in grid["variants"].get(mech, [{}]):
+                variants = grid["variants"].get(mech, [{}])
+                if mech == "mhla" and args.variants:
+                    named = {"".join(f"{k}{v[k]}" for k in sorted(v)): v for v in variants}
+                    variants = [named[w] for w in args.variants.split(",") if w in named]   # in the order given
+                for variant in variants:
                     # Stage 1: seed 0 at every learning rate; the best validation accuracy chooses.
                     first = [run(mech, variant, n, pairs, lr, seeds[0]) for lr in lrs]
                     best = max(range(len(lrs)), key=lambda i: first[i][0]["valid_accuracy"])
