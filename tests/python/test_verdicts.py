@@ -31,10 +31,10 @@ MQAR = {
     "pairs": [pair("mhla_blocks16", "linear", "recall_accuracy", 0.20, 0.10, 0.30, 0.001),
               pair("mhla_blocks16", "mhla_blocks4", "recall_accuracy", 0.05, -0.01, 0.11, 0.08, agree=4),
               pair("linear", "softmax", "recall_drop_n64_to_n256", 0.3, 0.2, 0.4, 0.0005),
-              pair("mhla", "linear", "excess_effective_rank", 0.5, 0.3, 0.7, 0.002),
+              pair("mhla_blocks16", "linear", "excess_effective_rank", 0.5, 0.3, 0.7, 0.002),
               # written the other way round: softmax - linear, the claim asks linear - softmax
               pair("softmax", "linear", "entropy_support_normalized_mean", -0.2, -0.3, -0.1, 0.003),
-              pair("mhla", "linear", "entropy_below_baseline", -0.1, -0.2, -0.05, 0.01)],
+              pair("mhla_blocks16", "linear", "entropy_below_baseline", -0.1, -0.2, -0.05, 0.01)],
 }
 
 
@@ -61,6 +61,15 @@ class Verdicts(unittest.TestCase):
         # no ViT or LM aggregate: their verdicts are not tested, with the gate's reason
         self.assertEqual(v[("mhla_query_specific", "vit")]["verdict"], "not tested")
         self.assertIn("missing", v[("mhla_query_specific", "vit")]["why"])
+
+    def test_a_task_names_its_mhla_model(self):
+        # claims.toml [names.mqar]: MQAR's "mhla" is the model with M = 16 blocks; a row named plain "mhla" is not it
+        v = run(MQAR)
+        self.assertEqual(v[("mhla_query_specific", "mqar")]["a"], "mhla_blocks16")
+        self.assertEqual(v[("mhla_query_specific", "mqar")]["verdict"], "supported")
+        renamed = copy.deepcopy(MQAR)
+        renamed["pairs"][3]["mechanism_a"] = "mhla"
+        self.assertEqual(run(renamed)[("mhla_query_specific", "mqar")]["verdict"], "not tested")
 
     def test_a_changed_number_changes_the_verdict(self):
         changed = copy.deepcopy(MQAR)
@@ -123,6 +132,21 @@ class MqarAggregate(unittest.TestCase):
             for i, r in enumerate(runs):
                 with open(os.path.join(root, "runs", f"{i}.json"), "w") as f:
                     json.dump(r, f)
+            # the measures of every model (mqar_measures.py's layout): excess effective rank per layer; MHLA's above
+            # linear's in every seed; a model at the learning rate not chosen is left out
+            models = []
+            for r in runs:
+                name = r["mechanism"] + "".join(f"_{k}{v}" for k, v in r["variant"].items())
+                base = {"mhla_blocks16": 3.0, "linear": 1.0}.get(name)
+                if base is not None:
+                    value = base + 0.1 * r["seed"] if r["lr"] == 3e-3 else -50.0
+                    models.append(dict(key=str(len(models)), mechanism=r["mechanism"], variant=r["variant"], n=r["n"],
+                                       pairs=r["pairs"], lr=r["lr"], seed=r["seed"], test_accuracy=r["test_accuracy"],
+                                       layers={"0": {"excess_effective_rank": value},
+                                               "1": {"excess_effective_rank": value + 1.0}}))
+            os.makedirs(os.path.join(root, "mqar"))
+            with open(os.path.join(root, "mqar", "measures.json"), "w") as f:
+                json.dump(dict(models=models, correlations=[]), f)
             sys.argv = ["mqar_aggregate.py", "--runs", os.path.join(root, "runs"), "--out", os.path.join(root, "mqar")]
             mqar_aggregate.main()
             with open(os.path.join(root, "mqar", "aggregate.json")) as f:
@@ -135,6 +159,12 @@ class MqarAggregate(unittest.TestCase):
         self.assertEqual(v[("recall_grows_with_m", "mqar")]["verdict"], "supported")
         self.assertAlmostEqual(v[("mhla_recall", "mqar")]["mean_diff"], 0.72 - 0.418, places=12)
         self.assertEqual(v[("linear_collapses_with_n", "mqar")]["verdict"], "not tested")   # no N = 64 / 256 runs
+        # per model the mean of its layers (value + 0.5), paired by seed: mhla_blocks16 - linear = 2.0 in every seed
+        q = v[("mhla_query_specific", "mqar")]
+        self.assertAlmostEqual(q["mean_diff"], 2.0, places=12)
+        self.assertEqual(q["verdict"], "supported")
+        row = [r for r in doc["mechanisms"] if r["mechanism"] == "linear" and r["metric"] == "excess_effective_rank"][0]
+        self.assertAlmostEqual(row["mean"], 1.5 + 0.1 * 2, places=12)
 
 
 class MqarMeasures(unittest.TestCase):

@@ -10,9 +10,10 @@ over the G seed values (paired differences for pairs), `agree`, the cluster-leve
 implementation the test suite checks `attnscope aggregate` against (mpmath's Student t). `attnscope aggregate`
 itself cannot take these records: its mechanism names are AttnScope's mechanisms, and MHLA variants are paired here.
 
-Writes OUT/groups/n<N>_p<P>.json for every group, and OUT/aggregate.json: the group at the largest N whose pair
-count is the largest with every mechanism trained (the claims' "largest pair count"), plus `recall_drop_n64_to_n256`
-rows (accuracy at N = 64 minus at N = 256, same pairs and seed) where both exist.
+Writes OUT/groups/n<N>_p<P>.json for every group, and OUT/aggregate.json: the claims' group (the most mechanisms
+trained at >= 2 seeds, then the largest N, then the largest pair count: the claims' "largest pair count"), plus `recall_drop_n64_to_n256`
+rows (accuracy at N = 64 minus at N = 256, same pairs and seed) where both exist, plus, when OUT/measures.json exists
+(tools/study/mqar_measures.py), rows of every measure in the claims' group (per model the mean over its layers).
 
 usage: tools/study/mqar_aggregate.py [--runs tools/study/results/mqar/runs] [--out tools/study/results/mqar]
 """
@@ -34,18 +35,23 @@ def name_of(run):
     return run["mechanism"] + "".join(f"_{k}{v}" for k, v in sorted(run["variant"].items()))
 
 
-def chosen(runs):
-    """{(n, pairs): {name: {seed: accuracy}}} at each mechanism's chosen learning rate."""
+def chosen_lr(runs):
+    """{(n, pairs, name): the learning rate of seed 0's best validation accuracy} (mqar.py's stage 1)."""
     by = defaultdict(list)
     for r in runs:
-        by[(r["n"], r["pairs"], name_of(r))].append(r)
+        if r["seed"] == 0:
+            by[(r["n"], r["pairs"], name_of(r))].append(r)
+    return {k: max(rs, key=lambda r: r["valid_accuracy"])["lr"] for k, rs in by.items()}
+
+
+def chosen(runs):
+    """{(n, pairs): {name: {seed: accuracy}}} at each mechanism's chosen learning rate."""
+    lr_of = chosen_lr(runs)
     out = defaultdict(dict)
-    for (n, pairs, name), rs in by.items():
-        first = [r for r in rs if r["seed"] == 0]
-        if not first:
-            continue
-        lr = max(first, key=lambda r: r["valid_accuracy"])["lr"]
-        out[(n, pairs)][name] = {r["seed"]: r["test_accuracy"] for r in rs if r["lr"] == lr}
+    for r in runs:
+        k = (r["n"], r["pairs"], name_of(r))
+        if k in lr_of and r["lr"] == lr_of[k]:
+            out[(r["n"], r["pairs"])].setdefault(k[2], {})[r["seed"]] = r["test_accuracy"]
     return out
 
 
@@ -101,11 +107,11 @@ def main():
             json.dump(docs[(n, pairs)], f, indent=1)
     if not docs:
         sys.exit("no runs in " + args.runs)
-    # The claims' group: the largest N, and there the largest pair count with the most mechanisms trained.
-    n_max = max(n for n, _ in docs)
-    candidates = [k for k in docs if k[0] == n_max]
-    most = max(len(tables[k]) for k in candidates)
-    key = max(k for k in candidates if len(tables[k]) == most)
+    # The claims' group: the group with the most mechanisms trained at >= 2 seeds, then the largest N, then the
+    # largest pair count (a larger N trained for a few mechanisms only, e.g. for recall_drop, does not take it).
+    def complete(k):
+        return sum(1 for seeds in tables[k].values() if len(seeds) >= 2)
+    key = max(docs, key=lambda k: (complete(k), k[0], k[1]))
     doc = dict(docs[key])
     # recall_drop_n64_to_n256: per seed, accuracy at N = 64 minus at N = 256 for the same pairs.
     drop = defaultdict(dict)
@@ -119,6 +125,29 @@ def main():
         extra = group_document(drop, "recall_drop_n64_to_n256")
         doc["mechanisms"] = doc["mechanisms"] + extra["mechanisms"]
         doc["pairs"] = doc["pairs"] + extra["pairs"]
+    # The measures of the claims (OUT/measures.json, tools/study/mqar_measures.py) in the claims' group: per model
+    # (seed) the mean over its layers of the per-layer means, paired by seed between the mechanisms' models at
+    # their chosen learning rates. Metric names with "_" for ".": entropy_support_normalized_mean.
+    measures_path = os.path.join(args.out, "measures.json")
+    if os.path.isfile(measures_path):
+        with open(measures_path) as f:
+            models = json.load(f)["models"]
+        chosen_keys = {(name, s) for name, seeds in tables[key].items() for s in seeds}
+        lr_of = chosen_lr(runs)
+        per_metric = defaultdict(lambda: defaultdict(dict))
+        for m in models:
+            name = name_of(m)
+            if (m["n"], m["pairs"]) != key or (name, m["seed"]) not in chosen_keys \
+                    or m["lr"] != lr_of[(m["n"], m["pairs"], name)] or not m["layers"]:
+                continue
+            for metric in sorted({x for layer in m["layers"].values() for x in layer}):
+                vals = [layer[metric] for layer in m["layers"].values() if metric in layer]
+                if len(vals) == len(m["layers"]):
+                    per_metric[metric.replace(".", "_")][name][m["seed"]] = sum(vals) / len(vals)
+        for metric, table in sorted(per_metric.items()):
+            extra = group_document(table, metric)
+            doc["mechanisms"] = doc["mechanisms"] + extra["mechanisms"]
+            doc["pairs"] = doc["pairs"] + extra["pairs"]
     with open(os.path.join(args.out, "aggregate.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"groups: {', '.join(f'n{n}_p{p}' for n, p in sorted(docs))}; aggregate.json from n{key[0]}_p{key[1]}")

@@ -27,7 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 MEASURES = ("retrieval_mass", "retrieval_rank", "semiseparable_rank", "past_block.rank", "entropy_below_baseline",
-            "effective_rank", "entropy.support_normalized_mean")
+            "effective_rank", "excess_effective_rank", "entropy.support_normalized_mean")
 
 
 def value(record, dotted):

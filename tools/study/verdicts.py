@@ -112,10 +112,15 @@ def verdicts(rules, root):
                 entry.update(verdict="not tested", why=f"gate: {why}")
                 rows.append(entry)
                 continue
+            # a task may name a mechanism's model differently (claims.toml [names.<task>]: MQAR's "mhla" is the
+            # model trained with M = 16 blocks, "mhla_blocks16")
+            names = rules.get("names", {}).get(task, {})
+            a, b = names.get(claim["a"], claim["a"]), names.get(claim["b"], claim["b"])
+            entry.update(a=a, b=b)
             agg = load_aggregate(root, rules["gate"][task]["source"])
-            row = pair_row(agg, claim["a"], claim["b"], claim["metric"])
+            row = pair_row(agg, a, b, claim["metric"])
             if row is None or row.get("p_t") is None:
-                entry.update(verdict="not tested", why=f"no {claim['a']} - {claim['b']} row of {claim['metric']}")
+                entry.update(verdict="not tested", why=f"no {a} - {b} row of {claim['metric']}")
                 rows.append(entry)
                 continue
             entry.update(mean_diff=row["mean_diff"], ci_low=row["ci_low"], ci_high=row["ci_high"],
