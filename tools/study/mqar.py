@@ -217,7 +217,44 @@ def write_json(path, doc):
     with os.fdopen(fd, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
+    os.chmod(tmp, 0o644)
     os.replace(tmp, path)
+
+
+def take_lock(lock):
+    """True when this process now holds `lock` (created with O_EXCL, holding its PID; one of a dead process is
+    removed and taken)."""
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                with open(lock) as f:
+                    pid = int(f.read().strip() or 0)
+                os.kill(pid, 0)
+                return pid == os.getpid()
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                try:
+                    os.unlink(lock)   # a stale lock (or one being written, which the retry settles)
+                except FileNotFoundError:
+                    pass
+                continue
+            except PermissionError:
+                return False
+        with os.fdopen(fd, "w") as f:
+            f.write(str(os.getpid()))
+        return True
+    return False
+
+
+def release_lock(lock):
+    try:
+        with open(lock) as f:
+            mine = f.read().strip() == str(os.getpid())
+        if mine:
+            os.unlink(lock)
+    except FileNotFoundError:
+        pass
 
 
 def dump(model, mechanism, variant, n, pairs, out_path, examples=64, extra_attrs=None):
@@ -291,7 +328,12 @@ def main():
 
     def run(mech, variant, n, pairs, lr, seed):
         path = os.path.join(runs, run_key(mech, variant, n, pairs, lr, seed) + ".json")
+        # Several workers may share OUT: a run in progress holds OUT/runs/<key>.lock (its PID); another worker
+        # waits for its result instead of training it again. A lock whose process is gone is taken over.
+        while not os.path.exists(path) and not take_lock(path + ".lock"):
+            time.sleep(10)
         if os.path.exists(path):
+            release_lock(path + ".lock")
             with open(path) as f:
                 return json.load(f), None
         print(f"{run_key(mech, variant, n, pairs, lr, seed)}", flush=True)
@@ -304,6 +346,7 @@ def main():
             result["dump"] = os.path.relpath(dump(model, mech, variant, n, pairs, os.path.join(
                 args.out, "dumps", run_key(mech, variant, n, pairs, lr, seed) + ".h5"), examples=16), args.out)
         write_json(path, result)
+        release_lock(path + ".lock")
         print(f"  valid {result['valid_accuracy']:.3f} test {result['test_accuracy']:.3f} "
               f"({result['seconds']:.0f} s)", flush=True)
         return result, model
