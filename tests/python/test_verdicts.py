@@ -185,5 +185,53 @@ class MqarMeasures(unittest.TestCase):
         self.assertIsNone(mqar_measures.spearman([1, 1, 1, 1], [1, 2, 3, 4]))
 
 
+class TaskAggregate(unittest.TestCase):
+    """tools/study/task_aggregate.py: a trained task's scores (summary.json, the controls' JSON) and its measures'
+    clustered rows -> RESULTS/<task>/aggregate.json -> the gate and the verdicts."""
+
+    def write_study(self, root, none_accuracy):
+        study = os.path.join(root, "study")
+        os.makedirs(study)
+        acc = {"softmax": [0.90, 0.91, 0.89, 0.92, 0.90], "linear": [0.85] * 5, "mhla": [0.91] * 5}
+        rows = [{"file": f"vit_{m}_s{s}.h5", "test_accuracy": a} for m, v in acc.items() for s, a in enumerate(v)]
+        rows.append({"file": "lm_softmax_s0.h5", "test_bits_per_char": 2.5})   # another task: not read
+        with open(os.path.join(study, "summary.json"), "w") as f:
+            json.dump(rows, f)
+        for s, a in enumerate(none_accuracy):
+            with open(os.path.join(study, f"vit_none_s{s}.json"), "w") as f:
+                json.dump({"seed": s, "test_accuracy": a}, f)
+        cross = os.path.join(root, "cross.json")
+        with open(cross, "w") as f:   # what `attnscope aggregate --cluster file --json` writes (one group)
+            json.dump({"groups": [{"group": {}, "mechanisms": [], "pairs": [
+                pair("mhla", "linear", "excess_effective_rank", 0.4, 0.2, 0.6, 0.001),
+                pair("linear", "softmax", "entropy.support_normalized_mean", 0.1, 0.05, 0.15, 0.002)]}]}, f)
+        return study, cross
+
+    def verdicts_for(self, none_accuracy):
+        import task_aggregate
+        with tempfile.TemporaryDirectory() as root:
+            study, cross = self.write_study(root, none_accuracy)
+            doc = task_aggregate.task_document("vit", study, cross)
+            os.makedirs(os.path.join(root, "vit"))
+            with open(os.path.join(root, "vit", "aggregate.json"), "w") as f:
+                json.dump(doc, f)
+            return doc, {(r["claim"], r["task"]): r for r in verdicts.verdicts(RULES, root)}
+
+    def test_gate_and_rows(self):
+        doc, v = self.verdicts_for([0.60, 0.62, 0.58, 0.61, 0.59])
+        gate = [r for r in doc["pairs"] if r["metric"] == "test_accuracy" and {r["mechanism_a"], r["mechanism_b"]} ==
+                {"softmax", "none"}][0]
+        sign = 1 if gate["mechanism_a"] == "softmax" else -1
+        self.assertAlmostEqual(sign * gate["mean_diff"], 0.904 - 0.60, places=12)
+        self.assertEqual(gate["clusters"], 5)
+        self.assertEqual(v[("mhla_query_specific", "vit")]["verdict"], "supported")
+        self.assertEqual(v[("linear_flat_rows", "vit")]["verdict"], "supported")   # "." read as "_"
+        self.assertEqual(v[("mhla_sharper_rows", "vit")]["verdict"], "not tested")  # no row of it
+        # a control as good as softmax: attention is not shown to be needed, so nothing of the task is judged
+        _, v = self.verdicts_for([0.90, 0.92, 0.88, 0.93, 0.89])
+        self.assertEqual(v[("mhla_query_specific", "vit")]["verdict"], "not tested")
+        self.assertIn("not shown to be needed", v[("mhla_query_specific", "vit")]["why"])
+
+
 if __name__ == "__main__":
     unittest.main()
