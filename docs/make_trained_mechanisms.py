@@ -207,6 +207,29 @@ def verdicts(task, means, rows, mix_ranks, sweep, d):
     return "\n".join(v)
 
 
+def task_verdicts(task, work, study):
+    """The task's aggregate file (tools/study/task_aggregate.py: the clustered measure rows of WORK/<task>_cross and
+    every model's score with the control without attention) in tools/study/results/<task>/, then the verdict rows
+    of this task computed by tools/study/verdicts.py from tools/study/claims.toml: never typed here."""
+    import task_aggregate
+    import verdicts
+    results = os.path.join(ROOT, "tools", "study", "results")
+    cross = os.path.join(work, f"{task}_cross", "aggregate_cluster_file.json")
+    doc = task_aggregate.task_document(task, study, cross if os.path.isfile(cross) else None)
+    os.makedirs(os.path.join(results, task), exist_ok=True)
+    with open(os.path.join(results, task, "aggregate.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(ROOT, "tools", "study", "claims.toml"), "rb") as f:
+        rules = verdicts.tomllib.load(f)
+    rows = [r for r in verdicts.verdicts(rules, results) if r["task"] in (task, "all")]
+    passed, why = verdicts.gate(task, rules, results)
+    return ["#### Verdicts (rule-computed)", "",
+            f"From `tools/study/claims.toml` and `tools/study/results/{task}/aggregate.json` by "
+            f"`tools/study/verdicts.py` (Holm over every claim and task the script tests; docs/associative-recall.md "
+            f"has the whole table). Validity gate: {'passed' if passed else 'failed'} ({why}).", "",
+            verdicts.markdown(rows), ""]
+
+
 def study_page(binary, work, study):
     """docs/trained-mechanisms.md from a study folder (see the usage above); every number from its files and
     from `attnscope batch` and `sweep` over them."""
@@ -230,7 +253,9 @@ def study_page(binary, work, study):
            "`at = { b = \"all\" }`); the measures are those of docs/maths.md 2.2 (content-free baseline A0, excess",
            "effective rank, entropy below baseline, support-normalised entropy, energy ranks, rank against the tolerance,",
            "the causal past block) and the statistics those of docs/maths.md 5. The MHLA paper (arXiv 2601.07832) makes",
-           "three claims; each task ends with them judged, with two-stage 95% intervals over the three seeds (docs/maths.md 5).", ""]
+           "three claims; each task ends with readings of them and the verdicts computed by tools/study/verdicts.py from the",
+           "rules of tools/study/claims.toml, fixed before the models were measured. A small-model analogue of the paper's",
+           "settings, not a reproduction; the control without attention (`none`) is each task's validity gate.", ""]
     at_reproduce = len(out)
     for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
                                   "block grid, M = 16)", report.vit_section),
@@ -239,6 +264,7 @@ def study_page(binary, work, study):
         out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
         out += ["### Measures over every held-out input, layer and head", ""]
         out += measures.section(binary, work, study, task, d=16)
+        out += task_verdicts(task, work, study)
         if task == "vit":
             out += measures.free_note(binary, work, study)
     if clean:

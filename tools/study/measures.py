@@ -346,7 +346,7 @@ def verdict_d_bound(ctx, d):
     batches = ctx["batches"]
     ranks = {m: np.array([value(r, "past_block.rank") for r in own(batches[m][0], m)], dtype=float) for m in MECHS}
     if any(len(v) == 0 or np.isnan(v).any() for v in ranks.values()):
-        return "1. *d bound (past block)*: **not judged**: the batch records lack `past_block.rank`."
+        return "1. *d bound (past block)*: no reading: the batch records lack `past_block.rank`."
     lin, mh, sm = ranks["linear"], ranks["mhla"], ranks["softmax"]
     e99 = {m: model_means(own(batches[m][0], m), "past_block.energy_rank_99") for m in MECHS}
     above = float(np.mean(mh > d))
@@ -357,7 +357,7 @@ def verdict_d_bound(ctx, d):
             f"it). Linear: max {lin.max():.0f}, exactly d = {d} in {100 * np.mean(lin == d):.0f}% of {len(lin)} units. "
             f"MHLA with its learned Mc: {_interval(_own_row(ctx, 'mhla', 'past_block.rank'), 1)}, max {mh.max():.0f}, "
             f"above d in {100 * above:.0f}% of units (its past block sees 4 key chunks of 32, so its rank is at most "
-            f"4 d = 64). Softmax: {sm.mean():.1f} of 128. **{'Holds' if holds else 'Does not hold'}** at the default "
+            f"4 d = 64). Softmax: {sm.mean():.1f} of 128. Reading: {'above d' if holds else 'not above d'} at the default "
             f"tolerance (figure: past-block rank per seed against d). But the lift is thin where the tolerance does "
             f"not decide: the past block's 99% energy rank (seed means) is softmax {_seeds(e99['softmax'])}, linear "
             f"{_seeds(e99['linear'])}, MHLA {_seeds(e99['mhla'])} (MHLA - linear paired: "
@@ -382,7 +382,7 @@ def verdict_vit_rank(ctx, d, mc):
             f"{_interval(_own_row(ctx, 'mhla', 'rank'), 1)}, above d in {100 * np.mean(mh > d):.0f}% of {len(mh)} "
             f"units; its cap rank(Mc) x d is {min(caps)} to {max(caps)} (the rank-cap sentence above wherever it is "
             f"below 256). At rtol 1e-3 (seed means): softmax {_seeds(r3['softmax'])}, linear {_seeds(r3['linear'])}, "
-            f"MHLA {_seeds(r3['mhla'])}. **{'Holds' if lin.max() <= d and np.mean(mh > d) > 0.5 else 'Does not hold'}**: "
+            f"MHLA {_seeds(r3['mhla'])}. Reading: {'linear within d, MHLA above it' if lin.max() <= d and np.mean(mh > d) > 0.5 else 'not linear within d with MHLA above it'}: "
             f"MHLA's rank exceeds d, at the default tolerance and at 1e-3 (paired MHLA - softmax at 1e-3: "
             f"{_pair_cell(ctx, 'mhla', 'softmax', 'rank_at_rtol.1e-3')}; at the default tolerance softmax's rank is "
             f"higher, {_interval(_own_row(ctx, 'softmax', 'rank'), 1)}: singular values below 1e-3 s_1). What would "
@@ -416,7 +416,7 @@ def verdict_growth(ctx, sweep_agg, ms, learned):
             f"{SWEEP_INPUTS} inputs x 3 seeds x 2 layers x every head): rank {' -> '.join(f'{v:.1f}' for v in rk)}, "
             f"energy rank 99% {' -> '.join(f'{v:.1f}' for v in e99)}, excess effective rank (over the content-free "
             f"A0 at that M) {' -> '.join(f'{v:.2f}' for v in eer)}. Each step's paired change of the excess effective "
-            f"rank (two-stage 95% interval over seeds): {step_text}. **{'Holds' if grows else 'Does not hold'}** for the "
+            f"rank (two-stage 95% interval over seeds): {step_text}. Reading: {'rises at every step' if grows else 'does not rise at every step'} for the "
             f"excess effective rank{'' if grows else ' (not every step rises with an interval above 0)'}. At the "
             f"trained M, the learned Mc against the preset on the same q/k and inputs: " + "; ".join(learned) + ". "
             f"What would change it: models trained at several M (the study trains one M per task) whose excess "
@@ -442,7 +442,7 @@ def verdict_sparsity(ctx):
             f"; entropy below the content-free baseline (nats): " +
             "; ".join(f"{m} {_seeds(means['entropy_below_baseline'][m], 3)}" for m in MECHS) +
             f". Paired support-normalised entropy: MHLA - linear {_pair_cell(ctx, 'mhla', 'linear', sne)}; MHLA - "
-            f"softmax {_pair_cell(ctx, 'mhla', 'softmax', sne)}. **{'Holds' if len(below) == 2 else 'Does not hold'}** "
+            f"softmax {_pair_cell(ctx, 'mhla', 'softmax', sne)}. Reading: {'lower than both' if len(below) == 2 else 'not lower than both'} "
             f"by support-normalised entropy (MHLA below {' and '.join(below) if below else 'neither'} with a two-stage "
             f"interval excluding 0); by entropy below baseline MHLA is {'the sharpest' if sharper else 'not the sharpest'} "
             f"relative to what its mask and Mc give any input (MHLA - linear "
@@ -500,7 +500,9 @@ def section(binary, work, study, task, d):
               "interval over seeds, then units].", ""] + table_sweep(sweep_agg, ms)
     lines += ["", "#### Figures", ""] + figures.task_figures(ctx, task, d, sweep_agg, ms)
     learned = learned_vs_preset(ctx, sweep_rows, task)
-    lines += ["", "#### Verdicts", ""]
+    lines += ["", "#### Readings of the paper's claims", "",
+              "Descriptive: what the numbers above say of each claim. The verdicts are the rule-computed table that "
+              "follows (tools/study/verdicts.py from tools/study/claims.toml), not these readings.", ""]
     lines.append(verdict_d_bound(ctx, d) if task == "lm" else verdict_vit_rank(ctx, d, mc))
     lines += [verdict_growth(ctx, sweep_agg, ms, learned), verdict_sparsity(ctx), "",
               f"(Measures of this section, from a clean work folder: {seconds[0]:.0f} s of `attnscope batch --jobs 2` and "
