@@ -93,10 +93,13 @@ def attention_layer(mechanism: str, variant: dict, n: int):
         return LinearAttention(WIDTH, HEADS, causal=True)
     if mechanism == "mhla":
         blocks = {"blocks": variant["blocks"]} if "blocks" in variant else {"chunk": variant["chunk"]}
+        # op = "authors": the operator of the MHLA authors' language-model code (unnormalised, identity features:
+        # normalize="none", feature_map="identity"); otherwise ours: relu features, row-normalised (attention.md 1.4)
+        authors = dict(normalize="none", feature_map="identity") if variant.get("op") == "authors" else {}
         # The dense form of the same operator (faster at these N on a CPU; the N = 64, M = 4 runs of
         # 2026-12-02 used the blockwise form: the same function to float rounding, tests/app/check_reference_layers.py)
         return MHLA(WIDTH, HEADS, n, causal=True, mixing="causal-local", per_head=True, parametrisation="clamp",
-                    form="dense", **blocks)
+                    form="dense", **blocks, **authors)
     if mechanism == "decay":
         return DecayAttention(WIDTH, HEADS, causal=True)
     if mechanism == "gated":
@@ -297,7 +300,8 @@ GRIDS = {
     "quick": dict(n=[64], pairs=[4, 8, 16], variants={"mhla": [{"blocks": 4}, {"blocks": 8}]}),
     # issue 32: N in {64, 128, 256}, pairs up to 64, MHLA at M in {4, 8, 16} and at a fixed chunk of 16
     "full": dict(n=[64, 128, 256], pairs=[4, 8, 16, 32, 64],
-                 variants={"mhla": [{"blocks": 4}, {"blocks": 8}, {"blocks": 16}, {"chunk": 16}]}),
+                 variants={"mhla": [{"blocks": 4}, {"blocks": 8}, {"blocks": 16}, {"chunk": 16},
+                                    {"blocks": 16, "op": "authors"}]}),
 }
 
 

@@ -82,20 +82,24 @@ def main():
             runs.append(r)
     if not runs:
         sys.exit(f"no dumps under {args.out} (mqar.py dumps every model it trains)")
-    by_mech = defaultdict(list)
+    by_mech = defaultdict(list)   # one batch job per mechanism and operator
     for r in runs:
-        by_mech[r["mechanism"]].append(r)
+        by_mech[r["mechanism"] + ("_authors" if r.get("variant", {}).get("op") == "authors" else "")].append(r)
     per_unit = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))   # key -> layer -> measure -> values
     with tempfile.TemporaryDirectory() as work:
-        for mech, rs in sorted(by_mech.items()):
-            job = os.path.join(work, f"{mech}.toml")
+        for job_name, rs in sorted(by_mech.items()):
+            mech = rs[0]["mechanism"]
+            job = os.path.join(work, f"{job_name}.toml")
             files = [os.path.abspath(os.path.join(args.out, r["dump"])) for r in rs]
             batched = mech != "gated"   # the bridge writes a gated model's gates for one example
             with open(job, "w") as f:
                 f.write(f"inputs = {json.dumps(files)}\nq = \"/layers/0/q\"\nk = \"/layers/0/k\"\n"
                         f"heads = \"all\"\nlayers = \"all\"\nmechanisms = \"{mech}\"\n"
-                        + ('at = { b = "all" }\n' if batched else ""))
-            out_dir = os.path.join(work, mech)
+                        + ('at = { b = "all" }\n' if batched else "")
+                        # the authors' operator: each model is measured under the operator it was trained with
+                        + ('[attention]\nfeature_map = "identity"\nnormalize = "none"\n'
+                           if job_name.endswith("_authors") else ""))
+            out_dir = os.path.join(work, job_name)
             p = subprocess.run([args.attnscope, "batch", job, "--out", out_dir, "--jobs", str(args.jobs)],
                                capture_output=True, text=True)
             if p.returncode != 0:

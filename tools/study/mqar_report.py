@@ -23,12 +23,15 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import verdicts  # noqa: E402
 
-ORDER = ["softmax", "linear", "mhla_blocks4", "mhla_blocks8", "mhla_blocks16", "mhla_chunk16", "decay", "gated", "none"]
+ORDER = ["softmax", "linear", "mhla_blocks4", "mhla_blocks8", "mhla_blocks16", "mhla_chunk16", "mhla_blocks16_opauthors", "decay", "gated",
+         "none"]
 LABEL = {"softmax": "softmax", "linear": "linear", "mhla_blocks4": "MHLA M = 4", "mhla_blocks8": "MHLA M = 8",
-         "mhla_blocks16": "MHLA M = 16", "mhla_chunk16": "MHLA chunks of 16", "decay": "decay (RetNet gamma)",
+         "mhla_blocks16": "MHLA M = 16", "mhla_chunk16": "MHLA chunks of 16",
+         "mhla_blocks16_opauthors": "MHLA M = 16, the authors' LM operator", "decay": "decay (RetNet gamma)",
          "gated": "gated (learned per-token gates)", "none": "none (no attention: the control)"}
 COLOUR = {"softmax": "#1f77b4", "linear": "#d62728", "mhla_blocks4": "#98df8a", "mhla_blocks8": "#2ca02c",
-          "mhla_blocks16": "#006400", "mhla_chunk16": "#17becf", "decay": "#ff7f0e", "gated": "#9467bd",
+          "mhla_blocks16": "#006400", "mhla_chunk16": "#17becf",
+          "mhla_blocks16_opauthors": "#bcbd22", "decay": "#ff7f0e", "gated": "#9467bd",
           "none": "#7f7f7f"}
 MEASURE_LABEL = {"retrieval_mass": "retrieval mass", "retrieval_rank": "retrieval rank",
                  "semiseparable_rank": "semiseparable rank (N/2 split)", "past_block.rank": "past-block rank",
@@ -165,6 +168,8 @@ def main():
              "(`clamp`: [1e-5, 1] after each step), initialised `causal-local`, row-normalised; trained in the "
              "dense form of the same operator (tests/app/check_reference_layers.py checks it equals the blockwise "
              "form) |")
+    L.append("| MHLA M = 16, the authors' LM operator | as MHLA above but the operator of the authors' "
+             "language-model code: identity features, no normalisation (`normalize none`); measured under it |")
     L.append("| decay | relu features, RetNet's gamma_h = 1 - 2^(-5-h) per head, row-normalised (attention.md 1.8) |")
     L.append("| gated | relu features, learned per-token gates in (0, 1) (a sigmoid of a linear map of the token), "
              "row-normalised |")
@@ -268,7 +273,7 @@ def main():
         have = {r["mechanism"]: r["clusters"] for r in d["mechanisms"] if r["metric"] == "recall_accuracy"}
         short = [f"{LABEL.get(k, k)} ({v} seed{'s' if v != 1 else ''})" for k, v in sorted(have.items(), key=lambda kv: order_key(kv[0]))
                  if v < 5]
-        absent = [LABEL[k] for k in ORDER if k not in have and k != "mhla_chunk16"]
+        absent = [LABEL[k] for k in ORDER if k not in have and k not in ("mhla_chunk16", "mhla_blocks16_opauthors")]
         if short or absent:
             missing.append(f"- N = {n}, P = {pairs}: " + "; ".join(
                 ([f"fewer than 5 seeds: {', '.join(short)}"] if short else []) +
