@@ -160,12 +160,20 @@ def sweep(q=None, k=None, *, progress=None, **options):
 
 def load(ref, **selection):
     """The tensor ``FILE[:NAME]`` as a float64 :class:`Tensor` in its own shape; with selection options
-    (``layout``, ``at``, ``head``, ``kv_head``, ``prefix_tokens``) the N x d slice the command line reads."""
+    (``layout``, ``at``, ``head``, ``kv_head``, ``prefix_tokens``) the N x d slice the command line reads. With
+    ``prefix_tokens=P`` the slice has P tokens fewer and ``attrs["prefix_tokens"]`` is 0 (``prefix_tokens_dropped``
+    keeps P), so analysing it does not drop them twice."""
     opts = _options(selection)
     if not opts:
         opts = [("whole", True)]
     values, attrs, origin = _core.load(os.fspath(ref), opts)
-    return Tensor(values, json.loads(attrs), os.fspath(ref), origin)
+    attrs = json.loads(attrs)
+    if selection.get("prefix_tokens") is not None:
+        # The slice has its prefix tokens dropped already: its attributes must not ask analyze() to drop them
+        # again (the file's `prefix_tokens` describes the file, not this slice). What was dropped stays on record.
+        attrs["prefix_tokens_dropped"] = int(selection["prefix_tokens"])
+        attrs["prefix_tokens"] = 0
+    return Tensor(values, attrs, os.fspath(ref), origin)
 
 
 def info(path):

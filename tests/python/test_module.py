@@ -319,6 +319,21 @@ class LoadAndInfo(unittest.TestCase):
         sliced = attnscope.load(path + ":/layers/1/q", head=3, prefix_tokens=2)
         self.assertTrue(np.array_equal(np.asarray(sliced), raw[3, 2:, :]))
 
+    def test_a_dropped_prefix_is_not_dropped_again(self):
+        """load(..., prefix_tokens=1) then analyze() equals the command line on the file (one prefix token, the
+        8x8 grid, MHLA on its 4x4 block grid), not N = 63 with 1-D blocks (issue 33)."""
+        path = os.path.join(SOURCE, "data", "vit_digits.h5")
+        code, out, err = cli("analyze", "--q", path + ":/layers/2/q", "--k", path + ":/layers/2/k", "--head", "1",
+                             "--json", "-")
+        self.assertEqual(code, 0, err)
+        expected = json.loads(out)
+        q = attnscope.load(path + ":/layers/2/q", head=1, prefix_tokens=1)
+        k = attnscope.load(path + ":/layers/2/k", head=1, prefix_tokens=1)
+        self.assertEqual(q.shape, (64, 16))
+        self.assertEqual((q.attrs["prefix_tokens"], q.attrs["prefix_tokens_dropped"]), (0, 1))
+        doc = attnscope.analyze(q, k)
+        self.assertEqual(strip(doc["results"]), strip(expected["results"]))
+
     def test_info_is_the_command_lines(self):
         path = os.path.join(SOURCE, "data", "vit_digits.h5")
         code, out, err = cli("info", path, "--json")
