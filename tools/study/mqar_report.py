@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import verdicts  # noqa: E402
+from mqar_aggregate import chosen_lr, name_of  # noqa: E402   (the rate mqar.py chose: one rule, one place)
 
 ORDER = ["softmax", "linear", "mhla_blocks4", "mhla_blocks8", "mhla_blocks16", "mhla_chunk16", "mhla_blocks16_opauthors", "decay", "gated",
          "none"]
@@ -38,10 +39,6 @@ MEASURE_LABEL = {"retrieval_mass": "retrieval mass", "retrieval_rank": "retrieva
                  "entropy_below_baseline": "entropy below baseline (nats)", "effective_rank": "effective rank",
                  "excess_effective_rank": "excess effective rank",
                  "entropy.support_normalized_mean": "support-normalised entropy"}
-
-
-def name_of(r):
-    return r["mechanism"] + "".join(f"_{k}{v}" for k, v in sorted(r.get("variant", {}).items()))
 
 
 def order_key(name):
@@ -77,19 +74,23 @@ def curve_figure(docs, path):
                 if row["metric"] == "recall_accuracy":
                     by[row["mechanism"]].append((pairs, row))
         for k, (name, pts) in enumerate(sorted(by.items(), key=lambda kv: order_key(kv[0]))):
-            xs = [p * (1 + 0.025 * (k - 4)) for p, _ in pts]   # a small offset per mechanism: intervals stay visible
+            xs = [p * 2 ** (0.025 * (k - 4)) for p, _ in pts]   # a small offset per mechanism: intervals stay visible
             ys = [r["mean"] for _, r in pts]
             lo = [r["mean"] - (r["ci_low"] if r["ci_low"] is not None else r["mean"]) for _, r in pts]
             hi = [(r["ci_high"] if r["ci_high"] is not None else r["mean"]) - r["mean"] for _, r in pts]
             ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=2, color=COLOUR.get(name, "k"),
                         label=f"{LABEL.get(name, name)}", lw=1.2)
         ax.set_xscale("log", base=2)
+        ticks = sorted({pairs for gn, pairs in docs if gn == n})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.set_xlim(ticks[0] / 1.3, ticks[-1] * 1.3)
         ax.set_xlabel("key-value pairs P")
         ax.set_title(f"N = {n} tokens")
         ax.axhline(1 / 128, color="#bbbbbb", lw=0.8, ls=":")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("test recall accuracy (mean over seeds, 95% t interval)")
+    axes[0][0].set_ylabel("test recall accuracy\n(mean over seeds, 95% t interval)")
     axes[0][-1].legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=130)
@@ -144,6 +145,7 @@ def main():
     rows = verdicts.verdicts(rules, args.results)
 
     seconds = sum(r["seconds"] for r in runs)
+    lr_of = chosen_lr(runs)
     group = agg.get("group", {})
     L = []
     L.append("# Associative recall: where attention is necessary, and what a measure of it says\n")
@@ -195,19 +197,15 @@ def main():
 
     L.append("## Recall against the number of pairs\n")
     L.append("![recall against pairs](figures/mqar/recall_vs_pairs.png)\n")
-    L.append("Each mechanism at its chosen learning rate: test recall accuracy, mean over seeds [95% t interval], "
-             "seeds agreeing in sign is not shown for means (all are positive).\n")
+    L.append("Each mechanism at its chosen learning rate: test recall accuracy, mean over seeds [95% t interval "
+             "over the seed values, as attention.md 2.2 gives it for few clusters: it is not clipped to [0, 1], so "
+             "an interval past 0 or 1 says the seeds disagree widely, e.g. some reached recall and some did not].\n")
     for (n, pairs), d in sorted(docs.items()):
         L.append(f"**N = {n}, P = {pairs}**" + (" (the claims' group)" if (n, pairs) == (group.get("n"), group.get("pairs")) else "") + "\n")
         L.append("| model | learning rate | seeds | recall accuracy [95% t interval] |\n|---|---|---|---|")
-        lrs = {}
-        for r in runs:
-            if r["n"] == n and r["pairs"] == pairs and r["seed"] == 0:
-                lrs.setdefault(name_of(r), []).append(r)
         for row in sorted((r for r in d["mechanisms"] if r["metric"] == "recall_accuracy"),
                           key=lambda r: order_key(r["mechanism"])):
-            first = lrs.get(row["mechanism"], [])
-            lr = max(first, key=lambda r: r["valid_accuracy"])["lr"] if first else None
+            lr = lr_of[(n, pairs, row["mechanism"])]
             ci = f" [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]" if row["ci_low"] is not None else " (one seed)"
             L.append(f"| {LABEL.get(row['mechanism'], row['mechanism'])} | {lr:g} | {row['clusters']} | "
                      f"{fmt(row['mean'])}{ci} |")

@@ -161,6 +161,9 @@ def markdown(rows):
         if "mean_diff" in r:
             diff = f"{r['a']} - {r['b']}: {r['mean_diff']:+.4g} [{r['ci_low']:.4g}, {r['ci_high']:.4g}]"
             p, agree = f"{r['p_holm']:.3g}", f"{r['agree']} of {r['clusters']}"
+            # agree counts the clusters sharing the mean's sign: say so when that sign is not the predicted one
+            if (r["mean_diff"] > 0) != (r["direction"] == "greater") and r["mean_diff"] != 0:
+                agree += " (against the prediction)"
         else:
             diff, p, agree = "-", "-", "-"
         out.append(f"| {r['text']} | {r['task']} | {r.get('metric', '-')} | {diff} | {p} | {agree} | **{r['verdict']}** | "
