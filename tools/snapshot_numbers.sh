@@ -45,6 +45,11 @@ for f in vit_digits char_lm_licenses char_llama_gqa trained_vit_softmax trained_
     done
   done
 done
+for f in trained_mqar_softmax trained_mqar_linear trained_mqar_mhla_blocks16 trained_mqar_decay; do
+  run "${f}_l0_b3_h1" --q data/$f.h5:/layers/0/q --k data/$f.h5:/layers/0/k --at b=3,h=1 --mechanism softmax,linear,mhla,decay
+done
+run trained_mqar_gated_l1 --q data/trained_mqar_gated.h5:/layers/1/q --k data/trained_mqar_gated.h5:/layers/1/k --head 0 \
+  --mechanism linear,mhla,decay,gated
 run char_llama_gqa_h3 --q data/char_llama_gqa.h5:/layers/2/q --k data/char_llama_gqa.h5:/layers/2/k --head 3
 run vit_digits_streaming --q data/vit_digits.h5:/layers/2/q --k data/vit_digits.h5:/layers/2/k --head 1 --method streaming
 echo "snapshot: $n runs in $out"

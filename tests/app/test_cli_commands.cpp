@@ -172,6 +172,14 @@ TEST(CliCommands, RetrievalMassMatchesNumPy)
     attnscope::test::expect_script_passes("app/check_retrieval.py", "cli_retrieval");
 }
 
+// Issue 32: the bundled MQAR models (data/trained_mqar_*.h5), one per mechanism, each under 2 MB, open in analyze with
+// their causal flag, MHLA's blocks and Mc, gated's gates and the retrieval targets from the file; data/README.md's table
+// gives each file's learning rate and accuracy as its attributes do (tests/app/check_bundled_mqar.py).
+TEST(CliCommands, BundledMqarModelsOpenWithTheirLabels)
+{
+    attnscope::test::expect_script_passes("app/check_bundled_mqar.py", "cli_bundled_mqar");
+}
+
 // Issue 30: logits up to ~1e12 (queries x 1e6) make softmax rows one-hot with subnormal entries; every
 // mechanism's spectrum still comes back equal to NumPy's, on both dense SVD paths, with no LAPACK message
 // (tests/app/check_large_logits.py).

@@ -41,6 +41,20 @@ MEASURE_LABEL = {"retrieval_mass": "retrieval mass", "retrieval_rank": "retrieva
                  "entropy.support_normalized_mean": "support-normalised entropy"}
 
 
+def lr_grid_sentence(runs):
+    """What the sweeps present say about the rate 1e-3, computed from the runs: how many full three-rate sweeps it
+    won, and which (N, P, model) sweeps were run without it (`mqar.py --lrs 3e-3,1e-2`)."""
+    sweep = defaultdict(dict)
+    for r in runs:
+        if r["seed"] == 0:
+            sweep[(r["n"], r["pairs"], name_of(r))][r["lr"]] = r["valid_accuracy"]
+    full = [by for by in sweep.values() if {1e-3, 3e-3, 1e-2} <= set(by)]
+    won = sum(1 for by in full if max(by, key=by.get) == 1e-3)
+    short = [k for k, by in sweep.items() if 1e-3 not in by]
+    if not short:
+        return ""
+    return (f"The rate 1e-3 won {won} of the {len(full)} full three-rate sweeps, so the {len(short)} sweeps trained "
+            "after that was seen use 3e-3 and 1e-2 only (a dash in the sweep table below).")
 def order_key(name):
     return (ORDER.index(name) if name in ORDER else len(ORDER), name)
 
@@ -180,14 +194,18 @@ def main():
     L.append("Protocol (fixed before training): for each mechanism, N and P, seed 0 is trained at learning rates "
              "1e-3, 3e-3 and 1e-2 (AdamW, one-cycle schedule, batch 64) and the best **validation** accuracy "
              "chooses the rate (\"Revisiting associative recall\", arXiv 2508.19029: fixed-state models are only "
-             "judged fairly after such a sweep); seeds 1-4 are trained at that rate. Accuracy is measured on 1024 "
+             "judged fairly after such a sweep); seeds 1-4 are trained at that rate. "
+             + lr_grid_sentence(runs) + " Accuracy is measured on 1024 "
              "held-out examples drawn with their own seed. Intervals over seeds are Student t intervals over the "
              "G seed values (attention.md 2.2, few clusters), computed by the independent reference "
              "`tests/reference/attnref.py` that the test suite checks `attnscope aggregate` against.\n")
     L.append("## Reproducing this page\n")
     L.append("```sh\ntools/build.sh\n"
-             "/usr/bin/python3 tools/study/mqar.py --out tools/study/results/mqar --grid full --n 128 "
-             "--pairs 8,16,32   # resumable\n"
+             "/usr/bin/python3 tools/study/mqar.py --out tools/study/results/mqar --grid full --n 64,128 "
+             "--pairs 16,32 --mechanisms softmax,linear,mhla,decay,gated,none --variants blocks16,blocks4,blocks8"
+             "   # resumable; several may share the folder\n"
+             "/usr/bin/python3 tools/study/mqar.py --out tools/study/results/mqar --grid full --n 128 --pairs 8,16 "
+             "--mechanisms softmax,linear,mhla,decay,gated --variants blocks16,blocks4,blocks8 --lrs 3e-3,1e-2\n"
              "/usr/bin/python3 tools/study/mqar.py --out tools/study/results/mqar --grid full --n 128 --pairs 32 "
              "--mechanisms softmax,linear,mhla,decay,gated --variants blocks16 --dump data   # the bundled files\n"
              "/usr/bin/python3 tools/study/mqar_measures.py && /usr/bin/python3 tools/study/mqar_aggregate.py\n"
