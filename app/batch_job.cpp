@@ -4,6 +4,8 @@
 #include <climits>
 #include <filesystem>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include <toml++/toml.h>
 
@@ -191,50 +193,65 @@ void read_selection(const toml::table& root, const JobReader& r, analysis::Batch
 }
 
 // [attention]: the mechanism options, a mixing file relative to the job.
+// The keys of a request's descriptors (analysis/requests.h) in the table `t`, each in its job spelling
+// (favor_features) and TOML type: true or false for a switch, an integer, a number, a string (a comma list may
+// be an array or one integer).
+template <class Request>
+void read_request(const toml::table& t, const JobReader& r, Request& request,
+                  const std::vector<analysis::OptionDescriptor<Request>>& table, const std::string& section)
+{
+    std::set<std::string> known;
+    for (const auto& d : table)
+        known.insert(analysis::option_name(d.name, analysis::Spelling::keyword));
+    r.check_keys(t, known, section);
+    for (const auto& d : table) {
+        const std::string key = analysis::option_name(d.name, analysis::Spelling::keyword);
+        std::visit(
+            [&](auto field) {
+                auto& value = request.*field;
+                using T = std::remove_reference_t<decltype(value)>;
+                if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::optional<bool>>) {
+                    if (const auto v = r.boolean(t, key.c_str()))
+                        value = *v;
+                } else if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::optional<std::int64_t>>) {
+                    if (const auto v = r.integer(t, key.c_str()))
+                        value = *v;
+                } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) {
+                    if (const auto v = r.number(t, key.c_str()))
+                        value = *v;
+                } else {
+                    if (const auto v = d.list ? r.list(t, key.c_str()) : r.str(t, key.c_str()))
+                        value = *v;
+                }
+            },
+            d.field);
+    }
+}
+
+// A FILE[:NAME] reference of the job (mixing, gates): a relative file that exists beside the job is the job's.
+std::string relative_to_job(const std::string& ref, const std::string& base)
+{
+    if (ref.empty() || fs::path(ref).is_absolute())
+        return ref;
+    const std::string file_part = ref.substr(0, ref.find(':'));
+    std::error_code ec;   // a name the system refuses (too long ...) stays as given: reading it says why
+    return fs::exists(fs::path(base) / file_part, ec) ? (fs::path(base) / ref).string() : ref;
+}
+
 MechanismArgs read_attention(const toml::table& root, const JobReader& r, const std::string& base)
 {
     MechanismArgs mech;
     const toml::table* t = r.table(root, "attention");
     if (!t)
         return mech;
-    r.check_keys(*t, {"scale", "causal", "feature_map", "favor_features", "seed", "blocks", "chunk", "grid", "block_grid",
-                      "token_order", "mixing", "mixing_sigma", "mixing_threshold", "normalize", "decay", "gates", "gates_log"},
-                 "[attention]");
-    mech.scale = r.number(*t, "scale");
-    if (const auto causal = r.boolean(*t, "causal"))
-        (*causal ? mech.causal : mech.no_causal) = true;
-    mech.feature_map = r.str(*t, "feature_map").value_or("relu");
-    mech.favor_features = r.integer(*t, "favor_features").value_or(256);
-    mech.seed = r.integer(*t, "seed").value_or(0);
+    read_request<analysis::MechanismRequest>(*t, r, mech, analysis::mechanism_options(), "[attention]");
     if (mech.seed < 0)
         r.fail(t->get("seed"), "[attention] 'seed' must be non-negative");
-    mech.blocks = r.integer(*t, "blocks");
-    mech.chunk = r.integer(*t, "chunk");
     if ((mech.blocks ? 1 : 0) + (mech.chunk ? 1 : 0) + (t->get("grid") ? 1 : 0) > 1)
         r.fail(t->get("blocks") ? t->get("blocks") : t->get("chunk"), "give only one of blocks, chunk, grid");
-    mech.grid = r.list(*t, "grid").value_or("");
-    mech.block_grid = r.list(*t, "block_grid").value_or("");
-    mech.token_order = r.str(*t, "token_order").value_or("raster");
-    mech.mixing = r.str(*t, "mixing").value_or("");
-    if (!mech.mixing.empty() && !attention::is_mixing_preset(mech.mixing) && !fs::path(mech.mixing).is_absolute()) {
-        const auto candidate = fs::path(base) / mech.mixing;   // files relative to the job
-        const std::string file_part = mech.mixing.substr(0, mech.mixing.find(':'));
-        std::error_code ec;   // a name the system refuses (too long ...) stays as given: reading it says why
-        if (fs::exists(fs::path(base) / file_part, ec))
-            mech.mixing = candidate.string();
-    }
-    mech.mixing_sigma = r.number(*t, "mixing_sigma").value_or(3.0);
-    mech.mixing_threshold = r.number(*t, "mixing_threshold").value_or(1.5);
-    mech.normalize = r.str(*t, "normalize").value_or("row");
-    mech.decay = r.number(*t, "decay");
-    mech.gates = r.str(*t, "gates").value_or("");
-    if (!mech.gates.empty() && !fs::path(mech.gates).is_absolute()) {   // relative to the job, like mixing
-        std::error_code ec;
-        const std::string file_part = mech.gates.substr(0, mech.gates.find(':'));
-        if (fs::exists(fs::path(base) / file_part, ec))
-            mech.gates = (fs::path(base) / mech.gates).string();
-    }
-    mech.gates_log = r.boolean(*t, "gates_log").value_or(false);
+    if (!attention::is_mixing_preset(mech.mixing))
+        mech.mixing = relative_to_job(mech.mixing, base);
+    mech.gates = relative_to_job(mech.gates, base);
     return mech;
 }
 
@@ -242,22 +259,8 @@ MechanismArgs read_attention(const toml::table& root, const JobReader& r, const 
 analysis::MetricOptions read_metrics(const toml::table& root, const JobReader& r)
 {
     MetricArgs met;
-    if (const toml::table* t = r.table(root, "metrics")) {
-        r.check_keys(*t, {"metrics", "method", "rank_rtol", "top_k", "row_entropy", "past_split", "past_splits"},
-                     "[metrics]");
-        met.metrics = r.list(*t, "metrics").value_or("spectrum,entropy");
-        met.method = r.str(*t, "method").value_or("auto");
-        met.rank_rtol = r.number(*t, "rank_rtol");
-        met.top_k = r.integer(*t, "top_k");
-        met.row_entropy = r.boolean(*t, "row_entropy").value_or(false);
-        met.past_split = r.integer(*t, "past_split");
-        if (const toml::node* n = t->get("past_splits")) {   // a count K or "all"
-            if (n->is_integer())
-                met.past_splits = std::to_string(n->as_integer()->get());
-            else
-                met.past_splits = r.str(*t, "past_splits");
-        }
-    }
+    if (const toml::table* t = r.table(root, "metrics"))
+        read_request<analysis::MetricRequest>(*t, r, met, analysis::metric_options(), "[metrics]");
     return met.resolve();
 }
 

@@ -13,63 +13,42 @@
 
 #include "analysis/file_defaults.h"
 #include "analysis/measure.h"
+#include "analysis/requests.h"
 #include "attention/options.h"
 #include "io/selection.h"
 
 namespace attnscope::app {
 
-struct SelectionArgs {
-    std::string layout;
-    std::string at;
-    std::optional<std::int64_t> head;
-    std::optional<std::int64_t> kv_head;         // unset: the grouped-query pairing (docs/maths.md 1.7)
-    std::optional<std::int64_t> prefix_tokens;   // unset: the file's `prefix_tokens` attribute, else 0
+// The core's typed requests (analysis/requests.h), with their command-line flags generated from the requests'
+// descriptors, in the descriptors' order; resolve() names options as flags (--favor-features).
+struct SelectionArgs : analysis::SelectionRequest {
     void add_to(CLI::App& cmd);
-    io::AxisSelection resolve() const;
+    io::AxisSelection resolve() const { return analysis::resolve(*this, analysis::Spelling::flag); }
 };
 
-struct MechanismArgs {
-    std::optional<double> scale;
-    bool causal = false;
-    bool no_causal = false;   // overrides a file's `causal` attribute
-    std::string feature_map = "relu";
-    std::int64_t favor_features = 256;
-    std::int64_t seed = 0;
-    std::optional<std::int64_t> blocks;
-    std::optional<std::int64_t> chunk;
-    std::string grid;
-    std::string block_grid;
-    std::string token_order = "raster";
-    std::string mixing;
-    double mixing_sigma = 3.0;
-    double mixing_threshold = 1.5;
-    std::string normalize = "row";
-    std::optional<double> decay;
-    std::string gates;
-    bool gates_log = false;
+struct MechanismArgs : analysis::MechanismRequest {
     void add_to(CLI::App& cmd);
     // Validates and converts; loads a mixing matrix named by --mixing FILE[:DATASET].
-    attention::AttentionOptions resolve() const;
+    attention::AttentionOptions resolve() const { return analysis::resolve(*this, analysis::Spelling::flag); }
 };
 
 // Which of the options a file's attributes could set were given on the command line.
-analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const MechanismArgs& mechanism);
+inline analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection, const MechanismArgs& mechanism)
+{
+    return analysis::explicit_choices(selection, mechanism);
+}
 
 // The setup of one analysis of the queries `q_ref`: the options as given, the file's attributes for the
 // rest (analysis/file_defaults.h). `from_file` receives what came from the file.
-analysis::AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionArgs& selection,
-                                      const MechanismArgs& mechanism, nlohmann::ordered_json* from_file = nullptr);
+inline analysis::AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionArgs& selection,
+                                             const MechanismArgs& mechanism, nlohmann::ordered_json* from_file = nullptr)
+{
+    return analysis::resolve_setup(q_ref, selection, mechanism, analysis::Spelling::flag, from_file);
+}
 
-struct MetricArgs {
-    std::string method = "auto";
-    std::string metrics = "spectrum,entropy";
-    std::optional<double> rank_rtol;
-    std::optional<std::int64_t> top_k;
-    bool row_entropy = false;
-    std::optional<std::int64_t> past_split;
-    std::optional<std::string> past_splits;   // K or "all"
+struct MetricArgs : analysis::MetricRequest {
     void add_to(CLI::App& cmd);
-    analysis::MetricOptions resolve() const;
+    analysis::MetricOptions resolve() const { return analysis::resolve(*this, analysis::Spelling::flag); }
 };
 
 // Every integer and floating-point option of `app` and of its subcommands, found by the type CLI11 gives it

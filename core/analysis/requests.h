@@ -1,0 +1,120 @@
+#pragma once
+// The typed requests of one analysis (issue 33): the tensor selection, the mechanism options and the metric
+// options as a front end receives them, each with one descriptor per option (its name, its field, its help,
+// the options it cannot be given with). The command line's flags (app/cli_options.cpp) and the batch job's keys
+// ([attention] and [metrics], app/batch_job.cpp) are generated from the descriptors, in their order; the default of each option is the value of its field in a default-constructed
+// request, so it is written once. Each request validates itself (`resolve`) with messages that name the
+// option as the caller spells it: `--favor-features` on the command line, `favor_features` for a keyword or a
+// job key (Spelling).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/file_defaults.h"
+#include "analysis/measure.h"
+#include "attention/options.h"
+#include "io/selection.h"
+
+namespace attnscope::analysis {
+
+// How a message names an option: `flag` as the command line does (--favor-features), `keyword` as a Python
+// keyword or a job key does (favor_features).
+enum class Spelling { flag, keyword };
+std::string option_name(std::string_view name, Spelling spelling);
+
+// Which tensor slice: docs/cli.md "Selection".
+struct SelectionRequest {
+    std::string layout;
+    std::string at;
+    std::optional<std::int64_t> head;
+    std::optional<std::int64_t> kv_head;         // unset: the grouped-query pairing (docs/maths.md 1.7)
+    std::optional<std::int64_t> prefix_tokens;   // unset: the file's `prefix_tokens` attribute, else 0
+};
+
+// The mechanisms' options: docs/cli.md "Mechanism options".
+struct MechanismRequest {
+    std::optional<double> scale;
+    std::optional<bool> causal;   // unset: the file's `causal` attribute, else not causal
+    std::string feature_map = "relu";
+    std::int64_t favor_features = 256;
+    std::int64_t seed = 0;
+    std::optional<std::int64_t> blocks;
+    std::optional<std::int64_t> chunk;
+    std::string grid;
+    std::string block_grid;
+    std::string token_order = "raster";
+    std::string mixing;
+    double mixing_sigma = 3.0;
+    double mixing_threshold = 1.5;
+    std::string normalize = "row";
+    std::optional<double> decay;
+    std::string gates;
+    bool gates_log = false;
+};
+
+// The metrics' options: docs/cli.md "Metric options".
+struct MetricRequest {
+    std::string metrics = "spectrum,entropy";
+    std::string method = "auto";
+    std::optional<double> rank_rtol;
+    std::optional<std::int64_t> top_k;
+    bool row_entropy = false;
+    std::optional<std::int64_t> past_split;
+    std::optional<std::string> past_splits;   // K or "all"
+};
+
+// One option of a request. A std::optional<bool> field is a pair of switches on the command line (--causal,
+// --no-causal: `help_off` is the second's help); a bool field is one switch.
+template <class Request>
+struct OptionDescriptor {
+    using Field = std::variant<bool Request::*, std::int64_t Request::*, double Request::*, std::string Request::*,
+                               std::optional<bool> Request::*, std::optional<std::int64_t> Request::*,
+                               std::optional<double> Request::*, std::optional<std::string> Request::*>;
+    OptionDescriptor(std::string_view name_, Field field_, std::string help_, std::vector<std::string_view> excludes_ = {},
+                     std::string help_off_ = {})
+        : name(name_), field(field_), help(std::move(help_)), excludes(std::move(excludes_)), help_off(std::move(help_off_)),
+          list(false)
+    {
+    }
+    // A text that is a comma list ("16,16"): a job may give it as an array ([16, 16]) or a single integer.
+    OptionDescriptor as_list() const
+    {
+        OptionDescriptor d = *this;
+        d.list = true;
+        return d;
+    }
+    std::string_view name;   // as on the command line without the dashes: "favor-features"
+    Field field;
+    std::string help;
+    std::vector<std::string_view> excludes;   // options that cannot be given with this one
+    std::string help_off;                     // std::optional<bool> fields: the "--no-NAME" switch's help
+    bool list;                                // as_list()
+};
+
+// The descriptors, in the order the command line's help lists them; group names for help: "Selection",
+// "Mechanism", "Metrics".
+const std::vector<OptionDescriptor<SelectionRequest>>& selection_options();
+const std::vector<OptionDescriptor<MechanismRequest>>& mechanism_options();
+const std::vector<OptionDescriptor<MetricRequest>>& metric_options();
+
+// Validation and conversion. Throw std::invalid_argument naming the option in `spelling`.
+io::AxisSelection resolve(const SelectionRequest& r, Spelling spelling);
+// Loads a mixing matrix named by `mixing` (FILE[:DATASET]).
+attention::AttentionOptions resolve(const MechanismRequest& r, Spelling spelling);
+MetricOptions resolve(const MetricRequest& r, Spelling spelling);
+
+// Which of the options a file's attributes could set were given.
+ExplicitChoices explicit_choices(const SelectionRequest& selection, const MechanismRequest& mechanism);
+
+// The setup of one analysis of the queries `q_ref`: the options as given, the file's attributes for the rest
+// (analysis/file_defaults.h). `from_file` receives what came from the file.
+AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionRequest& selection, const MechanismRequest& mechanism,
+                            Spelling spelling, nlohmann::ordered_json* from_file = nullptr);
+
+}  // namespace attnscope::analysis
