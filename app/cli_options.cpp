@@ -81,6 +81,7 @@ void add_request_options(CLI::App& cmd, Request& request, const std::vector<anal
                          const std::string& group)
 {
     std::map<std::string_view, CLI::Option*> made;
+    const auto place = [&group](CLI::Option* o) { return group.empty() ? o : o->group(group); };   // "": CLI11's own
     for (const auto& d : table) {
         const std::string flag = analysis::option_name(d.name, analysis::Spelling::flag);
         std::visit(
@@ -88,15 +89,15 @@ void add_request_options(CLI::App& cmd, Request& request, const std::vector<anal
                 auto& value = request.*field;
                 using T = std::remove_reference_t<decltype(value)>;
                 if constexpr (std::is_same_v<T, bool>) {
-                    made[d.name] = cmd.add_flag(flag, value, d.help)->group(group);
+                    made[d.name] = place(cmd.add_flag(flag, value, d.help));
                 } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
-                    CLI::Option* on = cmd.add_flag_callback(flag, [&value] { value = true; }, d.help)->group(group);
-                    CLI::Option* off = cmd.add_flag_callback("--no-" + std::string(d.name), [&value] { value = false; }, d.help_off)
-                                           ->group(group);
+                    CLI::Option* on = place(cmd.add_flag_callback(flag, [&value] { value = true; }, d.help));
+                    CLI::Option* off =
+                        place(cmd.add_flag_callback("--no-" + std::string(d.name), [&value] { value = false; }, d.help_off));
                     on->excludes(off);
                     made[d.name] = on;
                 } else {
-                    made[d.name] = cmd.add_option(flag, value, d.help)->group(group);
+                    made[d.name] = place(cmd.add_option(flag, value, d.help));
                 }
             },
             d.field);
@@ -129,51 +130,12 @@ void MetricArgs::add_to(CLI::App& cmd)
 
 void MemoryArgs::add_to(CLI::App& cmd)
 {
-    cmd.add_option("--max-memory", max_memory, "Refuse dense work above this size, e.g. 8G, 512M (default: half the RAM)");
-    cmd.add_option("--threads", threads, "Threads for products, SVDs and attention tiles: AttnScope's kernels and OpenBLAS (default: all cores)");
+    add_request_options<analysis::MemoryRequest>(cmd, *this, analysis::memory_options(), "");
 }
-
-namespace {
-
-// --max-memory's text: a finite decimal and a unit, e.g. 8G, 512M, 1000000.
-std::uint64_t parse_max_memory(const std::string& max_memory)
-{
-    if (max_memory.empty())
-        return analysis::default_memory_limit();
-    // The number (digits, a point, an exponent) and a unit; strict decimal, so "0x10G" and "nanG" are refused.
-    std::size_t used = max_memory.find_first_not_of("0123456789.eE+-");
-    if (used == std::string::npos)
-        used = max_memory.size();
-    const std::optional<double> number = parse_finite(std::string_view(max_memory).substr(0, used));
-    const double v = number.value_or(0.0);
-    if (!number)
-        used = 0;
-    double mult = 1.0;
-    const std::string suffix = max_memory.substr(used);
-    if (suffix == "" || suffix == "B")
-        mult = 1.0;
-    else if (suffix == "K" || suffix == "KiB" || suffix == "k")
-        mult = 1024.0;
-    else if (suffix == "M" || suffix == "MiB")
-        mult = 1024.0 * 1024;
-    else if (suffix == "G" || suffix == "GiB")
-        mult = 1024.0 * 1024 * 1024;
-    else if (suffix == "T" || suffix == "TiB")
-        mult = 1024.0 * 1024 * 1024 * 1024;
-    else
-        used = 0;
-    if (used == 0 || !(v > 0) || !std::isfinite(v * mult) || v * mult > 1.8e19)
-        throw std::invalid_argument("--max-memory " + max_memory + ": expected a size such as 8G, 512M or 1000000");
-    return static_cast<std::uint64_t>(v * mult);
-}
-
-}  // namespace
 
 std::uint64_t MemoryArgs::resolve() const
 {
-    if (threads < 0 || threads > 1024)
-        throw std::invalid_argument("--threads must lie in 0..1024 (0: all cores)");
-    const std::uint64_t limit = parse_max_memory(max_memory);
+    const std::uint64_t limit = analysis::memory_limit(*this, analysis::Spelling::flag);
     int wanted = 0;   // OpenBLAS's own count
     if (threads > 0) {
         // More threads than cores only queue, and each OpenBLAS thread maps its own buffer: --threads 32 under an
@@ -182,7 +144,7 @@ std::uint64_t MemoryArgs::resolve() const
         if (threads > cores)
             std::cerr << "note: --threads " << threads << " is more than the " << cores << " core" << (cores == 1 ? "" : "s")
                       << " this process may run on: using " << cores << "\n";
-        wanted = std::min(threads, cores);
+        wanted = static_cast<int>(std::min<std::int64_t>(threads, cores));
     }
     const int asked = wanted > 0 ? wanted : kernels::threads();
     if (const int used = kernels::reserve_blas_buffers(wanted); used < asked)
@@ -197,6 +159,6 @@ void MaxMemoryArg::add_to(CLI::App& cmd)
                                                "times their text, so results files above a sixteenth of it are refused");
 }
 
-std::uint64_t MaxMemoryArg::resolve() const { return parse_max_memory(max_memory); }
+std::uint64_t MaxMemoryArg::resolve() const { return analysis::parse_memory_size(max_memory, "--max-memory"); }
 
 }  // namespace attnscope::app

@@ -58,10 +58,8 @@ struct MetricArgs : analysis::MetricRequest {
 // where it is resolved.
 void make_numbers_strict(CLI::App& app);
 
-// Resources: --max-memory and --threads.
-struct MemoryArgs {
-    std::string max_memory;   // e.g. "8G", "512M", bytes; empty = half the RAM
-    int threads = 0;          // BLAS threads; 0 = OpenBLAS's default (all cores)
+// Resources: --max-memory and --threads (analysis::MemoryRequest).
+struct MemoryArgs : analysis::MemoryRequest {
     void add_to(CLI::App& cmd);
     // Validates both, applies --threads (capped at the cores this process may run on, with a note on
     // standard error: kernels::usable_cores), returns the memory limit in bytes.

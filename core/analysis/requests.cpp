@@ -82,6 +82,55 @@ const std::vector<OptionDescriptor<MetricRequest>>& metric_options()
     return table;
 }
 
+const std::vector<OptionDescriptor<MemoryRequest>>& memory_options()
+{
+    using R = MemoryRequest;
+    static const std::vector<OptionDescriptor<R>> table = {
+        {"max-memory", &R::max_memory, "Refuse dense work above this size, e.g. 8G, 512M (default: half the RAM)"},
+        {"threads", &R::threads,
+         "Threads for products, SVDs and attention tiles: AttnScope's kernels and OpenBLAS (default: all cores)"},
+    };
+    return table;
+}
+
+std::uint64_t parse_memory_size(const std::string& text, const std::string& what)
+{
+    if (text.empty())
+        return default_memory_limit();
+    // The number (digits, a point, an exponent) and a unit; strict decimal, so "0x10G" and "nanG" are refused.
+    std::size_t used = text.find_first_not_of("0123456789.eE+-");
+    if (used == std::string::npos)
+        used = text.size();
+    const std::optional<double> number = parse_finite(std::string_view(text).substr(0, used));
+    const double v = number.value_or(0.0);
+    if (!number)
+        used = 0;
+    double mult = 1.0;
+    const std::string suffix = text.substr(used);
+    if (suffix == "" || suffix == "B")
+        mult = 1.0;
+    else if (suffix == "K" || suffix == "KiB" || suffix == "k")
+        mult = 1024.0;
+    else if (suffix == "M" || suffix == "MiB")
+        mult = 1024.0 * 1024;
+    else if (suffix == "G" || suffix == "GiB")
+        mult = 1024.0 * 1024 * 1024;
+    else if (suffix == "T" || suffix == "TiB")
+        mult = 1024.0 * 1024 * 1024 * 1024;
+    else
+        used = 0;
+    if (used == 0 || !(v > 0) || !std::isfinite(v * mult) || v * mult > 1.8e19)
+        throw std::invalid_argument(what + " " + text + ": expected a size such as 8G, 512M or 1000000");
+    return static_cast<std::uint64_t>(v * mult);
+}
+
+std::uint64_t memory_limit(const MemoryRequest& r, Spelling spelling)
+{
+    if (r.threads < 0 || r.threads > 1024)
+        throw std::invalid_argument(option_name("threads", spelling) + " must lie in 0..1024 (0: all cores)");
+    return parse_memory_size(r.max_memory, option_name("max-memory", spelling));
+}
+
 io::AxisSelection resolve(const SelectionRequest& r, Spelling spelling)
 {
     const auto name = [spelling](std::string_view n) { return option_name(n, spelling); };

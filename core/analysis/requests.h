@@ -69,6 +69,12 @@ struct MetricRequest {
     std::optional<std::string> past_splits;   // K or "all"
 };
 
+// Resources: docs/cli.md "--max-memory", "--threads".
+struct MemoryRequest {
+    std::string max_memory;      // e.g. "8G", "512M", bytes; empty = half the RAM
+    std::int64_t threads = 0;    // BLAS and kernel threads; 0 = all cores
+};
+
 // One option of a request. A std::optional<bool> field is a pair of switches on the command line (--causal,
 // --no-causal: `help_off` is the second's help); a bool field is one switch.
 template <class Request>
@@ -102,12 +108,19 @@ struct OptionDescriptor {
 const std::vector<OptionDescriptor<SelectionRequest>>& selection_options();
 const std::vector<OptionDescriptor<MechanismRequest>>& mechanism_options();
 const std::vector<OptionDescriptor<MetricRequest>>& metric_options();
+const std::vector<OptionDescriptor<MemoryRequest>>& memory_options();
 
 // Validation and conversion. Throw std::invalid_argument naming the option in `spelling`.
 io::AxisSelection resolve(const SelectionRequest& r, Spelling spelling);
 // Loads a mixing matrix named by `mixing` (FILE[:DATASET]).
 attention::AttentionOptions resolve(const MechanismRequest& r, Spelling spelling);
 MetricOptions resolve(const MetricRequest& r, Spelling spelling);
+// Checks the thread count (0..1024) and returns the memory limit in bytes (the default budget when not given);
+// applying the thread count is the front end's (it may say what it did).
+std::uint64_t memory_limit(const MemoryRequest& r, Spelling spelling);
+// A size such as 8G, 512M, 1000000 (B, K/KiB/k, M/MiB, G/GiB, T/TiB): strict decimal, so "0x10G" and "nanG" are
+// refused; empty: the default budget. Throws std::invalid_argument naming `what`.
+std::uint64_t parse_memory_size(const std::string& text, const std::string& what);
 
 // Which of the options a file's attributes could set were given.
 ExplicitChoices explicit_choices(const SelectionRequest& selection, const MechanismRequest& mechanism);

@@ -14,8 +14,12 @@ checked by the command line's own code, and every error raises ``ValueError`` wi
 references (then the result is byte for byte the command line's). The core computes without the GIL on
 a worker thread; Ctrl+C cancels it (KeyboardInterrupt); ``progress=callable(fraction, stage)`` reports.
 """
+import difflib
+import functools
+import inspect
 import json
 import os
+import re
 
 import numpy as np
 
@@ -25,7 +29,15 @@ __version__ = _core.__version__
 __all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor"]
 
 
-class Tensor(np.ndarray):
+class _TensorType(type):
+    """Tensor's class: help(Tensor) and dir(Tensor) list what Tensor adds, not ndarray's 500 names (they are all
+    there, as ``help(numpy.ndarray)`` documents them)."""
+
+    def __dir__(cls):
+        return sorted(set(vars(cls)) | {"attrs", "ref", "origin"})
+
+
+class Tensor(np.ndarray, metaclass=_TensorType):
     """A float64 array read by :func:`load`, with ``attrs`` (its file's attributes, which analyze and
     matrix take as defaults exactly as the command line takes them from the file), ``ref`` (the reference
     as given) and ``origin`` (the file's absolute path: a ``mixing`` or ``gates`` attribute naming a file or
@@ -130,16 +142,86 @@ def _with_arrays(doc):
     return doc
 
 
+_TABLE = _core.option_table()   # the core's descriptors by group: (keyword, type, default, help, excludes, help_off)
+# What the Python layer takes beyond the text the core reads (a dict of axes, an array lent to the core).
+_ANNOTATION = {"at": "str | dict | None", "mixing": "str | array | None", "gates": "str | array | None"}
+_GROUP_TITLES = {"selection": "Selection", "mechanism": "Mechanism options", "metrics": "Metric options",
+                 "resources": "Resources"}
+
+
+# The command line's one selection switch that acts while its arguments are read (app/cli_options.cpp).
+_ALLOW_VIRTUAL = ("allow_virtual", None, "bool | None",
+                  "Read HDF5 virtual datasets whose sources all lie in the file's own folder (default: refused)")
+
+
+def _keyword_help(text):
+    """A descriptor's help as a Python user reads it: ``--kv-head`` becomes ``kv_head``."""
+    return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), text)
+
+
+def _with_options(*groups, extra=(), progress=True):
+    """Gives the decorated function the signature and the help of its options, generated from the core's
+    descriptors (analysis/requests.h): each a keyword-only parameter with its default; `extra` are
+    (name, default, annotation, help) rows the function adds before them. Unknown keywords raise TypeError."""
+
+    def decorate(fn):
+        sig = inspect.signature(fn)
+        params = [p for p in sig.parameters.values() if p.kind not in (p.VAR_KEYWORD, p.KEYWORD_ONLY)]
+        known = {p.name for p in params}   # q=..., k=... by name
+        lines = []
+        for name, default, annotation, text in extra:
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
+            lines.append(f"    {name} : {annotation} = {default!r}\n        {text}")
+            known.add(name)
+        for group in groups:
+            lines.append(f"\n{_GROUP_TITLES[group]}:")
+            for name, annotation, default, text, excludes, text_off in _TABLE[group]:
+                annotation = _ANNOTATION.get(name, annotation)
+                if text_off:   # an optional switch: True, False or None (the file's attribute)
+                    text = f"True: {text[:1].lower()}{text[1:]}; False: {text_off[:1].lower()}{text_off[1:]}"
+                params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                                annotation=annotation))
+                known.add(name)
+                also = f" Not with {', '.join(excludes)}." if excludes else ""
+                lines.append(f"    {name} : {annotation} = {default!r}\n        {_keyword_help(text)}{also}")
+        if progress:
+            params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation="callable(fraction, stage) | None"))
+            known.add("progress")
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            for name in kwargs:
+                if name not in known:
+                    close = difflib.get_close_matches(name.replace("-", "_"), sorted(known), n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise TypeError(f"{fn.__name__}() got an unexpected keyword argument {name!r}{hint}")
+            return fn(*args, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(params)
+        wrapper.__doc__ = (fn.__doc__ or "") + "\n\nOptions (None: not given, the file's attribute or the default " \
+            "applies; docs/cli.md gives each in full):\n" + "\n".join(lines) + \
+            ("\n\n    progress : callable(fraction, stage) | None = None\n        Called as the core reports progress."
+             if progress else "")
+        return wrapper
+
+    return decorate
+
+
+@_with_options("selection", "mechanism", "metrics", "resources",
+               extra=(("mechanism", _core.default_mechanisms, "str | list",
+                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL))
 def analyze(q, k, v=None, *, progress=None, **options):
-    """The document of ``attnscope analyze --json`` (docs/cli.md) for queries q and keys k: a dict, with
-    ``singular_values`` and ``row_entropy`` as NumPy arrays. ``options``: the command line's (``mechanism``,
-    ``layout``, ``at``, ``head``, ``causal``, ``blocks``, ``row_entropy``, ...)."""
+    """The document of ``attnscope analyze --json`` (docs/cli.md) for queries q and keys k (and values v): a dict,
+    with ``singular_values`` and ``row_entropy`` as NumPy arrays. q, k, v: arrays (any float or integer dtype,
+    PyTorch tensors, :class:`Tensor` from :func:`load` with its file's attributes) or ``FILE[:NAME]`` references."""
     _progress(progress)
     text = _core.analyze(_tensor(q, "q"), _tensor(k, "k"), None if v is None else _tensor(v, "v"),
                          _options(options), progress)
     return _with_arrays(json.loads(text))
 
 
+@_with_options("selection", "mechanism", "resources", extra=(_ALLOW_VIRTUAL,))
 def matrix(q, k, mechanism, *, progress=None, **options):
     """The N x N attention matrix of one mechanism as a float64 array (``attnscope matrix``)."""
     _progress(progress)
@@ -158,6 +240,7 @@ def sweep(q=None, k=None, *, progress=None, **options):
     return json.loads(text)
 
 
+@_with_options("selection", extra=(_ALLOW_VIRTUAL,), progress=False)
 def load(ref, **selection):
     """The tensor ``FILE[:NAME]`` as a float64 :class:`Tensor` in its own shape; with selection options
     (``layout``, ``at``, ``head``, ``kv_head``, ``prefix_tokens``) the N x d slice the command line reads. With

@@ -1,9 +1,13 @@
 // `import attnscope` (docs/python.md): the extension module attnscope._attnscope. python/attnscope/__init__.py
 // turns keyword arguments into (name, text) pairs and arrays into NumPy arrays, then calls these functions.
 #include <cstring>
+#include <optional>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "bridge.h"
+#include "analysis/requests.h"
 #include "calls.h"
 #include "util/json_text.h"
 
@@ -83,6 +87,66 @@ py::tuple load(const py::object& ref, const py::list& options)
     return py::make_tuple(out, json_text(loaded.attributes), origin);
 }
 
+// The descriptors of one request (analysis/requests.h) as (keyword, type, default, help, excludes, help of False)
+// tuples: the
+// Python keywords, their signatures and their help are generated from them (python/attnscope/__init__.py).
+template <class Request>
+py::list describe(const std::vector<analysis::OptionDescriptor<Request>>& table)
+{
+    const Request defaults{};
+    py::list out;
+    for (const auto& d : table) {
+        py::object value = py::none();
+        std::string type;
+        std::visit(
+            [&](auto field) {
+                const auto& v = defaults.*field;
+                using T = std::remove_cv_t<std::remove_reference_t<decltype(v)>>;
+                if constexpr (std::is_same_v<T, bool>) {
+                    type = "bool";
+                    value = py::bool_(v);
+                } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+                    type = "bool | None";
+                } else if constexpr (std::is_same_v<T, std::int64_t>) {
+                    type = "int";
+                    value = py::int_(v);
+                } else if constexpr (std::is_same_v<T, std::optional<std::int64_t>>) {
+                    type = "int | None";
+                } else if constexpr (std::is_same_v<T, double>) {
+                    type = "float";
+                    value = py::float_(v);
+                } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+                    type = "float | None";
+                } else {
+                    bool optional = true;
+                    if constexpr (std::is_same_v<T, std::string>)
+                        if (!v.empty()) {
+                            value = py::str(v);
+                            optional = false;
+                        }
+                    type = std::string(d.list ? "str | list" : "str") + (optional ? " | None" : "");
+                }
+            },
+            d.field);
+        py::list excludes;
+        for (const std::string_view other : d.excludes)
+            excludes.append(analysis::option_name(other, analysis::Spelling::keyword));
+        out.append(py::make_tuple(analysis::option_name(d.name, analysis::Spelling::keyword), type, value, d.help,
+                                  excludes, d.help_off));
+    }
+    return out;
+}
+
+py::dict option_table()
+{
+    py::dict groups;
+    groups["selection"] = describe(analysis::selection_options());
+    groups["mechanism"] = describe(analysis::mechanism_options());
+    groups["metrics"] = describe(analysis::metric_options());
+    groups["resources"] = describe(analysis::memory_options());
+    return groups;
+}
+
 py::str info(const py::object& path_object)
 {
     const std::string path = checked_text(path_object, "path");
@@ -97,11 +161,19 @@ PYBIND11_MODULE(_attnscope, m)
 {
     m.doc() = "AttnScope's core (docs/python.md); use the functions of the attnscope package";
     m.attr("__version__") = ATTNSCOPE_VERSION;
+    m.attr("default_mechanisms") = attention::default_mechanism_text();
+    {
+        py::list names;
+        for (const std::string_view n : attention::mechanism_names())
+            names.append(std::string(n));
+        m.attr("mechanism_names") = names;
+    }
     m.def("analyze", &analyze, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("options"), py::arg("progress"));
     m.def("matrix", &matrix, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
     m.def("sweep", &sweep, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
     m.def("load", &load, py::arg("ref"), py::arg("options"));
     m.def("info", &info, py::arg("path"));
+    m.def("option_table", &option_table);
 }
 
 }  // namespace attnscope::python

@@ -5,7 +5,10 @@ ATTNSCOPE_BINARY naming the attnscope executable; ATTNSCOPE_SOURCE_DIR is the re
 """
 import glob
 import json
+import inspect
 import os
+import pydoc
+import re
 import signal
 import subprocess
 import sys
@@ -203,10 +206,12 @@ class BadInputs(unittest.TestCase):
 
     def test_unknown_option_and_bad_values(self):
         q = np.ones((16, 4))
-        with self.assertRaisesRegex(ValueError, "unknown option 'row_entropies'"):
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'row_entropies' .did you mean 'row_entropy'"):
             attnscope.analyze(q, q, row_entropies=True)
-        with self.assertRaisesRegex(ValueError, "unknown option 'json'"):
+        with self.assertRaisesRegex(TypeError, "analyze.. got an unexpected keyword argument 'json'"):
             attnscope.analyze(q, q, json="-")
+        with self.assertRaisesRegex(TypeError, "load.. got an unexpected keyword argument 'blocks'"):
+            attnscope.load("x.h5:/q", blocks=4)
         with self.assertRaisesRegex(ValueError, "complex128"):
             attnscope.analyze(q.astype(np.complex128), q)
         with self.assertRaisesRegex(ValueError, "q: arrays of dtype object are not read"):
@@ -339,6 +344,50 @@ class LoadAndInfo(unittest.TestCase):
         code, out, err = cli("info", path, "--json")
         self.assertEqual(code, 0, err)
         self.assertEqual(attnscope.info(path), json.loads(out))
+
+class Signatures(unittest.TestCase):
+    """Issue 33: the keywords, their defaults and their help come from the core's option descriptors."""
+
+    def analyze_flags(self):
+        """Every long option of `attnscope analyze --help` but the command line's own (--q, --k, --v, --json,
+        --help; --no-causal is causal=False): what analyze() must take as keywords."""
+        text = cli("analyze", "--help")[1]
+        flags = set(re.findall(r"^\s+(?:-\w, )?--([a-z][a-z-]*)", text, re.M))
+        return {f.replace("-", "_") for f in flags} - {"q", "k", "v", "json", "help", "no_causal"}
+
+    def test_every_option_is_a_keyword_with_its_default(self):
+        sig = inspect.signature(attnscope.analyze)
+        keywords = {n for n, p in sig.parameters.items() if p.kind == p.KEYWORD_ONLY} - {"progress"}
+        self.assertEqual(keywords, self.analyze_flags())
+        p = sig.parameters
+        self.assertEqual((p["blocks"].default, p["favor_features"].default, p["feature_map"].default), (None, 256, "relu"))
+        self.assertEqual((p["mixing_sigma"].default, p["row_entropy"].default, p["causal"].default), (3.0, False, None))
+        self.assertEqual(p["mechanism"].default, "softmax,linear,mhla")
+        load_params = list(inspect.signature(attnscope.load).parameters)
+        self.assertEqual(load_params[0], "ref")
+        self.assertTrue({"layout", "at", "head", "kv_head", "prefix_tokens", "allow_virtual"} <= set(load_params))
+        self.assertNotIn("blocks", inspect.signature(attnscope.load).parameters)
+        self.assertIn("blocks", inspect.signature(attnscope.matrix).parameters)
+
+    def test_help_shows_each_options_help(self):
+        doc = pydoc.render_doc(attnscope.analyze, renderer=pydoc.plaintext)
+        for line in ("favor_features : int = 256", "FAVOR+ random features m", "kv_head : int | None = None",
+                     "blocks : int | None = None", "Not with chunk, grid.", "True: causal masking; False: not causal",
+                     "Shorthand for at h=I"):
+            self.assertIn(line, doc)
+        self.assertNotIn("--", doc.split("Options", 1)[1])   # keywords, not flags
+
+    def test_module_help_is_short(self):
+        lines = pydoc.render_doc(attnscope, renderer=pydoc.plaintext).splitlines()
+        self.assertLess(len(lines), 400)
+        self.assertNotIn("argpartition", "\n".join(lines))   # ndarray's methods are not listed under Tensor
+        t = attnscope.Tensor(np.ones((2, 3)), attrs={"causal": True})
+        self.assertEqual(t.sum(), 6.0)                       # ... and still there
+
+    def test_unknown_keyword_is_a_type_error_with_a_suggestion(self):
+        with self.assertRaisesRegex(TypeError, r"^matrix\(\) got an unexpected keyword argument 'blokcs' "
+                                               r"\(did you mean 'blocks'\?\)$"):
+            attnscope.matrix(np.ones((4, 2)), np.ones((4, 2)), "mhla", blokcs=2)
 
 
 if __name__ == "__main__":
