@@ -136,20 +136,10 @@ void MemoryArgs::add_to(CLI::App& cmd)
 std::uint64_t MemoryArgs::resolve() const
 {
     const std::uint64_t limit = analysis::memory_limit(*this, analysis::Spelling::flag);
-    int wanted = 0;   // OpenBLAS's own count
-    if (threads > 0) {
-        // More threads than cores only queue, and each OpenBLAS thread maps its own buffer: --threads 32 under an
-        // address-space limit (ulimit -v) made OpenBLAS retry a failing mmap forever.
-        const int cores = kernels::usable_cores();
-        if (threads > cores)
-            std::cerr << "note: --threads " << threads << " is more than the " << cores << " core" << (cores == 1 ? "" : "s")
-                      << " this process may run on: using " << cores << "\n";
-        wanted = static_cast<int>(std::min<std::int64_t>(threads, cores));
-    }
-    const int asked = wanted > 0 ? wanted : kernels::threads();
-    if (const int used = kernels::reserve_blas_buffers(wanted); used < asked)
-        std::cerr << "note: using " << used << " thread" << (used == 1 ? "" : "s") << ": the address-space limit (ulimit -v) "
-                  << "leaves room for " << used << " of OpenBLAS's per-thread buffers\n";
+    std::vector<std::string> notes;
+    analysis::apply_threads(*this, analysis::Spelling::flag, notes);
+    for (const std::string& note : notes)
+        std::cerr << "note: " << note << "\n";
     return limit;
 }
 

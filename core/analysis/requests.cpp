@@ -7,6 +7,7 @@
 #include "analysis/inputs.h"
 #include "analysis/vocabulary.h"
 #include "attention/mixing.h"
+#include "kernels/kernels.h"
 #include "util/checked.h"
 #include "util/names.h"
 
@@ -129,6 +130,26 @@ std::uint64_t memory_limit(const MemoryRequest& r, Spelling spelling)
     if (r.threads < 0 || r.threads > 1024)
         throw std::invalid_argument(option_name("threads", spelling) + " must lie in 0..1024 (0: all cores)");
     return parse_memory_size(r.max_memory, option_name("max-memory", spelling));
+}
+
+void apply_threads(const MemoryRequest& r, Spelling spelling, std::vector<std::string>& notes)
+{
+    int wanted = 0;   // OpenBLAS's own count
+    if (r.threads > 0) {
+        // More threads than cores only queue, and each OpenBLAS thread maps its own buffer: 32 threads under an
+        // address-space limit (ulimit -v) made OpenBLAS retry a failing mmap forever.
+        const int cores = kernels::usable_cores();
+        if (r.threads > cores)
+            notes.push_back(option_name("threads", spelling) + " " + std::to_string(r.threads) + " is more than the " +
+                            std::to_string(cores) + " core" + (cores == 1 ? "" : "s") +
+                            " this process may run on: using " + std::to_string(cores));
+        wanted = static_cast<int>(std::min<std::int64_t>(r.threads, cores));
+    }
+    const int asked = wanted > 0 ? wanted : kernels::threads();
+    if (const int used = kernels::reserve_blas_buffers(wanted); used < asked)
+        notes.push_back("using " + std::to_string(used) + " thread" + (used == 1 ? "" : "s") +
+                        ": the address-space limit (ulimit -v) leaves room for " + std::to_string(used) +
+                        " of OpenBLAS's per-thread buffers");
 }
 
 io::AxisSelection resolve(const SelectionRequest& r, Spelling spelling)

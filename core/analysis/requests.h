@@ -118,6 +118,9 @@ MetricOptions resolve(const MetricRequest& r, Spelling spelling);
 // Checks the thread count (0..1024) and returns the memory limit in bytes (the default budget when not given);
 // applying the thread count is the front end's (it may say what it did).
 std::uint64_t memory_limit(const MemoryRequest& r, Spelling spelling);
+// Sets the thread count a request asks for (0: leave it), capped at the cores this process may run on and at
+// the OpenBLAS buffers the address-space limit leaves room for; `notes` receives what was changed and why.
+void apply_threads(const MemoryRequest& r, Spelling spelling, std::vector<std::string>& notes);
 // A size such as 8G, 512M, 1000000 (B, K/KiB/k, M/MiB, G/GiB, T/TiB): strict decimal, so "0x10G" and "nanG" are
 // refused; empty: the default budget. Throws std::invalid_argument naming `what`.
 std::uint64_t parse_memory_size(const std::string& text, const std::string& what);

@@ -125,6 +125,22 @@ def _options(options):
     return out
 
 
+def _keywords(options):
+    """The keyword arguments as (name, value) pairs for the core, which sets its typed requests from them
+    (python/src/keywords.cpp): None is not given; NumPy scalars become Python numbers, a mixing matrix or the
+    gates given as an array are lent like q and k; everything else goes as it is, checked there."""
+    out = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        elif name in ("mixing", "gates") and not isinstance(value, (str, bytes, os.PathLike)):
+            value = _array(value, name)
+        out.append((name, value))
+    return out
+
+
 def _progress(progress):
     """progress is None or a callable(fraction, stage): anything else raises TypeError before any work."""
     if progress is not None and not callable(progress):
@@ -217,7 +233,7 @@ def analyze(q, k, v=None, *, progress=None, **options):
     PyTorch tensors, :class:`Tensor` from :func:`load` with its file's attributes) or ``FILE[:NAME]`` references."""
     _progress(progress)
     text = _core.analyze(_tensor(q, "q"), _tensor(k, "k"), None if v is None else _tensor(v, "v"),
-                         _options(options), progress)
+                         _keywords(options), progress)
     return _with_arrays(json.loads(text))
 
 
@@ -226,7 +242,7 @@ def matrix(q, k, mechanism, *, progress=None, **options):
     """The N x N attention matrix of one mechanism as a float64 array (``attnscope matrix``)."""
     _progress(progress)
     values, _params, _input = _core.matrix(_tensor(q, "q"), _tensor(k, "k"),
-                                           _options(dict(mechanism=mechanism, **options)), progress)
+                                           _keywords(dict(mechanism=mechanism, **options)), progress)
     return values
 
 
@@ -246,9 +262,9 @@ def load(ref, **selection):
     (``layout``, ``at``, ``head``, ``kv_head``, ``prefix_tokens``) the N x d slice the command line reads. With
     ``prefix_tokens=P`` the slice has P tokens fewer and ``attrs["prefix_tokens"]`` is 0 (``prefix_tokens_dropped``
     keeps P), so analysing it does not drop them twice."""
-    opts = _options(selection)
-    if not opts:
-        opts = [("whole", True)]
+    opts = _keywords(selection)
+    if not [name for name, _ in opts if name != "allow_virtual"]:
+        opts.append(("whole", True))
     values, attrs, origin = _core.load(os.fspath(ref), opts)
     attrs = json.loads(attrs)
     if selection.get("prefix_tokens") is not None:

@@ -3,8 +3,10 @@
 #include "calls.h"
 
 #include <filesystem>
+#include <iostream>
 
 #include "analysis/analyze_document.h"
+#include "analysis/requests.h"
 #include "analysis/sweep.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
@@ -15,54 +17,50 @@
 
 namespace attnscope::python {
 
-void AnalyzeCall::add_to(CLI::App& app)
+namespace {
+
+// The memory limit of a call, with its thread count applied (the notes on standard error, as the command line
+// writes them).
+std::uint64_t memory_of(const analysis::MemoryRequest& memory)
 {
-    app.add_option("--q", q)->required();
-    app.add_option("--k", k)->required();
-    app.add_option("--v", v);
-    app.add_option("--mechanism", mechanisms);
-    selection.add_to(app);
-    mechanism.add_to(app);
-    metrics.add_to(app);
-    memory.add_to(app);
+    const std::uint64_t limit = analysis::memory_limit(memory, analysis::Spelling::keyword);
+    std::vector<std::string> notes;
+    analysis::apply_threads(memory, analysis::Spelling::keyword, notes);
+    for (const std::string& note : notes)
+        std::cerr << "note: " << note << "\n";
+    return limit;
 }
+
+}  // namespace
 
 std::string AnalyzeCall::run(const analysis::JobContext& ctx) const
 {
+    using analysis::Spelling;
     analysis::AnalyzeRequest r;
-    r.mechanisms = analysis::parse_mechanisms(mechanisms);
+    r.mechanisms = analysis::parse_mechanisms(mechanisms, "mechanism");
     r.q = q;
     r.k = k;
     r.v = v;
-    r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);
-    r.metrics = metrics.resolve();
-    r.memory_limit = memory.resolve();
+    r.setup = analysis::resolve_setup(q, requests.selection, requests.mechanism, Spelling::keyword, &r.from_file);
+    r.metrics = analysis::resolve(requests.metrics, Spelling::keyword);
+    r.memory_limit = memory_of(requests.memory);
     io::set_read_limit_bytes(r.memory_limit);
     if (!r.setup.selection.all.empty())
         return json_text(analysis::analyze_units_document(r, &ctx).doc, 2);
     return json_text(analysis::analyze_document(r, &ctx), 2);
 }
 
-void MatrixCall::add_to(CLI::App& app)
-{
-    app.add_option("--q", q)->required();
-    app.add_option("--k", k)->required();
-    app.add_option("--mechanism", mechanism_text)->required();
-    selection.add_to(app);
-    mechanism.add_to(app);
-    memory.add_to(app);
-}
-
 analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
 {
+    using analysis::Spelling;
     analysis::AnalyzeRequest r;
-    r.mechanisms = analysis::parse_mechanisms(mechanism_text);
+    r.mechanisms = analysis::parse_mechanisms(mechanism_text, "mechanism");
     r.q = q;
     r.k = k;
     if (r.mechanisms.size() != 1)
-        throw std::invalid_argument("matrix takes one --mechanism (got " + mechanism_text + ")");
-    r.setup = app::resolve_setup(q, selection, mechanism, &r.from_file);
-    r.memory_limit = memory.resolve();
+        throw std::invalid_argument("matrix takes one mechanism (got " + mechanism_text + ")");
+    r.setup = analysis::resolve_setup(q, requests.selection, requests.mechanism, Spelling::keyword, &r.from_file);
+    r.memory_limit = memory_of(requests.memory);
     io::set_read_limit_bytes(r.memory_limit);
     ctx.check();
     return analysis::dense_attention(r, mechanism_text);
@@ -73,13 +71,6 @@ std::string SweepCall::run(const analysis::JobContext& ctx) const
     const analysis::SweepPlan plan = analysis::plan_sweep(sweep.resolve());
     const std::vector<analysis::SweepRecord> records = analysis::run_sweep(plan, ctx);
     return json_text(analysis::sweep_summary(plan.spec, records, plan.inputs), 2);
-}
-
-void LoadCall::add_to(CLI::App& app)
-{
-    app.add_option("--ref", ref)->required();
-    app.add_flag("--whole", whole);
-    selection.add_to(app);
 }
 
 LoadCall::Loaded LoadCall::run() const
@@ -106,7 +97,8 @@ LoadCall::Loaded LoadCall::run() const
         out.values = file->read_all(info);
         return out;
     }
-    const io::SelectedMatrix m = io::load_selected(*file, r.name, selection.resolve(), ref);
+    const io::SelectedMatrix m =
+        io::load_selected(*file, r.name, analysis::resolve(requests.selection, analysis::Spelling::keyword), ref);
     out.shape = {m.values.rows(), m.values.cols()};
     out.values.resize(static_cast<std::size_t>(m.values.size()));
     for (Eigen::Index t = 0; t < m.values.rows(); ++t)

@@ -1,6 +1,7 @@
 #pragma once
-// The calls of the module (python/src/module.cpp), each with the command line's option groups for its
-// subcommand: registered on a parser, filled from keyword arguments, then run on the worker thread.
+// The calls of the module (python/src/module.cpp): analyze, matrix and load hold the core's typed requests, set
+// from keyword arguments (keywords.h); sweep still registers the command line's sweep options on a parser. Each
+// runs on the worker thread.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,20 +14,18 @@
 #include "analysis/job.h"
 #include "attention/mechanisms.h"
 #include "cli_options.h"
+#include "keywords.h"
 #include "sweep_options.h"
 
 namespace attnscope::python {
 
-// attnscope.analyze: `attnscope analyze` (the analyze JSON as text, indented as `--json` writes it).
+// attnscope.analyze: `attnscope analyze` (the analyze JSON as text, indented as `--json` writes it), from the
+// core's typed requests (keywords.h).
 struct AnalyzeCall {
     std::string q, k;
     std::optional<std::string> v;
     std::string mechanisms = attention::default_mechanism_text();
-    app::SelectionArgs selection;
-    app::MechanismArgs mechanism;
-    app::MetricArgs metrics;
-    app::MemoryArgs memory;
-    void add_to(CLI::App& app);
+    Requests requests;
     std::string run(const analysis::JobContext& ctx) const;
 };
 
@@ -34,10 +33,7 @@ struct AnalyzeCall {
 struct MatrixCall {
     std::string q, k;
     std::string mechanism_text;
-    app::SelectionArgs selection;
-    app::MechanismArgs mechanism;
-    app::MemoryArgs memory;
-    void add_to(CLI::App& app);
+    Requests requests;
     analysis::DenseAttention run(const analysis::JobContext& ctx) const;
 };
 
@@ -48,19 +44,18 @@ struct SweepCall {
     std::string run(const analysis::JobContext& ctx) const;
 };
 
-// attnscope.load: the N x d slice the command line reads for a reference under a selection, or with
-// --whole the whole tensor in its own shape; both as float64, with the attributes a file's defaults come from.
+// attnscope.load: the N x d slice the command line reads for a reference under a selection, or `whole` the whole
+// tensor in its own shape; both as float64, with the attributes a file's defaults come from.
 struct LoadCall {
     std::string ref;
     bool whole = false;
-    app::SelectionArgs selection;
+    Requests requests;
     struct Loaded {
         std::vector<std::int64_t> shape;
         std::vector<double> values;   // row-major
         nlohmann::json attributes = nlohmann::json::object();
         std::string origin;   // the file, absolute: what the attributes' references are relative to
     };
-    void add_to(CLI::App& app);
     Loaded run() const;
 };
 

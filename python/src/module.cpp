@@ -9,28 +9,38 @@
 #include "bridge.h"
 #include "analysis/requests.h"
 #include "calls.h"
+#include "keywords.h"
 #include "util/json_text.h"
 
 namespace attnscope::python {
 
 namespace {
 
-CallArgs tensors(const py::object& q, const py::object& k, const py::object& v)
+// The reference a tensor argument goes by in the core: its FILE[:NAME] text, or the name of the array lent for it.
+std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value)
 {
-    CallArgs call;
-    add_tensor(call, "q", q);
-    add_tensor(call, "k", k);
-    if (!v.is_none())
-        add_tensor(call, "v", v);
-    return call;
+    add_tensor(call, role, value);
+    std::string ref = call.args.back();
+    call.args.clear();
+    return ref;
 }
 
 py::str analyze(const py::object& q, const py::object& k, const py::object& v, const py::list& options,
                 const py::object& progress)
 {
-    CallArgs call = tensors(q, k, v);
+    CallArgs call;
     AnalyzeCall c;
-    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    c.q = tensor_ref(call, "q", q);
+    c.k = tensor_ref(call, "k", k);
+    if (!v.is_none())
+        c.v = tensor_ref(call, "v", v);
+    bind_keywords(call, c.requests, selection_group | mechanism_group | metrics_group | memory_group, options,
+                  [&](const std::string& key, const py::handle& value) {
+                      if (key != "mechanism")
+                          return false;
+                      c.mechanisms = keyword_text(key, value, true);
+                      return true;
+                  });
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
@@ -39,9 +49,17 @@ py::str analyze(const py::object& q, const py::object& k, const py::object& v, c
 // The matrix as a C-ordered float64 array, and the params and input objects as JSON text.
 py::tuple matrix(const py::object& q, const py::object& k, const py::list& options, const py::object& progress)
 {
-    CallArgs call = tensors(q, k, py::none());
+    CallArgs call;
     MatrixCall c;
-    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    c.q = tensor_ref(call, "q", q);
+    c.k = tensor_ref(call, "k", k);
+    bind_keywords(call, c.requests, selection_group | mechanism_group | memory_group, options,
+                  [&](const std::string& key, const py::handle& value) {
+                      if (key != "mechanism")
+                          return false;
+                      c.mechanism_text = keyword_text(key, value, true);
+                      return true;
+                  });
     analysis::DenseAttention dense;
     run_released(call, [&](const analysis::JobContext& ctx) { dense = c.run(ctx); }, progress);
     const auto n = dense.matrix.rows(), m = dense.matrix.cols();
@@ -71,9 +89,14 @@ py::str sweep(const py::list& qs, const py::list& ks, const py::list& options, c
 py::tuple load(const py::object& ref, const py::list& options)
 {
     CallArgs call;
-    call.args = {"--ref", checked_text(ref, "ref")};
     LoadCall c;
-    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    c.ref = checked_text(ref, "ref");
+    bind_keywords(call, c.requests, selection_group, options, [&](const std::string& key, const py::handle& value) {
+        if (key != "whole")
+            return false;
+        c.whole = value.cast<bool>();
+        return true;
+    });
     LoadCall::Loaded loaded;
     run_released(call, [&](const analysis::JobContext&) { loaded = c.run(); }, py::none());
     py::array_t<double> out(std::vector<py::ssize_t>(loaded.shape.begin(), loaded.shape.end()));

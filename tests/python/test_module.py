@@ -45,6 +45,15 @@ def cli_error(*args):
     return line[len("error: "):]
 
 
+def keyword_spelling(message):
+    """A command-line message as the module says it (issue 33): an option named at the start of a message, or
+    after "contradicts", "needs" or "in", is named by its keyword (--top-k -> top_k); deeper hints keep the flag."""
+    names = {row[0] for rows in attnscope._attnscope.option_table().values() for row in rows} | {"mechanism"}
+    return re.sub(r"(^|contradicts |needs | in )--([a-z][a-z-]*)",
+                  lambda m: m.group(1) + (m.group(2).replace("-", "_") if m.group(2).replace("-", "_") in names
+                                          else "--" + m.group(2)), message)
+
+
 def samples():
     """(file, q name, k name) of every bundled sample: /q and /k, else the first layer's."""
     out = []
@@ -172,16 +181,17 @@ class BadInputs(unittest.TestCase):
             (("--q", path + ":/q", "--k", path + ":/nope"), dict(q=path + ":/q", k=path + ":/nope")),
             (("--q", path + ":/q", "--k", path + ":/k", "--head", "7"), dict(q=path + ":/q", k=path + ":/k", head=7)),
             (("--q", path + ":/q", "--k", path + ":/k", "--blocks", "0"), dict(q=path + ":/q", k=path + ":/k", blocks=0)),
-            (("--q", path + ":/q", "--k", path + ":/k", "--top-k", "x"), dict(q=path + ":/q", k=path + ":/k", top_k="x")),
             (("--q", path + ":/q", "--k", path + ":/k", "--mechanism", "nope"),
              dict(q=path + ":/q", k=path + ":/k", mechanism="nope")),
         ]
         for args, kwargs in cases:
             with self.subTest(args=args[2:]):
-                message = cli_error("analyze", *args)
+                message = keyword_spelling(cli_error("analyze", *args))
                 with self.assertRaises(ValueError) as caught:
                     attnscope.analyze(**kwargs)
                 self.assertEqual(str(caught.exception), message)
+        with self.assertRaisesRegex(TypeError, r"^top_k: expected an integer, got str 'x'$"):
+            attnscope.analyze(path + ":/q", path + ":/k", top_k="x")
 
     def test_shapes_and_nan_as_the_command_line_says_them(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -216,7 +226,7 @@ class BadInputs(unittest.TestCase):
             attnscope.analyze(q.astype(np.complex128), q)
         with self.assertRaisesRegex(ValueError, "q: arrays of dtype object are not read"):
             attnscope.analyze(object(), q)
-        with self.assertRaisesRegex(ValueError, "matrix takes one --mechanism"):
+        with self.assertRaisesRegex(ValueError, "matrix takes one mechanism"):
             attnscope.matrix(q, q, "softmax,linear")
         with self.assertRaisesRegex(ValueError, "no such file"):
             attnscope.load("/nonexistent/acts.h5:/q")
