@@ -30,6 +30,7 @@ TEST_PACKAGES=(
   python3-torch python3-sklearn
   pybind11-dev python3-pybind11 python3-dev   # the Python module `import attnscope` (python/, docs/python.md)
   python3-nbclient python3-ipykernel python3-matplotlib   # its notebook, run by tests/python
+  python3-pandas                # Document.to_pandas() (python/attnscope), tested by tests/python
   slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
   help2man dpkg-dev             # the Debian package (packaging/): man page from --help, dpkg-shlibdeps
   lintian desktop-file-utils appstream shared-mime-info   # tests/packaging: the package's validators

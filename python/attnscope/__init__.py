@@ -14,8 +14,11 @@ checked by the command line's own code, and every error raises ``ValueError`` wi
 references (then the result is byte for byte the command line's). The core computes without the GIL on
 a worker thread; Ctrl+C cancels it (KeyboardInterrupt); ``progress=callable(fraction, stage)`` reports.
 """
+import base64
 import difflib
 import functools
+import html
+import io
 import inspect
 import json
 import os
@@ -26,18 +29,18 @@ import numpy as np
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor", "Document"]
 
 
-class _TensorType(type):
-    """Tensor's class: help(Tensor) and dir(Tensor) list what Tensor adds, not ndarray's 500 names (they are all
-    there, as ``help(numpy.ndarray)`` documents them)."""
+class _OwnNames(type):
+    """The class of Tensor and Document: help() and dir() of the class list what it adds, not the hundreds of names
+    of ndarray or dict (they are all there, as ``help(numpy.ndarray)`` and ``help(dict)`` document them)."""
 
     def __dir__(cls):
-        return sorted(set(vars(cls)) | {"attrs", "ref", "origin"})
+        return sorted(set(vars(cls)) | {"attrs", "ref", "origin"} if cls.__name__ == "Tensor" else set(vars(cls)))
 
 
-class Tensor(np.ndarray, metaclass=_TensorType):
+class Tensor(np.ndarray, metaclass=_OwnNames):
     """A float64 array read by :func:`load`, with ``attrs`` (its file's attributes, which analyze and
     matrix take as defaults exactly as the command line takes them from the file), ``ref`` (the reference
     as given) and ``origin`` (the file's absolute path: a ``mixing`` or ``gates`` attribute naming a file or
@@ -148,6 +151,112 @@ def _progress(progress):
     return progress
 
 
+class Document(dict, metaclass=_OwnNames):
+    """A document of the core (``attnscope analyze --json``, ``sweep --json``): a dict, with attribute access to
+    its keys (``doc.results[0].effective_rank``, ``doc.input.n``), :meth:`to_pandas` and a compact table in a
+    notebook. Keys that are dict methods (``items``, ``keys``, ``values``) are reached by ``doc["items"]``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for key, value in self.items():   # nested objects too, once: what is read is what is stored
+            dict.__setitem__(self, key, _document(value))
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"this document has no {name!r} (its keys: {', '.join(map(str, self))})") from None
+
+    def __dir__(self):
+        return sorted(set(dir(dict)) | set(vars(Document)) | {k for k in self if isinstance(k, str) and k.isidentifier()})
+
+    def rows(self):
+        """One flat dict per mechanism (and per unit of an ``at=...all`` analysis): the unit's indices, N and d,
+        the mechanism and its scalar measures, nested ones as ``group.key`` (``entropy.mean``,
+        ``past_block.rank``); arrays (singular values, row entropies, the profile) and params are left out."""
+        units = dict.get(self, "units")
+        out = []
+        for unit in (units if isinstance(units, list) else [self]):
+            at = dict(unit.get("at", {}) or unit.get("input", {}).get("at", {}))
+            where = {f"at.{axis}": index for axis, index in at.items()}
+            inp = unit.get("input", {})
+            for r in unit.get("results", []):
+                row = dict(where, n=inp.get("n"), d=inp.get("d"))
+                row["mechanism"] = r.get("mechanism")
+                _flatten(r, "", row)
+                out.append(row)
+        return out
+
+    def to_pandas(self):
+        """:meth:`rows` as a pandas DataFrame (pandas from Debian's python3-pandas), one row per mechanism."""
+        import pandas as pd
+        return pd.DataFrame(self.rows())
+
+    def _repr_html_(self):
+        rows = self.rows()
+        if not rows:
+            return None
+        keys = [k for k in ("at.h", "at.l", "at.b", "mechanism", "rank", "effective_rank", "excess_effective_rank",
+                            "entropy.mean", "entropy_below_baseline", "past_block.rank", "semiseparable_rank",
+                            "retrieval_mass") if any(k in r for r in rows)]
+        head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
+        body = "".join("<tr>" + "".join(f"<td>{_cell(r.get(k))}</td>" for k in keys) + "</tr>" for r in rows)
+        inp = dict.get(self, "input", {})
+        caption = html.escape(f"N = {inp.get('n')}, d = {inp.get('d')}") if inp else ""
+        return (f"<table><caption>{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                + _spectrum_png(self))
+
+
+def _document(value):
+    if isinstance(value, dict) and not isinstance(value, Document):
+        return Document(value)
+    if isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value):
+        return [_document(v) for v in value]
+    return value
+
+
+def _flatten(value, prefix, row):
+    for key, v in value.items():
+        name = prefix + str(key)
+        if key in ("mechanism", "params", "method", "warnings") and not prefix:
+            continue
+        if isinstance(v, dict):
+            _flatten(v, name + ".", row)
+        elif isinstance(v, (bool, int, float, str)) or v is None:
+            row[name] = v
+
+
+def _cell(v):
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return html.escape("" if v is None else str(v))
+
+
+def _spectrum_png(doc):
+    """The singular values of each mechanism (log scale) as an inline PNG, when matplotlib is there."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+    except Exception:   # noqa: BLE001 (no matplotlib: the table alone)
+        return ""
+    results = [r for r in dict.get(doc, "results", []) if isinstance(r.get("singular_values"), np.ndarray)]
+    if not results:
+        return ""
+    fig, ax = plt.subplots(figsize=(4.2, 2.4), dpi=80)
+    for r in results:
+        sv = r["singular_values"]
+        ax.semilogy(np.arange(1, len(sv) + 1), np.maximum(sv, 1e-300), label=r["mechanism"])
+    ax.set_xlabel("index")
+    ax.set_ylabel("singular value")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return '<img alt="singular values" src="data:image/png;base64,%s"/>' % base64.b64encode(buf.getvalue()).decode()
+
+
 def _with_arrays(doc):
     """Singular values and row entropies as NumPy arrays (every result, of one unit or of several)."""
     for unit in doc.get("units", [doc]):
@@ -155,7 +264,7 @@ def _with_arrays(doc):
             for key in ("singular_values", "row_entropy"):
                 if isinstance(r.get(key), list):
                     r[key] = np.array(r[key], dtype=np.float64)
-    return doc
+    return Document(doc)
 
 
 _TABLE = _core.option_table()   # the core's descriptors by group: (keyword, type, default, help, excludes, help_off)
@@ -253,7 +362,7 @@ def sweep(q=None, k=None, *, progress=None, **options):
     listed = (lambda x: [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x])
     text = _core.sweep([_tensor(x, "q") for x in listed(q)], [_tensor(x, "k") for x in listed(k)],
                        _options(options), progress)
-    return json.loads(text)
+    return Document(json.loads(text))
 
 
 @_with_options("selection", extra=(_ALLOW_VIRTUAL,), progress=False)

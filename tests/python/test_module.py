@@ -399,6 +399,47 @@ class Signatures(unittest.TestCase):
                                                r"\(did you mean 'blocks'\?\)$"):
             attnscope.matrix(np.ones((4, 2)), np.ones((4, 2)), "mhla", blokcs=2)
 
+class Documents(unittest.TestCase):
+    """Issue 33: results are objects with attribute access, to_pandas() and a compact table in a notebook."""
+
+    def test_attributes_and_one_row_per_mechanism(self):
+        h5 = os.path.join(SOURCE, "data", "vit_digits.h5")
+        doc = attnscope.analyze(h5 + ":/layers/2/q", h5 + ":/layers/2/k", head=1, mechanism="softmax,linear,mhla")
+        self.assertIsInstance(doc, dict)
+        self.assertEqual(doc.input.n, doc["input"]["n"])
+        self.assertIs(doc.results[0], doc["results"][0])          # read once, stored once: changes stay
+        doc.results[0]["note"] = 1
+        self.assertEqual(doc["results"][0]["note"], 1)
+        with self.assertRaisesRegex(AttributeError, "no 'nope'"):
+            doc.nope
+        df = doc.to_pandas()
+        self.assertEqual(list(df["mechanism"]), ["softmax", "linear", "mhla"])
+        for i, r in enumerate(doc["results"]):
+            self.assertEqual(df["rank"][i], r["rank"])
+            self.assertEqual(df["effective_rank"][i], r["effective_rank"])
+            self.assertEqual(df["entropy.mean"][i], r["entropy"]["mean"])
+            self.assertEqual(df["past_block.rank"][i] if "past_block.rank" in df else None,
+                             r["past_block"]["rank"] if "past_block" in r else None)
+        self.assertNotIn("singular_values", df.columns)
+
+    def test_units_are_rows_too(self):
+        h5 = os.path.join(SOURCE, "data", "gaussian.h5")
+        doc = attnscope.analyze(h5 + ":/q", h5 + ":/k", at={"h": "all"}, mechanism=["softmax", "linear"])
+        df = doc.to_pandas()
+        self.assertEqual(len(df), 2 * len(doc["units"]))
+        self.assertEqual(list(df["at.h"]), [0, 0, 1, 1])
+        self.assertEqual(list(df["rank"]), [r["rank"] for u in doc["units"] for r in u["results"]])
+
+    def test_notebook_table_and_spectrum(self):
+        rng = np.random.default_rng(5)
+        q, k = rng.standard_normal((48, 8)), rng.standard_normal((48, 8))
+        page = attnscope.analyze(q, k)._repr_html_()
+        self.assertIn("<table>", page)
+        self.assertEqual(page.count("<tr>"), 1 + 3)
+        for m in ("softmax", "linear", "mhla"):
+            self.assertIn(f"<td>{m}</td>", page)
+        self.assertIn('<img alt="singular values" src="data:image/png;base64,', page)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
