@@ -14,7 +14,14 @@ std::optional<RetrievalTargets> load_retrieval_targets(const std::string& q_ref,
                                                        Index n, bool causal)
 {
     const io::TensorRef ref = io::parse_tensor_ref(q_ref);
-    const auto file = io::open_tensor_file(ref.file);
+    auto file = io::open_tensor_file(ref.file);
+    if (const std::string holder = file->attributes_file(); holder != ref.file) {
+        // Queries held in memory: the targets of the file they were loaded from, when they are that file's tensor
+        // whole (attnscope.load without a selection); a slice (`sliced_from`) lost the axes the targets index.
+        if (holder.empty() || (file->file_attributes().is_object() && file->file_attributes().contains("sliced_from")))
+            return std::nullopt;
+        file = io::open_tensor_file(holder);
+    }
     const io::TensorInfo* info = nullptr;
     for (const io::TensorInfo& t : file->tensors())
         if (t.name == "retrieval_targets" || t.name == "/retrieval_targets")

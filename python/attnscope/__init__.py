@@ -372,10 +372,14 @@ def load(ref, **selection):
     ``prefix_tokens=P`` the slice has P tokens fewer and ``attrs["prefix_tokens"]`` is 0 (``prefix_tokens_dropped``
     keeps P), so analysing it does not drop them twice."""
     opts = _keywords(selection)
-    if not [name for name, _ in opts if name != "allow_virtual"]:
+    whole = not [name for name, _ in opts if name != "allow_virtual"]
+    if whole:
         opts.append(("whole", True))
     values, attrs, origin = _core.load(os.fspath(ref), opts)
     attrs = json.loads(attrs)
+    if not whole:
+        # A slice: the file's per-token datasets (retrieval targets) index axes it no longer has.
+        attrs["sliced_from"] = os.fspath(ref) if not isinstance(ref, bytes) else os.fsdecode(ref)
     if selection.get("prefix_tokens") is not None:
         # The slice has its prefix tokens dropped already: its attributes must not ask analyze() to drop them
         # again (the file's `prefix_tokens` describes the file, not this slice). What was dropped stays on record.

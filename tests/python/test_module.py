@@ -349,6 +349,37 @@ class LoadAndInfo(unittest.TestCase):
         doc = attnscope.analyze(q, k)
         self.assertEqual(strip(doc["results"]), strip(expected["results"]))
 
+    def test_every_bundled_sample_loaded_equals_the_command_line(self):
+        """For every bundled sample, analyze(load(q_ref), load(k_ref)) equals `attnscope analyze --json` on the
+        references field by field (issue 33): the file's attributes (causal, grid, prefix tokens, scale, learned Mc,
+        gates, retrieval targets) travel with the loaded Tensors, whatever the working folder."""
+        files = sorted(glob.glob(os.path.join(SOURCE, "data", "*.h5")))
+        self.assertGreaterEqual(len(files), 18)
+        for path in files:
+            with h5py.File(path, "r") as f:
+                layer = "/layers/1" if "layers" in f else ""
+                gated = dict(f.attrs).get("mechanism") == "gated"
+            mechanisms = "linear,mhla" + (",gated" if gated else "")   # the structured ones: quick at N = 512
+            path = os.path.abspath(path)   # as a loaded Tensor names its file (.origin)
+            q_ref, k_ref = f"{path}:{layer}/q", f"{path}:{layer}/k"
+            with self.subTest(sample=os.path.basename(path)):
+                code, out, err = cli("analyze", "--q", q_ref, "--k", k_ref, "--mechanism", mechanisms, "--json", "-")
+                self.assertEqual(code, 0, err)
+                expected = json.loads(out)
+                doc = attnscope.analyze(attnscope.load(q_ref), attnscope.load(k_ref), mechanism=mechanisms)
+                self.assertEqual(strip(doc["results"]), strip(expected["results"]))
+                for key in ("layout", "at", "n", "d", "prefix_tokens", "defaults_from_file"):
+                    self.assertEqual(doc["input"].get(key), expected["input"].get(key), key)
+        # The retrieval targets index the file's batch and token axes: a whole loaded tensor carries them, a slice not.
+        mqar = os.path.abspath(os.path.join(SOURCE, "data", "trained_mqar_linear.h5"))
+        whole = attnscope.analyze(attnscope.load(mqar + ":/layers/0/q"), attnscope.load(mqar + ":/layers/0/k"),
+                                  mechanism="linear", at={"b": 2})
+        self.assertIn("retrieval_mass", whole["results"][0])
+        sliced = attnscope.analyze(attnscope.load(mqar + ":/layers/0/q", at={"b": 2, "h": 0}),
+                                   attnscope.load(mqar + ":/layers/0/k", at={"b": 2, "h": 0}), mechanism="linear")
+        self.assertNotIn("retrieval_mass", sliced["results"][0])
+        self.assertEqual(sliced["results"][0]["rank"], whole["results"][0]["rank"])
+
     def test_info_is_the_command_lines(self):
         path = os.path.join(SOURCE, "data", "vit_digits.h5")
         code, out, err = cli("info", path, "--json")
