@@ -62,7 +62,7 @@ analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
     r.setup = analysis::resolve_setup(q, requests.selection, requests.mechanism, Spelling::keyword, &r.from_file);
     r.memory_limit = memory_of(requests.memory);
     io::set_read_limit_bytes(r.memory_limit);
-    ctx.check();
+    ctx.progress(0.0, mechanism_text + ": attention matrix");
     return analysis::dense_attention(r, mechanism_text);
 }
 

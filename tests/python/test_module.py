@@ -471,6 +471,30 @@ class Documents(unittest.TestCase):
             self.assertIn(f"<td>{m}</td>", page)
         self.assertIn('<img alt="singular values" src="data:image/png;base64,', page)
 
+class Progress(unittest.TestCase):
+    """Issue 33: every call's progress starts with what it computes, never goes back, and reaches 1.0."""
+
+    def test_analyze_matrix_and_sweep_reach_one(self):
+        rng = np.random.default_rng(9)
+        q, k = rng.standard_normal((300, 16)), rng.standard_normal((300, 16))
+        for name, call in (("analyze", lambda cb: attnscope.analyze(q, k, progress=cb)),
+                           ("matrix", lambda cb: attnscope.matrix(q, k, "mhla", progress=cb)),
+                           ("sweep", lambda cb: attnscope.sweep(q, k, vary="n=64,128", mechanism="linear", progress=cb))):
+            with self.subTest(call=name):
+                seen = []
+                call(lambda f, stage: seen.append((f, stage)))
+                self.assertGreaterEqual(len(seen), 2, seen)
+                fractions = [f for f, _ in seen]
+                self.assertEqual(fractions, sorted(fractions))
+                self.assertEqual(seen[-1], (1.0, "done"))
+                self.assertTrue(all(isinstance(stage, str) and stage for _, stage in seen))
+
+    def test_a_failed_call_does_not_report_done(self):
+        seen = []
+        with self.assertRaises(ValueError):
+            attnscope.analyze(np.ones((8, 4)), np.ones((8, 4)), blocks=0, progress=lambda f, s: seen.append(f))
+        self.assertNotIn(1.0, seen)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
