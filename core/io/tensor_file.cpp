@@ -156,7 +156,7 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path)
     if (::stat(path.c_str(), &st) != 0) {
         const int err = errno;
         if (err == ENOENT || err == ENOTDIR)
-            throw InputError(path + ": no such file");
+            throw MissingFileError(path + ": no such file");
         throw InputError(fmt::format("{}: cannot open ({})", path, std::strerror(err)));
     }
     if (S_ISDIR(st.st_mode))
@@ -297,7 +297,7 @@ FileHandle::FileHandle(const std::string& path) : m_path(path)
     if (m_fd < 0) {
         const int err = errno;
         if (err == ENOENT)
-            throw InputError(path + ": no such file");
+            throw MissingFileError(path + ": no such file");
         throw InputError(fmt::format("{}: cannot open ({})", path, std::strerror(err)));
     }
     struct stat st {};

@@ -23,4 +23,11 @@ public:
     using InputError::InputError;
 };
 
+// A named input file that does not exist (an InputError: the command line's exit 2; the Python module raises
+// FileNotFoundError).
+class MissingFileError : public InputError {
+public:
+    using InputError::InputError;
+};
+
 }  // namespace attnscope

@@ -31,7 +31,10 @@ struct Shared {
     try {
         std::rethrow_exception(error);
     } catch (const MemoryLimitError& e) {
-        throw py::value_error(std::string(e.what()) + "; set the limit with --max-memory");
+        throw py::value_error(std::string(e.what()) + "; set the limit with max_memory=");
+    } catch (const MissingFileError& e) {
+        PyErr_SetString(PyExc_FileNotFoundError, e.what());
+        throw py::error_already_set();
     } catch (const InputError& e) {
         throw py::value_error(e.what());
     } catch (const std::invalid_argument& e) {

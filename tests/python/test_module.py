@@ -187,7 +187,7 @@ class BadInputs(unittest.TestCase):
         for args, kwargs in cases:
             with self.subTest(args=args[2:]):
                 message = keyword_spelling(cli_error("analyze", *args))
-                with self.assertRaises(ValueError) as caught:
+                with self.assertRaises(FileNotFoundError if "no_such_file" in args[1] else ValueError) as caught:
                     attnscope.analyze(**kwargs)
                 self.assertEqual(str(caught.exception), message)
         with self.assertRaisesRegex(TypeError, r"^top_k: expected an integer, got str 'x'$"):
@@ -228,10 +228,12 @@ class BadInputs(unittest.TestCase):
             attnscope.analyze(object(), q)
         with self.assertRaisesRegex(ValueError, "matrix takes one mechanism"):
             attnscope.matrix(q, q, "softmax,linear")
-        with self.assertRaisesRegex(ValueError, "no such file"):
+        with self.assertRaisesRegex(FileNotFoundError, "^/nonexistent/acts.h5: no such file$"):
             attnscope.load("/nonexistent/acts.h5:/q")
-        with self.assertRaisesRegex(ValueError, "no such file"):
+        with self.assertRaisesRegex(FileNotFoundError, "no such file"):
             attnscope.info("/nonexistent/acts.h5")
+        with self.assertRaisesRegex(FileNotFoundError, "no such file"):
+            attnscope.analyze("/nonexistent/acts.h5:/q", q)
 
 
 class Behaviour(unittest.TestCase):
