@@ -283,6 +283,9 @@ def main():
              "(`retrieval_targets`, `mqar_inputs`, `mqar_labels`, `mqar_key_positions`) and its test accuracy "
              "as attributes: `attnscope analyze --q data/trained_mqar_softmax.h5:/layers/0/q --k "
              "data/trained_mqar_softmax.h5:/layers/0/k` reports `retrieval_mass` with the rest.\n")
+    L.append("The desktop app opens them with the file's causal mask, MHLA's blocks and learned Mc (`attnscope "
+             "data/trained_mqar_mhla_blocks16.h5`; layer 0, example 0, head 0):\n")
+    L.append("![the app on the bundled MHLA model](screenshot-mqar-mhla.png)\n")
 
     missing = []
     for (n, pairs), d in sorted(docs.items()):
