@@ -69,6 +69,11 @@ struct RecordLines {
     std::size_t good = 0;                                 // bytes of complete lines
 };
 RecordLines parse_record_lines(std::string_view text, const std::string& where, LastLine tail = LastLine::drop);
+
+// Records and shard descriptions nest a few levels; copying, comparing and writing a JSON value recurse once per
+// level, so a hostile line nested a million deep would overflow the stack. Counted before parsing.
+inline constexpr int kMaxJsonDepth = 64;
+bool nested_too_deeply(std::string_view text);
 std::string num(const json& v);
 std::string summary_csv(const std::vector<json>& records);
 // aggregate.csv and aggregate.json of records in plan order (analysis/aggregate.h).
@@ -78,6 +83,8 @@ struct AggregateTexts {
 AggregateTexts aggregate_texts(const std::vector<json>& records);
 std::vector<json> ordered(const std::map<std::string, json>& records);
 std::string results_text(const std::vector<json>& list);
+// results.jsonl, summary.csv, aggregate.csv and aggregate.json of `records` in their final order, into `dir`.
+void write_final(const std::string& dir, const std::map<std::string, json>& records);
 std::string shortened(const std::string& s, std::size_t max = 60);
 json shard_json(const ShardInfo& info);
 
