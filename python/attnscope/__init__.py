@@ -37,7 +37,7 @@ class _OwnNames(type):
     of ndarray or dict (they are all there, as ``help(numpy.ndarray)`` and ``help(dict)`` document them)."""
 
     def __dir__(cls):
-        return sorted(set(vars(cls)) | {"attrs", "ref", "origin"} if cls.__name__ == "Tensor" else set(vars(cls)))
+        return sorted(set(vars(cls)) | set(getattr(cls, "_instance_names", ())))
 
 
 class Tensor(np.ndarray, metaclass=_OwnNames):
@@ -45,6 +45,8 @@ class Tensor(np.ndarray, metaclass=_OwnNames):
     matrix take as defaults exactly as the command line takes them from the file), ``ref`` (the reference
     as given) and ``origin`` (the file's absolute path: a ``mixing`` or ``gates`` attribute naming a file or
     dataset is resolved against it, as the command line resolves it against the file)."""
+
+    _instance_names = ("attrs", "ref", "origin")   # set per instance, listed by dir(Tensor) and help(Tensor)
 
     def __new__(cls, values, attrs=None, ref=None, origin=None):
         t = np.asarray(values).view(cls)

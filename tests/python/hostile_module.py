@@ -10,7 +10,6 @@ folder, ATTNSCOPE_BINARY naming the executable and ATTNSCOPE_SOURCE_DIR the repo
 import gc
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import h5py
 import numpy as np
 
 import attnscope
-from documents import VARYING, strip  # noqa: F401  (tests/python/documents.py)
+from documents import VARYING, keyword_spelling, strip  # noqa: F401  (tests/python/documents.py)
 
 BINARY = os.environ["ATTNSCOPE_BINARY"]
 SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
@@ -56,14 +55,6 @@ def cli_outcome(*args, cwd=None):
     assert p.returncode == 2 and err and err[-1].startswith("error: "), (p.returncode, err)
     return "error", err[-1][len("error: "):]
 
-
-def keyword_spelling(message):
-    """A command-line message as the module says it (issue 33): an option named at the start of a message, or
-    after "contradicts", "needs" or "in", is named by its keyword (--top-k -> top_k); deeper hints keep the flag."""
-    names = {row[0] for rows in attnscope._attnscope.option_table().values() for row in rows} | {"mechanism"}
-    return re.sub(r"(^|contradicts |needs | in )--([a-z][a-z-]*)",
-                  lambda m: m.group(1) + (m.group(2).replace("-", "_") if m.group(2).replace("-", "_") in names
-                                          else "--" + m.group(2)), message)
 
 
 def save(name, array):

@@ -21,7 +21,7 @@ import h5py
 import numpy as np
 
 import attnscope
-from documents import VARYING, strip  # noqa: F401  (tests/python/documents.py)
+from documents import VARYING, keyword_spelling, strip  # noqa: F401  (tests/python/documents.py)
 
 SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
 BINARY = os.environ["ATTNSCOPE_BINARY"]
@@ -44,14 +44,6 @@ def cli_error(*args):
     assert line.startswith("error: "), line
     return line[len("error: "):]
 
-
-def keyword_spelling(message):
-    """A command-line message as the module says it (issue 33): an option named at the start of a message, or
-    after "contradicts", "needs" or "in", is named by its keyword (--top-k -> top_k); deeper hints keep the flag."""
-    names = {row[0] for rows in attnscope._attnscope.option_table().values() for row in rows} | {"mechanism"}
-    return re.sub(r"(^|contradicts |needs | in )--([a-z][a-z-]*)",
-                  lambda m: m.group(1) + (m.group(2).replace("-", "_") if m.group(2).replace("-", "_") in names
-                                          else "--" + m.group(2)), message)
 
 
 def samples():
