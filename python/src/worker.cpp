@@ -171,11 +171,11 @@ void run_released(const CallArgs& call, const std::function<void(const analysis:
             done = shared->done;
             report.swap(shared->progress);
         }
-        if (done)
-            break;
         try {
-            if (PyErr_CheckSignals() != 0)
+            if (!done && PyErr_CheckSignals() != 0)
                 throw py::error_already_set();
+            // A report still pending when the work ended is passed on too: on a fast machine a whole call can end
+            // before this thread first wakes, and its stages would otherwise never be seen (CI saw only "done").
             if (report && !progress.is_none())
                 progress(report->first, report->second);
         } catch (py::error_already_set& e) {
@@ -183,6 +183,8 @@ void run_released(const CallArgs& call, const std::function<void(const analysis:
             ctx.token.cancel();   // the core stops at its next check (between tiles, panels, mechanisms)
             break;
         }
+        if (done)
+            break;
     }
     {
         py::gil_scoped_release released;
