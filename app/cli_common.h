@@ -45,11 +45,6 @@ void print_aggregate(const analysis::Aggregate& stats, const std::vector<std::st
 // what it takes, never the parser's phrasing (the missing subcommand is the caller's: app/cli.cpp).
 std::string parse_error_text(const CLI::ParseError& e);
 
-// What a file carries for display (docs/pytorch.md 3.4): {"tokens": ..., "image": ...}, members absent when
-// the file has none; and the `info --json` document of `file` opened from `path` (app/info_json.cpp).
-nlohmann::ordered_json display_inputs(const io::TensorFile& file);
-nlohmann::ordered_json info_json(const std::string& path, const io::TensorFile& file);
-
 // "error: MESSAGE" on stderr, on one line whatever the message holds.
 void print_error(const std::string& message);
 

@@ -4,8 +4,12 @@
 // validation, the vocabulary and the file-attribute rule are the core's (analysis/vocabulary.h,
 // analysis/file_defaults.h).
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +22,39 @@
 #include "io/selection.h"
 
 namespace attnscope::app {
+
+// The flags of a request's descriptors (analysis/requests.h), in their order, under `group`: an option per
+// field, a switch per bool, a pair of switches (--NAME, --no-NAME) per optional bool; then the exclusions.
+template <class Request>
+inline void add_request_options(CLI::App& cmd, Request& request, const std::vector<analysis::OptionDescriptor<Request>>& table,
+                         const std::string& group)
+{
+    std::map<std::string_view, CLI::Option*> made;
+    const auto place = [&group](CLI::Option* o) { return group.empty() ? o : o->group(group); };   // "": CLI11's own
+    for (const auto& d : table) {
+        const std::string flag = analysis::option_name(d.name, analysis::Spelling::flag);
+        std::visit(
+            [&](auto field) {
+                auto& value = request.*field;
+                using T = std::remove_reference_t<decltype(value)>;
+                if constexpr (std::is_same_v<T, bool>) {
+                    made[d.name] = place(cmd.add_flag(flag, value, d.help));
+                } else if constexpr (std::is_same_v<T, std::optional<bool>>) {
+                    CLI::Option* on = place(cmd.add_flag_callback(flag, [&value] { value = true; }, d.help));
+                    CLI::Option* off =
+                        place(cmd.add_flag_callback("--no-" + std::string(d.name), [&value] { value = false; }, d.help_off));
+                    on->excludes(off);
+                    made[d.name] = on;
+                } else {
+                    made[d.name] = place(cmd.add_option(flag, value, d.help));
+                }
+            },
+            d.field);
+    }
+    for (const auto& d : table)
+        for (const std::string_view other : d.excludes)
+            made.at(d.name)->excludes(made.at(other));
+}
 
 // The core's typed requests (analysis/requests.h), with their command-line flags generated from the requests'
 // descriptors, in the descriptors' order; resolve() names options as flags (--favor-features).

@@ -10,6 +10,7 @@
 
 #include "analysis/analyze_document.h"
 #include "analysis/file_defaults.h"
+#include "analysis/info_document.h"
 #include "analysis/inputs.h"
 #include "analysis/measure.h"
 #include "analysis/synth.h"
@@ -56,14 +57,14 @@ int run_info(const InfoArgs& a)
 {
     const auto file = io::open_tensor_file(a.file);
     if (a.json) {
-        std::cout << json_text(info_json(a.file, *file), 2) << "\n";
+        std::cout << json_text(analysis::info_json(a.file, *file), 2) << "\n";
         return 0;
     }
     std::cout << a.file << " (" << file->format() << ", " << file->tensors().size() << " tensor"
               << (file->tensors().size() == 1 ? "" : "s") << ")\n";
     for (const auto& [key, value] : file->file_attributes().items())
         std::cout << "  @" << key << " = " << compact(value) << "\n";
-    const ojson carried = display_inputs(*file);
+    const ojson carried = analysis::display_inputs(*file);
     if (carried.contains("tokens")) {
         const ojson& t = carried["tokens"];
         std::string first;

@@ -176,7 +176,7 @@ int run_figure(FigureArgs a)
         check_figure_look(a.view, look);
 
     if (a.session) {
-        if (a.colormap || a.log || a.query || a.metric || a.view_state || !a.sweep.q.empty() || !a.sweep.synth_kind.empty() ||
+        if (a.colormap || a.log || a.query || a.metric || a.view_state || !a.sweep.q.empty() || !a.sweep.synth.empty() ||
             !a.sweep.vary.empty())
             throw std::invalid_argument("--session renders the session's own data and view state: give only --view, --out "
                                         "and the size options with it");
@@ -193,7 +193,7 @@ int run_figure(FigureArgs a)
         render_sweep_figure(std::make_shared<const analysis::SweepResult>(analysis::SweepResult{plan.spec, std::move(records)}),
                             a.view, look, a.target);
     } else {
-        if (!a.sweep.vary.empty() || !a.sweep.synth_kind.empty())
+        if (!a.sweep.vary.empty() || !a.sweep.synth.empty())
             throw std::invalid_argument("--vary and --synth make curves: use --view curves (not " + a.view + ")");
         if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
             throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +

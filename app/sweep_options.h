@@ -1,29 +1,21 @@
 #pragma once
 // The options of `attnscope sweep` (docs/cli.md), registered on `sweep` and on `figure` (whose explore
-// views use the inputs, selection and mechanism options too) and mapped onto the core's SweepSpec; and a
-// sweep run that shows its progress on a terminal.
-#include <cstdint>
+// views use the inputs, selection and mechanism options too): the core's sweep request (analysis/sweep_request.h)
+// with its flags generated from the descriptors; and a sweep run that shows its progress on a terminal.
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "analysis/sweep.h"
+#include "analysis/sweep_request.h"
 #include "cli_options.h"
 
 namespace attnscope::app {
 
-// The options of `attnscope sweep`, registered on `sweep` and on `figure` (whose explore views use the
-// inputs, selection and mechanism options too), and resolved into the core's SweepSpec.
-struct SweepOptions {
+// The options of `attnscope sweep`, registered on `sweep` and on `figure`, resolved into the core's SweepSpec.
+struct SweepOptions : analysis::SweepRequest {
     std::vector<std::string> q, k;
-    std::string synth_kind;
-    std::int64_t d = 64, seeds = 1, n = 0;
-    std::string vary;
-    std::string subsample = "first";
-    std::int64_t draws = 1;
-    std::int64_t subsample_seed = 0;
-    std::string heads, layers;
     std::string mechanisms = attention::default_mechanism_text();
     SelectionArgs selection;
     MechanismArgs mechanism;
@@ -31,7 +23,8 @@ struct SweepOptions {
     MemoryArgs memory;
 
     void add_to(CLI::App& cmd, bool vary_required);
-    // The spec of `attnscope sweep` (validates every option; plan_sweep validates the points).
+    // The spec of `attnscope sweep` (validates every option; plan_sweep validates the points); applies the thread
+    // count asked for.
     analysis::SweepSpec resolve() const;
 };
 

@@ -93,43 +93,6 @@ def _tensor(x, role):
     return a
 
 
-def _text(value, name, depth=0):
-    """An option's value as the command line writes it: str, int, float, a path, or a list, tuple or dict
-    of them. Any other type (bytes, None inside a list, an arbitrary object) raises TypeError naming the
-    option, rather than passing its repr() on as text."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bool) and depth > 0:  # True inside a list is no command-line text
-        raise TypeError(f"{name}: a list of True/False is not an option's value")
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, (str, int)):
-        return str(value)
-    if isinstance(value, os.PathLike):
-        return os.fsdecode(value)
-    if depth < 2 and isinstance(value, dict):  # at={"h": 2, "b": "all"}
-        return ",".join(f"{_text(axis, name, depth + 1)}={_text(index, name, depth + 1)}"
-                        for axis, index in value.items())
-    if depth < 2 and isinstance(value, (list, tuple)):  # mechanism=["softmax", "mhla"], grid=(16, 16)
-        return ",".join(_text(v, name, depth + 1) for v in value)
-    raise TypeError(f"{name}: a value of type {type(value).__name__} is not an option's value "
-                    "(str, int, float, True/False, a path, or a list, tuple or dict of them)")
-
-
-def _options(options):
-    out = []
-    for name, value in options.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or isinstance(value, np.bool_):
-            out.append((name, bool(value)))
-        elif name in ("mixing", "gates") and not isinstance(value, (str, os.PathLike)):
-            out.append((name, _array(value, name)))  # a learned mixing matrix, the gates: lent like q and k
-        else:
-            out.append((name, _text(value, name)))
-    return out
-
-
 def _keywords(options):
     """The keyword arguments as (name, value) pairs for the core, which sets its typed requests from them
     (python/src/keywords.cpp): None is not given; NumPy scalars become Python numbers, a mixing matrix or the
@@ -273,7 +236,7 @@ _TABLE = _core.option_table()   # the core's descriptors by group: (keyword, typ
 # What the Python layer takes beyond the text the core reads (a dict of axes, an array lent to the core).
 _ANNOTATION = {"at": "str | dict | None", "mixing": "str | array | None", "gates": "str | array | None"}
 _GROUP_TITLES = {"selection": "Selection", "mechanism": "Mechanism options", "metrics": "Metric options",
-                 "resources": "Resources"}
+                 "resources": "Resources", "sweep": "Sweep"}
 
 
 # The command line's one selection switch that acts while its arguments are read (app/cli_options.cpp).
@@ -357,13 +320,17 @@ def matrix(q, k, mechanism, *, progress=None, **options):
     return values
 
 
+@_with_options("sweep", "selection", "mechanism", "metrics", "resources",
+               extra=(("mechanism", _core.default_mechanisms, "str | list",
+                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL))
 def sweep(q=None, k=None, *, progress=None, **options):
     """The document of ``attnscope sweep --json``: rank and entropy against N (``vary="n=64,128,256"``) or the
-    blocks M (``vary="m=1,2,4"``). q and k: one input each or lists of them (or ``synth="gaussian"``)."""
+    blocks M (``vary="m=1,2,4"``). q and k: one input each or lists of them (arrays or ``FILE[:NAME]``
+    references), or none with ``synth="gaussian"``."""
     _progress(progress)
     listed = (lambda x: [] if x is None else list(x) if isinstance(x, (list, tuple)) else [x])
     text = _core.sweep([_tensor(x, "q") for x in listed(q)], [_tensor(x, "k") for x in listed(k)],
-                       _options(options), progress)
+                       _keywords(options), progress)
     return Document(json.loads(text))
 
 

@@ -1,4 +1,4 @@
-// Arrays lent to the core and keyword arguments turned into the command line's options (bridge.h).
+// Arrays lent to the core (bridge.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -6,8 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "bridge.h"
-#include "cli_common.h"
-#include "cli_options.h"
 
 namespace attnscope::python {
 
@@ -149,13 +147,10 @@ LentArray lend_array(const py::array& array, const std::string& role, const py::
     return lent;
 }
 
-void add_tensor(CallArgs& call, const std::string& role, const py::handle& value)
+std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value)
 {
-    call.args.push_back("--" + role);
-    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value)) {
-        call.args.push_back(checked_text(value, role));
-        return;
-    }
+    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value))
+        return checked_text(value, role);
     if (!py::isinstance<py::array>(value))
         throw py::value_error(role + ": expected a FILE[:NAME] reference or an array");
     // An attnscope.Tensor: its file's attributes, and that file, against which the attributes' references
@@ -172,55 +167,7 @@ void add_tensor(CallArgs& call, const std::string& role, const py::handle& value
     });
     const std::string role_name = earlier == 0 ? role : role + "[" + std::to_string(earlier) + "]";
     call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), role_name, attributes, origin));
-    call.args.push_back(call.arrays.back().name);
-}
-
-void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options)
-{
-    CLI::App app{"attnscope"};
-    app.set_help_flag();   // help=True is no option of a call (CLI11 would throw its exit request)
-    register_options(app);
-    app::make_numbers_strict(app);
-    for (const py::handle item : options) {
-        const auto pair = item.cast<py::tuple>();
-        const std::string key = pair[0].cast<std::string>();
-        std::string flag = "--" + key;
-        std::replace(flag.begin(), flag.end(), '_', '-');
-        const py::handle value = pair[1];
-        const CLI::Option* option = app.get_option_no_throw(flag);
-        if (!option || key.find('-') != std::string::npos)
-            throw py::value_error("unknown option '" + key + "' (the command line has no " + flag + ")");
-        // A flag takes True or False, an option with a value anything but: True is not 1, 1 is not True.
-        const bool is_flag = option->get_expected_max() == 0;
-        if (py::isinstance<py::bool_>(value) && !is_flag)
-            throw py::value_error(key + "=" + std::string(py::str(value)) + ": " + flag +
-                                  " takes a value, not True or False");
-        if (is_flag && !py::isinstance<py::bool_>(value))
-            throw py::value_error(key + ": " + flag + " is a flag: give True or False");
-        if (py::isinstance<py::bool_>(value)) {
-            if (value.cast<bool>())
-                call.args.push_back(flag);
-            else if (app.get_option_no_throw("--no-" + flag.substr(2)))
-                call.args.push_back("--no-" + flag.substr(2));
-        } else if (py::isinstance<py::array>(value)) {
-            add_tensor(call, key, value);
-            call.args[call.args.size() - 2] = flag;
-        } else {
-            call.args.push_back(flag);
-            call.args.push_back(checked_text(value, key));
-        }
-    }
-    std::vector<std::string> reversed(call.args.rbegin(), call.args.rend());   // CLI11 takes them last first
-    // Options that set a reading setting while parsing (--allow-virtual) set this call's, never the process's.
-    const io::ReadSettingsScope settings;
-    try {
-        app.parse(reversed);
-    } catch (const CLI::ParseError& e) {
-        throw py::value_error(app::parse_error_text(e));
-    }
-    call.read = settings.settings();
-    const CLI::Option* threads = app.get_option_no_throw("--threads");
-    call.sets_threads = threads && threads->count() > 0;
+    return call.arrays.back().name;
 }
 
 }  // namespace attnscope::python

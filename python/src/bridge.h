@@ -1,16 +1,15 @@
 #pragma once
-// The pieces of `import attnscope` (docs/python.md). The module is a front end like app/: keyword arguments
-// become the command line's options and are parsed and validated by the same option groups
-// (app/cli_options.h, app/sweep_options.h); NumPy arrays are lent to the core as in-memory tensors
-// (core/io/memory_tensor.h) under a name that stands for a file reference; the core computes on a worker
-// thread while the calling thread, without the GIL, waits and watches for Ctrl+C and progress.
+// The pieces of `import attnscope` (docs/python.md). The module is a front end like app/, over the core only:
+// keyword arguments set the core's typed requests (keywords.h, analysis/requests.h), which validate themselves;
+// NumPy arrays are lent to the core as in-memory tensors (core/io/memory_tensor.h) under a name that stands for a
+// file reference; the core computes on a worker thread while the calling thread, without the GIL, waits and
+// watches for Ctrl+C and progress.
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -38,28 +37,19 @@ struct LentArray {
 LentArray lend_array(const py::array& array, const std::string& role, const py::dict& attributes,
                      const std::string& origin);
 
-// One call's command line: arguments in order, and the arrays its references name; once parsed, the
-// reading settings its options chose (--allow-virtual) and whether it sets the thread count (--threads).
-// Nothing a call sets outlives it (docs/python.md "No state between calls").
+// One call's arrays (those its references name), the reading settings its options chose (allow_virtual) and
+// whether it sets the thread count (threads). Nothing a call sets outlives it (docs/python.md "No state between
+// calls").
 struct CallArgs {
-    std::vector<std::string> args;
     std::vector<LentArray> arrays;
     io::ReadSettings read;
     bool sets_threads = false;
 };
 
-// Adds `--ROLE REF` for a tensor argument: a str is a FILE[:NAME] reference, an array is lent (with
+// The reference a tensor argument goes by in the core: a str is a FILE[:NAME] reference, an array is lent (with
 // the attributes and the origin file of an attnscope.Tensor, so a file's defaults follow it and its
-// file-relative references resolve as the command line resolves them on that file).
-void add_tensor(CallArgs& call, const std::string& role, const py::handle& value);
-
-// Registers the options with `register_options` on a fresh parser, adds each (name, value) pair of `options`
-// as `--name-with-dashes`: a str is its text, a bool True the flag and False the flag's --no- form when it has
-// one (else nothing), an array is lent (--mixing, --gates); then parses call.args as the command line does,
-// keeping what the parse sets (--allow-virtual) in call.read instead of the process.
-// Throws py::value_error naming an unknown option by its keyword name, a bool given to an option that takes
-// a value or another value given to a flag, a text holding NUL, or with the command line's message.
-void parse_options(CallArgs& call, const py::list& options, const std::function<void(CLI::App&)>& register_options);
+// file-relative references resolve as the command line resolves them on that file) and goes by its lent name.
+std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value);
 
 // Text given to the core as a path or an option: a NUL would cut a path short where the system reads it
 // (`a.h5\0x` opens a.h5), and no command line can hold one. Throws py::value_error naming `what`.

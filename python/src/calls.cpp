@@ -6,11 +6,12 @@
 #include <iostream>
 
 #include "analysis/analyze_document.h"
+#include "analysis/info_document.h"
 #include "analysis/requests.h"
 #include "analysis/sweep.h"
+#include "analysis/sweep_request.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
-#include "cli_common.h"
 #include "io/selection.h"
 #include "util/json_text.h"
 #include "util/names.h"
@@ -68,7 +69,11 @@ analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
 
 std::string SweepCall::run(const analysis::JobContext& ctx) const
 {
-    const analysis::SweepPlan plan = analysis::plan_sweep(sweep.resolve());
+    const analysis::SweepRequests r{q, k, mechanisms, requests.sweep, requests.selection, requests.mechanism,
+                                    requests.metrics, requests.memory};
+    analysis::SweepSpec spec = analysis::resolve_sweep(r, analysis::Spelling::keyword);
+    memory_of(requests.memory);   // the thread count, with its notes
+    const analysis::SweepPlan plan = analysis::plan_sweep(std::move(spec));
     const std::vector<analysis::SweepRecord> records = analysis::run_sweep(plan, ctx);
     return json_text(analysis::sweep_summary(plan.spec, records, plan.inputs), 2);
 }
@@ -109,7 +114,7 @@ LoadCall::Loaded LoadCall::run() const
 
 std::string info_text(const std::string& path)
 {
-    return json_text(app::info_json(path, *io::open_tensor_file(path)), 2);
+    return json_text(analysis::info_json(path, *io::open_tensor_file(path)), 2);
 }
 
 }  // namespace attnscope::python

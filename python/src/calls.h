@@ -1,21 +1,17 @@
 #pragma once
 // The calls of the module (python/src/module.cpp): analyze, matrix and load hold the core's typed requests, set
-// from keyword arguments (keywords.h); sweep still registers the command line's sweep options on a parser. Each
-// runs on the worker thread.
+// from keyword arguments (keywords.h). Each runs on the worker thread.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "analysis/analyze_document.h"
 #include "analysis/job.h"
 #include "attention/mechanisms.h"
-#include "cli_options.h"
 #include "keywords.h"
-#include "sweep_options.h"
 
 namespace attnscope::python {
 
@@ -39,8 +35,9 @@ struct MatrixCall {
 
 // attnscope.sweep: `attnscope sweep --json` (the sweep summary as text).
 struct SweepCall {
-    app::SweepOptions sweep;
-    void add_to(CLI::App& app) { sweep.add_to(app, true); }
+    std::vector<std::string> q, k;
+    std::string mechanisms;
+    Requests requests;
     std::string run(const analysis::JobContext& ctx) const;
 };
 

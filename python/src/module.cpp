@@ -1,5 +1,5 @@
 // `import attnscope` (docs/python.md): the extension module attnscope._attnscope. python/attnscope/__init__.py
-// turns keyword arguments into (name, text) pairs and arrays into NumPy arrays, then calls these functions.
+// passes keyword arguments as (name, value) pairs and arrays as NumPy arrays, then calls these functions.
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -8,6 +8,7 @@
 
 #include "bridge.h"
 #include "analysis/requests.h"
+#include "analysis/sweep_request.h"
 #include "calls.h"
 #include "keywords.h"
 #include "util/json_text.h"
@@ -15,15 +16,6 @@
 namespace attnscope::python {
 
 namespace {
-
-// The reference a tensor argument goes by in the core: its FILE[:NAME] text, or the name of the array lent for it.
-std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value)
-{
-    add_tensor(call, role, value);
-    std::string ref = call.args.back();
-    call.args.clear();
-    return ref;
-}
 
 py::str analyze(const py::object& q, const py::object& k, const py::object& v, const py::list& options,
                 const py::object& progress)
@@ -74,12 +66,18 @@ py::tuple matrix(const py::object& q, const py::object& k, const py::list& optio
 py::str sweep(const py::list& qs, const py::list& ks, const py::list& options, const py::object& progress)
 {
     CallArgs call;
-    for (const py::handle q : qs)
-        add_tensor(call, "q", q);
-    for (const py::handle k : ks)
-        add_tensor(call, "k", k);
     SweepCall c;
-    parse_options(call, options, [&](CLI::App& app) { c.add_to(app); });
+    for (const py::handle q : qs)
+        c.q.push_back(tensor_ref(call, "q", q));
+    for (const py::handle k : ks)
+        c.k.push_back(tensor_ref(call, "k", k));
+    bind_keywords(call, c.requests, selection_group | mechanism_group | metrics_group | memory_group | sweep_group, options,
+                  [&](const std::string& key, const py::handle& value) {
+                      if (key != "mechanism")
+                          return false;
+                      c.mechanisms = keyword_text(key, value, true);
+                      return true;
+                  });
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
@@ -167,6 +165,7 @@ py::dict option_table()
     groups["mechanism"] = describe(analysis::mechanism_options());
     groups["metrics"] = describe(analysis::metric_options());
     groups["resources"] = describe(analysis::memory_options());
+    groups["sweep"] = describe(analysis::sweep_options());
     return groups;
 }
 

@@ -404,6 +404,24 @@ class Signatures(unittest.TestCase):
         self.assertNotIn("blocks", inspect.signature(attnscope.load).parameters)
         self.assertIn("blocks", inspect.signature(attnscope.matrix).parameters)
 
+    def test_sweep_takes_every_option_of_the_command_line(self):
+        text = cli("sweep", "--help")[1]
+        flags = {f.replace("-", "_") for f in re.findall(r"^\s+(?:-\w, )?--([a-z][a-z-]*)", text, re.M)}
+        sig = inspect.signature(attnscope.sweep)
+        keywords = {n for n, p in sig.parameters.items() if p.kind == p.KEYWORD_ONLY} - {"progress"}
+        # The command line's own: its inputs and the files and plots it writes.
+        self.assertEqual(keywords, flags - {"q", "k", "json", "csv", "summary_csv", "plot", "metric", "help", "no_causal"})
+        p = sig.parameters
+        self.assertEqual((p["subsample"].default, p["draws"].default, p["d"].default, p["vary"].default), ("first", 1, 64, None))
+        rng = np.random.default_rng(2)
+        q, k = rng.standard_normal((40, 4)), rng.standard_normal((40, 4))
+        with self.assertRaisesRegex(ValueError, r"^give q and k in pairs \(got 1 q and 2 k\), or synth=KIND$"):
+            attnscope.sweep(q, [k, k], vary="n=16")
+        with self.assertRaisesRegex(TypeError, r"^draws: expected an integer, got str 'a'$"):
+            attnscope.sweep(q, k, vary="n=16", draws="a")
+        doc = attnscope.sweep(q, k, vary=[("n=16")], heads=[0], mechanism=["linear"])
+        self.assertEqual(doc["vary"], "n")
+
     def test_help_shows_each_options_help(self):
         doc = pydoc.render_doc(attnscope.analyze, renderer=pydoc.plaintext)
         for line in ("favor_features : int = 256", "FAVOR+ random features m", "kv_head : int | None = None",

@@ -1,4 +1,6 @@
-// The `info --json` document (docs/cli.md): shared by `attnscope info` and `attnscope.info` (python/).
+// The `info --json` document (docs/cli.md): shared by `attnscope info` (app/) and `attnscope.info` (python/).
+#include "analysis/info_document.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -7,10 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/file_defaults.h"
-#include "cli_common.h"
 #include "io/tensor_file.h"
 
-namespace attnscope::app {
+namespace attnscope::analysis {
 
 using ojson = nlohmann::ordered_json;
 
@@ -37,7 +38,7 @@ ojson display_inputs(const io::TensorFile& file)
 {
     constexpr std::size_t kShownTokens = 16;
     const nlohmann::json& attrs = file.file_attributes();
-    const analysis::FileDefaults d = analysis::file_defaults_from(attrs);
+    const FileDefaults d = file_defaults_from(attrs);
     ojson out;
     if (!d.tokens.empty()) {
         ojson first = ojson::array();
@@ -84,4 +85,4 @@ ojson info_json(const std::string& path, const io::TensorFile& file)
     return j;
 }
 
-}  // namespace attnscope::app
+}  // namespace attnscope::analysis
