@@ -419,7 +419,7 @@ class Signatures(unittest.TestCase):
             attnscope.sweep(q, [k, k], vary="n=16")
         with self.assertRaisesRegex(TypeError, r"^draws: expected an integer, got str 'a'$"):
             attnscope.sweep(q, k, vary="n=16", draws="a")
-        doc = attnscope.sweep(q, k, vary=[("n=16")], heads=[0], mechanism=["linear"])
+        doc = attnscope.sweep(q, k, vary="n=16", heads=[0], mechanism=["linear"])
         self.assertEqual(doc["vary"], "n")
 
     def test_help_shows_each_options_help(self):
