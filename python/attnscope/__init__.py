@@ -138,7 +138,17 @@ class Document(dict, metaclass=_OwnNames):
     def rows(self):
         """One flat dict per mechanism (and per unit of an ``at=...all`` analysis): the unit's indices, N and d,
         the mechanism and its scalar measures, nested ones as ``group.key`` (``entropy.mean``,
-        ``past_block.rank``); arrays (singular values, row entropies, the profile) and params are left out."""
+        ``past_block.rank``); arrays (singular values, row entropies, the profile) and params are left out.
+        A sweep's document: one row per point (mechanism, N, M, the count of draws and units, each measure's
+        ``mean``, ``std``, ``ci_low``, ``ci_high`` as ``rank.mean`` ...)."""
+        points = dict.get(self, "points")
+        if isinstance(points, list):
+            out = []
+            for p in points:
+                row = {"mechanism": p.get("mechanism")}
+                _flatten(p, "", row)
+                out.append(row)
+            return out
         units = dict.get(self, "units")
         out = []
         for unit in (units if isinstance(units, list) else [self]):

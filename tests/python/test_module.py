@@ -419,8 +419,16 @@ class Signatures(unittest.TestCase):
             attnscope.sweep(q, [k, k], vary="n=16")
         with self.assertRaisesRegex(TypeError, r"^draws: expected an integer, got str 'a'$"):
             attnscope.sweep(q, k, vary="n=16", draws="a")
-        doc = attnscope.sweep(q, k, vary="n=16", heads=[0], mechanism=["linear"])
+        with self.assertRaisesRegex(ValueError, r"^heads: the layout nd has no 'h' axis$"):
+            attnscope.sweep(q, k, vary="n=16", heads=[0])
+        qh, kh = rng.standard_normal((2, 40, 4)), rng.standard_normal((2, 40, 4))
+        doc = attnscope.sweep(qh, kh, vary="n=16,32", heads=[0, 1], mechanism=["linear"])
         self.assertEqual(doc["vary"], "n")
+        df = doc.to_pandas()   # one row per point, each measure's mean and interval as columns
+        self.assertEqual(df["n"].tolist(), [16, 32])
+        self.assertEqual(df["count"].tolist(), [2, 2])
+        self.assertEqual(df["rank.mean"].tolist(), [p["rank"]["mean"] for p in doc["points"]])
+        self.assertTrue({"mechanism", "m", "rank.ci_low", "entropy_mean.ci_high"} <= set(df.columns))
 
     def test_help_shows_each_options_help(self):
         doc = pydoc.render_doc(attnscope.analyze, renderer=pydoc.plaintext)
