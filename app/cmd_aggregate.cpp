@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "analysis/aggregate_request.h"
 #include "analysis/small_sample.h"
 #include "analysis/vocabulary.h"
 #include "cli_common.h"
@@ -25,23 +26,13 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-struct AggregateArgs {
+struct AggregateArgs : analysis::AggregateRequest {
     std::string dir;
-    std::string by, metrics, cluster;
     bool json = false;
     MaxMemoryArg memory;
 };
 
 std::string num(double v) { return fmt::format("{:.6g}", v); }
-
-// DIR/results.jsonl as the user named DIR ("results/" gives "results/results.jsonl", not "results//...").
-std::string results_path(const std::string& dir, const std::string& which)
-{
-    std::string d = display_path(dir);
-    while (d.size() > 1 && d.back() == '/')
-        d.pop_back();
-    return d + "/" + which;
-}
 
 std::string group_title(const ojson& key)
 {
@@ -49,15 +40,6 @@ std::string group_title(const ojson& key)
     for (const auto& [field, value] : key.items())
         t += (t.empty() ? "" : "  ") + field + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
     return t;
-}
-
-// The metrics asked: exact names, or a prefix before a dot ("entropy" = entropy.*). Empty = all.
-bool wanted(const std::vector<std::string>& asked, const std::string& metric)
-{
-    if (asked.empty())
-        return true;
-    return std::any_of(asked.begin(), asked.end(),
-                       [&](const std::string& a) { return metric == a || metric.rfind(a + ".", 0) == 0; });
 }
 
 // Rows by metric (in the order metrics first appear), keeping the mechanisms' order within each metric.
@@ -69,7 +51,7 @@ std::vector<const Row*> by_metric(const std::vector<Row>& rows, const std::vecto
         order.emplace(r.metric, order.size());
     std::vector<const Row*> out;
     for (const Row& r : rows)
-        if (wanted(asked, r.metric))
+        if (analysis::metric_wanted(asked, r.metric))
             out.push_back(&r);
     std::stable_sort(out.begin(), out.end(), [&](const Row* a, const Row* b) { return order[a->metric] < order[b->metric]; });
     return out;
@@ -123,51 +105,13 @@ namespace {
 
 int run_aggregate(const AggregateArgs& a)
 {
-    analysis::AggregateOptions options;
-    options.max_bytes = a.memory.resolve();
-    std::string which;
-    const std::vector<ojson> records = analysis::read_batch_records(a.dir, &which, options.max_bytes);
-    std::vector<std::string> by, asked;
-    if (!a.by.empty())
-        by = analysis::split_list(a.by);
-    if (!a.metrics.empty())
-        asked = analysis::split_list(a.metrics);
-    // Only the metrics asked are computed (each row's interval is drawn on its own, so the others are the same).
-    const auto groups = analysis::aggregate_by(records, by, "--by", options, a.cluster, asked);
+    const analysis::AggregateRun run = analysis::run_aggregate(a.dir, a, a.memory.resolve(), analysis::Spelling::flag);
     if (a.json) {
-        ojson doc;
-        doc["attnscope_version"] = ATTNSCOPE_VERSION;
-        doc["results"] = results_path(a.dir, which);
-        doc["by"] = by;
-        if (!a.cluster.empty())
-            doc["cluster"] = a.cluster;
-        doc["resamples"] = options.resamples;
-        doc["seed"] = options.seed;
-        doc["level"] = options.level;
-        ojson list = ojson::array();
-        for (const auto& g : groups) {
-            ojson stats = analysis::aggregate_json(g.stats, options);
-            ojson item;
-            item["group"] = g.key;
-            item["units"] = stats["units"];
-            ojson rows = ojson::array(), pairs = ojson::array();
-            for (const auto& r : stats["mechanisms"])
-                if (wanted(asked, r["metric"].get<std::string>()))
-                    rows.push_back(r);
-            for (const auto& p : stats["pairs"])
-                if (wanted(asked, p["metric"].get<std::string>()))
-                    pairs.push_back(p);
-            item["mechanisms"] = std::move(rows);
-            item["pairs"] = std::move(pairs);
-            if (stats.contains("note"))
-                item["note"] = stats["note"];
-            list.push_back(std::move(item));
-        }
-        doc["groups"] = std::move(list);
-        std::cout << json_text(doc, 2) << "\n";
+        std::cout << json_text(analysis::aggregate_run_document(a.dir, run, a), 2) << "\n";
         return 0;
     }
-    std::cout << results_path(a.dir, which) << ": " << records.size() << " records; n = units measured; "
+    const auto& [which, records, by, asked, options, groups] = run;
+    std::cout << analysis::results_path(a.dir, which) << ": " << records << " records; n = units measured; "
               << "differences paired on the same units; 95% intervals: from " << analysis::k_few_clusters << " "
               << (a.cluster.empty() ? "units" : "clusters") << " on a percentile bootstrap (" << options.resamples
               << " resamples, seed " << options.seed << "), below that a t interval over the "
@@ -196,13 +140,7 @@ Command add_aggregate_command(CLI::App& app)
     auto* cmd = app.add_subcommand("aggregate", "Statistics over the units of a batch folder: means, 95% bootstrap "
                                                 "intervals, paired differences and sign tests");
     cmd->add_option("RESULTS_DIR", a->dir, "A batch or merge output folder (holding results.jsonl)")->required();
-    cmd->add_option("--by", a->by, "Group the units by these fields, comma separated: file, layer, head, or an index "
-                                   "axis letter such as b (default: all units together)");
-    cmd->add_option("--cluster", a->cluster, "Two-stage bootstrap: resample the values of this field first (e.g. file "
-                                             "= one trained model or seed), then units within each; sign tests over "
-                                             "the clusters");
-    cmd->add_option("--metric", a->metrics, "Only these metrics, comma separated (a name before a dot takes all of "
-                                            "its parts: entropy = entropy.*)");
+    add_request_options<analysis::AggregateRequest>(*cmd, *a, analysis::aggregate_options(), "");
     cmd->add_flag("--json", a->json, "Print the statistics as JSON instead of tables");
     a->memory.add_to(*cmd);
     return {cmd, [a] { return run_aggregate(*a); }};

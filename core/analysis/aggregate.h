@@ -190,7 +190,8 @@ struct AggregateGroup {
 // also a --by field (each group would be one cluster).
 // `metrics` (when not empty) keeps only those metrics, before any statistic is computed: exact names, or a
 // name before a dot for all of its parts ("entropy" = entropy.*); a name that matches no metric of the
-// records is refused (std::invalid_argument naming --metric).
+// records is refused (std::invalid_argument naming --metric). `what` names the grouping option as the caller
+// spells it (--by, or by for a Python keyword); the other options are named in the same spelling.
 std::vector<AggregateGroup> aggregate_by(const std::vector<nlohmann::ordered_json>& records,
                                          const std::vector<std::string>& by, const std::string& what = "--by",
                                          const AggregateOptions& options = {}, const std::string& cluster = "",

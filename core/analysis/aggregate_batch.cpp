@@ -42,8 +42,13 @@ std::vector<json> read_batch_records(const std::string& dir, std::string* which,
 {
     const std::uint64_t budget = max_bytes ? max_bytes : default_memory_limit();
     Fd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (dfd.fd < 0)
-        throw InputError(display_path(dir) + ": not a batch results folder (not a folder: " + why(errno) + ")");
+    if (dfd.fd < 0) {
+        const int error = errno;
+        const std::string message = display_path(dir) + ": not a batch results folder (not a folder: " + why(error) + ")";
+        if (error == ENOENT)
+            throw MissingFileError(message);   // FileNotFoundError in Python; exit 2 on the command line as before
+        throw InputError(message);
+    }
     for (const char* name : {"results.jsonl", "results.partial.jsonl"}) {
         const std::string shown = display_path(dir) + "/" + name;
         Fd f(open_regular_at(dfd.fd, name, shown));
@@ -155,6 +160,9 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
                    return metric == a || metric.rfind(a + ".", 0) == 0;
                });
     };
+    // The other options named as the caller names the grouping one: --cluster/--metric, or cluster/metric.
+    const bool flags = what.rfind("--", 0) == 0;
+    const std::string cluster_name = flags ? "--cluster" : "cluster", metric_name = flags ? "--metric" : "metric";
     std::vector<bool> found(metrics.size(), false);
     const std::vector<std::string> fields = group_fields(records);
     const auto check_field = [&fields](const std::string& option, const std::string& name) {
@@ -167,9 +175,9 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
                                     known + ")");
     };
     if (!cluster.empty()) {
-        check_field("--cluster", cluster);
+        check_field(cluster_name, cluster);
         if (std::find(by.begin(), by.end(), cluster) != by.end())
-            throw std::invalid_argument("--cluster " + cluster + " is also a " + what + " field: each group would be "
+            throw std::invalid_argument(cluster_name + " " + cluster + " is also a " + what + " field: each group would be "
                                         "one cluster");
     }
     for (std::size_t i = 0; i < by.size(); ++i) {
@@ -201,7 +209,8 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
     // Every metric asked must be one the records hold (a typo would print an empty table).
     for (std::size_t i = 0; i < metrics.size(); ++i)
         if (!found[i])
-            throw std::invalid_argument("--metric: '" + metrics[i] + "' is not a metric of these records (without --metric all are shown)");
+            throw std::invalid_argument(metric_name + ": '" + metrics[i] + "' is not a metric of these records (without " +
+                                        metric_name + " all are shown)");
     // The bootstrap's work of every group together (each group is checked by aggregate() too): groups split
     // the same draws, they do not make them fewer.
     double draws = 0;
@@ -211,8 +220,8 @@ std::vector<AggregateGroup> aggregate_by(const std::vector<json>& records, const
     }
     if (draws > k_max_bootstrap_draws)
         throw std::invalid_argument(fmt::format("the bootstrap would draw {:.3g} positions over {} groups, more than the cap of "
-                                                "{:.0e} (about a minute): choose fewer metrics with --metric, or aggregate "
-                                                "fewer units", draws, keys.size(), k_max_bootstrap_draws));
+                                                "{:.0e} (about a minute): choose fewer metrics with {}, or aggregate "
+                                                "fewer units", draws, keys.size(), k_max_bootstrap_draws, metric_name));
     std::vector<AggregateGroup> out;
     for (std::size_t g = 0; g < keys.size(); ++g)
         out.push_back({keys[g], aggregate(members[g], options)});

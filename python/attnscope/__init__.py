@@ -29,7 +29,7 @@ import numpy as np
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "Tensor", "Document"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "Tensor", "Document"]
 
 
 class _OwnNames(type):
@@ -141,6 +141,9 @@ class Document(dict, metaclass=_OwnNames):
         ``past_block.rank``); arrays (singular values, row entropies, the profile) and params are left out.
         A sweep's document: one row per point (mechanism, N, M, the count of draws and units, each measure's
         ``mean``, ``std``, ``ci_low``, ``ci_high`` as ``rank.mean`` ...)."""
+        groups = dict.get(self, "groups")
+        if isinstance(groups, list) and "resamples" in self:   # an aggregate document
+            return self._group_rows("mechanisms")
         points = dict.get(self, "points")
         if isinstance(points, list):
             out = []
@@ -161,6 +164,22 @@ class Document(dict, metaclass=_OwnNames):
                 _flatten(r, "", row)
                 out.append(row)
         return out
+
+    def _group_rows(self, member):
+        out = []
+        for g in dict.get(self, "groups"):
+            where = {f"group.{k}": v for k, v in (g.get("group") or {}).items()}
+            for r in g.get(member, []):
+                row = dict(where)
+                row.update({k: v for k, v in r.items() if not isinstance(v, (dict, list))})
+                out.append(row)
+        return out
+
+    def pairs(self):
+        """An aggregate document's paired differences (mechanism A minus B on the same units), one row each with
+        the group's fields as ``group.FIELD``: a pandas DataFrame."""
+        import pandas as pd
+        return pd.DataFrame(self._group_rows("pairs") if isinstance(dict.get(self, "groups"), list) else [])
 
     def to_pandas(self):
         """:meth:`rows` as a pandas DataFrame (pandas from Debian's python3-pandas), one row per mechanism."""
@@ -246,7 +265,7 @@ _TABLE = _core.option_table()   # the core's descriptors by group: (keyword, typ
 # What the Python layer takes beyond the text the core reads (a dict of axes, an array lent to the core).
 _ANNOTATION = {"at": "str | dict | None", "mixing": "str | array | None", "gates": "str | array | None"}
 _GROUP_TITLES = {"selection": "Selection", "mechanism": "Mechanism options", "metrics": "Metric options",
-                 "resources": "Resources", "sweep": "Sweep"}
+                 "resources": "Resources", "sweep": "Sweep", "aggregate": "Aggregate"}
 
 
 # The command line's one selection switch that acts while its arguments are read (app/cli_options.cpp).
@@ -365,6 +384,15 @@ def load(ref, **selection):
         attrs["prefix_tokens_dropped"] = int(selection["prefix_tokens"])
         attrs["prefix_tokens"] = 0
     return Tensor(values, attrs, os.fspath(ref), origin)
+
+
+@_with_options("aggregate", "resources", progress=False)
+def aggregate(results_dir, **options):
+    """The document of ``attnscope aggregate --json``: the statistics over the units of a batch folder (its
+    results.jsonl), by group: each mechanism's mean of each metric with its 95% interval, and the paired
+    differences with their tests (docs/maths.md 5). ``to_pandas()`` gives one row per group, mechanism and metric;
+    ``pairs()`` the differences as rows."""
+    return Document(json.loads(_core.aggregate(os.fspath(results_dir), _keywords(options))))
 
 
 def info(path):

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis/aggregate_request.h"
 #include "analysis/analyze_document.h"
 #include "analysis/info_document.h"
 #include "analysis/requests.h"
@@ -110,6 +111,13 @@ LoadCall::Loaded LoadCall::run() const
         for (Eigen::Index j = 0; j < m.values.cols(); ++j)
             out.values[static_cast<std::size_t>(t * m.values.cols() + j)] = m.values(t, j);
     return out;
+}
+
+std::string AggregateCall::run() const
+{
+    const analysis::AggregateRun r =
+        analysis::run_aggregate(dir, requests.aggregate, memory_of(requests.memory), analysis::Spelling::keyword);
+    return json_text(analysis::aggregate_run_document(dir, r, requests.aggregate), 2);
 }
 
 std::string info_text(const std::string& path)

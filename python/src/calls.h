@@ -56,6 +56,13 @@ struct LoadCall {
     Loaded run() const;
 };
 
+// attnscope.aggregate: `attnscope aggregate --json` (the statistics of a batch folder by group, as text).
+struct AggregateCall {
+    std::string dir;
+    Requests requests;
+    std::string run() const;
+};
+
 // attnscope.info: the `info --json` document as text.
 std::string info_text(const std::string& path);
 

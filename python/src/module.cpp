@@ -166,7 +166,20 @@ py::dict option_table()
     groups["metrics"] = describe(analysis::metric_options());
     groups["resources"] = describe(analysis::memory_options());
     groups["sweep"] = describe(analysis::sweep_options());
+    groups["aggregate"] = describe(analysis::aggregate_options());
     return groups;
+}
+
+py::str aggregate(const py::object& dir, const py::list& options)
+{
+    CallArgs call;
+    AggregateCall c;
+    c.dir = checked_text(dir, "results_dir");
+    bind_keywords(call, c.requests, aggregate_group | memory_group, options,
+                  [](const std::string&, const py::handle&) { return false; });
+    std::string text;
+    run_released(call, [&](const analysis::JobContext&) { text = c.run(); }, py::none());
+    return text;
 }
 
 py::str info(const py::object& path_object)
@@ -195,6 +208,7 @@ PYBIND11_MODULE(_attnscope, m)
     m.def("sweep", &sweep, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
     m.def("load", &load, py::arg("ref"), py::arg("options"));
     m.def("info", &info, py::arg("path"));
+    m.def("aggregate", &aggregate, py::arg("results_dir"), py::arg("options"));
     m.def("option_table", &option_table);
 }
 

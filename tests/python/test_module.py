@@ -491,6 +491,54 @@ class Documents(unittest.TestCase):
             self.assertIn(f"<td>{m}</td>", page)
         self.assertIn('<img alt="singular values" src="data:image/png;base64,', page)
 
+class Aggregate(unittest.TestCase):
+    """Issue 33: attnscope.aggregate is `attnscope aggregate --json`, with typed keywords and tables."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        job = os.path.join(cls.tmp.name, "job.toml")
+        data = os.path.join(SOURCE, "data")
+        with open(job, "w") as f:
+            f.write(f'inputs = ["{data}/gaussian.h5", "{data}/lowrank.h5"]\nq = "/q"\nk = "/k"\nheads = "all"\n'
+                    '[metrics]\ntop_k = 4\n')
+        cls.out = os.path.join(cls.tmp.name, "out")
+        p = subprocess.run([BINARY, "batch", job, "--out", cls.out, "--jobs", "1"], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_equals_the_command_line(self):
+        for args, kw in (([], {}), (["--by", "file", "--metric", "rank,entropy"], dict(by="file", metric=["rank", "entropy"])),
+                         (["--cluster", "file", "--by", "head"], dict(cluster="file", by="head"))):
+            code, out, err = cli("aggregate", self.out, "--json", *args)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(dict(attnscope.aggregate(self.out, **kw)), json.loads(out))
+
+    def test_tables(self):
+        doc = attnscope.aggregate(self.out, by="file", metric="rank")
+        df = doc.to_pandas()
+        self.assertEqual(len(df), sum(len(g["mechanisms"]) for g in doc["groups"]))
+        self.assertEqual(set(df["metric"]), {"rank"})
+        self.assertEqual(sorted(set(df["group.file"])), sorted({g["group"]["file"] for g in doc["groups"]}))
+        pairs = doc.pairs()
+        self.assertEqual(len(pairs), sum(len(g["pairs"]) for g in doc["groups"]))
+        self.assertIn("group.file", pairs.columns)
+
+    def test_errors_name_keywords(self):
+        with self.assertRaisesRegex(ValueError, r"^by: 'colour' is not a field of the units"):
+            attnscope.aggregate(self.out, by="colour")
+        with self.assertRaisesRegex(ValueError, r"^metric: 'rnak' is not a metric of these records \(without metric all"):
+            attnscope.aggregate(self.out, metric="rnak")
+        with self.assertRaisesRegex(TypeError, r"did you mean 'metric'"):
+            attnscope.aggregate(self.out, metrics="rank")
+        with self.assertRaises(FileNotFoundError):
+            attnscope.aggregate(os.path.join(self.tmp.name, "absent"))
+        self.assertIn("cluster : str | None = None", pydoc.render_doc(attnscope.aggregate, renderer=pydoc.plaintext))
+
+
 class Progress(unittest.TestCase):
     """Issue 33: every call's progress starts with what it computes, never goes back, and reaches 1.0."""
 
