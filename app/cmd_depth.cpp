@@ -3,7 +3,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <utility>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/depth.h"
+#include "analysis/depth_request.h"
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
 #include "cli_common.h"
@@ -27,12 +27,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-struct DepthArgs {
+struct DepthArgs : analysis::DepthSettings {
     std::string file;
-    std::string q_name, k_name;   // empty: q / k, else the file's lowest per-layer /layers/<i>/q, /layers/<i>/k
-    std::string layers = "all";
-    std::string heads_mean;   // "mean" (default when no --head)
-    double alpha = 0.5;
     std::string mechanisms = attention::default_mechanism_text();
     std::optional<std::string> json_out;
     SelectionArgs selection;
@@ -79,57 +75,11 @@ void print_depth(const ojson& doc)
             }
 }
 
-// The queries' and keys' names when --q / --k are not given: q and k when the file holds them (an `l` axis),
-// else the lowest-numbered per-layer pair /layers/<i>/q, /layers/<i>/k (as the PyTorch bridge writes them).
-std::pair<std::string, std::string> default_names(const std::string& file)
-{
-    const auto f = io::open_tensor_file(file);
-    std::optional<long long> lowest;
-    for (const io::TensorInfo& t : f->tensors()) {
-        if (t.name == "q" || t.name == "/q")
-            return {"q", "k"};
-        std::smatch m;
-        static const std::regex per_layer(R"(^/?layers/([0-9]{1,9})/q$)");
-        if (std::regex_match(t.name, m, per_layer)) {
-            const long long i = std::stoll(m[1].str());
-            if (!lowest || i < *lowest)
-                lowest = i;
-        }
-    }
-    if (!lowest)
-        return {"q", "k"};   // the planner names what the file holds
-    const std::string prefix = "/layers/" + std::to_string(*lowest) + "/";
-    return {prefix + "q", prefix + "k"};
-}
-
 int run_depth(const DepthArgs& a)
 {
-    analysis::DepthRequest req;
-    analysis::BatchPlan& plan = req.plan;
-    plan.files = {a.file};
-    if (a.q_name.empty() || a.k_name.empty()) {
-        const auto [q, k] = default_names(a.file);
-        plan.q_name = a.q_name.empty() ? q : a.q_name;
-        plan.k_name = a.k_name.empty() ? k : a.k_name;
-    } else {
-        plan.q_name = a.q_name;
-        plan.k_name = a.k_name;
-    }
-    plan.selection = a.selection.resolve();
-    plan.layers = analysis::AxisChoice::parse(a.layers, "--layers");
-    req.head_mean = !a.selection.head && !plan.selection.at.count('h');
-    if (!a.heads_mean.empty() && a.heads_mean != "mean")
-        throw std::invalid_argument("--heads " + a.heads_mean + ": only 'mean' (the mean over every head); one head is --head H");
-    if (!a.heads_mean.empty() && !req.head_mean)
-        throw std::invalid_argument("give --heads mean or --head H, not both");
-    plan.heads = req.head_mean ? analysis::AxisChoice::all("--heads") : analysis::AxisChoice::parse("", "--head");
-    plan.mechanisms = analysis::parse_mechanisms(a.mechanisms);
-    plan.options = a.mechanism.resolve();
-    plan.given = explicit_choices(a.selection, a.mechanism);
-    plan.metrics = a.metrics.resolve();
-    plan.memory_limit = a.memory.resolve();
-    io::set_read_limit_bytes(plan.memory_limit);
-    req.alpha = a.alpha;
+    const analysis::DepthRequests requests{a.file, a.mechanisms, a, a.selection, a.mechanism, a.metrics, a.memory};
+    const analysis::DepthRequest req = analysis::resolve_depth(requests, analysis::Spelling::flag);
+    a.memory.resolve();   // the thread count, with its notes
     // As analyze: `--json -` alone on standard output; `--json FILE` published only after the table (a failed run
     // leaves no file), never onto the input or standard output's own file.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
@@ -158,11 +108,7 @@ Command add_depth_command(CLI::App& app)
                                             "(alpha A_L + (1 - alpha) I) ... (alpha A_1 + (1 - alpha) I), their ranks, "
                                             "entropy and residual to a rank-one uniform matrix");
     cmd->add_option("FILE", a->file, "A file with the layers of one model: /layers/<i>/q datasets or an 'l' axis")->required();
-    cmd->add_option("--q", a->q_name, "Queries' dataset name in FILE (default q, else the file's first per-layer /layers/<i>/q)");
-    cmd->add_option("--k", a->k_name, "Keys' dataset name in FILE (default k, else the first per-layer /layers/<i>/k)");
-    cmd->add_option("--layers", a->layers, "all (default) or a comma list of layers, multiplied in ascending order");
-    cmd->add_option("--heads", a->heads_mean, "mean: A_l is the mean over the layer's heads (default; one head: --head H)");
-    cmd->add_option("--alpha", a->alpha, "Weight of the attention path, in [0, 1] (default 0.5; 1: no residual path)");
+    add_request_options<analysis::DepthSettings>(*cmd, *a, analysis::depth_options(), "");
     cmd->add_option("--mechanism", a->mechanisms,
                     "Comma list of " + joined(attention::mechanism_names()) + " (default " + attention::default_mechanism_text() + ")");
     cmd->add_option("--json", a->json_out, "Write the depth JSON to this file ('-' for standard output)");

@@ -23,13 +23,14 @@ import inspect
 import json
 import os
 import re
+import textwrap
 
 import numpy as np
 
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "Tensor", "Document"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "Tensor", "Document"]
 
 
 class _OwnNames(type):
@@ -141,6 +142,15 @@ class Document(dict, metaclass=_OwnNames):
         ``past_block.rank``); arrays (singular values, row entropies, the profile) and params are left out.
         A sweep's document: one row per point (mechanism, N, M, the count of draws and units, each measure's
         ``mean``, ``std``, ``ci_low``, ``ci_high`` as ``rank.mean`` ...)."""
+        steps = dict.get(self, "depth")
+        if isinstance(steps, list):   # a depth document
+            out = []
+            for step in steps:
+                for r in step.get("results", []):
+                    row = {"depth": step.get("depth"), "layer": step.get("layer"), "mechanism": r.get("mechanism")}
+                    _flatten(r, "", row)
+                    out.append(row)
+            return out
         groups = dict.get(self, "groups")
         if isinstance(groups, list) and "resamples" in self:   # an aggregate document
             return self._group_rows("mechanisms")
@@ -265,7 +275,7 @@ _TABLE = _core.option_table()   # the core's descriptors by group: (keyword, typ
 # What the Python layer takes beyond the text the core reads (a dict of axes, an array lent to the core).
 _ANNOTATION = {"at": "str | dict | None", "mixing": "str | array | None", "gates": "str | array | None"}
 _GROUP_TITLES = {"selection": "Selection", "mechanism": "Mechanism options", "metrics": "Metric options",
-                 "resources": "Resources", "sweep": "Sweep", "aggregate": "Aggregate"}
+                 "resources": "Resources", "sweep": "Sweep", "aggregate": "Aggregate", "depth": "Depth"}
 
 
 # The command line's one selection switch that acts while its arguments are read (app/cli_options.cpp).
@@ -278,10 +288,15 @@ def _keyword_help(text):
     return re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), text)
 
 
-def _with_options(*groups, extra=(), progress=True):
+# The option groups analyze() documents in full; the other calls that take them list their names only.
+_SHARED = ("selection", "mechanism", "metrics", "resources")
+
+
+def _with_options(*groups, extra=(), progress=True, brief=()):
     """Gives the decorated function the signature and the help of its options, generated from the core's
     descriptors (analysis/requests.h): each a keyword-only parameter with its default; `extra` are
-    (name, default, annotation, help) rows the function adds before them. Unknown keywords raise TypeError."""
+    (name, default, annotation, help) rows the function adds before them. Groups also in `brief` are listed by
+    name only (analyze() documents them), so help(attnscope) stays short. Unknown keywords raise TypeError."""
 
     def decorate(fn):
         sig = inspect.signature(fn)
@@ -293,6 +308,15 @@ def _with_options(*groups, extra=(), progress=True):
             lines.append(f"    {name} : {annotation} = {default!r}\n        {text}")
             known.add(name)
         for group in groups:
+            if group in brief:
+                names = [row[0] for row in _TABLE[group]]
+                for name, annotation, default, *_ in _TABLE[group]:
+                    params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                                    annotation=_ANNOTATION.get(name, annotation)))
+                    known.add(name)
+                lines.append(f"\n{_GROUP_TITLES[group]} (as in help(attnscope.analyze)):\n    " +
+                             textwrap.fill(", ".join(names), width=100, subsequent_indent="    "))
+                continue
             lines.append(f"\n{_GROUP_TITLES[group]}:")
             for name, annotation, default, text, excludes, text_off in _TABLE[group]:
                 annotation = _ANNOTATION.get(name, annotation)
@@ -340,7 +364,7 @@ def analyze(q, k, v=None, *, progress=None, **options):
     return _with_arrays(json.loads(text))
 
 
-@_with_options("selection", "mechanism", "resources", extra=(_ALLOW_VIRTUAL,))
+@_with_options("selection", "mechanism", "resources", extra=(_ALLOW_VIRTUAL,), brief=_SHARED)
 def matrix(q, k, mechanism, *, progress=None, **options):
     """The N x N attention matrix of one mechanism as a float64 array (``attnscope matrix``)."""
     _progress(progress)
@@ -351,7 +375,8 @@ def matrix(q, k, mechanism, *, progress=None, **options):
 
 @_with_options("sweep", "selection", "mechanism", "metrics", "resources",
                extra=(("mechanism", _core.default_mechanisms, "str | list",
-                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL))
+                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL),
+               brief=_SHARED)
 def sweep(q=None, k=None, *, progress=None, **options):
     """The document of ``attnscope sweep --json``: rank and entropy against N (``vary="n=64,128,256"``) or the
     blocks M (``vary="m=1,2,4"``). q and k: one input each or lists of them (arrays or ``FILE[:NAME]``
@@ -384,6 +409,18 @@ def load(ref, **selection):
         attrs["prefix_tokens_dropped"] = int(selection["prefix_tokens"])
         attrs["prefix_tokens"] = 0
     return Tensor(values, attrs, os.fspath(ref), origin)
+
+
+@_with_options("depth", "selection", "mechanism", "metrics", "resources",
+               extra=(("mechanism", _core.default_mechanisms, "str | list",
+                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL),
+               brief=_SHARED)
+def depth(file, *, progress=None, **options):
+    """The document of ``attnscope depth --json``: collapse with depth over one file's layers, the products
+    P_L = (alpha A_L + (1 - alpha) I) ... (alpha A_1 + (1 - alpha) I) with their rank, entropy and residual to a
+    rank-one uniform matrix (docs/maths.md). ``to_pandas()`` gives one row per depth and mechanism."""
+    _progress(progress)
+    return Document(json.loads(_core.depth(os.fspath(file), _keywords(options), progress)))
 
 
 @_with_options("aggregate", "resources", progress=False)

@@ -7,6 +7,7 @@
 
 #include "analysis/aggregate_request.h"
 #include "analysis/analyze_document.h"
+#include "analysis/depth_request.h"
 #include "analysis/info_document.h"
 #include "analysis/requests.h"
 #include "analysis/sweep.h"
@@ -118,6 +119,15 @@ std::string AggregateCall::run() const
     const analysis::AggregateRun r =
         analysis::run_aggregate(dir, requests.aggregate, memory_of(requests.memory), analysis::Spelling::keyword);
     return json_text(analysis::aggregate_run_document(dir, r, requests.aggregate), 2);
+}
+
+std::string DepthCall::run(const analysis::JobContext& ctx) const
+{
+    const analysis::DepthRequests r{file, mechanisms, requests.depth, requests.selection, requests.mechanism,
+                                    requests.metrics, requests.memory};
+    const analysis::DepthRequest req = analysis::resolve_depth(r, analysis::Spelling::keyword);
+    memory_of(requests.memory);   // the thread count, with its notes
+    return json_text(analysis::depth_document(req, &ctx), 2);
 }
 
 std::string info_text(const std::string& path)

@@ -63,6 +63,14 @@ struct AggregateCall {
     std::string run() const;
 };
 
+// attnscope.depth: `attnscope depth --json` (collapse with depth over one file's layers, as text).
+struct DepthCall {
+    std::string file;
+    std::string mechanisms;
+    Requests requests;
+    std::string run(const analysis::JobContext& ctx) const;
+};
+
 // attnscope.info: the `info --json` document as text.
 std::string info_text(const std::string& path);
 

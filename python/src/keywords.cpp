@@ -135,7 +135,8 @@ void bind_keywords(CallArgs& call, Requests& requests, unsigned groups, const py
             ((groups & metrics_group) && bind_one(call, requests.metrics, analysis::metric_options(), key, value)) ||
             ((groups & memory_group) && bind_one(call, requests.memory, analysis::memory_options(), key, value)) ||
             ((groups & sweep_group) && bind_one(call, requests.sweep, analysis::sweep_options(), key, value)) ||
-            ((groups & aggregate_group) && bind_one(call, requests.aggregate, analysis::aggregate_options(), key, value));
+            ((groups & aggregate_group) && bind_one(call, requests.aggregate, analysis::aggregate_options(), key, value)) ||
+            ((groups & depth_group) && bind_one(call, requests.depth, analysis::depth_options(), key, value));
         if (taken) {
             if (key == "threads")
                 call.sets_threads = true;

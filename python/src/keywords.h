@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/aggregate_request.h"
+#include "analysis/depth_request.h"
 #include "analysis/requests.h"
 #include "analysis/sweep_request.h"
 #include "bridge.h"
@@ -21,10 +22,11 @@ struct Requests {
     analysis::MemoryRequest memory;
     analysis::SweepRequest sweep;
     analysis::AggregateRequest aggregate;
+    analysis::DepthSettings depth;
     bool allow_virtual = false;   // the command line's --allow-virtual (a reading setting of this call)
 };
 
-enum RequestGroup : unsigned { selection_group = 1, mechanism_group = 2, metrics_group = 4, memory_group = 8, sweep_group = 16, aggregate_group = 32 };
+enum RequestGroup : unsigned { selection_group = 1, mechanism_group = 2, metrics_group = 4, memory_group = 8, sweep_group = 16, aggregate_group = 32, depth_group = 64 };
 
 // Sets `requests` from the (keyword, value) pairs of `options` (None values were left out by the Python layer)
 // for the groups in `groups`; a keyword outside them goes to `other`, which returns false for one it does not

@@ -167,6 +167,7 @@ py::dict option_table()
     groups["resources"] = describe(analysis::memory_options());
     groups["sweep"] = describe(analysis::sweep_options());
     groups["aggregate"] = describe(analysis::aggregate_options());
+    groups["depth"] = describe(analysis::depth_options());
     return groups;
 }
 
@@ -179,6 +180,23 @@ py::str aggregate(const py::object& dir, const py::list& options)
                   [](const std::string&, const py::handle&) { return false; });
     std::string text;
     run_released(call, [&](const analysis::JobContext&) { text = c.run(); }, py::none());
+    return text;
+}
+
+py::str depth(const py::object& file, const py::list& options, const py::object& progress)
+{
+    CallArgs call;
+    DepthCall c;
+    c.file = checked_text(file, "file");
+    bind_keywords(call, c.requests, depth_group | selection_group | mechanism_group | metrics_group | memory_group, options,
+                  [&](const std::string& key, const py::handle& value) {
+                      if (key != "mechanism")
+                          return false;
+                      c.mechanisms = keyword_text(key, value, true);
+                      return true;
+                  });
+    std::string text;
+    run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
 }
 
@@ -208,6 +226,7 @@ PYBIND11_MODULE(_attnscope, m)
     m.def("sweep", &sweep, py::arg("q"), py::arg("k"), py::arg("options"), py::arg("progress"));
     m.def("load", &load, py::arg("ref"), py::arg("options"));
     m.def("info", &info, py::arg("path"));
+    m.def("depth", &depth, py::arg("file"), py::arg("options"), py::arg("progress"));
     m.def("aggregate", &aggregate, py::arg("results_dir"), py::arg("options"));
     m.def("option_table", &option_table);
 }

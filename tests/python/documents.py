@@ -23,7 +23,8 @@ def strip(o):
 def keyword_spelling(message):
     """A command-line message as the module says it (issue 33): an option named at the start of a message, or
     after "contradicts", "needs" or "in", is named by its keyword (--top-k -> top_k); deeper hints keep the flag."""
-    names = {row[0] for rows in attnscope._attnscope.option_table().values() for row in rows} | {"mechanism"}
+    # q and k are depth()'s dataset names, not the tensors the core's deeper messages name as --q, --k.
+    names = {row[0] for rows in attnscope._attnscope.option_table().values() for row in rows} - {"q", "k"} | {"mechanism"}
 
     def spell(m):
         keyword = m.group(2).replace("-", "_")

@@ -539,6 +539,37 @@ class Aggregate(unittest.TestCase):
         self.assertIn("cluster : str | None = None", pydoc.render_doc(attnscope.aggregate, renderer=pydoc.plaintext))
 
 
+class Depth(unittest.TestCase):
+    """Issue 33: attnscope.depth is `attnscope depth --json`, with typed keywords, a table and progress."""
+
+    def test_equals_the_command_line(self):
+        for name, args, kw in (("trained_mqar_softmax.h5", [], {}),
+                               ("vit_digits.h5", ["--alpha", "0.8", "--mechanism", "linear,mhla", "--layers", "0,2"],
+                                dict(alpha=0.8, mechanism=["linear", "mhla"], layers=[0, 2])),
+                               ("vit_digits.h5", ["--head", "1", "--prefix-tokens", "1"], dict(head=1, prefix_tokens=1))):
+            path = os.path.join(SOURCE, "data", name)
+            code, out, err = cli("depth", path, "--json", "-", *args)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(dict(attnscope.depth(path, **kw)), json.loads(out), name)
+
+    def test_table_progress_and_errors(self):
+        path = os.path.join(SOURCE, "data", "vit_digits.h5")
+        seen = []
+        doc = attnscope.depth(path, mechanism="linear", progress=lambda f, s: seen.append(f))
+        df = doc.to_pandas()
+        self.assertEqual(len(df), len(doc["depth"]))
+        self.assertEqual(df["depth"].tolist(), [s["depth"] for s in doc["depth"]])
+        self.assertIn("residual_to_uniform", df.columns)
+        self.assertEqual(seen[-1], 1.0)
+        self.assertGreaterEqual(len(seen), 2)
+        with self.assertRaisesRegex(ValueError, r"^heads=max: only 'mean' \(the mean over every head\); one head is head=H$"):
+            attnscope.depth(path, heads="max")
+        with self.assertRaisesRegex(TypeError, r"^alpha: expected a number, got str$"):
+            attnscope.depth(path, alpha="0.5")
+        with self.assertRaises(FileNotFoundError):
+            attnscope.depth(path + ".absent")
+
+
 class Progress(unittest.TestCase):
     """Issue 33: every call's progress starts with what it computes, never goes back, and reaches 1.0."""
 
