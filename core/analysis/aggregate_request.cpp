@@ -1,6 +1,7 @@
 #include "analysis/aggregate_request.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "analysis/vocabulary.h"
 #include "util/json_text.h"
@@ -20,6 +21,7 @@ const std::vector<OptionDescriptor<AggregateRequest>>& aggregate_options()
         OptionDescriptor<R>{"metric", &R::metric, "Only these metrics, comma separated (a name before a dot takes all of "
                                                   "its parts: entropy = entropy.*)"}
             .as_list(),
+        {"resamples", &R::resamples, "Bootstrap resamples of each interval, 1..1000000 (default 2000)"},
     };
     return table;
 }
@@ -43,6 +45,10 @@ std::string results_path(const std::string& dir, const std::string& which)
 AggregateRun run_aggregate(const std::string& dir, const AggregateRequest& r, std::uint64_t max_bytes, Spelling spelling)
 {
     AggregateRun run;
+    if (r.resamples < 1 || r.resamples > 1'000'000)
+        throw std::invalid_argument(option_name("resamples", spelling) + " " + std::to_string(r.resamples) +
+                                    " must lie in 1..1000000");
+    run.options.resamples = static_cast<std::size_t>(r.resamples);
     run.options.max_bytes = max_bytes;
     const std::vector<nlohmann::ordered_json> records = read_batch_records(dir, &run.which, run.options.max_bytes);
     run.records = records.size();

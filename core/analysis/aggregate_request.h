@@ -17,6 +17,7 @@ struct AggregateRequest {
     std::string by;        // comma list of unit fields (file, layer, head, an index axis letter); empty: all units
     std::string cluster;   // two-stage bootstrap over this field's values; empty: none
     std::string metric;    // comma list of metrics (a name before a dot takes all its parts); empty: all
+    std::int64_t resamples = 2000;   // bootstrap resamples of each interval, 1..1000000
 };
 
 const std::vector<OptionDescriptor<AggregateRequest>>& aggregate_options();

@@ -56,7 +56,7 @@ def records_of(folder):
         return [json.loads(line) for line in f]
 
 
-def reference(records, cluster=None):
+def reference(records, cluster=None, resamples=2000):
     """attnref.aggregate over the records; cluster: an index axis letter whose values are the clusters."""
     units = []
     for rec in records:
@@ -65,7 +65,7 @@ def reference(records, cluster=None):
             u["cluster"] = json.dumps(rec["input"]["at"][cluster])
         u.update(attnref.flatten_result({k: v for k, v in rec.items() if k not in PROVENANCE}))
         units.append(u)
-    return attnref.aggregate(units)
+    return attnref.aggregate(units, resamples=resamples)
 
 
 def close(a, b):
@@ -110,6 +110,35 @@ def csv_rows(path):
             else:
                 problems.append(f"{path}: row kind {row['kind']!r}")
     return out
+
+
+# --- --resamples: twelve heads (a bootstrap interval from ten units on) at 2000 and at 300 resamples -------------
+with h5py.File(os.path.join(work, "twelve.h5"), "w") as f:
+    f["q"] = rng.normal(size=(12, 32, 8))
+    f["k"] = rng.normal(size=(12, 32, 8))
+job = write_job("twelve.toml", 'inputs = ["twelve.h5"]\nq = "/q"\nk = "/k"\nheads = "all"\n'
+                '[attention]\nblocks = 4\n[metrics]\ntop_k = 4\n')
+p = run(["batch", job, "--out", "twelve"])
+if p.returncode != 0:
+    problems.append(f"batch twelve heads exited {p.returncode}: {p.stderr.strip()}")
+    cli_checks.report(problems)
+intervals = {}
+for resamples in (2000, 300):
+    p = run(["aggregate", "twelve", "--json", "--resamples", str(resamples)])
+    if p.returncode != 0:
+        problems.append(f"aggregate --resamples {resamples} exited {p.returncode}: {p.stderr.strip()}")
+        continue
+    doc = json.loads(p.stdout)
+    if doc["resamples"] != resamples:
+        problems.append(f"aggregate --resamples {resamples}: the document says {doc['resamples']}")
+    want = reference(records_of("twelve"), resamples=resamples)
+    group = doc["groups"][0]
+    if any(r["ci_method"] != "bootstrap" for r in group["mechanisms"]):
+        problems.append(f"aggregate twelve: expected bootstrap intervals, got {[r['ci_method'] for r in group['mechanisms']]}")
+    compare(f"aggregate --resamples {resamples}", group, want)
+    intervals[resamples] = [(r["ci_low"], r["ci_high"]) for r in group["mechanisms"]]
+if len(intervals) == 2 and intervals[2000] == intervals[300]:
+    problems.append("aggregate --resamples 300 gave the intervals of 2000 resamples: the option has no effect")
 
 
 # --- batch over six heads --------------------------------------------------------------------------------------
@@ -275,6 +304,8 @@ for args, words in [
     (["aggregate", "no_such_folder"], "not a batch results folder"),
     (["aggregate", "one", "--by", "colour"], "'colour' is not a field"),
     (["aggregate", "one", "--metric", "no_such_metric"], "not a metric"),
+    (["aggregate", "one", "--resamples", "0"], "--resamples 0 must lie in 1..1000000"),
+    (["aggregate", "one", "--resamples", "1000001"], "--resamples 1000001 must lie in 1..1000000"),
     (["aggregate", "one", "--cluster", "seed"], "'seed' is not a field"),
     (["aggregate", "one", "--cluster", "head", "--by", "head"], "also a --by field"),
     (["analyze", "--q", "six.h5:/q", "--k", "six.h5:/k", "--at", "b=all"], "axis 'b' is not in layout"),

@@ -537,6 +537,9 @@ class Aggregate(unittest.TestCase):
         with self.assertRaises(FileNotFoundError):
             attnscope.aggregate(os.path.join(self.tmp.name, "absent"))
         self.assertIn("cluster : str | None = None", pydoc.render_doc(attnscope.aggregate, renderer=pydoc.plaintext))
+        self.assertEqual(attnscope.aggregate(self.out, resamples=500)["resamples"], 500)
+        with self.assertRaisesRegex(ValueError, r"^resamples 0 must lie in 1\.\.1000000$"):
+            attnscope.aggregate(self.out, resamples=0)
 
 
 class Depth(unittest.TestCase):
