@@ -19,7 +19,7 @@ import attnscope
 
 SOURCE = os.environ["ATTNSCOPE_SOURCE_DIR"]
 sys.path.insert(0, os.path.join(SOURCE, "tools", "python"))
-from attnscope_dump import AttnScopeRecorder  # noqa: E402
+from attnscope_dump import AttnScopeRecorder, capture  # noqa: E402
 
 
 def results(doc):
@@ -53,7 +53,34 @@ def main():
                 if direct["results"][0]["params"].get("causal") is not True:
                     print("the recorded causal mask was not taken as causal")
                     return 1
-    print("recorder.analyze equals the saved file's analysis (2 layers x 2 heads)")
+    # capture(): the same forward pass in one call, every layer and head ready for attnscope.analyze.
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(48)
+    layers = capture(model, x, {"mask": mask})
+    if len(layers) != 2 or [list(l.q.shape) for l in layers] != [[4, 48, 8]] * 2 or not all(l.causal for l in layers):
+        print(f"capture: {layers}")
+        return 1
+    docs = layers.analyze(blocks=4)
+    for layer in (0, 1):
+        for head in (0, 3):
+            one = rec.analyze(layer, head=head, blocks=4)
+            unit = docs[layer]["units"][head]
+            if unit["at"] != {"h": head} or results(unit) != results(one):
+                print(f"capture: layer {layer} head {head} differs from recorder.analyze")
+                return 1
+    table = layers.to_pandas(mechanism=["softmax", "linear"])
+    if len(table) != 2 * 4 * 2 or sorted(set(table["layer"])) != [0, 1] or list(table.columns[:2]) != ["layer", "layer_name"]:
+        print(f"capture: to_pandas has {len(table)} rows, columns {list(table.columns)[:4]}")
+        return 1
+    try:
+        capture(torch.nn.Linear(4, 4), torch.randn(2, 4))
+        print("capture of a model without attention did not raise")
+        return 1
+    except ValueError as e:
+        if "no attention layer ran in Linear" not in str(e):
+            print(f"capture without attention: {e}")
+            return 1
+    print("recorder.analyze equals the saved file's analysis (2 layers x 2 heads); capture() gives the same per layer "
+          "and head in one call")
     return 0
 
 

@@ -920,6 +920,96 @@ def _attr(value):
     raise TypeError(f"unsupported attribute value {value!r}")
 
 
+# -- one call ----------------------------------------------------------------------------------
+class CapturedLayer:
+    """One attention layer of a captured forward pass: ``q``, ``k``, ``v`` as float64 arrays ``[H, N, d]`` (one
+    batch element, padded tokens dropped), and what ``save`` would record as the layer's defaults: ``causal``,
+    ``scale`` (the module's softmax scale, or None) and ``mixing`` (a learned Mc, or None)."""
+    __slots__ = ("index", "name", "module_type", "q", "k", "v", "causal", "scale", "mixing")
+
+    def options(self) -> dict:
+        """The layer's defaults as ``attnscope.analyze`` keywords (given options win over them)."""
+        out = {"causal": self.causal}
+        if self.scale is not None:
+            out["scale"] = float(self.scale)
+        if self.mixing is not None:
+            out["mixing"] = self.mixing
+        return out
+
+    def __repr__(self):
+        return f"<layer {self.index} {self.name} ({self.module_type}): q {list(self.q.shape)}, causal={self.causal}>"
+
+
+class Capture(list):
+    """Every attention layer of one forward pass, in the order the modules ran (a list of
+    :class:`CapturedLayer`), as ``capture`` returns it; ``recorder`` is the recorder (``recorder.save(path)``
+    writes them to a file for the command line and the desktop app)."""
+
+    def __init__(self, layers, recorder):
+        super().__init__(layers)
+        self.recorder = recorder
+
+    def analyze(self, heads="all", **options) -> list:
+        """``attnscope.analyze`` of every layer and head: a list of Documents, one per layer (each with a unit per
+        head when ``heads="all"``, the default; an int: that head). Options as attnscope.analyze takes them."""
+        import attnscope   # the module built with AttnScope (PYTHONPATH=build/python, or the Debian package)
+        docs = []
+        for layer in self:
+            kw = dict(layer.options(), **options)
+            if heads == "all":
+                kw.setdefault("at", {"h": "all"})
+            else:
+                kw.setdefault("head", int(heads))
+            docs.append(attnscope.analyze(layer.q, layer.k, layer.v, **kw))
+        return docs
+
+    def to_pandas(self, heads="all", **options):
+        """:meth:`analyze` as one pandas DataFrame: a row per layer, head and mechanism, with ``layer`` and
+        ``layer_name`` columns before the analysis's own."""
+        import pandas as pd
+        frames = []
+        for layer, doc in zip(self, self.analyze(heads=heads, **options)):
+            df = doc.to_pandas()
+            df.insert(0, "layer_name", layer.name)
+            df.insert(0, "layer", layer.index)
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def capture(model: nn.Module, *inputs, batch: int = 0, grad: bool = False, **recorder_options) -> Capture:
+    """Runs ``model(*inputs)`` once under an :class:`AttnScopeRecorder` and returns every attention layer it
+    recorded (every ``nn.MultiheadAttention`` and ``scaled_dot_product_attention`` call, and the modules of
+    ``modules=``) as a :class:`Capture`, ready for ``attnscope.analyze`` (``capture(...).analyze()`` does every
+    layer and head; ``.to_pandas()`` the table), like TransformerLens's ``run_with_cache``. ``inputs``: the
+    model's positional arguments (a dict as the last one is passed as keyword arguments). ``batch``: which batch
+    element. ``grad``: run with gradients (default: under ``torch.no_grad()``). ``recorder_options``: those of
+    AttnScopeRecorder (``name``, ``mha``, ``modules``, ``sdpa``). Raises ValueError when no attention ran."""
+    kwargs = {}
+    if inputs and isinstance(inputs[-1], dict):
+        inputs, kwargs = inputs[:-1], inputs[-1]
+    rec = AttnScopeRecorder(model, **recorder_options)
+    with rec, (contextlib.nullcontext() if grad else torch.no_grad()):
+        model(*inputs, **kwargs)
+    if not rec.layers:
+        raise ValueError(f"no attention layer ran in {type(model).__name__}: nothing to capture (hook other modules "
+                         "with modules={name: fn})")
+    layers = []
+    for i, r in enumerate(rec.layers):
+        elements = r.q.shape[0] if r.q.dim() == 4 else 1
+        if not 0 <= batch < elements:
+            raise ValueError(f"batch {batch}: layer {i} ({r.name}) ran on {elements} batch element(s)")
+        c = CapturedLayer()
+        c.index, c.name, c.module_type = i, r.name, r.module_type
+        c.q, c.k, c.v = rec.tensors(i, batch)
+        c.causal = r.mask_of(batch)[0] in ("causal", "causal+padding")
+        c.scale = None if r.scale is None else float(r.scale)
+        c.mixing = None if r.mixing is None else np.asarray(
+            r.mixing.detach().double().cpu().numpy() if isinstance(r.mixing, torch.Tensor) else r.mixing,
+            dtype=np.float64)
+        layers.append(c)
+    return Capture(layers, rec)
+
+
 # -- command line ----------------------------------------------------------------------------
 class _DemoEncoder(nn.Module):
     """A small random ViT-like encoder: 8x8 patch tokens + CLS, 2 layers, 4 heads, width 64."""
