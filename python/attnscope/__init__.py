@@ -30,7 +30,7 @@ import numpy as np
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "Tensor", "Document"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "figure", "Figure", "Tensor", "Document"]
 
 
 class _OwnNames(type):
@@ -430,6 +430,112 @@ def aggregate(results_dir, **options):
     differences with their tests (docs/maths.md 5). ``to_pandas()`` gives one row per group, mechanism and metric;
     ``pairs()`` the differences as rows."""
     return Document(json.loads(_core.aggregate(os.fspath(results_dir), _keywords(options))))
+
+
+class Figure:
+    """A figure rendered by ``attnscope figure``: ``data`` (the file's bytes) and ``format`` ("png", "svg" or
+    "pdf"); shown inline in a notebook (PNG and SVG), ``save(path)`` writes it."""
+
+    def __init__(self, data, format):
+        self.data, self.format = data, format
+
+    def save(self, path):
+        with open(path, "wb") as f:
+            f.write(self.data)
+
+    def _repr_png_(self):
+        return self.data if self.format == "png" else None
+
+    def _repr_svg_(self):
+        return self.data.decode("utf-8") if self.format == "svg" else None
+
+    def __repr__(self):
+        return f"<attnscope.Figure {self.format}, {len(self.data)} bytes>"
+
+
+def _executable():
+    """The attnscope executable beside this module: $ATTNSCOPE_EXECUTABLE, the build tree's app/attnscope
+    (build/python/attnscope -> build/app/attnscope), or attnscope on PATH (the Debian package's /usr/bin)."""
+    import shutil
+    given = os.environ.get("ATTNSCOPE_EXECUTABLE")
+    if given:
+        return given
+    built = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "app", "attnscope")
+    if os.path.isfile(built) and os.access(built, os.X_OK):
+        return built
+    found = shutil.which("attnscope")
+    if not found:
+        raise FileNotFoundError("figure() runs the attnscope executable (the desktop build): none beside the module "
+                                "and none on PATH; set ATTNSCOPE_EXECUTABLE")
+    return found
+
+
+def _flag_args(options):
+    """Keyword options as the command line's flags (the figure subcommand is the desktop build's: it renders
+    with Qt, which this module does not link)."""
+    args = []
+    for name, value in options.items():
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, (bool, np.bool_)):
+            args.append(flag if value else "--no-" + name.replace("_", "-"))
+            continue
+        if isinstance(value, np.generic):
+            value = value.item()
+        if isinstance(value, dict):
+            value = ",".join(f"{a}={i}" for a, i in value.items())
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        elif isinstance(value, float):
+            value = repr(value)
+        args += [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+    return args
+
+
+def figure(view, q=None, k=None, v=None, *, format="png", out=None, **options):
+    """A view of the desktop app rendered headless (``attnscope figure``): ``view`` is maps, query, spectrum,
+    entropy, mixing, metrics, heads, depth, curves or overview; q, k (and v) ``FILE[:NAME]`` references or arrays
+    (written to a temporary .npy file; a :class:`Tensor`'s causal, prefix_tokens, grid, block_grid and token_order
+    attributes become options unless given). ``format``: png, svg or pdf; ``out``: also write the file there. Options: those of
+    ``attnscope figure --help`` as keywords (``width=800``, ``log=True``, ``blocks=16``, ``vary="n=64,128"``).
+    Returns a :class:`Figure` (inline in a notebook). Runs the attnscope executable: the figures are the
+    command line's, byte for byte; its ``error:`` line raises ValueError."""
+    import subprocess
+    import tempfile
+    if format not in ("png", "svg", "pdf"):
+        raise ValueError(f"format {format!r}: png, svg or pdf")
+    with tempfile.TemporaryDirectory(prefix="attnscope-figure-") as tmp:
+        args = [_executable(), "figure", "--view", str(view)]
+        for role, x in (("q", q), ("k", k), ("v", v)):
+            if x is None:
+                continue
+            if isinstance(x, (str, bytes, os.PathLike)):
+                args += ["--" + role, os.fsdecode(x)]
+            else:
+                path = os.path.join(tmp, role + ".npy")
+                np.save(path, _array(x, role))
+                args += ["--" + role, path]
+                # A Tensor's file attributes the figure's options depend on, unless given (a .npy holds none).
+                attrs = getattr(x, "attrs", None) or {}
+                for key in ("causal", "prefix_tokens", "grid", "block_grid", "token_order"):
+                    if key in attrs and options.get(key) is None and role == "q":
+                        options[key] = bool(attrs[key]) if key == "causal" else attrs[key]
+        target = os.path.join(tmp, "figure." + format)
+        args += ["--out", target] + _flag_args(options)
+        p = subprocess.run(args, capture_output=True, text=True)
+        if p.returncode != 0:
+            lines = [line for line in p.stderr.splitlines() if line.startswith("error: ")]
+            message = lines[-1][len("error: "):] if lines else p.stderr.strip()
+            # The option at the start of the message named as a keyword, as the module's other messages name it.
+            message = re.sub(r"^--([a-z][a-z0-9-]*)", lambda m: m.group(1).replace("-", "_"), message)
+            raise ValueError(message)
+        with open(target, "rb") as f:
+            data = f.read()
+    fig = Figure(data, format)
+    if out is not None:
+        fig.save(out)
+    return fig
 
 
 def info(path):

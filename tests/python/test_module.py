@@ -573,6 +573,44 @@ class Depth(unittest.TestCase):
             attnscope.depth(path + ".absent")
 
 
+class Figures(unittest.TestCase):
+    """Issue 33: attnscope.figure renders with the attnscope executable: the command line's figure, byte for byte."""
+
+    def setUp(self):
+        if cli("figure", "--help")[0] != 0:
+            self.skipTest("attnscope was built without the desktop app (no figure subcommand)")
+
+    def test_same_bytes_as_the_command_line(self):
+        h5 = os.path.join(SOURCE, "data", "gaussian.h5")
+        with tempfile.TemporaryDirectory() as tmp:
+            for view, fmt in (("spectrum", "png"), ("entropy", "svg")):
+                want = os.path.join(tmp, "cli." + fmt)
+                code, _, err = cli("figure", "--view", view, "--q", h5 + ":/q", "--k", h5 + ":/k", "--head", "1",
+                                   "--width", "400", "--height", "300", "--out", want)
+                self.assertEqual(code, 0, err)
+                written = os.path.join(tmp, "py." + fmt)
+                fig = attnscope.figure(view, h5 + ":/q", h5 + ":/k", format=fmt, out=written, head=1, width=400, height=300)
+                with open(want, "rb") as f:
+                    self.assertEqual(fig.data, f.read(), view)
+                with open(written, "rb") as f:
+                    self.assertEqual(f.read(), fig.data)
+            self.assertIsNotNone(fig._repr_svg_())
+            self.assertIsNone(fig._repr_png_())
+
+    def test_arrays_and_errors(self):
+        rng = np.random.default_rng(4)
+        q, k = rng.standard_normal((64, 8)), rng.standard_normal((64, 8))
+        fig = attnscope.figure("spectrum", q, k, width=300, height=200)
+        self.assertEqual(fig.data[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertIs(fig._repr_png_(), fig.data)
+        with self.assertRaisesRegex(ValueError, r"^blocks must be at least 1 \(got 0\)$"):
+            attnscope.figure("maps", q, k, blocks=0)
+        with self.assertRaisesRegex(ValueError, r"^view nope is not one of maps"):
+            attnscope.figure("nope", q, k)
+        with self.assertRaisesRegex(ValueError, r"^format 'gif'"):
+            attnscope.figure("maps", q, k, format="gif")
+
+
 class Progress(unittest.TestCase):
     """Issue 33: every call's progress starts with what it computes, never goes back, and reaches 1.0."""
 
