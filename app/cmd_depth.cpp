@@ -77,7 +77,7 @@ void print_depth(const ojson& doc)
 
 int run_depth(const DepthArgs& a)
 {
-    const analysis::DepthRequests requests{a.file, a.mechanisms, a, a.selection, a.mechanism, a.metrics, a.memory};
+    const analysis::DepthRequests requests{a.file, a.mechanisms, a, {a.selection, a.mechanism, a.metrics, a.memory}};
     const analysis::DepthRequest req = analysis::resolve_depth(requests, analysis::Spelling::flag);
     a.memory.resolve();   // the thread count, with its notes
     // As analyze: `--json -` alone on standard output; `--json FILE` published only after the table (a failed run

@@ -28,7 +28,7 @@ void SweepOptions::add_to(CLI::App& cmd, bool vary_required)
 
 analysis::SweepSpec SweepOptions::resolve() const
 {
-    const analysis::SweepRequests requests{q, k, mechanisms, *this, selection, mechanism, metrics, memory};
+    const analysis::SweepRequests requests{q, k, mechanisms, *this, {selection, mechanism, metrics, memory}};
     analysis::SweepSpec spec = analysis::resolve_sweep(requests, analysis::Spelling::flag);
     memory.resolve();   // the thread count, with its notes
     return spec;

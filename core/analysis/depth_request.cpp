@@ -67,9 +67,9 @@ DepthRequest resolve_depth(const DepthRequests& r, Spelling spelling)
         plan.q_name = a.q;
         plan.k_name = a.k;
     }
-    plan.selection = resolve(r.selection, spelling);
+    plan.selection = resolve(r.analysis.selection, spelling);
     plan.layers = AxisChoice::parse(a.layers, name("layers"));
-    req.head_mean = !r.selection.head && !plan.selection.at.count('h');
+    req.head_mean = !r.analysis.selection.head && !plan.selection.at.count('h');
     const std::string sep = spelling == Spelling::flag ? " " : "=";
     if (!a.heads.empty() && a.heads != "mean")
         throw std::invalid_argument(name("heads") + sep + a.heads + ": only 'mean' (the mean over every head); one head is " +
@@ -77,13 +77,12 @@ DepthRequest resolve_depth(const DepthRequests& r, Spelling spelling)
     if (!a.heads.empty() && !req.head_mean)
         throw std::invalid_argument("give " + name("heads") + sep + "mean or " + name("head") + sep + "H, not both");
     plan.heads = req.head_mean ? AxisChoice::all(name("heads")) : AxisChoice::parse("", name("head"));
-    plan.mechanisms = parse_mechanisms(r.mechanisms.empty() ? attention::default_mechanism_text() : r.mechanisms,
-                                       name("mechanism"));
-    plan.options = resolve(r.mechanism, spelling);
-    plan.given = explicit_choices(r.selection, r.mechanism);
-    plan.metrics = resolve(r.metrics, spelling);
-    plan.memory_limit = memory_limit(r.memory, spelling);
-    io::set_read_limit_bytes(plan.memory_limit);
+    ResolvedAnalysis resolved = resolve_analysis(r.mechanisms, r.analysis, spelling);
+    plan.mechanisms = std::move(resolved.mechanisms);
+    plan.options = std::move(resolved.options);
+    plan.given = resolved.given;
+    plan.metrics = std::move(resolved.metrics);
+    plan.memory_limit = resolved.memory_limit;
     req.alpha = a.alpha;
     return req;
 }

@@ -25,10 +25,7 @@ struct DepthRequests {
     std::string file;
     std::string mechanisms;        // comma list (empty: the default list)
     DepthSettings depth;
-    SelectionRequest selection;
-    MechanismRequest mechanism;
-    MetricRequest metrics;
-    MemoryRequest memory;
+    AnalysisRequests analysis;
 };
 
 // The request of depth_document, every option validated and named in `spelling`; sets the read limit. Checks

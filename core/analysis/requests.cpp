@@ -6,7 +6,9 @@
 
 #include "analysis/inputs.h"
 #include "analysis/vocabulary.h"
+#include "attention/mechanisms.h"
 #include "attention/mixing.h"
+#include "io/tensor_file.h"
 #include "kernels/kernels.h"
 #include "util/checked.h"
 #include "util/names.h"
@@ -314,6 +316,19 @@ AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionRequest& se
     if (from_file)
         *from_file = std::move(used);
     return setup;
+}
+
+ResolvedAnalysis resolve_analysis(const std::string& mechanisms, const AnalysisRequests& r, Spelling spelling)
+{
+    ResolvedAnalysis out;
+    out.mechanisms = parse_mechanisms(mechanisms.empty() ? attention::default_mechanism_text() : mechanisms,
+                                      option_name("mechanism", spelling));
+    out.options = resolve(r.mechanism, spelling);
+    out.given = explicit_choices(r.selection, r.mechanism);
+    out.metrics = resolve(r.metrics, spelling);
+    out.memory_limit = memory_limit(r.memory, spelling);
+    io::set_read_limit_bytes(out.memory_limit);
+    return out;
 }
 
 }  // namespace attnscope::analysis

@@ -75,6 +75,14 @@ struct MemoryRequest {
     std::int64_t threads = 0;    // BLAS and kernel threads; 0 = all cores
 };
 
+// The four option groups every analysis takes (analyze, sweep, depth), as a front end holds them.
+struct AnalysisRequests {
+    SelectionRequest selection;
+    MechanismRequest mechanism;
+    MetricRequest metrics;
+    MemoryRequest memory;
+};
+
 // One option of a request. A std::optional<bool> field is a pair of switches on the command line (--causal,
 // --no-causal: `help_off` is the second's help); a bool field is one switch.
 template <class Request>
@@ -124,6 +132,18 @@ void apply_threads(const MemoryRequest& r, Spelling spelling, std::vector<std::s
 // A size such as 8G, 512M, 1000000 (B, K/KiB/k, M/MiB, G/GiB, T/TiB): strict decimal, so "0x10G" and "nanG" are
 // refused; empty: the default budget. Throws std::invalid_argument naming `what`.
 std::uint64_t parse_memory_size(const std::string& text, const std::string& what);
+
+// What a sweep or a depth run resolves from the groups and its mechanism list (empty: the default list), options
+// named in `spelling`; the selection is the caller's (each resolves it where its messages need it). Checks the
+// memory request and sets the read limit; applying the thread count is the front end's (apply_threads).
+struct ResolvedAnalysis {
+    std::vector<attention::Mechanism> mechanisms;
+    attention::AttentionOptions options;
+    ExplicitChoices given;
+    MetricOptions metrics;
+    std::uint64_t memory_limit = 0;
+};
+ResolvedAnalysis resolve_analysis(const std::string& mechanisms, const AnalysisRequests& r, Spelling spelling);
 
 // Which of the options a file's attributes could set were given.
 ExplicitChoices explicit_choices(const SelectionRequest& selection, const MechanismRequest& mechanism);

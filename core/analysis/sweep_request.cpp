@@ -1,6 +1,7 @@
 #include "analysis/sweep_request.h"
 
 #include <stdexcept>
+#include <utility>
 
 #include "analysis/synth.h"
 #include "analysis/vocabulary.h"
@@ -58,13 +59,12 @@ SweepSpec resolve_sweep(const SweepRequests& r, Spelling spelling)
     spec.seed = static_cast<std::uint64_t>(s.subsample_seed);
     spec.heads = AxisChoice::parse(s.heads, name("heads"));
     spec.layers = AxisChoice::parse(s.layers, name("layers"));
-    spec.mechanisms = parse_mechanisms(r.mechanisms.empty() ? attention::default_mechanism_text() : r.mechanisms,
-                                       name("mechanism"));
-    spec.options = resolve(r.mechanism, spelling);
-    spec.given = explicit_choices(r.selection, r.mechanism);
-    spec.metrics = resolve(r.metrics, spelling);
-    spec.memory_limit = memory_limit(r.memory, spelling);
-    io::set_read_limit_bytes(spec.memory_limit);
+    ResolvedAnalysis resolved = resolve_analysis(r.mechanisms, r.analysis, spelling);
+    spec.mechanisms = std::move(resolved.mechanisms);
+    spec.options = std::move(resolved.options);
+    spec.given = resolved.given;
+    spec.metrics = std::move(resolved.metrics);
+    spec.memory_limit = resolved.memory_limit;
 
     if (!s.synth.empty()) {
         if (!r.q.empty() || !r.k.empty())
@@ -78,7 +78,7 @@ SweepSpec resolve_sweep(const SweepRequests& r, Spelling spelling)
                                         " and " + std::to_string(r.k.size()) + " " + k + "), or " + name("synth") +
                                         (spelling == Spelling::flag ? " KIND" : "=KIND"));
         }
-        const io::AxisSelection sel = resolve(r.selection, spelling);
+        const io::AxisSelection sel = resolve(r.analysis.selection, spelling);
         for (std::size_t i = 0; i < r.q.size(); ++i)
             spec.inputs.push_back({r.q[i], r.k[i], std::nullopt, sel});
     }

@@ -32,10 +32,7 @@ struct SweepRequests {
     std::vector<std::string> q, k;     // FILE[:NAME] references, in pairs; or none with `sweep.synth`
     std::string mechanisms;            // comma list of mechanisms (empty: the default list)
     SweepRequest sweep;
-    SelectionRequest selection;
-    MechanismRequest mechanism;
-    MetricRequest metrics;
-    MemoryRequest memory;
+    AnalysisRequests analysis;
 };
 
 // The spec of one sweep: validates every option (plan_sweep validates the points), naming options in `spelling`.

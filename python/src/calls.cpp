@@ -71,8 +71,7 @@ analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const
 
 std::string SweepCall::run(const analysis::JobContext& ctx) const
 {
-    const analysis::SweepRequests r{q, k, mechanisms, requests.sweep, requests.selection, requests.mechanism,
-                                    requests.metrics, requests.memory};
+    const analysis::SweepRequests r{q, k, mechanisms, requests.sweep, requests};
     analysis::SweepSpec spec = analysis::resolve_sweep(r, analysis::Spelling::keyword);
     memory_of(requests.memory);   // the thread count, with its notes
     const analysis::SweepPlan plan = analysis::plan_sweep(std::move(spec));
@@ -123,8 +122,7 @@ std::string AggregateCall::run() const
 
 std::string DepthCall::run(const analysis::JobContext& ctx) const
 {
-    const analysis::DepthRequests r{file, mechanisms, requests.depth, requests.selection, requests.mechanism,
-                                    requests.metrics, requests.memory};
+    const analysis::DepthRequests r{file, mechanisms, requests.depth, requests};
     const analysis::DepthRequest req = analysis::resolve_depth(r, analysis::Spelling::keyword);
     memory_of(requests.memory);   // the thread count, with its notes
     return json_text(analysis::depth_document(req, &ctx), 2);

@@ -15,11 +15,7 @@
 namespace attnscope::python {
 
 // Every request a call that reads tensors may take; `groups` says which of them a call takes.
-struct Requests {
-    analysis::SelectionRequest selection;
-    analysis::MechanismRequest mechanism;
-    analysis::MetricRequest metrics;
-    analysis::MemoryRequest memory;
+struct Requests : analysis::AnalysisRequests {   // selection, mechanism, metrics, memory
     analysis::SweepRequest sweep;
     analysis::AggregateRequest aggregate;
     analysis::DepthSettings depth;

@@ -1,6 +1,7 @@
 // `import attnscope` (docs/python.md): the extension module attnscope._attnscope. python/attnscope/__init__.py
 // passes keyword arguments as (name, value) pairs and arrays as NumPy arrays, then calls these functions.
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <type_traits>
 #include <variant>
@@ -17,6 +18,17 @@ namespace attnscope::python {
 
 namespace {
 
+// The `mechanism` keyword (a comma list or a list of names) into `target`; any other unknown keyword is refused.
+std::function<bool(const std::string&, const py::handle&)> mechanism_keyword(std::string& target)
+{
+    return [&target](const std::string& key, const py::handle& value) {
+        if (key != "mechanism")
+            return false;
+        target = keyword_text(key, value, true);
+        return true;
+    };
+}
+
 py::str analyze(const py::object& q, const py::object& k, const py::object& v, const py::list& options,
                 const py::object& progress)
 {
@@ -27,12 +39,7 @@ py::str analyze(const py::object& q, const py::object& k, const py::object& v, c
     if (!v.is_none())
         c.v = tensor_ref(call, "v", v);
     bind_keywords(call, c.requests, selection_group | mechanism_group | metrics_group | memory_group, options,
-                  [&](const std::string& key, const py::handle& value) {
-                      if (key != "mechanism")
-                          return false;
-                      c.mechanisms = keyword_text(key, value, true);
-                      return true;
-                  });
+                  mechanism_keyword(c.mechanisms));
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
@@ -46,12 +53,7 @@ py::tuple matrix(const py::object& q, const py::object& k, const py::list& optio
     c.q = tensor_ref(call, "q", q);
     c.k = tensor_ref(call, "k", k);
     bind_keywords(call, c.requests, selection_group | mechanism_group | memory_group, options,
-                  [&](const std::string& key, const py::handle& value) {
-                      if (key != "mechanism")
-                          return false;
-                      c.mechanism_text = keyword_text(key, value, true);
-                      return true;
-                  });
+                  mechanism_keyword(c.mechanism_text));
     analysis::DenseAttention dense;
     run_released(call, [&](const analysis::JobContext& ctx) { dense = c.run(ctx); }, progress);
     const auto n = dense.matrix.rows(), m = dense.matrix.cols();
@@ -72,12 +74,7 @@ py::str sweep(const py::list& qs, const py::list& ks, const py::list& options, c
     for (const py::handle k : ks)
         c.k.push_back(tensor_ref(call, "k", k));
     bind_keywords(call, c.requests, selection_group | mechanism_group | metrics_group | memory_group | sweep_group, options,
-                  [&](const std::string& key, const py::handle& value) {
-                      if (key != "mechanism")
-                          return false;
-                      c.mechanisms = keyword_text(key, value, true);
-                      return true;
-                  });
+                  mechanism_keyword(c.mechanisms));
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
@@ -189,12 +186,7 @@ py::str depth(const py::object& file, const py::list& options, const py::object&
     DepthCall c;
     c.file = checked_text(file, "file");
     bind_keywords(call, c.requests, depth_group | selection_group | mechanism_group | metrics_group | memory_group, options,
-                  [&](const std::string& key, const py::handle& value) {
-                      if (key != "mechanism")
-                          return false;
-                      c.mechanisms = keyword_text(key, value, true);
-                      return true;
-                  });
+                  mechanism_keyword(c.mechanisms));
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;
