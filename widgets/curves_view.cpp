@@ -48,25 +48,6 @@ QCPScatterStyle markerStyle(Mechanism m, const QColor& color)
     return QCPScatterStyle(markerOf(m), color, style.hollow ? QColor(Qt::white) : color, style.marker_size);
 }
 
-// y = f(x) sampled densely (straight on any combination of linear and log axes).
-QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, double x1, bool logx,
-                      const std::function<double(double)>& f, const QPen& pen)
-{
-    QVector<double> xs, ys;
-    const int n = 200;
-    for (int i = 0; i <= n; ++i) {
-        const double t = static_cast<double>(i) / n;
-        const double v = logx ? x0 * std::pow(x1 / x0, t) : x0 + (x1 - x0) * t;
-        xs << v;
-        ys << f(v);
-    }
-    auto* g = plot->addGraph(x, y);
-    g->setData(xs, ys, true);
-    g->setPen(pen);
-    g->setSelectable(QCP::stNone);
-    return g;
-}
-
 class CurvesView : public SweepPlotView {
 public:
     explicit CurvesView(QWidget* parent) : SweepPlotView(parent, QStringLiteral("curves"), tr("Curves"), {860, 560})

@@ -16,23 +16,6 @@ namespace {
 using attention::Mechanism;
 using Eigen::Index;
 
-// Inserts line breaks so a long error message fits a panel.
-QString wrapText(const QString& text, int width)
-{
-    QStringList lines;
-    QString line;
-    for (const QString& w : text.split(' ', Qt::SkipEmptyParts)) {
-        if (!line.isEmpty() && line.size() + 1 + w.size() > width) {
-            lines << line;
-            line.clear();
-        }
-        line += (line.isEmpty() ? "" : " ") + w;
-    }
-    if (!line.isEmpty())
-        lines << line;
-    return lines.join('\n');
-}
-
 }  // namespace
 
 QColor maskColour() { return QColor(208, 208, 208); }

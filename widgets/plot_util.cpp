@@ -383,4 +383,40 @@ QCPItemText* addPanelMessage(QCustomPlot* plot, QCPAxisRect* rect, const QString
     return message;
 }
 
+// y = f(x) sampled densely (straight on any combination of linear and log axes).
+QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, double x1, bool logx,
+                      const std::function<double(double)>& f, const QPen& pen)
+{
+    QVector<double> xs, ys;
+    const int n = 200;
+    for (int i = 0; i <= n; ++i) {
+        const double t = static_cast<double>(i) / n;
+        const double v = logx ? x0 * std::pow(x1 / x0, t) : x0 + (x1 - x0) * t;
+        xs << v;
+        ys << f(v);
+    }
+    auto* g = plot->addGraph(x, y);
+    g->setData(xs, ys, true);
+    g->setPen(pen);
+    g->setSelectable(QCP::stNone);
+    return g;
+}
+
+// Inserts line breaks so a long error message fits a panel.
+QString wrapText(const QString& text, int width)
+{
+    QStringList lines;
+    QString line;
+    for (const QString& w : text.split(' ', Qt::SkipEmptyParts)) {
+        if (!line.isEmpty() && line.size() + 1 + w.size() > width) {
+            lines << line;
+            line.clear();
+        }
+        line += (line.isEmpty() ? "" : " ") + w;
+    }
+    if (!line.isEmpty())
+        lines << line;
+    return lines.join('\n');
+}
+
 }  // namespace attnscope::widgets

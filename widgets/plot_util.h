@@ -18,6 +18,7 @@ class QCPAxisRect;
 class QCPLayoutElement;
 class QCPColorMap;
 class QCPColorScale;
+class QCPGraph;
 class QCPItemStraightLine;
 class QCPItemText;
 class QCPLayoutGrid;
@@ -138,5 +139,11 @@ QCPItemStraightLine* addHLine(QCustomPlot* plot, QCPAxisRect* rect, double y, co
 QCPItemText* addNote(QCustomPlot* plot, QCPAxisRect* rect, const QString& text, double x, double y, Qt::Alignment anchor);
 // A panel's failure, centred in `rect`.
 QCPItemText* addPanelMessage(QCustomPlot* plot, QCPAxisRect* rect, const QString& text);
+
+// y = f(x) sampled densely over [x0, x1] (straight on any combination of linear and log axes): a reference line.
+QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, double x1, bool logx,
+                      const std::function<double(double)>& f, const QPen& pen);
+// Line breaks inserted between words so a long message fits `width` characters per line.
+QString wrapText(const QString& text, int width);
 
 }  // namespace attnscope::widgets
