@@ -77,7 +77,7 @@ inline analysis::ExplicitChoices explicit_choices(const SelectionArgs& selection
 
 // The setup of one analysis of the queries `q_ref`: the options as given, the file's attributes for the
 // rest (analysis/file_defaults.h). `from_file` receives what came from the file.
-inline analysis::AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionArgs& selection,
+inline analysis::AnalysisSetup resolve_setup(const io::TensorRef& q_ref, const SelectionArgs& selection,
                                              const MechanismArgs& mechanism, nlohmann::ordered_json* from_file = nullptr)
 {
     return analysis::resolve_setup(q_ref, selection, mechanism, analysis::Spelling::flag, from_file);

@@ -165,9 +165,6 @@ int run_analyze(const AnalyzeArgs& a)
 {
     analysis::AnalyzeRequest request;
     request.mechanisms = analysis::parse_mechanisms(a.mechanisms);
-    request.q = a.q;
-    request.k = a.k;
-    request.v = a.v;
     // `--json /dev/stdout` is `--json -`: the document alone on standard output.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
     std::optional<OutputFile> json_file;
@@ -185,9 +182,13 @@ int run_analyze(const AnalyzeArgs& a)
         if (!json_to_stdout)
             json_file.emplace(*a.json_out, SpecialFiles::write_in_place);   // an unwritable destination fails before the work
     }
-    request.setup = resolve_setup(a.q, a.selection, a.mechanism, &request.from_file);
+    request.q = io::parse_tensor_ref(a.q);   // the references, parsed where they enter
+    request.setup = resolve_setup(request.q, a.selection, a.mechanism, &request.from_file);
     request.metrics = a.metrics.resolve();
     request.memory_limit = a.memory.resolve();
+    request.k = io::parse_tensor_ref(a.k);
+    if (a.v)
+        request.v = io::parse_tensor_ref(*a.v);
     io::set_read_limit_bytes(request.memory_limit);
     if (!request.setup.selection.all.empty())
         return run_analyze_units(request, a.json_out, json_to_stdout, json_file);

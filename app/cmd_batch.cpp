@@ -103,7 +103,8 @@ void unit_figures(const BatchJob& job, const analysis::BatchUnit& u, const fs::p
         if (f.view == "overview") {
             // One overview per file (every unit of the file names the same figure: drawn once).
             render_if_missing(figures, *name, [&](const std::string& out) {
-                const analysis::TensorSource src{u.file + ":" + plan.q_name, u.file + ":" + plan.k_name, std::nullopt, plan.selection};
+                const analysis::TensorSource src{io::tensor_in(u.file, plan.q_name), io::tensor_in(u.file, plan.k_name), std::nullopt,
+                                                 plan.selection};
                 auto sweep = std::make_shared<analysis::SweepResult>();
                 sweep->spec = analysis::overview_spec(src, plan.options, plan.metrics);
                 sweep->spec.given = plan.given;

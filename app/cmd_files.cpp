@@ -110,8 +110,6 @@ int run_matrix(const MatrixArgs& a)
 {
     analysis::AnalyzeRequest request;
     request.mechanisms = analysis::parse_mechanisms(a.mechanism);
-    request.q = a.q;
-    request.k = a.k;
     if (request.mechanisms.size() != 1)
         throw std::invalid_argument("matrix takes one --mechanism (got " + a.mechanism + ")");
     const std::string ext = lower(a.out);
@@ -124,7 +122,9 @@ int run_matrix(const MatrixArgs& a)
     add_input_refs(inputs, "--k", {a.k});
     add_mixing_input(inputs, a.mechanism_args.mixing);
     check_output_paths({{"--out", a.out}}, inputs);
-    request.setup = resolve_setup(a.q, a.selection, a.mechanism_args, &request.from_file);
+    request.q = io::parse_tensor_ref(a.q);   // the references, parsed where they enter
+    request.setup = resolve_setup(request.q, a.selection, a.mechanism_args, &request.from_file);
+    request.k = io::parse_tensor_ref(a.k);
     request.memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(request.memory_limit);
     OutputFile out(a.out, SpecialFiles::refuse);   // checks the folder (and refuses a device) before any work

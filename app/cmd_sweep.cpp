@@ -198,8 +198,10 @@ int run_figure(FigureArgs a)
         if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
             throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +
                                         " and " + std::to_string(a.sweep.k.size()) + "), or --session S.attnscope");
-        const analysis::AnalysisSetup setup = resolve_setup(a.sweep.q[0], a.sweep.selection, a.sweep.mechanism);   // as analyze does
-        const analysis::TensorSource source{a.sweep.q[0], a.sweep.k[0], a.v, setup.selection};
+        const io::TensorRef q = io::parse_tensor_ref(a.sweep.q[0]);
+        const analysis::AnalysisSetup setup = resolve_setup(q, a.sweep.selection, a.sweep.mechanism);   // as analyze does
+        const analysis::TensorSource source{q, io::parse_tensor_ref(a.sweep.k[0]),
+                                            a.v ? std::optional(io::parse_tensor_ref(*a.v)) : std::nullopt, setup.selection};
         const std::uint64_t memory_limit = a.sweep.memory.resolve();
         io::set_read_limit_bytes(memory_limit);
         if (a.view == "overview") {

@@ -28,7 +28,12 @@ void SweepOptions::add_to(CLI::App& cmd, bool vary_required)
 
 analysis::SweepSpec SweepOptions::resolve() const
 {
-    const analysis::SweepRequests requests{q, k, mechanisms, *this, {selection, mechanism, metrics, memory}};
+    std::vector<io::TensorRef> qs, ks;   // the references, parsed where they enter
+    for (const std::string& t : q)
+        qs.push_back(io::parse_tensor_ref(t));
+    for (const std::string& t : k)
+        ks.push_back(io::parse_tensor_ref(t));
+    const analysis::SweepRequests requests{qs, ks, mechanisms, *this, {selection, mechanism, metrics, memory}};
     analysis::SweepSpec spec = analysis::resolve_sweep(requests, analysis::Spelling::flag);
     memory.resolve();   // the thread count, with its notes
     return spec;

@@ -28,7 +28,7 @@ QString dataText(const analysis::SweepSpec& spec)
         return QCoreApplication::translate("CurvesView", "synthetic %1, d = %2").arg(QString::fromStdString(spec.synth->kind)).arg(spec.synth->d);
     QStringList files;
     for (const auto& in : spec.inputs) {
-        const QString f = QFileInfo(QString::fromStdString(in.q_ref).section(':', 0, 0)).fileName();
+        const QString f = QFileInfo(QString::fromStdString(in.q_ref.file)).fileName();
         if (!files.contains(f))
             files << f;
     }

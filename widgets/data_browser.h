@@ -13,6 +13,8 @@
 #include <QWidget>
 #include <optional>
 
+#include "io/selection.h"
+
 class QTreeWidget;
 class QTreeWidgetItem;
 
@@ -28,8 +30,9 @@ struct TensorEntry {
     QJsonObject attributes;       // the tensor's own attributes
     QJsonObject fileAttributes;   // the file's root attributes
 
-    // The core's tensor reference FILE[:NAME].
+    // The core's tensor reference FILE[:NAME], as text (shown, saved in sessions) and as the core reads it.
     QString ref() const { return name.isEmpty() ? file : file + QLatin1Char(':') + name; }
+    io::TensorRef tensor() const { return io::tensor_in(file.toStdString(), name.toStdString()); }
 };
 
 // The role a tensor name suggests (its last path component: "q", "query", "layer0_k", "v_proj" ...),

@@ -258,7 +258,7 @@ private:
     QString pageTitle() const
     {
         const analysis::TensorSource& src = m_heads->request.base.source;
-        const QString file = QFileInfo(QString::fromStdString(io::parse_tensor_ref(src.q_ref).file)).fileName();
+        const QString file = QFileInfo(QString::fromStdString(src.q_ref.file)).fileName();
         QString heads = m_heads->heads == 0 ? tr("one head (no head axis)")
                                             : tr("heads %1\u2013%2 of %3")
                                                   .arg(m_heads->first)
@@ -277,8 +277,8 @@ private:
     {
         const analysis::ExploreRequest& base = m_heads->request.base;
         QStringList parts;
-        parts << QString::fromStdString(io::parse_tensor_ref(base.source.q_ref).name) + QStringLiteral(", ") +
-                     QString::fromStdString(io::parse_tensor_ref(base.source.k_ref).name);
+        parts << QString::fromStdString(base.source.q_ref.name) + QStringLiteral(", ") +
+                     QString::fromStdString(base.source.k_ref.name);
         for (const auto& [axis, index] : base.source.selection.at)
             if (axis != 'h')
                 parts << QStringLiteral("%1=%2").arg(QChar::fromLatin1(axis)).arg(index);

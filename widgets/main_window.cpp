@@ -504,8 +504,8 @@ void MainWindow::switchLayer(int layer)
     for (const analysis::LayerTensors& l : m_layers) {
         if (l.layer != layer)
             continue;
-        const io::TensorRef q = io::parse_tensor_ref(l.q_ref), k = io::parse_tensor_ref(l.k_ref);
-        const QString v = l.v_ref ? QString::fromStdString(io::parse_tensor_ref(*l.v_ref).name) : QString();
+        const io::TensorRef &q = l.q_ref, &k = l.k_ref;
+        const QString v = l.v_ref ? QString::fromStdString(l.v_ref->name) : QString();
         if (!m_browser->assignTensors(QString::fromStdString(q.file), QString::fromStdString(q.name),
                                       QString::fromStdString(k.name), v))
             statusBar()->showMessage(tr("Layer %1: its tensors are not in the Data dock").arg(layer), 4000);

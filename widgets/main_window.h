@@ -188,7 +188,7 @@ private:
     void restoreFileStates(const QJsonArray& states, const QString& sessionFile);
     bool showFile(const QString& file);
     QString noDataReason() const;
-    void applyFileDefaults(const QString& queriesRef);
+    void applyFileDefaults(const io::TensorRef& queries);
     void updateLayers();
     void updateHeadPairing();
     void onSelectionChanged();

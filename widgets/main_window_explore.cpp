@@ -32,7 +32,7 @@ void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions&
     if (mixingRef.empty())
         return;
     ctx.progress(0.0, "reading the mixing matrix");
-    analysis::load_mixing(options.mixing, mixingRef);
+    analysis::load_mixing(options.mixing, io::parse_tensor_ref(mixingRef));   // the Mechanism dock's text
 }
 
 // ------------------------------------------------------------------------------------ state changes
@@ -80,7 +80,7 @@ void MainWindow::onAssignmentChanged()
             // Back to a file: its options and selection as they were left (its attributes' note with them).
             const FileState st = m_fileStates.value(file);
             m_settingPanels = true;
-            applyFileDefaults(ref);
+            applyFileDefaults(q->tensor());
             m_mechanism->restoreState(st.mechanism);
             m_selection->restoreState(st.selection);
             m_settingPanels = false;
@@ -88,7 +88,7 @@ void MainWindow::onAssignmentChanged()
         } else if (otherFile || !m_userChangedOptions) {
             // New queries start from their file's attributes (another layer of a file keeps what the user chose).
             m_settingPanels = true;
-            applyFileDefaults(ref);
+            applyFileDefaults(q->tensor());
             m_settingPanels = false;
             m_userChangedOptions = false;
         }
@@ -153,13 +153,12 @@ void MainWindow::updateLayers()
     int current = -1;
     if (q && k) {
         try {
-            m_layers = analysis::layer_tensors(q->ref().toStdString(), k->ref().toStdString(),
-                                               v ? std::optional<std::string>(v->ref().toStdString()) : std::nullopt);
+            m_layers = analysis::layer_tensors(q->tensor(), k->tensor(), v ? std::optional(v->tensor()) : std::nullopt);
         } catch (const std::exception&) {
             m_layers.clear();   // a file that cannot be read reports its error when computed
         }
         for (const auto& l : m_layers)
-            if (l.q_ref == q->ref().toStdString())
+            if (l.q_ref == q->tensor())
                 current = int(l.layer);
     }
     QList<int> layers;
@@ -179,18 +178,17 @@ void MainWindow::updateHeadPairing()
     }
     try {
         const analysis::HeadPairing p =
-            analysis::pair_heads(q->ref().toStdString(), k->ref().toStdString(), m_selection->selection());
+            analysis::pair_heads(q->tensor(), k->tensor(), m_selection->selection());
         m_selection->setHeadPairing(p.kv_head ? int(*p.kv_head) : -1, int(p.kv_heads), int(p.heads));
     } catch (const std::exception&) {
         m_selection->setHeadPairing(-1, 0, 0);   // the computation reports why
     }
 }
 
-void MainWindow::applyFileDefaults(const QString& queriesRef)
+void MainWindow::applyFileDefaults(const io::TensorRef& ref)
 {
     analysis::AnalysisSetup setup;
     setup.selection = m_selection->selection();
-    const std::string ref = queriesRef.toStdString();
     analysis::FileDefaults defaults;
     try {
         defaults = analysis::read_file_defaults(ref);
@@ -358,10 +356,10 @@ bool MainWindow::buildRequest(analysis::ExploreRequest& request)
         finishWithError(tr("Selection: %1").arg(problem));
         return false;
     }
-    request.source.q_ref = q->ref().toStdString();
-    request.source.k_ref = k->ref().toStdString();
+    request.source.q_ref = q->tensor();
+    request.source.k_ref = k->tensor();
     if (v)
-        request.source.v_ref = v->ref().toStdString();
+        request.source.v_ref = v->tensor();
     request.source.selection = m_selection->selection();
     request.token_grid = m_selection->tokenGrid();
     request.mechanisms = m_mechanism->mechanisms();

@@ -144,9 +144,9 @@ void MainWindow::openHead(int head)
     const auto q = m_browser->assigned(TensorRole::queries);
     if (!page || !q)
         return;
-    if (q->ref().toStdString() != page->request.base.source.q_ref) {
+    if (q->tensor() != page->request.base.source.q_ref) {
         const QString why = tr("These heads are of %1, not the queries shown now: wait for the heads of the current queries.")
-                                .arg(QString::fromStdString(page->request.base.source.q_ref));
+                                .arg(QString::fromStdString(page->request.base.source.q_ref.text));
         showMessage(why, true);
         statusBar()->showMessage(why, 8000);
         return;

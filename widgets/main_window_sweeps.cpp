@@ -26,8 +26,8 @@ namespace attnscope::widgets {
 
 namespace {
 
-// The file of a reference FILE[:NAME], as the Data dock names it.
-QString fileOf(const std::string& ref) { return QString::fromStdString(io::parse_tensor_ref(ref).file); }
+// The file of a reference, as the Data dock names it.
+QString fileOf(const io::TensorRef& ref) { return QString::fromStdString(ref.file); }
 
 // The layer a run's queries are when its file has per-layer datasets (/layers/<i>/q); -1 otherwise or when
 // the records carry their layers. Headers only.
@@ -166,8 +166,8 @@ bool MainWindow::currentSource(analysis::TensorSource& source, QString* error) c
         *error = tr("Selection: %1").arg(problem);
         return false;
     }
-    source.q_ref = q->ref().toStdString();
-    source.k_ref = k->ref().toStdString();
+    source.q_ref = q->tensor();
+    source.k_ref = k->tensor();
     source.selection = m_selection->selection();
     return true;
 }
@@ -195,7 +195,7 @@ SweepDataContext MainWindow::sweepDataContext() const
     // The learned mixing matrix as the run will read it: the dialog checks it against every point's blocks.
     if (const QString mixing = m_mechanism->mixingFile(); !mixing.isEmpty() && data.source) {
         try {
-            analysis::load_mixing(data.options.mixing, mixing.toStdString());
+            analysis::load_mixing(data.options.mixing, io::parse_tensor_ref(mixing.toStdString()));
         } catch (const std::exception& e) {
             data.source.reset();
             data.problem = tr("Mixing matrix: %1").arg(QString::fromStdString(e.what()));
@@ -339,7 +339,7 @@ QString MainWindow::staleReason(const analysis::SweepResult& r, bool overview) c
         return tr("computed on %1, the window shows %2").arg(name, QFileInfo(q->file).fileName());
     if (!overview) {
         const int layer = m_selection->currentLayer();
-        if (q->ref().toStdString() != in.q_ref)
+        if (q->tensor() != in.q_ref)
             parts << (layer >= 0 ? tr("other queries (now layer %1)").arg(layer) : tr("other queries (now %1)").arg(q->name));
         const io::AxisSelection now = m_selection->selection();
         if (now.prefix_tokens != in.selection.prefix_tokens)

@@ -179,7 +179,7 @@ private:
 
         QString source;
         if (!m_sweep->spec.inputs.empty())
-            source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref).section(':', 0, 0)).fileName() + QStringLiteral(", ");
+            source = QFileInfo(QString::fromStdString(m_sweep->spec.inputs.front().q_ref.file)).fileName() + QStringLiteral(", ");
         QString title = tr("%1 per layer and head (%2N = %3)").arg(sweepMetricLabel(key), source).arg(n);
         title[0] = title[0].toUpper();
         m_plot->plotLayout()->addElement(0, 0, addTitle(m_plot, title, plotFont(kTitlePt, true)));

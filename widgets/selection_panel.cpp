@@ -213,7 +213,7 @@ void SelectionPanel::guessGridAndPrefix()
     // The file's attributes by the core's rule (docs/cli.md); without them, a guess from N for display.
     analysis::FileDefaults d;
     try {
-        d = analysis::read_file_defaults(m_tensor->ref().toStdString());
+        d = analysis::read_file_defaults(m_tensor->tensor());
     } catch (const std::exception&) {
         // An unreadable file reports its error when computed.
     }

@@ -154,7 +154,7 @@ analysis::SweepSpec sweepSpec(const SweepParams& p, const analysis::TensorSource
         spec.inputs = {*current};
         if (p.allHeads)
             spec.heads = analysis::AxisChoice::all("heads");
-        if (p.allInputs && !current->q_ref.empty()) {
+        if (p.allInputs && !current->q_ref.text.empty()) {
             // Every index of the other index axes is a unit (the core's `--at b=all`); the points pool them.
             const std::vector<char> axes = analysis::input_axes(*current);
             if (axes.empty())

@@ -12,7 +12,7 @@ namespace attnscope::analysis {
 using ojson = nlohmann::ordered_json;
 
 // The queries' file's retrieval targets (analysis/retrieval.h) for the selection the queries were read with.
-std::optional<RetrievalTargets> targets_of(const std::string& q_ref, const io::AxisSelection& selection,
+std::optional<RetrievalTargets> targets_of(const io::TensorRef& q_ref, const io::AxisSelection& selection,
                                            const LoadedInputs& in, bool causal)
 {
     io::AxisSelection taken = selection;

@@ -20,8 +20,8 @@
 namespace attnscope::analysis {
 
 struct AnalyzeRequest {
-    std::string q, k;                          // FILE[:NAME] (or a name lent by io/memory_tensor.h)
-    std::optional<std::string> v;
+    io::TensorRef q, k;                        // a file's tensor or an array in memory
+    std::optional<io::TensorRef> v;
     AnalysisSetup setup;                       // selection and options after the file's attributes
     nlohmann::ordered_json from_file;          // what the file's attributes set (empty: nothing)
     std::vector<attention::Mechanism> mechanisms;

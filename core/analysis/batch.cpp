@@ -86,7 +86,7 @@ json settings_json(const BatchPlan& plan)
         // The gates file's content too (like a learned mixing matrix's numbers above): a rerun after it changed is
         // refused like any changed setting instead of keeping records of the old gates. Only a regular file is
         // hashed; anything else is refused by the reader when the units run.
-        const std::string file = io::parse_tensor_ref(o.gates.source).file;
+        const std::string file = gates_ref(o.gates).file;
         std::error_code ec;
         const bool regular = fs::is_regular_file(file, ec);
         j["gates"] = {o.gates.source, o.gates.log, regular ? file_sha256(file) : std::string()};
@@ -101,7 +101,6 @@ json settings_json(const BatchPlan& plan)
     return j;
 }
 
-std::string ref(const std::string& file, const std::string& name) { return name.empty() ? file : file + ":" + name; }
 
 // A [[sweep]] over every file of the job, with the job's options and selection.
 SweepSpec sweep_spec(const BatchPlan& plan, const BatchSweep& sw)
@@ -109,7 +108,7 @@ SweepSpec sweep_spec(const BatchPlan& plan, const BatchSweep& sw)
     SweepSpec spec = sw.spec;
     spec.inputs.clear();
     for (const std::string& file : plan.files)
-        spec.inputs.push_back({ref(file, plan.q_name), ref(file, plan.k_name), std::nullopt, plan.selection});
+        spec.inputs.push_back({io::tensor_in(file, plan.q_name), io::tensor_in(file, plan.k_name), std::nullopt, plan.selection});
     spec.given = plan.given;
     return spec;
 }
@@ -144,10 +143,9 @@ void check_units(const BatchPlan& plan, const std::vector<BatchUnit>& units, std
             if (need > limit)
                 throw InputError("needs about " + human_bytes(need) + ", above the memory limit of " + human_bytes(limit) +
                                  " per unit (max_memory, divided by --jobs)");
-            const io::TensorRef ref = io::parse_tensor_ref(s.q_ref);
-            const auto file = io::open_tensor_file(ref.file);
-            const io::TensorInfo& info = file->find(ref.name);
-            const std::string layout = io::resolve_layout(info, s.selection, "--q " + s.q_ref);
+            const auto file = io::open_tensor(s.q_ref);
+            const io::TensorInfo& info = file->find(s.q_ref.name);
+            const std::string layout = io::resolve_layout(info, s.selection, "--q " + s.q_ref.text);
             const Index n = selected_tokens(s), d = info.shape[layout.find('d')];
             (void)past_split_of(options.causal, plan.metrics.past_split, n);   // a given split outside 1..N-1
             for (const Mechanism m : plan.mechanisms) {
@@ -222,11 +220,10 @@ struct BatchInput {
 
 std::vector<BatchInput> batch_inputs(const BatchPlan& plan, const std::string& file)
 {
-    const std::string q = ref(file, plan.q_name), k = ref(file, plan.k_name);
+    const io::TensorRef q = io::tensor_in(file, plan.q_name), k = io::tensor_in(file, plan.k_name);
     if (plan.layers.kind != AxisChoice::Kind::selection) {
-        const io::TensorRef qr = io::parse_tensor_ref(q);
-        const auto f = io::open_tensor_file(qr.file);
-        const std::string layout = io::resolve_layout(f->find(qr.name), plan.selection, "--q " + q);
+        const auto f = io::open_tensor(q);
+        const std::string layout = io::resolve_layout(f->find(q.name), plan.selection, "--q " + q.text);
         if (layout.find('l') == std::string::npos) {
             std::vector<BatchInput> out;
             for (const LayerTensors& l : layer_tensors(q, k, std::nullopt))

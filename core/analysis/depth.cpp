@@ -53,9 +53,9 @@ depth_json depth_document(const DepthRequest& request, const JobContext* ctx)
     {
         // A file without layers: say so (the planner would only say that the layout has no 'l' axis).
         const std::string& file = request.plan.files.front();
-        const std::string q = file + ":" + request.plan.q_name, k = file + ":" + request.plan.k_name;
-        const auto tf = io::open_tensor_file(file);
-        const std::string layout = io::resolve_layout(tf->find(request.plan.q_name), request.plan.selection, "--q " + q);
+        const io::TensorRef q = io::tensor_in(file, request.plan.q_name), k = io::tensor_in(file, request.plan.k_name);
+        const auto tf = io::open_tensor(q);
+        const std::string layout = io::resolve_layout(tf->find(q.name), request.plan.selection, "--q " + q.text);
         if (layout.find('l') == std::string::npos && layer_tensors(q, k, std::nullopt).empty())
             throw InputError("depth needs the layers of one model: " + file + " holds no per-layer queries and keys "
                              "(/layers/<i>/q, /layers/<i>/k, at least two) named like " + request.plan.q_name +

@@ -32,12 +32,12 @@ struct DepthLayers {
 
 DepthLayers depth_layers_of(const TensorSource& src)
 {
-    const io::TensorRef q = io::parse_tensor_ref(src.q_ref), k = io::parse_tensor_ref(src.k_ref);
+    const io::TensorRef &q = src.q_ref, &k = src.k_ref;
     if (k.file != q.file)
-        throw InputError("depth multiplies the layers of one file: the keys " + src.k_ref + " are not in " + q.file);
+        throw InputError("depth multiplies the layers of one file: the keys " + k.text + " are not in " + q.file);
     DepthLayers out;
-    const auto file = io::open_tensor_file(q.file);
-    out.layout = io::resolve_layout(file->find(q.name), src.selection, "--q " + src.q_ref);
+    const auto file = io::open_tensor(q);
+    out.layout = io::resolve_layout(file->find(q.name), src.selection, "--q " + q.text);
     out.l_axis = out.layout.find('l') != std::string::npos;
     if (!out.l_axis)
         out.per_layer = layer_tensors(src.q_ref, src.k_ref, std::nullopt);
@@ -52,11 +52,11 @@ DepthRequest depth_request_from(const ExploreDepthRequest& r, const DepthLayers&
     const TensorSource& src = r.base.source;
     DepthRequest req;
     BatchPlan& plan = req.plan;
-    plan.files = {io::parse_tensor_ref(src.q_ref).file};
+    plan.files = {src.q_ref.file};
     // Per-layer datasets: named by the lowest layer (every layer named like it is planned), so that the request
     // is the same whichever layer the app shows.
-    const io::TensorRef q = io::parse_tensor_ref(layers.per_layer.empty() ? src.q_ref : layers.per_layer.front().q_ref);
-    const io::TensorRef k = io::parse_tensor_ref(layers.per_layer.empty() ? src.k_ref : layers.per_layer.front().k_ref);
+    const io::TensorRef& q = layers.per_layer.empty() ? src.q_ref : layers.per_layer.front().q_ref;
+    const io::TensorRef& k = layers.per_layer.empty() ? src.k_ref : layers.per_layer.front().k_ref;
     plan.q_name = q.name;
     plan.k_name = k.name;
     plan.selection = src.selection;
@@ -97,7 +97,7 @@ ExploreDepthResult explore_depth(const ExploreDepthRequest& request, const JobCo
     const auto start = std::chrono::steady_clock::now();
     ExploreDepthResult out;
     out.request = request;
-    out.file = io::parse_tensor_ref(request.base.source.q_ref).file;
+    out.file = request.base.source.q_ref.file;
     ctx.progress(0.0, "planning the layers");
     const DepthLayers layers = depth_layers_of(request.base.source);
     out.head_axis = layers.layout.find('h') != std::string::npos;

@@ -180,7 +180,7 @@ void set_token_grid(ExploreResult& out, const ExploreRequest& request)
 
 // What the file says about its input, for display: the analysed tokens' strings (the file lists every token,
 // prefix tokens included, or only the analysed ones) and its image.
-void describe_input(ExploreResult& out, const std::string& q_ref, const LoadedInputs& in)
+void describe_input(ExploreResult& out, const io::TensorRef& q_ref, const LoadedInputs& in)
 {
     FileDefaults d;
     try {

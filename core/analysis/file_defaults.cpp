@@ -183,7 +183,7 @@ void refuse_invalid(const FileDefaults& d, const char* key, const std::string& f
 // files"): the file it names must lie inside its folder once symlinks and `..` are resolved; an absolute path or
 // one leading out is refused, and the option (a mixing matrix or gates chosen by the user) is how to read one from elsewhere.
 // `q_file` names the queries in messages; `base` is the file the reference is relative to (FileDefaults::attributes_file).
-std::string attribute_reference(const std::string& value, const std::string& q_file, const std::string& base_file,
+io::TensorRef attribute_reference(const std::string& value, const std::string& q_file, const std::string& base_file,
                                 const std::string& attribute, const std::string& what)
 {
     if (base_file.empty())
@@ -192,18 +192,18 @@ std::string attribute_reference(const std::string& value, const std::string& q_f
     const io::TensorRef ref = io::parse_tensor_ref(value);
     const fs::path base = fs::path(base_file).parent_path();
     if (ref.file.empty())
-        return base_file + ":" + value;
+        return io::tensor_in(base_file, value);
     const fs::path named = fs::path(ref.file).is_absolute() ? fs::path(ref.file) : base / ref.file;
     std::error_code ec;
     if (!fs::exists(named, ec))
-        return base_file + ":" + value;
+        return io::tensor_in(base_file, value);
     const fs::path folder = fs::weakly_canonical(fs::absolute(base.empty() ? fs::path(".") : base), ec);
     const fs::path real = fs::weakly_canonical(fs::absolute(named), ec);
     const fs::path rel = real.lexically_relative(folder);
     if (ec || rel.empty() || rel == "." || *rel.begin() == "..")
         throw InputError(q_file + ": the file's attribute " + attribute + " = \"" + value +
                          "\" names a file outside the file's folder; refused (choose the " + what + " yourself to read one from there)");
-    return named.string() + (ref.name.empty() ? "" : ":" + ref.name);
+    return io::tensor_in(named.string(), ref.name);
 }
 
 }  // namespace
@@ -216,10 +216,9 @@ std::vector<Index> default_block_grid(const std::vector<Index>& grid)
     return bg;
 }
 
-FileDefaults read_file_defaults(const std::string& q_ref)
+FileDefaults read_file_defaults(const io::TensorRef& ref)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(q_ref);
-    const auto file = io::open_tensor_file(ref.file);
+    const auto file = io::open_tensor(ref);
     const io::TensorInfo& info = file->find(ref.name);
     FileDefaults d;
     read_attributes(info.attributes, d);
@@ -235,10 +234,10 @@ FileDefaults file_defaults_from(const nlohmann::json& attributes)
     return d;
 }
 
-nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::string& q_ref, AnalysisSetup& setup)
+nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const io::TensorRef& q_ref, AnalysisSetup& setup)
 {
     nlohmann::ordered_json used = nlohmann::ordered_json::object();
-    const std::string file = io::parse_tensor_ref(q_ref).file;
+    const std::string file = q_ref.file;
     // The padded keys of a key padding mask are not data: a recording that kept them, without the mask, cannot
     // be analysed as the model saw it (docs/pytorch.md 3.2 "Masks"), and no option could say which keys to drop.
     if (d.key_padding_mask.value_or(false) && !d.padded_tokens)
@@ -265,10 +264,9 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
         // The bridge records every layer's scale; one equal to the default 1/sqrt(d) changes nothing and is
         // not reported (Gemma-like models with another scale are the reason for the attribute).
         if (d.scale) {
-            const io::TensorRef ref = io::parse_tensor_ref(q_ref);
-            const auto f = io::open_tensor_file(ref.file);
-            const io::TensorInfo& info = f->find(ref.name);
-            const std::string layout = io::resolve_layout(info, setup.selection, "--q " + q_ref);
+            const auto f = io::open_tensor(q_ref);
+            const io::TensorInfo& info = f->find(q_ref.name);
+            const std::string layout = io::resolve_layout(info, setup.selection, "--q " + q_ref.text);
             const double dflt = 1.0 / std::sqrt(static_cast<double>(info.shape[layout.find('d')]));
             if (std::abs(*d.scale - dflt) > 1e-6 * dflt) {
                 setup.options.scale = *d.scale;
@@ -320,7 +318,9 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
     if (!setup.given.gates) {
         refuse_invalid(d, "gates", file, "--gates");
         if (d.gates) {
-            setup.options.gates.source = attribute_reference(*d.gates, file, d.attributes_file.value_or(file), "gates", "gates");
+            const io::TensorRef gates = attribute_reference(*d.gates, file, d.attributes_file.value_or(file), "gates", "gates");
+            setup.options.gates.source = gates.text;
+            setup.options.gates.tensor = std::make_shared<const io::TensorRef>(gates);
             used["gates"] = *d.gates;
         }
     }
@@ -331,7 +331,7 @@ nlohmann::ordered_json apply_file_defaults(const FileDefaults& d, const std::str
     return used;
 }
 
-nlohmann::ordered_json resolve_file_defaults(const std::string& q_ref, AnalysisSetup& setup)
+nlohmann::ordered_json resolve_file_defaults(const io::TensorRef& q_ref, AnalysisSetup& setup)
 {
     return apply_file_defaults(read_file_defaults(q_ref), q_ref, setup);
 }

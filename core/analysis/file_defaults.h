@@ -71,7 +71,7 @@ struct FileDefaults {
 
 // The attributes of the queries `q_ref` (FILE[:NAME]) names; reads headers only. Attributes of the wrong
 // type or shape are ignored.
-FileDefaults read_file_defaults(const std::string& q_ref);
+FileDefaults read_file_defaults(const io::TensorRef& q_ref);
 
 // The same reading of one attribute object (e.g. a file's root attributes, for `attnscope info`).
 FileDefaults file_defaults_from(const nlohmann::json& attributes);
@@ -106,9 +106,9 @@ std::vector<Index> default_block_grid(const std::vector<Index>& grid);
 // input.defaults_from_file), and under "not_applied" a grid that does not hold the selected tokens and a
 // mask the model applied that the analysis does not ("other"). A key padding mask whose padded tokens are
 // still in the file (key_padding_mask true, no padded_tokens) is an InputError naming the attribute.
-nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const std::string& q_ref, AnalysisSetup& setup);
+nlohmann::ordered_json apply_file_defaults(const FileDefaults& defaults, const io::TensorRef& q_ref, AnalysisSetup& setup);
 
 // read_file_defaults() and apply_file_defaults() for the queries `q_ref`.
-nlohmann::ordered_json resolve_file_defaults(const std::string& q_ref, AnalysisSetup& setup);
+nlohmann::ordered_json resolve_file_defaults(const io::TensorRef& q_ref, AnalysisSetup& setup);
 
 }  // namespace attnscope::analysis

@@ -20,10 +20,16 @@ std::string shape_text(const std::vector<std::int64_t>& shape)
 
 }  // namespace
 
-Eigen::VectorXd load_gates(const std::string& ref_text, const io::SelectedMatrix& q)
+io::TensorRef gates_ref(const attention::GateSpec& gates)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
-    const auto file = io::open_tensor_file(ref.file);
+    return gates.tensor ? *gates.tensor : io::parse_tensor_ref(gates.source);
+}
+
+Eigen::VectorXd load_gates(const attention::GateSpec& gates, const io::SelectedMatrix& q)
+{
+    const io::TensorRef ref = gates_ref(gates);
+    const std::string& ref_text = ref.text;
+    const auto file = io::open_tensor(ref);
     const io::TensorInfo& t = file->find(ref.name);
     std::string layout = q.layout;   // the queries' layout without the feature axis (docs/maths.md 1.8)
     layout.erase(layout.find('d'), 1);
@@ -59,7 +65,7 @@ attention::AttentionOptions options_for_inputs(const attention::AttentionOptions
 {
     attention::AttentionOptions o = with_head_mixing(options, in.heads);
     if (!o.gates.source.empty() && o.gates.values.size() == 0)
-        o.gates.values = load_gates(o.gates.source, in.q);
+        o.gates.values = load_gates(o.gates, in.q);
     return o;
 }
 

@@ -57,7 +57,7 @@ std::optional<Index> layer_of(const TensorSource& src)
         return it->second;
     try {
         for (const LayerTensors& l : layer_tensors(src.q_ref, src.k_ref, std::nullopt))
-            if (l.q_ref == src.q_ref)
+            if (l.q_ref.text == src.q_ref.text)
                 return l.layer;
     } catch (const std::exception&) {
         // Not a file of per-layer datasets the listing understands: no layer to name.

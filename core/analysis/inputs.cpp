@@ -34,11 +34,10 @@ struct Opened {
     std::string name;
 };
 
-Opened open_ref(const std::string& ref_text)
+Opened open_ref(const io::TensorRef& ref)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
     Opened o;
-    o.file = io::open_tensor_file(ref.file);
+    o.file = io::open_tensor(ref);
     o.info = &o.file->find(ref.name);
     o.name = ref.name;
     return o;
@@ -66,40 +65,40 @@ nlohmann::ordered_json at_json(const std::map<char, std::int64_t>& at)
 
 Eigen::Index selected_tokens(const TensorSource& source)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
-    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorRef& ref = source.q_ref;
+    const auto file = io::open_tensor(ref);
     const io::TensorInfo& info = file->find(ref.name);
-    const std::string layout = io::resolve_layout(info, source.selection, "--q " + source.q_ref);
+    const std::string layout = io::resolve_layout(info, source.selection, "--q " + source.q_ref.text);
     const auto axis = layout.find('n');
     const auto tokens = info.shape[axis] - source.selection.prefix_tokens;
     if (tokens < 1)
-        throw InputError("--q " + source.q_ref + ": " + std::to_string(source.selection.prefix_tokens) + " prefix tokens" +
+        throw InputError("--q " + source.q_ref.text + ": " + std::to_string(source.selection.prefix_tokens) + " prefix tokens" +
                          " leave no token of " + std::to_string(info.shape[axis]));
     return tokens;
 }
 
-HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const io::AxisSelection& selection)
+HeadPairing pair_heads(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const io::AxisSelection& selection)
 {
     const Opened q = open_ref(q_ref);
     const Opened k = open_ref(k_ref);
     HeadPairing p;
-    p.heads = head_count(*q.info, selection, "--q " + q_ref);
+    p.heads = head_count(*q.info, selection, "--q " + q_ref.text);
     const io::AxisSelection ksel = selection_for(selection, k.info->shape.size(), q.info->shape.size());
-    p.kv_heads = head_count(*k.info, ksel, "--k " + k_ref);
+    p.kv_heads = head_count(*k.info, ksel, "--k " + k_ref.text);
     if (p.heads > 0) {
         const auto it = selection.at.find('h');
         p.q_head = it == selection.at.end() ? 0 : it->second;
     }
     if (p.kv_heads == 0) {
         if (selection.kv_head)
-            throw std::invalid_argument("key/value head " + std::to_string(*selection.kv_head) + ": the keys " + k_ref +
+            throw std::invalid_argument("key/value head " + std::to_string(*selection.kv_head) + ": the keys " + k_ref.text +
                                         " have no head axis");
         return p;
     }
     if (selection.kv_head) {
         if (*selection.kv_head < 0 || *selection.kv_head >= p.kv_heads)
             throw std::invalid_argument("key/value head " + std::to_string(*selection.kv_head) + " is outside 0.." +
-                                        std::to_string(p.kv_heads - 1) + " (the keys " + k_ref + " have " +
+                                        std::to_string(p.kv_heads - 1) + " (the keys " + k_ref.text + " have " +
                                         std::to_string(p.kv_heads) + " heads)");
         p.kv_head = *selection.kv_head;
         return p;
@@ -114,7 +113,7 @@ HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const
         return p;
     }
     if (p.kv_heads > p.heads || p.heads % p.kv_heads != 0)
-        throw InputError("--q " + q_ref + " has " + std::to_string(p.heads) + " heads and --k " + k_ref + " has " +
+        throw InputError("--q " + q_ref.text + " has " + std::to_string(p.heads) + " heads and --k " + k_ref.text + " has " +
                          std::to_string(p.kv_heads) + ": grouped-query attention needs the query heads to be a multiple "
                          "of the key/value heads (docs/maths.md 1.7); give --kv-head to choose one");
     p.kv_head = h / (p.heads / p.kv_heads);
@@ -146,17 +145,17 @@ std::string byte_text(std::uint64_t b)
 
 }  // namespace
 
-std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+std::uint64_t input_budget_bytes(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const std::optional<io::TensorRef>& v_ref,
                                  const io::AxisSelection& selection)
 {
     const Opened q = open_ref(q_ref);
     const std::size_t q_rank = q.info->shape.size();
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices{slice_size(q, selection, "--q " + q_ref)};
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> slices{slice_size(q, selection, "--q " + q_ref.text)};
     const Opened k = open_ref(k_ref);
-    slices.push_back(slice_size(k, selection_for(selection, k.info->shape.size(), q_rank), "--k " + k_ref));
+    slices.push_back(slice_size(k, selection_for(selection, k.info->shape.size(), q_rank), "--k " + k_ref.text));
     if (v_ref) {
         const Opened v = open_ref(*v_ref);
-        slices.push_back(slice_size(v, selection_for(selection, v.info->shape.size(), q_rank), "--v " + *v_ref));
+        slices.push_back(slice_size(v, selection_for(selection, v.info->shape.size(), q_rank), "--v " + v_ref->text));
     }
     long double total = 0, largest = 0;
     for (const auto& [n, d] : slices) {
@@ -177,12 +176,12 @@ std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_
     return need > 1.8e19L ? UINT64_MAX : static_cast<std::uint64_t>(need);
 }
 
-LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+LoadedInputs load_inputs(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const std::optional<io::TensorRef>& v_ref,
                          const io::AxisSelection& selection)
 {
     const std::uint64_t need = input_budget_bytes(q_ref, k_ref, v_ref, selection);
     if (need > io::read_limit_bytes())
-        throw MemoryLimitError("--q " + q_ref + ", --k " + k_ref + ": the run needs about " + byte_text(need) +
+        throw MemoryLimitError("--q " + q_ref.text + ", --k " + k_ref.text + ": the run needs about " + byte_text(need) +
                                " (the selected queries, keys" + (v_ref ? std::string(" and values") : std::string()) +
                                " as float64 and the analysis' working space), above the memory limit of " +
                                byte_text(io::read_limit_bytes()) + "; nothing was read");
@@ -191,39 +190,39 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
     const std::size_t q_rank = q.info->shape.size();
     io::AxisSelection qsel = selection;
     qsel.kv_head.reset();
-    in.q = io::load_selected(*q.file, q.name, qsel, "--q " + q_ref);
+    in.q = io::load_selected(*q.file, q.name, qsel, "--q " + q_ref.text);
     in.heads = pair_heads(q_ref, k_ref, selection);
     // Keys (and values) at the paired head; values follow keys, unless they have as many heads as queries.
-    auto load_kv = [&](const std::string& ref, const std::string& option) {
+    auto load_kv = [&](const io::TensorRef& ref, const std::string& option) {
         const Opened t = open_ref(ref);
         io::AxisSelection own = selection_for(selection, t.info->shape.size(), q_rank);
-        const Eigen::Index count = head_count(*t.info, own, option + " " + ref);
+        const Eigen::Index count = head_count(*t.info, own, option + " " + ref.text);
         if (in.heads.kv_head && count == in.heads.kv_heads)
             own.at['h'] = *in.heads.kv_head;
         else if (in.heads.q_head && count == in.heads.heads)
             own.at['h'] = *in.heads.q_head;
-        return io::load_selected(*t.file, t.name, own, option + " " + ref);
+        return io::load_selected(*t.file, t.name, own, option + " " + ref.text);
     };
     in.k = load_kv(k_ref, "--k");
     const auto n = in.q.values.rows(), d = in.q.values.cols();
     if (in.k.values.rows() != n)
-        throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.rows()) + " tokens but --q " + q_ref + " has " +
+        throw InputError("--k " + k_ref.text + " has " + std::to_string(in.k.values.rows()) + " tokens but --q " + q_ref.text + " has " +
                          std::to_string(n));
     if (in.k.values.cols() != d)
-        throw InputError("--k " + k_ref + " has " + std::to_string(in.k.values.cols()) + " features but --q " + q_ref +
+        throw InputError("--k " + k_ref.text + " has " + std::to_string(in.k.values.cols()) + " features but --q " + q_ref.text +
                          " has " + std::to_string(d));
     if (v_ref) {
         in.v = load_kv(*v_ref, "--v");
         if (in.v->values.rows() != n)
-            throw InputError("--v " + *v_ref + " has " + std::to_string(in.v->values.rows()) + " tokens but --q " + q_ref +
+            throw InputError("--v " + v_ref->text + " has " + std::to_string(in.v->values.rows()) + " tokens but --q " + q_ref.text +
                              " has " + std::to_string(n));
     }
 
     auto& j = in.input_json;
-    j["q"] = q_ref;
-    j["k"] = k_ref;
+    j["q"] = q_ref.text;
+    j["k"] = k_ref.text;
     if (v_ref)
-        j["v"] = *v_ref;
+        j["v"] = v_ref->text;
     j["layout"] = in.q.layout;
     j["at"] = at_json(in.q.at);
     if (in.heads.kv_head && (in.heads.grouped() || selection.kv_head))
@@ -240,17 +239,17 @@ LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, con
     return in;
 }
 
-void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const std::string& what)
+void load_mixing(attention::MixingSpec& spec, const io::TensorRef& ref, const std::string& what)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
-    const auto file = io::open_tensor_file(ref.file);
+    const std::string& ref_text = ref.text;
+    const auto file = io::open_tensor(ref);
     const io::TensorInfo& t = file->find(ref.name);
     spec.preset = ref_text;
     spec.matrix.reset();
     spec.head_matrices.clear();
     spec.head.reset();
     if (t.shape.size() == 2) {
-        spec.matrix = load_matrix(ref_text, what);
+        spec.matrix = load_matrix(ref, what);
         return;
     }
     if (t.shape.size() != 3)
@@ -290,10 +289,10 @@ attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& 
     return o;
 }
 
-Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what)
+Eigen::MatrixXd load_matrix(const io::TensorRef& ref, const std::string& what)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(ref_text);
-    const auto file = io::open_tensor_file(ref.file);
+    const std::string& ref_text = ref.text;
+    const auto file = io::open_tensor(ref);
     const io::TensorInfo& t = file->find(ref.name);
     if (t.shape.size() != 2)
         throw InputError(what + " " + ref_text + ": expected a 2-D M x M matrix, found rank " + std::to_string(t.shape.size()));

@@ -15,9 +15,10 @@
 namespace attnscope::analysis {
 
 // Where one analysis reads its queries and keys (and values): tensor references and one axis selection.
+// The references are parsed once, where the text enters (io::parse_tensor_ref), or hold arrays in memory.
 struct TensorSource {
-    std::string q_ref, k_ref;                // FILE[:NAME]
-    std::optional<std::string> v_ref;
+    io::TensorRef q_ref, k_ref;
+    std::optional<io::TensorRef> v_ref;
     io::AxisSelection selection;
 };
 
@@ -34,7 +35,7 @@ struct HeadPairing {
 };
 // Throws InputError naming both head counts when Hk does not divide H (or exceeds it), and
 // std::invalid_argument for a --kv-head outside the keys' heads.
-HeadPairing pair_heads(const std::string& q_ref, const std::string& k_ref, const io::AxisSelection& selection);
+HeadPairing pair_heads(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const io::AxisSelection& selection);
 
 struct LoadedInputs {
     io::SelectedMatrix q, k;
@@ -47,7 +48,7 @@ struct LoadedInputs {
 // float64, the largest once more (it is copied while read), and the least working space any analysis of
 // them needs (analysis::streaming_memory_bytes of one mechanism's streamed entropy; analyze() checks its
 // own options and metrics before any work). Compressed files are measured by what they decompress to.
-std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+std::uint64_t input_budget_bytes(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const std::optional<io::TensorRef>& v_ref,
                                  const io::AxisSelection& selection);
 
 // Reads the selected N x d slices, keys and values at the key/value head pair_heads() gives. First checks
@@ -55,27 +56,31 @@ std::uint64_t input_budget_bytes(const std::string& q_ref, const std::string& k_
 // that no input is decompressed or widened when the whole run cannot fit. Throws
 // InputError when Q and K disagree in N or d, when V has a different N, or when any file or selection is
 // bad (see io::load_selected).
-LoadedInputs load_inputs(const std::string& q_ref, const std::string& k_ref, const std::optional<std::string>& v_ref,
+LoadedInputs load_inputs(const io::TensorRef& q_ref, const io::TensorRef& k_ref, const std::optional<io::TensorRef>& v_ref,
                          const io::AxisSelection& selection);
 
 // Reads a 2-D matrix (e.g. a learned mixing matrix) from `FILE[:DATASET]`. Throws InputError naming `what`
 // and the reference when it is not 2-D, not finite, or too large (more than 4096 x 4096).
-Eigen::MatrixXd load_matrix(const std::string& ref_text, const std::string& what = "--mixing");
+Eigen::MatrixXd load_matrix(const io::TensorRef& ref, const std::string& what = "--mixing");
 
 // Reads a learned mixing matrix into `spec` (docs/maths.md 1.6): FILE[:DATASET] holding one M x M matrix
 // (spec.matrix) or one per query head, H x M x M (spec.head_matrices, of which with_head_mixing() takes the
 // analysed head's). spec.preset names the reference. Throws InputError naming `what` like load_matrix().
-void load_mixing(attention::MixingSpec& spec, const std::string& ref_text, const std::string& what = "--mixing");
+void load_mixing(attention::MixingSpec& spec, const io::TensorRef& ref, const std::string& what = "--mixing");
 
 // `options` for the query head `heads` selects: the head as query_head (decay's default gamma, docs/maths.md
 // 1.8); with a per-head mixing file, that head's matrix as mixing.matrix and the head in mixing.head. Throws
 // InputError when the file's head count differs from the queries' or the queries have no head axis.
 attention::AttentionOptions with_head_mixing(const attention::AttentionOptions& options, const HeadPairing& heads);
 
-// The N gates of `gated` (docs/maths.md 1.8) at the queries' selection: the tensor `FILE[:NAME]` is laid out
+// The N gates of `gated` (docs/maths.md 1.8) at the queries' selection: the tensor gates.tensor (an array) or
+// the reference gates.source `FILE[:NAME]` is laid out
 // like the queries without their feature axis (same index axes and tokens; prefix tokens dropped alike).
 // Values are returned as stored (g, or ln g); the operator checks them. Throws InputError naming the tensor.
-Eigen::VectorXd load_gates(const std::string& ref_text, const io::SelectedMatrix& q);
+Eigen::VectorXd load_gates(const attention::GateSpec& gates, const io::SelectedMatrix& q);
+
+// Where the gates are read: gates.tensor, else the reference gates.source parsed.
+io::TensorRef gates_ref(const attention::GateSpec& gates);
 
 // with_head_mixing() for the loaded inputs, plus the gates read (load_gates) when options.gates names a tensor
 // and holds no values yet: the options every analysis of `in` computes with.

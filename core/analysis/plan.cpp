@@ -108,10 +108,10 @@ bool split_numeric_component(const std::string& name, std::string& before, std::
 
 std::vector<char> input_axes(const TensorSource& source)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
-    const auto file = io::open_tensor_file(ref.file);
+    const io::TensorRef& ref = source.q_ref;
+    const auto file = io::open_tensor(ref);
     std::vector<char> out;
-    for (const char axis : io::resolve_layout(file->find(ref.name), source.selection, "--q " + source.q_ref))
+    for (const char axis : io::resolve_layout(file->find(ref.name), source.selection, "--q " + ref.text))
         if (axis != 'n' && axis != 'd' && axis != 'l' && axis != 'h')
             out.push_back(axis);
     return out;
@@ -123,10 +123,10 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
     std::vector<Unit> units;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         const TensorSource& src = inputs[i];
-        const io::TensorRef ref = io::parse_tensor_ref(src.q_ref);
-        const auto file = io::open_tensor_file(ref.file);
+        const io::TensorRef& ref = src.q_ref;
+        const auto file = io::open_tensor(ref);
         const io::TensorInfo& info = file->find(ref.name);
-        const std::string layout = io::resolve_layout(info, src.selection, "--q " + src.q_ref);
+        const std::string layout = io::resolve_layout(info, src.selection, "--q " + ref.text);
         const auto ls = axis_values(info, layout, 'l', choice_with_all(layers, src.selection, 'l'), src.selection);
         const auto hs = axis_values(info, layout, 'h', choice_with_all(heads, src.selection, 'h'), src.selection);
         // Each other `all` axis, innermost last; each at most k_max_units, so the running product cannot overflow.
@@ -139,7 +139,7 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
                 count = std::min<std::uint64_t>(count, k_max_units + 1) * std::max<std::size_t>(others.back().second.size(), 1);
             }
         if (count > k_max_units - std::min<std::uint64_t>(units.size(), k_max_units))
-            throw std::invalid_argument("--q " + src.q_ref + ": " + std::to_string(std::min<std::uint64_t>(count, k_max_units + 1) + units.size()) +
+            throw std::invalid_argument("--q " + src.q_ref.text + ": " + std::to_string(std::min<std::uint64_t>(count, k_max_units + 1) + units.size()) +
                                         (count > k_max_units ? " or more" : "") +
                                         " units (inputs x layers x heads x other axes) are over the cap of " +
                                         std::to_string(k_max_units) + " per plan (docs/cli.md, \"Counts and caps\")");
@@ -165,13 +165,12 @@ std::vector<Unit> plan_units(const std::vector<TensorSource>& inputs, const Axis
     return units;
 }
 
-std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::string& k_ref,
-                                        const std::optional<std::string>& v_ref)
+std::vector<LayerTensors> layer_tensors(const io::TensorRef& qref, const io::TensorRef& kref,
+                                        const std::optional<io::TensorRef>& v_ref)
 {
-    const io::TensorRef qref = io::parse_tensor_ref(q_ref), kref = io::parse_tensor_ref(k_ref);
-    if (kref.file != qref.file || (v_ref && io::parse_tensor_ref(*v_ref).file != qref.file))
+    if (qref.array || kref.array || (v_ref && v_ref->array) || kref.file != qref.file || (v_ref && v_ref->file != qref.file))
         return {};
-    const auto file = io::open_tensor_file(qref.file);
+    const auto file = io::open_tensor(qref);
     // The numeric component of each name, and the text around it, must agree between q, k (and v).
     struct Split {
         std::string before, after;
@@ -183,7 +182,7 @@ std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::str
     Split q, k, v;
     if (!split(qref.name, q) || !split(kref.name, k) || k.before != q.before || k.value != q.value)
         return {};
-    if (v_ref && (!split(io::parse_tensor_ref(*v_ref).name, v) || v.before != q.before || v.value != q.value))
+    if (v_ref && (!split(v_ref->name, v) || v.before != q.before || v.value != q.value))
         return {};
     auto has = [&](const std::string& name) {
         for (const auto& t : file->tensors())
@@ -199,11 +198,11 @@ std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::str
         const std::string kname = k.before + std::to_string(s.value) + k.after;
         if (!has(kname))
             continue;
-        LayerTensors l{s.value, qref.file + ":" + t.name, qref.file + ":" + kname, std::nullopt};
+        LayerTensors l{s.value, io::tensor_in(qref.file, t.name), io::tensor_in(qref.file, kname), std::nullopt};
         if (v_ref) {
             const std::string vname = v.before + std::to_string(s.value) + v.after;
             if (has(vname))
-                l.v_ref = qref.file + ":" + vname;
+                l.v_ref = io::tensor_in(qref.file, vname);
         }
         layers[s.value] = std::move(l);
     }

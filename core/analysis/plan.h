@@ -48,13 +48,14 @@ std::vector<char> input_axes(const TensorSource& source);
 // component (/layers/3/q, /layers/3/k, /layers/3/v as tools/python/attnscope_dump.py writes them).
 struct LayerTensors {
     Eigen::Index layer = 0;
-    std::string q_ref, k_ref;
-    std::optional<std::string> v_ref;      // when values were given and the layer has them
+    io::TensorRef q_ref, k_ref;
+    std::optional<io::TensorRef> v_ref;    // when values were given and the layer has them
 };
 // Every layer of the file of `q_ref` that has queries and keys named like these (and values, when given),
-// in layer order; empty when the names carry no layer number or the file has fewer than two such layers.
+// in layer order; empty when the names carry no layer number, the file has fewer than two such layers, or the
+// tensors are arrays in memory.
 // Reads headers only.
-std::vector<LayerTensors> layer_tensors(const std::string& q_ref, const std::string& k_ref,
-                                        const std::optional<std::string>& v_ref);
+std::vector<LayerTensors> layer_tensors(const io::TensorRef& q_ref, const io::TensorRef& k_ref,
+                                        const std::optional<io::TensorRef>& v_ref);
 
 }  // namespace attnscope::analysis

@@ -198,6 +198,7 @@ attention::AttentionOptions resolve(const MechanismRequest& r, Spelling spelling
     o.causal = r.causal.value_or(false);
     o.decay.gamma = r.decay;
     o.gates.source = r.gates;
+    o.gates.tensor = r.gates_tensor;
     o.gates.log = r.gates_log;
     o.feature_map.kind = attention::parse_feature_map(r.feature_map);
     if (r.favor_features < 1 || r.favor_features > 1'000'000)
@@ -251,7 +252,7 @@ attention::AttentionOptions resolve(const MechanismRequest& r, Spelling spelling
     if (!r.mixing.empty()) {
         o.mixing.preset = r.mixing;
         if (!attention::is_mixing_preset(r.mixing))
-            load_mixing(o.mixing, r.mixing, name("mixing"));
+            load_mixing(o.mixing, r.mixing_tensor ? *r.mixing_tensor : io::parse_tensor_ref(r.mixing), name("mixing"));
     }
     o.normalize = attention::parse_normalize(r.normalize);
     return o;
@@ -307,7 +308,7 @@ ExplicitChoices explicit_choices(const SelectionRequest& selection, const Mechan
     return given;
 }
 
-AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionRequest& selection, const MechanismRequest& mechanism,
+AnalysisSetup resolve_setup(const io::TensorRef& q_ref, const SelectionRequest& selection, const MechanismRequest& mechanism,
                             Spelling spelling, nlohmann::ordered_json* from_file)
 {
     const FileDefaults defaults = read_file_defaults(q_ref);   // a missing file is the first error

@@ -7,6 +7,7 @@
 // option as the caller spells it: `--favor-features` on the command line, `favor_features` for a keyword or a
 // job key (Spelling).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -56,6 +57,9 @@ struct MechanismRequest {
     std::optional<double> decay;
     std::string gates;
     bool gates_log = false;
+    // A mixing matrix or gates given as arrays in memory (the Python module): `mixing` / `gates` then hold
+    // their names (for messages and reports), and these are read instead of parsing them.
+    std::shared_ptr<const io::TensorRef> mixing_tensor, gates_tensor;
 };
 
 // The metrics' options: docs/cli.md "Metric options".
@@ -150,7 +154,7 @@ ExplicitChoices explicit_choices(const SelectionRequest& selection, const Mechan
 
 // The setup of one analysis of the queries `q_ref`: the options as given, the file's attributes for the rest
 // (analysis/file_defaults.h). `from_file` receives what came from the file.
-AnalysisSetup resolve_setup(const std::string& q_ref, const SelectionRequest& selection, const MechanismRequest& mechanism,
+AnalysisSetup resolve_setup(const io::TensorRef& q_ref, const SelectionRequest& selection, const MechanismRequest& mechanism,
                             Spelling spelling, nlohmann::ordered_json* from_file = nullptr);
 
 }  // namespace attnscope::analysis

@@ -10,11 +10,10 @@ namespace attnscope::analysis {
 
 using Eigen::Index;
 
-std::optional<RetrievalTargets> load_retrieval_targets(const std::string& q_ref, const io::AxisSelection& selection,
+std::optional<RetrievalTargets> load_retrieval_targets(const io::TensorRef& ref, const io::AxisSelection& selection,
                                                        Index n, bool causal)
 {
-    const io::TensorRef ref = io::parse_tensor_ref(q_ref);
-    auto file = io::open_tensor_file(ref.file);
+    auto file = io::open_tensor(ref);
     if (const std::string holder = file->attributes_file(); holder != ref.file) {
         // Queries held in memory: the targets of the file they were loaded from, when they are that file's tensor
         // whole (attnscope.load without a selection); a slice (`sliced_from`) lost the axes the targets index.

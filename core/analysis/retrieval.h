@@ -34,7 +34,7 @@ inline constexpr Eigen::Index k_max_retrieval_targets = Eigen::Index{1} << 20;
 // tokens. Throws InputError for a dataset of the wrong shape, non-integer or negative positions, more than
 // k_max_retrieval_targets pairs, a batch index it does not hold, or a target j* that a causal row t cannot see
 // (j* > t when `causal`).
-std::optional<RetrievalTargets> load_retrieval_targets(const std::string& q_ref, const io::AxisSelection& selection,
+std::optional<RetrievalTargets> load_retrieval_targets(const io::TensorRef& q_ref, const io::AxisSelection& selection,
                                                        Eigen::Index n, bool causal);
 
 // The measure on `op`: each distinct row t of the targets formed once (never N x N).

@@ -270,7 +270,7 @@ void plan_loaded(SweepPlan& plan)
         if (spec.vary == 'n' && spec.subsample != Subsample::crop && !spec.values.empty())
             setup.given.blocks = true;
         const nlohmann::ordered_json from_file = resolve_file_defaults(src.q_ref, setup);
-        nlohmann::ordered_json entry{{"q", src.q_ref}, {"k", src.k_ref}};
+        nlohmann::ordered_json entry{{"q", src.q_ref.text}, {"k", src.k_ref.text}};
         if (!from_file.empty())
             entry["defaults_from_file"] = from_file;
         plan.inputs.push_back(std::move(entry));
@@ -531,9 +531,9 @@ SweepSpec overview_spec(const TensorSource& source, const attention::AttentionOp
     spec.options = options;
     spec.metrics = metrics;
     // Every head and layer the queries' layout has (an axis it lacks is simply not iterated).
-    const io::TensorRef ref = io::parse_tensor_ref(source.q_ref);
-    const auto file = io::open_tensor_file(ref.file);
-    const std::string layout = io::resolve_layout(file->find(ref.name), source.selection, "--q " + source.q_ref);
+    const io::TensorRef& ref = source.q_ref;
+    const auto file = io::open_tensor(ref);
+    const std::string layout = io::resolve_layout(file->find(ref.name), source.selection, "--q " + ref.text);
     if (layout.find('h') != std::string::npos)
         spec.heads = AxisChoice::all("heads");
     if (layout.find('l') != std::string::npos) {

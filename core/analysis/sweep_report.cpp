@@ -387,7 +387,7 @@ nlohmann::ordered_json sweep_result_json(const SweepResult& result)
         s["synth"] = ojson{{"kind", spec.synth->kind}, {"d", spec.synth->d}, {"seeds", spec.synth->seeds}, {"n", spec.synth->n}};
     ojson inputs = ojson::array();
     for (const TensorSource& in : spec.inputs)
-        inputs.push_back(ojson{{"q", in.q_ref}, {"k", in.k_ref}});
+        inputs.push_back(ojson{{"q", in.q_ref.text}, {"k", in.k_ref.text}});
     s["inputs"] = std::move(inputs);
     s["feature_map"] = std::string(attention::to_string(spec.options.feature_map.kind));
     s["favor_features"] = spec.options.feature_map.favor_features;
@@ -431,8 +431,9 @@ SweepResult sweep_result_from_json(const nlohmann::json& doc)
     if (const auto it = s.find("inputs"); it != s.end() && it->is_array())
         for (const json& in : *it) {
             TensorSource src;
-            src.q_ref = field<std::string>(in, "q", "");
-            src.k_ref = field<std::string>(in, "k", "");
+            // A sweep file's references: text the user cannot vouch for, parsed (and checked) as any reference.
+            src.q_ref = io::parse_tensor_ref(field<std::string>(in, "q", ""));
+            src.k_ref = io::parse_tensor_ref(field<std::string>(in, "k", ""));
             spec.inputs.push_back(std::move(src));
         }
     if (const auto it = s.find("attention"); it != s.end()) {

@@ -29,7 +29,7 @@ const std::vector<OptionDescriptor<SweepRequest>>& sweep_options();
 
 // Every option of one sweep, as a front end holds them.
 struct SweepRequests {
-    std::vector<std::string> q, k;     // FILE[:NAME] references, in pairs; or none with `sweep.synth`
+    std::vector<io::TensorRef> q, k;   // in pairs (files' tensors or arrays); or none with `sweep.synth`
     std::string mechanisms;            // comma list of mechanisms (empty: the default list)
     SweepRequest sweep;
     AnalysisRequests analysis;

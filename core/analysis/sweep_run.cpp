@@ -107,7 +107,7 @@ std::string point_label(const SweepSpec& spec, const SweepPoint& p)
 // "file.h5:/q h=2": the queries without their folder, and the unit's layer and head.
 std::string unit_label(const Unit& u)
 {
-    std::string ref = u.source.q_ref;
+    std::string ref = u.source.q_ref.text;
     const std::size_t colon = ref.find(':');
     const std::size_t slash = ref.rfind('/', colon == std::string::npos ? std::string::npos : colon);
     if (slash != std::string::npos)
@@ -174,7 +174,7 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
         for (SweepPoint p : job.points) {
             if (!p.options.gates.source.empty() && p.options.gates.values.size() == 0) {
                 if (!gates)
-                    gates = load_gates(p.options.gates.source, in.q);
+                    gates = load_gates(p.options.gates, in.q);
                 p.options.gates.values = *gates;
             }
             p.options = options_for_inputs(p.options, in);
@@ -184,9 +184,9 @@ std::vector<SweepRecord> run_sweep(const SweepPlan& plan, const JobContext& ctx)
             ctx.progress(done / total, label);
             const PointProgress where{ctx, done / total, 1.0 / total, label};
             if (p.tokens.empty())
-                analyse_point(spec, in.q.values, in.k.values, p, u.source.q_ref, u.layer, u.head, limit, where, records);
+                analyse_point(spec, in.q.values, in.k.values, p, u.source.q_ref.text, u.layer, u.head, limit, where, records);
             else
-                analyse_point(spec, take_rows(in.q.values, p.tokens), take_rows(in.k.values, p.tokens), p, u.source.q_ref,
+                analyse_point(spec, take_rows(in.q.values, p.tokens), take_rows(in.k.values, p.tokens), p, u.source.q_ref.text,
                               u.layer, u.head, limit, where, records);
             ++done;
         }

@@ -2,12 +2,17 @@
 // Options of the attention mechanisms, one field per option of docs/cli.md ("Mechanism options");
 // meanings in docs/maths.md section 1. The names below are the one vocabulary every front end uses.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <Eigen/Core>
+
+namespace attnscope::io {
+struct TensorRef;   // io/selection.h: the options hold one only to pass it on
+}
 
 namespace attnscope::attention {
 
@@ -70,6 +75,9 @@ struct DecaySpec {
 // gated (docs/maths.md 1.8, causal only): P[t,j] = (prod_{i=j+1..t} g_i) phi(q_t) . phi(k_j), one gate per token.
 struct GateSpec {
     std::string source;            // where the gates came from (a tensor reference), for reports
+    // The gates as an array in memory (the Python module), named `source` in messages; read instead of
+    // parsing `source` (analysis::load_gates). Shared: options are copied per unit.
+    std::shared_ptr<const io::TensorRef> tensor;
     bool log = false;              // `values` hold ln g (Mamba-2's dt * A), not g
     Eigen::VectorXd values;        // N values of the selected head, prefix tokens dropped
 };

@@ -1,6 +1,5 @@
 #include "io/memory_tensor.h"
 
-#include <map>
 #include <stdexcept>
 
 #include "io/detail.h"
@@ -8,8 +7,6 @@
 namespace attnscope::io {
 
 namespace {
-
-thread_local std::map<std::string, ArrayView> t_lent;
 
 class MemoryTensorFile final : public TensorFile {
 public:
@@ -69,23 +66,12 @@ private:
 
 }  // namespace
 
-MemoryTensorScope::MemoryTensorScope(std::string name, ArrayView view) : m_name(std::move(name))
+std::unique_ptr<TensorFile> open_memory_tensor(const std::string& name, const ArrayView& view)
 {
     if (view.shape.size() != view.strides.size())
-        throw std::invalid_argument(m_name + ": " + std::to_string(view.shape.size()) + " axes but " +
+        throw std::invalid_argument(name + ": " + std::to_string(view.shape.size()) + " axes but " +
                                     std::to_string(view.strides.size()) + " strides");
-    if (!t_lent.emplace(m_name, std::move(view)).second)
-        throw std::invalid_argument(m_name + ": a tensor is already lent under this name");
-}
-
-MemoryTensorScope::~MemoryTensorScope() { t_lent.erase(m_name); }
-
-std::unique_ptr<TensorFile> open_memory_tensor(const std::string& path)
-{
-    const auto it = t_lent.find(path);
-    if (it == t_lent.end())
-        return nullptr;
-    return std::make_unique<MemoryTensorFile>(path, it->second);
+    return std::make_unique<MemoryTensorFile>(name, view);
 }
 
 }  // namespace attnscope::io

@@ -52,6 +52,29 @@ std::string value_text(double v)
 
 }  // namespace
 
+TensorRef tensor_in(std::string file, std::string name)
+{
+    TensorRef ref;
+    ref.text = name.empty() ? file : file + ":" + name;
+    ref.file = std::move(file);
+    ref.name = std::move(name);
+    return ref;
+}
+
+TensorRef array_ref(std::string name, ArrayView view)
+{
+    TensorRef ref;
+    ref.file = name;
+    ref.text = std::move(name);
+    ref.array = std::make_shared<const ArrayView>(std::move(view));
+    return ref;
+}
+
+std::unique_ptr<TensorFile> open_tensor(const TensorRef& ref)
+{
+    return ref.array ? open_memory_tensor(ref.text, *ref.array) : open_tensor_file(ref.file);
+}
+
 TensorRef parse_tensor_ref(std::string_view text)
 {
     if (trim(text).empty())

@@ -3,6 +3,7 @@
 // `--prefix-tokens`), exactly as docs/cli.md defines them.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -10,15 +11,29 @@
 
 #include <Eigen/Core>
 
+#include "io/memory_tensor.h"
 #include "io/tensor_file.h"
 
 namespace attnscope::io {
 
+// Where one tensor is read from: parsed once where the user's text enters (the command line, a job, a
+// session, a Python argument) and passed on as is. Either a file and a tensor in it, or an array in memory.
 struct TensorRef {
-    std::string file;   // path as given
+    std::string file;   // path as given (for an array: its name in messages, e.g. "<q: float32 array (64, 32)>")
     std::string name;   // dataset / member / tensor name; empty = the only tensor
-    std::string text;   // the reference as the user wrote it
+    std::string text;   // the reference as the user wrote it (for an array: its name)
+    std::shared_ptr<const ArrayView> array;   // an in-memory tensor (io/memory_tensor.h) instead of a file
+    bool operator==(const TensorRef&) const = default;
 };
+
+// The tensor `name` of `file` (no parsing: the file part is `file` whatever it holds); text "FILE:NAME".
+TensorRef tensor_in(std::string file, std::string name);
+
+// An in-memory tensor as a reference called `name` in messages.
+TensorRef array_ref(std::string name, ArrayView view);
+
+// The file a reference names (opened by extension, io/tensor_file.h), or a view of its array.
+std::unique_ptr<TensorFile> open_tensor(const TensorRef& ref);
 
 // Splits `FILE[:NAME]`. The file part ends at the first recognised extension (.h5 .hdf5 .npy .npz
 // .safetensors) followed by ':' or the end, so folders containing ':' work. Throws InputError for an

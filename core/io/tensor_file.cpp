@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 
 #include "io/detail.h"
-#include "io/memory_tensor.h"
 #include "util/error.h"
 
 namespace attnscope::io {
@@ -150,8 +149,6 @@ std::unique_ptr<TensorFile> open_tensor_file(const std::string& path)
 {
     if (path.empty())
         throw InputError("empty file name");
-    if (auto lent = open_memory_tensor(path))   // an array lent by the Python module (io/memory_tensor.h)
-        return lent;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         const int err = errno;

@@ -129,28 +129,36 @@ LentArray lend_array(const py::array& array, const std::string& role, const py::
                      const std::string& origin)
 {
     const py::dtype dt = array.dtype();
-    LentArray lent;
-    lent.view.dtype = dtype_of(dt, role);
+    io::ArrayView view;
+    view.dtype = dtype_of(dt, role);
     if (!dt.attr("isnative").cast<bool>())
         throw py::value_error(role + ": the array is not in this machine's byte order (convert it with .astype('=" +
                               std::string(py::str(dt.attr("str"))).substr(1) + "'))");
-    lent.view.data = static_cast<const std::byte*>(array.data());
+    view.data = static_cast<const std::byte*>(array.data());
     for (py::ssize_t a = 0; a < array.ndim(); ++a) {
-        lent.view.shape.push_back(array.shape(a));
-        lent.view.strides.push_back(array.strides(a));
+        view.shape.push_back(array.shape(a));
+        view.strides.push_back(array.strides(a));
     }
     if (!attributes.empty())   // a loaded Tensor's attributes (attnscope.load), or any the caller gave it
-        lent.view.attributes = attribute_json(attributes, role + ": attribute", 0);
-    lent.view.origin = origin;
-    lent.name = "<" + role + ": " + std::string(py::str(dt.attr("name"))) + " array " + shape_text(lent.view.shape) + ">";
+        view.attributes = attribute_json(attributes, role + ": attribute", 0);
+    view.origin = origin;
+    std::string name = "<" + role + ": " + std::string(py::str(dt.attr("name"))) + " array " + shape_text(view.shape) + ">";
+    LentArray lent;
+    lent.ref = io::array_ref(std::move(name), std::move(view));
     lent.owner = array;
     return lent;
 }
 
-std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value)
+io::TensorRef tensor_ref(CallArgs& call, const std::string& role, const py::handle& value)
 {
-    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value))
-        return checked_text(value, role);
+    if (py::isinstance<py::str>(value) || py::isinstance<py::bytes>(value)) {
+        const std::string text = checked_text(value, role);
+        try {
+            return io::parse_tensor_ref(text);
+        } catch (...) {
+            raise_mapped(std::current_exception());   // ValueError, with the command line's message
+        }
+    }
     if (!py::isinstance<py::array>(value))
         throw py::value_error(role + ": expected a FILE[:NAME] reference or an array");
     // An attnscope.Tensor: its file's attributes, and that file, against which the attributes' references
@@ -163,11 +171,11 @@ std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle
         origin = checked_text(value.attr("origin"), role + ".origin");
     // Several inputs of one role (a sweep's --q list) go by q, q[1], q[2] ...
     const auto earlier = std::count_if(call.arrays.begin(), call.arrays.end(), [&](const LentArray& l) {
-        return l.name.rfind("<" + role + ":", 0) == 0 || l.name.rfind("<" + role + "[", 0) == 0;
+        return l.ref.text.rfind("<" + role + ":", 0) == 0 || l.ref.text.rfind("<" + role + "[", 0) == 0;
     });
     const std::string role_name = earlier == 0 ? role : role + "[" + std::to_string(earlier) + "]";
     call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), role_name, attributes, origin));
-    return call.arrays.back().name;
+    return call.arrays.back().ref;
 }
 
 }  // namespace attnscope::python

@@ -1,8 +1,8 @@
 #pragma once
 // The pieces of `import attnscope` (docs/python.md). The module is a front end like app/, over the core only:
 // keyword arguments set the core's typed requests (keywords.h, analysis/requests.h), which validate themselves;
-// NumPy arrays are lent to the core as in-memory tensors (core/io/memory_tensor.h) under a name that stands for a
-// file reference; the core computes on a worker thread while the calling thread, without the GIL, waits and
+// a NumPy array is a tensor reference holding a view of its buffer (io::array_ref, core/io/memory_tensor.h), read
+// by the core as it reads a file's tensor; the core computes on a worker thread while the calling thread, without the GIL, waits and
 // watches for Ctrl+C and progress.
 #include <functional>
 #include <memory>
@@ -14,17 +14,17 @@
 #include <pybind11/pybind11.h>
 
 #include "analysis/job.h"
-#include "io/memory_tensor.h"
+#include "io/selection.h"
 
 namespace attnscope::python {
 
 namespace py = pybind11;
 
-// An array lent to the core for one call: the name it goes by and its buffer. `owner` keeps the NumPy
-// array alive; it is only touched with the GIL held.
+// An array lent to the core for one call: the reference the core reads it by (its name in messages, e.g.
+// "<q: float32 array (64, 32)>", and a view of its buffer). `owner` keeps the NumPy array alive until the call
+// ends; it is only touched with the GIL held.
 struct LentArray {
-    std::string name;
-    io::ArrayView view;
+    io::TensorRef ref;
     py::object owner;
 };
 
@@ -46,16 +46,19 @@ struct CallArgs {
     bool sets_threads = false;
 };
 
-// The reference a tensor argument goes by in the core: a str is a FILE[:NAME] reference, an array is lent (with
-// the attributes and the origin file of an attnscope.Tensor, so a file's defaults follow it and its
-// file-relative references resolve as the command line resolves them on that file) and goes by its lent name.
-std::string tensor_ref(CallArgs& call, const std::string& role, const py::handle& value);
+// The reference a tensor argument goes by in the core: a str is a FILE[:NAME] reference (parsed here, once), an
+// array is lent (with the attributes and the origin file of an attnscope.Tensor, so a file's defaults follow it
+// and its file-relative references resolve as the command line resolves them on that file).
+io::TensorRef tensor_ref(CallArgs& call, const std::string& role, const py::handle& value);
+
+// Raises the Python exception a core exception maps to (see run_released).
+[[noreturn]] void raise_mapped(const std::exception_ptr& error);
 
 // Text given to the core as a path or an option: a NUL would cut a path short where the system reads it
 // (`a.h5\0x` opens a.h5), and no command line can hold one. Throws py::value_error naming `what`.
 std::string checked_text(const py::handle& value, const std::string& what);
 
-// Runs `work` on a worker thread with call.arrays lent there and call.read as its reading settings, the GIL
+// Runs `work` on a worker thread with call.read as its reading settings (call.arrays kept alive), the GIL
 // released. Meanwhile the calling thread checks for signals (Ctrl+C cancels through the job's token and raises
 // KeyboardInterrupt) and calls `progress(fraction, stage)` with the GIL when the core reports. A call that
 // sets the thread count runs alone (no other call of the module computes meanwhile) and puts the count back

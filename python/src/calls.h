@@ -18,8 +18,8 @@ namespace attnscope::python {
 // attnscope.analyze: `attnscope analyze` (the analyze JSON as text, indented as `--json` writes it), from the
 // core's typed requests (keywords.h).
 struct AnalyzeCall {
-    std::string q, k;
-    std::optional<std::string> v;
+    io::TensorRef q, k;
+    std::optional<io::TensorRef> v;
     std::string mechanisms = attention::default_mechanism_text();
     Requests requests;
     std::string run(const analysis::JobContext& ctx) const;
@@ -27,7 +27,7 @@ struct AnalyzeCall {
 
 // attnscope.matrix: `attnscope matrix` without the file (the N x N matrix, its params and input).
 struct MatrixCall {
-    std::string q, k;
+    io::TensorRef q, k;
     std::string mechanism_text;
     Requests requests;
     analysis::DenseAttention run(const analysis::JobContext& ctx) const;
@@ -35,7 +35,7 @@ struct MatrixCall {
 
 // attnscope.sweep: `attnscope sweep --json` (the sweep summary as text).
 struct SweepCall {
-    std::vector<std::string> q, k;
+    std::vector<io::TensorRef> q, k;
     std::string mechanisms;
     Requests requests;
     std::string run(const analysis::JobContext& ctx) const;

@@ -61,12 +61,15 @@ void set_field(CallArgs& call, Request& request, const analysis::OptionDescripto
             } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, std::optional<double>>) {
                 target = number_of(key, value);
             } else {
-                if (py::isinstance<py::array>(value) && (key == "mixing" || key == "gates")) {
-                    // A learned mixing matrix, the gates: lent like q and k, named by their lent name.
-                    call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), key, py::dict(), ""));
-                    target = call.arrays.back().name;
-                    return;
-                }
+                if constexpr (std::is_same_v<Request, analysis::MechanismRequest>)
+                    if (py::isinstance<py::array>(value) && (key == "mixing" || key == "gates")) {
+                        // A learned mixing matrix, the gates: lent like q and k; the option holds the array's name.
+                        call.arrays.push_back(lend_array(py::reinterpret_borrow<py::array>(value), key, py::dict(), ""));
+                        const io::TensorRef& ref = call.arrays.back().ref;
+                        target = ref.text;
+                        (key == "mixing" ? request.mixing_tensor : request.gates_tensor) = std::make_shared<const io::TensorRef>(ref);
+                        return;
+                    }
                 target = keyword_text(key, value, d.list);
             }
         },

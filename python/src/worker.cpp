@@ -25,36 +25,6 @@ struct Shared {
     std::optional<std::pair<double, std::string>> progress;   // the latest report not yet passed on
 };
 
-// The core's exceptions in Python's terms, with the command line's messages (app/cli_common.h, guarded).
-[[noreturn]] void raise_mapped(const std::exception_ptr& error)
-{
-    try {
-        std::rethrow_exception(error);
-    } catch (const MemoryLimitError& e) {
-        throw py::value_error(std::string(e.what()) + "; set the limit with max_memory=");
-    } catch (const MissingFileError& e) {
-        PyErr_SetString(PyExc_FileNotFoundError, e.what());
-        throw py::error_already_set();
-    } catch (const InputError& e) {
-        throw py::value_error(e.what());
-    } catch (const std::invalid_argument& e) {
-        throw py::value_error(e.what());
-    } catch (const std::out_of_range& e) {
-        throw py::value_error(e.what());
-    } catch (const std::filesystem::filesystem_error& e) {
-        std::string where = e.path1().string();
-        if (!e.path2().empty())
-            where += ", " + e.path2().string();
-        throw py::value_error((where.empty() ? std::string() : where + ": ") + e.code().message());
-    } catch (const analysis::JobCancelled&) {
-        PyErr_SetNone(PyExc_KeyboardInterrupt);   // only reached after a signal, whose error is raised first
-        throw py::error_already_set();
-    } catch (const std::bad_alloc&) {
-        throw;   // pybind11 raises MemoryError
-    } catch (const std::exception& e) {
-        throw std::runtime_error(std::string("internal: ") + e.what());
-    }
-}
 
 // Calls that set the thread count (--threads, process-wide in OpenBLAS and the kernels) hold this exclusively,
 // every other call shares it: a count set for one call is never seen by another, and is put back after it.
@@ -114,6 +84,37 @@ struct CallHere {
 
 }  // namespace
 
+// The core's exceptions in Python's terms, with the command line's messages (app/cli_common.h, guarded).
+[[noreturn]] void raise_mapped(const std::exception_ptr& error)
+{
+    try {
+        std::rethrow_exception(error);
+    } catch (const MemoryLimitError& e) {
+        throw py::value_error(std::string(e.what()) + "; set the limit with max_memory=");
+    } catch (const MissingFileError& e) {
+        PyErr_SetString(PyExc_FileNotFoundError, e.what());
+        throw py::error_already_set();
+    } catch (const InputError& e) {
+        throw py::value_error(e.what());
+    } catch (const std::invalid_argument& e) {
+        throw py::value_error(e.what());
+    } catch (const std::out_of_range& e) {
+        throw py::value_error(e.what());
+    } catch (const std::filesystem::filesystem_error& e) {
+        std::string where = e.path1().string();
+        if (!e.path2().empty())
+            where += ", " + e.path2().string();
+        throw py::value_error((where.empty() ? std::string() : where + ": ") + e.code().message());
+    } catch (const analysis::JobCancelled&) {
+        PyErr_SetNone(PyExc_KeyboardInterrupt);   // only reached after a signal, whose error is raised first
+        throw py::error_already_set();
+    } catch (const std::bad_alloc&) {
+        throw;   // pybind11 raises MemoryError
+    } catch (const std::exception& e) {
+        throw std::runtime_error(std::string("internal: ") + e.what());
+    }
+}
+
 void run_released(const CallArgs& call, const std::function<void(const analysis::JobContext&)>& work,
                   const py::object& progress)
 {
@@ -131,15 +132,12 @@ void run_released(const CallArgs& call, const std::function<void(const analysis:
         shared->progress = std::make_pair(fraction, stage);
         shared->wake.notify_all();
     };
-    std::vector<std::pair<std::string, io::ArrayView>> lent;
-    for (const LentArray& a : call.arrays)
-        lent.emplace_back(a.name, a.view);
 
     std::optional<py::error_already_set> python_error;   // Ctrl+C, or the progress callback raised
     std::thread worker;
     {
         py::gil_scoped_release released;
-        worker = std::thread([&work, &lent, &call, ctx, shared] {
+        worker = std::thread([&work, &call, ctx, shared] {
             try {
                 // This call's settings, in effect on the thread that reads its inputs; the thread count is put
                 // back when the call ends (it holds the exclusive turn when it sets one).
@@ -148,9 +146,6 @@ void run_released(const CallArgs& call, const std::function<void(const analysis:
                 if (call.sets_threads)
                     threads.emplace();
                 kernels::check_environment();   // a misspelt ATTNSCOPE_* is refused, as by the command line
-                std::vector<std::unique_ptr<io::MemoryTensorScope>> scopes;
-                for (const auto& [name, view] : lent)
-                    scopes.push_back(std::make_unique<io::MemoryTensorScope>(name, view));
                 work(ctx);
             } catch (...) {
                 const std::lock_guard lock(shared->mutex);

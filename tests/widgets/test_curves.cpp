@@ -85,8 +85,8 @@ Sweep overview(const std::string& name, int layers, int heads, Eigen::Index n, E
     const std::vector<std::int64_t> shape{layers, heads, n, d};
     io::write_hdf5(dir + "/model.h5", {io::DatasetOut{"/q", shape, q}, io::DatasetOut{"/k", shape, k}});
     analysis::TensorSource src;
-    src.q_ref = dir + "/model.h5:/q";
-    src.k_ref = dir + "/model.h5:/k";
+    src.q_ref = io::parse_tensor_ref(dir + "/model.h5:/q");
+    src.k_ref = io::parse_tensor_ref(dir + "/model.h5:/k");
     src.selection.layout = "lhnd";
     return runSweep(analysis::overview_spec(src, {}, {}));
 }

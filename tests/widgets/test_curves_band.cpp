@@ -55,7 +55,7 @@ QStringList texts(QCustomPlot* plot)
 TEST(CurvesBand, EveryInputGivesTheBootstrapBand)
 {
     const std::string file = batchFile(test::fresh_work_dir("curves_band"));
-    analysis::TensorSource src{file + ":/q", file + ":/k", std::nullopt, {}};
+    analysis::TensorSource src{io::parse_tensor_ref(file + ":/q"), io::parse_tensor_ref(file + ":/k"), std::nullopt, {}};
     src.selection.layout = "bnd";
     widgets::SweepParams p;
     p.vary = QLatin1Char('m');
@@ -112,7 +112,7 @@ TEST(CurvesBand, EveryInputNeedsAnIndexAxis)
     so.kind = "local1d";
     const auto data = analysis::synthesize(so, 1ULL << 30);
     io::write_hdf5(dir + "/one.h5", {{"/q", {16, 4}, data.q}, {"/k", {16, 4}, data.k}});
-    const analysis::TensorSource src{dir + "/one.h5:/q", dir + "/one.h5:/k", std::nullopt, {}};
+    const analysis::TensorSource src{io::parse_tensor_ref(dir + "/one.h5:/q"), io::parse_tensor_ref(dir + "/one.h5:/k"), std::nullopt, {}};
     widgets::SweepParams p;
     p.allInputs = true;
     EXPECT_NE(test::message_of([&] { widgets::sweepSpec(p, &src, attention::AttentionOptions{}); }).find("one input"),

@@ -132,8 +132,8 @@ Result vitDigits()
     static Result r = [] {
         const std::string path = test::dataPath("vit_digits.h5");
         return test::exploreFile(path, [&](analysis::ExploreRequest& q) {
-            q.source.q_ref = path + ":/layers/0/q";
-            q.source.k_ref = path + ":/layers/0/k";
+            q.source.q_ref = io::parse_tensor_ref(path + ":/layers/0/q");
+            q.source.k_ref = io::parse_tensor_ref(path + ":/layers/0/k");
             q.source.selection.prefix_tokens = 1;
             q.options.blocks.kind = attention::BlockSpec::Kind::grid;
             q.options.blocks.grid = {8, 8};
@@ -150,8 +150,8 @@ Result charLm()
     static Result r = [] {
         const std::string path = test::dataPath("char_lm_licenses.h5");
         return test::exploreFile(path, [&](analysis::ExploreRequest& q) {
-            q.source.q_ref = path + ":/layers/0/q";
-            q.source.k_ref = path + ":/layers/0/k";
+            q.source.q_ref = io::parse_tensor_ref(path + ":/layers/0/q");
+            q.source.k_ref = io::parse_tensor_ref(path + ":/layers/0/k");
             q.options.causal = true;
         });
     }();
@@ -257,8 +257,8 @@ TEST(Exports, HeadsColumnWrapsTheHeads)
 {
     const std::string path = test::dataPath("char_lm_licenses.h5");
     analysis::HeadsRequest req;
-    req.base.source.q_ref = path + ":/layers/0/q";
-    req.base.source.k_ref = path + ":/layers/0/k";
+    req.base.source.q_ref = io::parse_tensor_ref(path + ":/layers/0/q");
+    req.base.source.k_ref = io::parse_tensor_ref(path + ":/layers/0/k");
     req.base.source.selection.at['h'] = 0;
     req.base.options.causal = true;
     req.cells = 64;

@@ -58,8 +58,8 @@ Sweep overviewSweep(int layers, int heads)
     const std::vector<std::int64_t> shape{layers, heads, 36, 8};
     io::write_hdf5(dir + "/model.h5", {io::DatasetOut{"/q", shape, q}, io::DatasetOut{"/k", shape, k}});
     analysis::TensorSource src;
-    src.q_ref = dir + "/model.h5:/q";
-    src.k_ref = dir + "/model.h5:/k";
+    src.q_ref = io::parse_tensor_ref(dir + "/model.h5:/q");
+    src.k_ref = io::parse_tensor_ref(dir + "/model.h5:/k");
     src.selection.layout = "lhnd";
     auto r = std::make_shared<analysis::SweepResult>();
     r->spec = analysis::overview_spec(src, {}, {});

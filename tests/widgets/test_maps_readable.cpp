@@ -41,8 +41,8 @@ Result charLm(Index blocks = 0)
 {
     const std::string path = test::dataPath("char_lm_licenses.h5");
     return test::exploreFile(path, [&](analysis::ExploreRequest& r) {
-        r.source.q_ref = path + ":/layers/1/q";
-        r.source.k_ref = path + ":/layers/1/k";
+        r.source.q_ref = io::parse_tensor_ref(path + ":/layers/1/q");
+        r.source.k_ref = io::parse_tensor_ref(path + ":/layers/1/k");
         r.source.selection.at['h'] = 0;
         r.options.causal = true;
         r.options.blocks.blocks = blocks;
@@ -60,8 +60,8 @@ Result vitDigits()
 {
     const std::string path = test::dataPath("vit_digits.h5");
     return test::exploreFile(path, [&](analysis::ExploreRequest& r) {
-        r.source.q_ref = path + ":/layers/2/q";
-        r.source.k_ref = path + ":/layers/2/k";
+        r.source.q_ref = io::parse_tensor_ref(path + ":/layers/2/q");
+        r.source.k_ref = io::parse_tensor_ref(path + ":/layers/2/k");
         r.source.selection.at['h'] = 1;
         r.source.selection.prefix_tokens = 1;
         r.options.blocks.kind = attention::BlockSpec::Kind::grid;
@@ -210,8 +210,8 @@ TEST(MapsReadable, CausalTitlesLeadWithThePastBlock)
 {
     const std::string path = test::dataPath("trained_lm_mhla.h5");
     const Result res = test::exploreFile(path, [&](analysis::ExploreRequest& r) {
-        r.source.q_ref = path + ":/layers/1/q";
-        r.source.k_ref = path + ":/layers/1/k";
+        r.source.q_ref = io::parse_tensor_ref(path + ":/layers/1/q");
+        r.source.k_ref = io::parse_tensor_ref(path + ":/layers/1/k");
         r.source.selection.at['h'] = 0;
         r.options.causal = true;
     });

@@ -56,8 +56,8 @@ const Result& vitDigits()
     static Result r = [] {
         const std::string path = test::dataPath("vit_digits.h5");
         return test::exploreFile(path, [&](analysis::ExploreRequest& q) {
-            q.source.q_ref = path + ":/layers/2/q";
-            q.source.k_ref = path + ":/layers/2/k";
+            q.source.q_ref = io::parse_tensor_ref(path + ":/layers/2/q");
+            q.source.k_ref = io::parse_tensor_ref(path + ":/layers/2/k");
             q.source.selection.at['h'] = 1;
             q.source.selection.prefix_tokens = 1;
             q.options.blocks.kind = attention::BlockSpec::Kind::grid;
@@ -109,8 +109,8 @@ const Sweep& smallOverview()
         const std::vector<std::int64_t> shape{layers, heads, n, d};
         io::write_hdf5(dir + "/model.h5", {io::DatasetOut{"/q", shape, q}, io::DatasetOut{"/k", shape, k}});
         analysis::TensorSource src;
-        src.q_ref = dir + "/model.h5:/q";
-        src.k_ref = dir + "/model.h5:/k";
+        src.q_ref = io::parse_tensor_ref(dir + "/model.h5:/q");
+        src.k_ref = io::parse_tensor_ref(dir + "/model.h5:/k");
         src.selection.layout = "lhnd";
         return runSweep(analysis::overview_spec(src, {}, {}));
     }();

@@ -28,7 +28,7 @@ void expectCommandLineParams(const widgets::MainWindow& w)
     analysis::AnalysisSetup setup;
     setup.selection = w.selectionPanel()->selection();
     setup.selection.prefix_tokens = 0;
-    analysis::resolve_file_defaults(q->ref().toStdString(), setup);
+    analysis::resolve_file_defaults(io::parse_tensor_ref(q->ref().toStdString()), setup);
     const auto result = w.result();
     ASSERT_TRUE(result);
     for (const auto& o : result->outcomes) {

@@ -171,9 +171,9 @@ TEST_F(HeadlessWindow, SaveSessionRecordsEachSampleAsTheCommandLineResolvesIt)
         attention::AttentionOptions options = panel.options();
         if (!options.mixing.preset.empty() && !attention::is_mixing_preset(options.mixing.preset)) {
             // A learned mixing matrix (the file's attribute): loaded and picked for the head as the core does.
-            analysis::load_mixing(options.mixing, options.mixing.preset);
+            analysis::load_mixing(options.mixing, io::parse_tensor_ref(options.mixing.preset));
             io::AxisSelection sel;
-            options = analysis::with_head_mixing(options, analysis::pair_heads(q.toStdString(), k.toStdString(), sel));
+            options = analysis::with_head_mixing(options, analysis::pair_heads(io::parse_tensor_ref(q.toStdString()), io::parse_tensor_ref(k.toStdString()), sel));
         }
         // Without a grid attribute the window may guess a display grid from N = s x s (docs/gui.md, Selection
         // dock), but MHLA keeps the command line's blocks: every mechanism's parameters agree.

@@ -272,7 +272,7 @@ TEST_F(WindowProvenance, CurveSetsCarryTheirInputsAndCanBeRemoved)
         ASSERT_TRUE(test::waitIdle(again));
         const auto run = again.sweepResult(QStringLiteral("curves"));
         ASSERT_TRUE(run);
-        const QString file = QString::fromStdString(run->spec.inputs.front().q_ref).section(QLatin1Char(':'), 0, 0);
+        const QString file = QString::fromStdString(run->spec.inputs.front().q_ref.file);
         EXPECT_TRUE(QFileInfo(file).isAbsolute() && QFileInfo::exists(file)) << file.toStdString();
         EXPECT_EQ(runItems(again.curvesView()), runItems(view));
     }

@@ -48,7 +48,7 @@ SweepDataContext windowData(const MainWindow& w)
     const auto k = w.dataBrowser()->assigned(TensorRole::keys);
     data.haveData = q && k;
     if (data.haveData)
-        data.source = analysis::TensorSource{q->ref().toStdString(), k->ref().toStdString(), std::nullopt, w.selectionPanel()->selection()};
+        data.source = analysis::TensorSource{io::parse_tensor_ref(q->ref().toStdString()), io::parse_tensor_ref(k->ref().toStdString()), std::nullopt, w.selectionPanel()->selection()};
     data.options = w.mechanismPanel()->options();
     return data;
 }

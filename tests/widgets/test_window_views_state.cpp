@@ -55,8 +55,8 @@ void expectViewsAgree(const MainWindow& w, const char* step)
                 continue;
             }
             ASSERT_TRUE(heads->heads() && w.resultIsCurrent() && q && k);
-            EXPECT_EQ(heads->heads()->request.base.source.q_ref, q->ref().toStdString());
-            EXPECT_EQ(heads->heads()->request.base.source.k_ref, k->ref().toStdString());
+            EXPECT_EQ(heads->heads()->request.base.source.q_ref.text, q->ref().toStdString());
+            EXPECT_EQ(heads->heads()->request.base.source.k_ref.text, k->ref().toStdString());
             continue;
         }
         // The Depth view likewise (docs/gui.md "Collapse with depth"); current, its products are of the layers of the

@@ -22,8 +22,8 @@ std::string dataPath(const std::string& name) { return tests_path("../data/" + n
 ExploreResultPtr exploreFile(const std::string& path, const std::function<void(analysis::ExploreRequest&)>& configure)
 {
     analysis::ExploreRequest r;
-    r.source.q_ref = path + ":/q";
-    r.source.k_ref = path + ":/k";
+    r.source.q_ref = io::parse_tensor_ref(path + ":/q");
+    r.source.k_ref = io::parse_tensor_ref(path + ":/k");
     if (configure)
         configure(r);
     return std::make_shared<const analysis::ExploreResult>(analysis::explore(r, analysis::JobContext{}));

@@ -101,7 +101,7 @@ TEST(BatchInputs, PerLayerDatasetsAreLayers)
         EXPECT_EQ(units[i].index, i);
         EXPECT_EQ(units[i].layer, l);
         EXPECT_EQ(units[i].head, static_cast<Eigen::Index>(i % 2));
-        EXPECT_EQ(units[i].source.q_ref, file + ":/layers/" + std::to_string(l) + "/q");
+        EXPECT_EQ(units[i].source.q_ref.text, file + ":/layers/" + std::to_string(l) + "/q");
         EXPECT_EQ(units[i].defaults_from_file["mixing"], "/layers/" + std::to_string(l) + "/mixing");
         ASSERT_TRUE(units[i].options.mixing.matrix);
         EXPECT_EQ((*units[i].options.mixing.matrix)(0, 0), 1.0 + static_cast<double>(l));

@@ -162,7 +162,7 @@ TEST(SweepCounts, CappedBeforeAllocating)
 
     // Draws, with the names a job file uses.
     spec = analysis::SweepSpec{};
-    spec.inputs.push_back({"a.h5:/q", "a.h5:/k", std::nullopt, {}});
+    spec.inputs.push_back({io::parse_tensor_ref("a.h5:/q"), io::parse_tensor_ref("a.h5:/k"), std::nullopt, {}});
     spec.subsample = analysis::Subsample::random;
     spec.values = {16};
     spec.draws = 1'000'000'000;
@@ -184,7 +184,7 @@ TEST(SweepCounts, PlanMemoryIsCheckedBeforeThePointsAreMade)
     io::write_hdf5(dir + "/s.h5", {{"/q", {4, 256, 4}, std::vector<double>(4 * 256 * 4, 0.5)},
                                    {"/k", {4, 256, 4}, std::vector<double>(4 * 256 * 4, 0.25)}});
     analysis::SweepSpec spec;
-    spec.inputs.push_back({dir + "/s.h5:/q", dir + "/s.h5:/k", std::nullopt, {}});
+    spec.inputs.push_back({io::parse_tensor_ref(dir + "/s.h5:/q"), io::parse_tensor_ref(dir + "/s.h5:/k"), std::nullopt, {}});
     spec.vary = 'n';
     spec.values = {200};
     spec.subsample = analysis::Subsample::random;
@@ -205,7 +205,7 @@ TEST(Plan, UnitsWithinTheCap)
     const std::string dir = test::fresh_work_dir("plan_counts");
     io::write_hdf5(dir + "/s.h5", {{"/q", {2, 8, 4}, std::vector<double>(64, 0.5)}});
     const std::vector<analysis::Unit> units =
-        analysis::plan_units({{dir + "/s.h5:/q", dir + "/s.h5:/q", std::nullopt, {}}}, analysis::AxisChoice::parse("", "--layers"),
+        analysis::plan_units({{io::parse_tensor_ref(dir + "/s.h5:/q"), io::parse_tensor_ref(dir + "/s.h5:/q"), std::nullopt, {}}}, analysis::AxisChoice::parse("", "--layers"),
                              analysis::AxisChoice::all("--heads"));
     EXPECT_EQ(units.size(), 2u);
     EXPECT_GE(analysis::k_max_units, 1'000'000u);
@@ -217,7 +217,7 @@ TEST(Plan, IndexListedTwiceIsRefused)
 {
     const std::string dir = test::fresh_work_dir("plan_twice");
     io::write_hdf5(dir + "/s.h5", {{"/q", {2, 8, 4}, std::vector<double>(64, 0.5)}});
-    const std::vector<analysis::TensorSource> inputs{{dir + "/s.h5:/q", dir + "/s.h5:/q", std::nullopt, {}}};
+    const std::vector<analysis::TensorSource> inputs{{io::parse_tensor_ref(dir + "/s.h5:/q"), io::parse_tensor_ref(dir + "/s.h5:/q"), std::nullopt, {}}};
     const auto layers = analysis::AxisChoice::parse("", "--layers");
     EXPECT_EQ(analysis::plan_units(inputs, layers, analysis::AxisChoice::parse("1,0", "--heads")).size(), 2u);
     EXPECT_NE(refusal([&] { analysis::plan_units(inputs, layers, analysis::AxisChoice::parse("0,1,0", "--heads")); })

@@ -41,8 +41,8 @@ std::string write_sample(const std::string& dir, Eigen::Index n, Eigen::Index d,
 analysis::ExploreRequest request_for(const std::string& path)
 {
     analysis::ExploreRequest r;
-    r.source.q_ref = path + ":/q";
-    r.source.k_ref = path + ":/k";
+    r.source.q_ref = io::parse_tensor_ref(path + ":/q");
+    r.source.k_ref = io::parse_tensor_ref(path + ":/k");
     r.source.selection.at['h'] = 1;
     return r;
 }

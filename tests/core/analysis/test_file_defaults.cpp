@@ -49,7 +49,7 @@ TEST(FileDefaults, AttributesFillWhatIsNotGiven)
 {
     const std::string file = write_attributed(test::fresh_work_dir("defaults_rule"), k_vit_like);
     analysis::AnalysisSetup setup;
-    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    const auto used = analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), setup);
     EXPECT_EQ(setup.selection.prefix_tokens, 1);
     EXPECT_EQ(setup.options.blocks.kind, attention::BlockSpec::Kind::grid);
     EXPECT_EQ(setup.options.blocks.grid, (std::vector<Eigen::Index>{4, 4}));
@@ -61,7 +61,7 @@ TEST(FileDefaults, AttributesFillWhatIsNotGiven)
     // Explicit choices win: no prefix tokens (17 tokens do not fill the grid: 1-D blocks stay), blocks given.
     analysis::AnalysisSetup mine;
     mine.given.prefix_tokens = true;
-    const auto taken = analysis::resolve_file_defaults(file + ":/q", mine);
+    const auto taken = analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), mine);
     EXPECT_EQ(taken.size(), 1u) << taken.dump();   // nothing taken; the grid that does not fit is said
     EXPECT_EQ(taken["not_applied"]["grid"], "the grid [4,4] holds 16 tokens, the selection has 17");
     EXPECT_EQ(mine.selection.prefix_tokens, 0);
@@ -76,7 +76,7 @@ TEST(FileDefaults, BlockGridAndMixingAttributes)
     attrs["mixing"] = "identity";
     const std::string file = write_attributed(dir, attrs);
     analysis::AnalysisSetup setup;
-    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    const auto used = analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), setup);
     EXPECT_EQ(setup.options.blocks.block_grid, (std::vector<Eigen::Index>{2, 4}));
     EXPECT_EQ(setup.options.mixing.preset, "identity");
     EXPECT_EQ(used["mixing"], "identity");
@@ -85,21 +85,21 @@ TEST(FileDefaults, BlockGridAndMixingAttributes)
     const std::string odd = write_attributed(test::fresh_work_dir("defaults_block_grid_odd"), attrs);
     analysis::AnalysisSetup other;
     try {
-        analysis::resolve_file_defaults(odd + ":/q", other);
+        analysis::resolve_file_defaults(io::parse_tensor_ref(odd + ":/q"), other);
         ADD_FAILURE() << "an unusable block_grid attribute was applied";
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("attribute block_grid"), std::string::npos) << e.what();
     }
     analysis::AnalysisSetup chosen;
     chosen.given.blocks = true;
-    EXPECT_NO_THROW(analysis::resolve_file_defaults(odd + ":/q", chosen));
+    EXPECT_NO_THROW(analysis::resolve_file_defaults(io::parse_tensor_ref(odd + ":/q"), chosen));
 }
 
 TEST(FileDefaults, SweepAppliesEachInputsAttributes)
 {
     const std::string file = write_attributed(test::fresh_work_dir("defaults_sweep"), k_lm_like);
     analysis::SweepSpec spec;
-    spec.inputs.push_back({file + ":/q", file + ":/k", std::nullopt, {}});
+    spec.inputs.push_back({io::parse_tensor_ref(file + ":/q"), io::parse_tensor_ref(file + ":/k"), std::nullopt, {}});
     spec.vary = 'n';
     spec.values = {8, 16};
     spec.options.blocks.blocks = 4;
@@ -111,7 +111,7 @@ TEST(FileDefaults, SweepAppliesEachInputsAttributes)
     const auto records = analysis::run_sweep(plan, analysis::JobContext{});
     ASSERT_EQ(records.size(), 6u);
     // N = 16 is every token after the prefix token, analysed causally: analyze() on those rows agrees.
-    const analysis::LoadedInputs in = analysis::load_inputs(file + ":/q", file + ":/k", std::nullopt, prefix_one());
+    const analysis::LoadedInputs in = analysis::load_inputs(io::parse_tensor_ref(file + ":/q"), io::parse_tensor_ref(file + ":/k"), std::nullopt, prefix_one());
     attention::AttentionOptions causal = spec.options;
     causal.causal = true;
     for (const auto& r : records) {
@@ -158,7 +158,7 @@ TEST(FileDefaults, TokensAndImageForDisplay)
     nlohmann::json attrs = {{"prefix_tokens", 1}, {"text", "Ab\xc3\xa9" "cdefghijklmnop"}};   // 'é' is one character
     attrs["image_8x8"] = {{0, 1, 2}, {3, 4, 5}};
     const std::string file = write_attributed(dir, attrs);
-    const analysis::FileDefaults d = analysis::read_file_defaults(file + ":/q");
+    const analysis::FileDefaults d = analysis::read_file_defaults(io::parse_tensor_ref(file + ":/q"));
     ASSERT_EQ(d.tokens.size(), 17u);
     EXPECT_EQ(d.tokens[2], "\xc3\xa9");
     ASSERT_TRUE(d.image);
@@ -166,7 +166,7 @@ TEST(FileDefaults, TokensAndImageForDisplay)
     EXPECT_EQ(d.image->cols, 3);
     EXPECT_EQ(d.image->values[4], 4.0);
     analysis::ExploreRequest req;
-    req.source = {file + ":/q", file + ":/k", std::nullopt, prefix_one()};
+    req.source = {io::parse_tensor_ref(file + ":/q"), io::parse_tensor_ref(file + ":/k"), std::nullopt, prefix_one()};
     const analysis::ExploreResult r = analysis::explore(req, analysis::JobContext{});
     ASSERT_EQ(r.tokens.size(), 16u);   // the 16 analysed tokens after the prefix token
     EXPECT_EQ(r.tokens[0], "b");
@@ -184,15 +184,15 @@ TEST(FileDefaults, MaskOtherIsSaidNotApplied)
     const std::string file = write_attributed(dir, attrs);
     analysis::AnalysisSetup setup;
     setup.given.causal = true;
-    const auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    const auto used = analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), setup);
     ASSERT_TRUE(used.contains("not_applied")) << used.dump();
     EXPECT_NE(used["not_applied"]["mask"].get<std::string>().find("mask = \"other\""), std::string::npos);
-    EXPECT_EQ(analysis::read_file_defaults(file + ":/q").mask, "other");
+    EXPECT_EQ(analysis::read_file_defaults(io::parse_tensor_ref(file + ":/q")).mask, "other");
 
     attrs["mask"] = "causal";
     const std::string causal = write_attributed(dir, attrs);
     analysis::AnalysisSetup plain;
-    EXPECT_FALSE(analysis::resolve_file_defaults(causal + ":/q", plain).contains("not_applied"));
+    EXPECT_FALSE(analysis::resolve_file_defaults(io::parse_tensor_ref(causal + ":/q"), plain).contains("not_applied"));
 }
 
 // The softmax scale the model used (the bridge records it per layer): a default when it differs from 1/sqrt(d),
@@ -203,27 +203,27 @@ TEST(FileDefaults, ScaleAttributeOtherThanTheDefault)
     nlohmann::json attrs = {{"scale", 0.7}};
     std::string file = write_attributed(dir, attrs);
     analysis::AnalysisSetup setup;
-    auto used = analysis::resolve_file_defaults(file + ":/q", setup);
+    auto used = analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), setup);
     ASSERT_TRUE(setup.options.scale);
     EXPECT_EQ(*setup.options.scale, 0.7);
     EXPECT_EQ(used["scale"], 0.7);
 
     analysis::AnalysisSetup mine;
     mine.given.scale = true;
-    EXPECT_FALSE(analysis::resolve_file_defaults(file + ":/q", mine).contains("scale"));
+    EXPECT_FALSE(analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), mine).contains("scale"));
     EXPECT_FALSE(mine.options.scale);
 
     attrs["scale"] = 1.0 / std::sqrt(6.0);   // d = 6: the default, nothing to report
     file = write_attributed(dir, attrs);
     analysis::AnalysisSetup plain;
-    EXPECT_FALSE(analysis::resolve_file_defaults(file + ":/q", plain).contains("scale"));
+    EXPECT_FALSE(analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), plain).contains("scale"));
     EXPECT_FALSE(plain.options.scale);
 
     attrs["scale"] = -1.0;
     file = write_attributed(dir, attrs);
     analysis::AnalysisSetup bad;
     try {
-        analysis::resolve_file_defaults(file + ":/q", bad);
+        analysis::resolve_file_defaults(io::parse_tensor_ref(file + ":/q"), bad);
         ADD_FAILURE() << "a negative scale attribute was accepted";
     } catch (const InputError& e) {
         EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();

@@ -31,8 +31,8 @@ std::string write_heads(const std::string& dir, Eigen::Index heads, bool causal)
 analysis::HeadsRequest page_of(const std::string& path, Eigen::Index first, Eigen::Index count, Eigen::Index cells)
 {
     analysis::HeadsRequest r;
-    r.base.source.q_ref = path + ":/q";
-    r.base.source.k_ref = path + ":/k";
+    r.base.source.q_ref = io::parse_tensor_ref(path + ":/q");
+    r.base.source.k_ref = io::parse_tensor_ref(path + ":/k");
     r.base.source.selection.at['h'] = 0;
     r.first = first;
     r.count = count;

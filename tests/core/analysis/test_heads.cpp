@@ -45,13 +45,13 @@ TEST(Heads, GroupedQueryPairing)
 {
     const std::string f = write_gqa(test::fresh_work_dir("heads_gqa"), 4);
     for (std::int64_t h = 0; h < 8; ++h) {
-        const auto p = analysis::pair_heads(f + ":/q", f + ":/k", head(h));
+        const auto p = analysis::pair_heads(io::parse_tensor_ref(f + ":/q"), io::parse_tensor_ref(f + ":/k"), head(h));
         EXPECT_EQ(p.heads, 8);
         EXPECT_EQ(p.kv_heads, 4);
         EXPECT_TRUE(p.grouped());
         EXPECT_EQ(*p.kv_head, h / 2) << "query head " << h;
     }
-    const analysis::LoadedInputs in = analysis::load_inputs(f + ":/q", f + ":/k", f + ":/v", head(5));
+    const analysis::LoadedInputs in = analysis::load_inputs(io::parse_tensor_ref(f + ":/q"), io::parse_tensor_ref(f + ":/k"), io::parse_tensor_ref(f + ":/v"), head(5));
     EXPECT_DOUBLE_EQ(in.q.values(0, 0), 5.0);
     EXPECT_DOUBLE_EQ(in.k.values(0, 0), 102.0);   // key head 5 // 2
     EXPECT_DOUBLE_EQ(in.v->values(3, 0), 202.03);  // values follow keys
@@ -65,29 +65,29 @@ TEST(Heads, OverrideMultiQueryAndRefusal)
     const std::string f = write_gqa(dir, 4);
     io::AxisSelection s = head(5);
     s.kv_head = 3;
-    const analysis::LoadedInputs in = analysis::load_inputs(f + ":/q", f + ":/k", std::nullopt, s);
+    const analysis::LoadedInputs in = analysis::load_inputs(io::parse_tensor_ref(f + ":/q"), io::parse_tensor_ref(f + ":/k"), std::nullopt, s);
     EXPECT_DOUBLE_EQ(in.k.values(0, 0), 103.0);
     EXPECT_EQ(in.input_json["kv_head"], 3);
     s.kv_head = 4;
-    EXPECT_THROW(analysis::pair_heads(f + ":/q", f + ":/k", s), std::invalid_argument);
+    EXPECT_THROW(analysis::pair_heads(io::parse_tensor_ref(f + ":/q"), io::parse_tensor_ref(f + ":/k"), s), std::invalid_argument);
 
     const std::string mq = write_gqa(dir, 1);   // multi-query: one key/value head
-    EXPECT_EQ(*analysis::pair_heads(mq + ":/q", mq + ":/k", head(7)).kv_head, 0);
+    EXPECT_EQ(*analysis::pair_heads(io::parse_tensor_ref(mq + ":/q"), io::parse_tensor_ref(mq + ":/k"), head(7)).kv_head, 0);
 
     const std::string odd = write_gqa(dir, 3);
     std::string msg;
     try {
-        analysis::pair_heads(odd + ":/q", odd + ":/k", head(1));
+        analysis::pair_heads(io::parse_tensor_ref(odd + ":/q"), io::parse_tensor_ref(odd + ":/k"), head(1));
     } catch (const InputError& e) {
         msg = e.what();
     }
     EXPECT_NE(msg.find("8 heads"), std::string::npos) << msg;
     EXPECT_NE(msg.find("has 3"), std::string::npos) << msg;
-    EXPECT_THROW(analysis::load_inputs(odd + ":/q", odd + ":/k", std::nullopt, head(1)), InputError);
+    EXPECT_THROW(analysis::load_inputs(io::parse_tensor_ref(odd + ":/q"), io::parse_tensor_ref(odd + ":/k"), std::nullopt, head(1)), InputError);
 
     // Equal head counts pair head h with head h, and the JSON stays as it was (no kv_head).
     const std::string same = write_gqa(dir, 8);
-    const analysis::LoadedInputs eq = analysis::load_inputs(same + ":/q", same + ":/k", std::nullopt, head(6));
+    const analysis::LoadedInputs eq = analysis::load_inputs(io::parse_tensor_ref(same + ":/q"), io::parse_tensor_ref(same + ":/k"), std::nullopt, head(6));
     EXPECT_DOUBLE_EQ(eq.k.values(0, 0), 106.0);
     EXPECT_FALSE(eq.input_json.contains("kv_head"));
 }
@@ -95,7 +95,7 @@ TEST(Heads, OverrideMultiQueryAndRefusal)
 TEST(Heads, EveryQueryHeadOfAPlanPairs)
 {
     const std::string f = write_gqa(test::fresh_work_dir("heads_gqa_plan"), 2);
-    const auto units = analysis::plan_units({{f + ":/q", f + ":/k", std::nullopt, {}}}, analysis::AxisChoice::parse("", "layers"),
+    const auto units = analysis::plan_units({{io::parse_tensor_ref(f + ":/q"), io::parse_tensor_ref(f + ":/k"), std::nullopt, {}}}, analysis::AxisChoice::parse("", "layers"),
                                             analysis::AxisChoice::all("heads"));
     ASSERT_EQ(units.size(), 8u);
     for (const auto& u : units) {

@@ -56,7 +56,7 @@ TEST(Sweep, RecordsEqualAnalyze)
     io::write_hdf5(dir + "/s.h5", {{"/q", {2, 48, 6}, data.q}, {"/k", {2, 48, 6}, data.k}});
 
     analysis::SweepSpec spec;
-    spec.inputs.push_back({dir + "/s.h5:/q", dir + "/s.h5:/k", std::nullopt, {}});
+    spec.inputs.push_back({io::parse_tensor_ref(dir + "/s.h5:/q"), io::parse_tensor_ref(dir + "/s.h5:/k"), std::nullopt, {}});
     spec.vary = 'n';
     spec.values = {12, 48};
     spec.subsample = Subsample::random;
@@ -122,11 +122,11 @@ TEST(Sweep, OverviewWalksPerLayerDatasets)
             ds.push_back({"/layers/" + std::to_string(layer) + "/" + name, {2, 20, 4}, v});
         }
     io::write_hdf5(dir + "/m.h5", ds);
-    analysis::TensorSource src{dir + "/m.h5:/layers/0/q", dir + "/m.h5:/layers/0/k", std::nullopt, {}};
+    analysis::TensorSource src{io::parse_tensor_ref(dir + "/m.h5:/layers/0/q"), io::parse_tensor_ref(dir + "/m.h5:/layers/0/k"), std::nullopt, {}};
     const auto spec = analysis::overview_spec(src, {}, {});
     ASSERT_EQ(spec.inputs.size(), 3u);
     EXPECT_EQ(spec.input_layers, (std::vector<std::optional<Eigen::Index>>{0, 1, 2}));
-    EXPECT_EQ(spec.inputs[2].k_ref, dir + "/m.h5:/layers/2/k");
+    EXPECT_EQ(spec.inputs[2].k_ref.text, dir + "/m.h5:/layers/2/k");
     const auto records = analysis::run_sweep(analysis::plan_sweep(spec), analysis::JobContext{});
     ASSERT_EQ(records.size(), 3u * 2u * 3u);   // layers x heads x mechanisms
     std::set<std::pair<Eigen::Index, Eigen::Index>> cells;
@@ -135,7 +135,7 @@ TEST(Sweep, OverviewWalksPerLayerDatasets)
     EXPECT_EQ(cells.size(), 6u);
     // A file with one such dataset keeps the plain single-input overview.
     io::write_hdf5(dir + "/one.h5", {{"/layers/0/q", {2, 20, 4}, ds[0].data}, {"/layers/0/k", {2, 20, 4}, ds[1].data}});
-    EXPECT_EQ(analysis::overview_spec({dir + "/one.h5:/layers/0/q", dir + "/one.h5:/layers/0/k", std::nullopt, {}}, {}, {})
+    EXPECT_EQ(analysis::overview_spec({io::parse_tensor_ref(dir + "/one.h5:/layers/0/q"), io::parse_tensor_ref(dir + "/one.h5:/layers/0/k"), std::nullopt, {}}, {}, {})
                   .inputs.size(),
               1u);
 }
@@ -163,7 +163,7 @@ std::string gridFile()
 TEST(Sweep, ValueChoiceFitsTheData)
 {
     analysis::SweepSpec spec;
-    spec.inputs.push_back({gridFile() + ":/q", gridFile() + ":/k", std::nullopt, {}});
+    spec.inputs.push_back({io::parse_tensor_ref(gridFile() + ":/q"), io::parse_tensor_ref(gridFile() + ":/k"), std::nullopt, {}});
     spec.given = {true, true, true, true};
     spec.options.blocks.kind = attention::BlockSpec::Kind::grid;
     spec.options.blocks.grid = {16, 16};

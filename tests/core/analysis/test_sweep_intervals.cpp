@@ -29,7 +29,7 @@ analysis::SweepResult batch_axis_sweep(const std::string& dir)
     const auto data = analysis::synthesize(so, 1ULL << 30);
     io::write_hdf5(dir + "/b.h5", {{"/q", {5, 32, 6}, data.q}, {"/k", {5, 32, 6}, data.k}});
     analysis::SweepResult out;
-    analysis::TensorSource src{dir + "/b.h5:/q", dir + "/b.h5:/k", std::nullopt, {}};
+    analysis::TensorSource src{io::parse_tensor_ref(dir + "/b.h5:/q"), io::parse_tensor_ref(dir + "/b.h5:/k"), std::nullopt, {}};
     src.selection.layout = "bnd";
     EXPECT_EQ(analysis::input_axes(src), std::vector<char>{'b'});
     src.selection.all = {'b'};

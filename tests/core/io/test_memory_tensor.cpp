@@ -1,5 +1,6 @@
-// In-memory tensors (io/memory_tensor.h): a strided buffer lent under a name reads like a file through
-// open_tensor_file and load_selected, only on the thread that lent it, and only while the scope lasts.
+// In-memory tensors (io/memory_tensor.h): a tensor reference holding a strided buffer (io::array_ref) reads like
+// a file through open_tensor and load_selected, on any thread; its name is only a name (no registry: text naming
+// it is a file name like any other).
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -42,8 +43,7 @@ struct Transposed {
 TEST(MemoryTensor, StridedBufferReadsLikeAFile)
 {
     const Transposed t;
-    const io::MemoryTensorScope scope("<q: test>", t.view());
-    const auto file = io::open_tensor_file("<q: test>");
+    const auto file = io::open_tensor(io::array_ref("<q: test>", t.view()));
     ASSERT_EQ(file->format(), "memory");
     ASSERT_EQ(file->tensors().size(), 1u);
     EXPECT_EQ(file->tensors()[0].shape, (std::vector<std::int64_t>{2, 3, 4}));
@@ -72,8 +72,7 @@ TEST(MemoryTensor, NonFiniteValuesAreReportedLikeAFiles)
     v.dtype = io::DType::f64;
     v.shape = {3, 4};
     v.strides = {32, 8};
-    const io::MemoryTensorScope scope("<q: nan>", v);
-    const auto file = io::open_tensor_file("<q: nan>");
+    const auto file = io::open_tensor(io::array_ref("<q: nan>", v));
     try {
         io::load_selected(*file, "", {}, "--q <q: nan>");
         FAIL() << "a NaN was read";
@@ -83,24 +82,22 @@ TEST(MemoryTensor, NonFiniteValuesAreReportedLikeAFiles)
     }
 }
 
-TEST(MemoryTensor, LentOnlyToItsThreadAndScope)
+TEST(MemoryTensor, TheReferenceHoldsTheArrayNotItsName)
 {
     const Transposed t;
-    {
-        const io::MemoryTensorScope scope("<k: test>", t.view());
-        EXPECT_THROW(io::MemoryTensorScope("<k: test>", t.view()), std::invalid_argument);
-        bool seen_elsewhere = true;
-        std::thread([&] { seen_elsewhere = io::open_memory_tensor("<k: test>") != nullptr; }).join();
-        EXPECT_FALSE(seen_elsewhere);
-        // Another thread may lend its own buffer under the same name at the same time.
-        std::thread([&] {
-            const io::MemoryTensorScope own("<k: test>", t.view());
-            EXPECT_NE(io::open_memory_tensor("<k: test>"), nullptr);
-        }).join();
-        EXPECT_NE(io::open_memory_tensor("<k: test>"), nullptr);
-    }
-    EXPECT_EQ(io::open_memory_tensor("<k: test>"), nullptr);
-    EXPECT_THROW(io::open_tensor_file("<k: test>"), InputError);   // then it is a (missing) file name again
+    const io::TensorRef ref = io::array_ref("<k: test>", t.view());
+    EXPECT_EQ(ref.text, "<k: test>");
+    // Read on another thread (a worker) through the reference it was given.
+    bool read_elsewhere = false;
+    std::thread([&] { read_elsewhere = io::open_tensor(ref)->tensors().size() == 1; }).join();
+    EXPECT_TRUE(read_elsewhere);
+    // The name as text is a (missing) file, never the array.
+    EXPECT_THROW(io::open_tensor(io::parse_tensor_ref("<k: test>")), InputError);
+    EXPECT_THROW(io::open_tensor_file("<k: test>"), InputError);
+    // Shape and strides of different ranks are refused.
+    io::ArrayView bad = t.view();
+    bad.strides.pop_back();
+    EXPECT_THROW(io::open_tensor(io::array_ref("<k: bad>", bad)), std::invalid_argument);
 }
 
 }  // namespace
