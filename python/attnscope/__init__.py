@@ -7,8 +7,8 @@
 
 The functions call AttnScope's C++ core (no second implementation). Keyword options are the command
 line's long options with ``_`` for ``-`` (``row_entropy=True`` is ``--row-entropy``, ``at={"h": 2}`` is
-``--at h=2``, ``mechanism=["softmax", "mhla"]`` is ``--mechanism softmax,mhla``); they are parsed and
-checked by the command line's own code, and every error raises ``ValueError`` with its message.
+``--at h=2``, ``mechanism=["softmax", "mhla"]`` is ``--mechanism softmax,mhla``); the core's typed requests
+check them with the command line's messages: ``ValueError``, ``TypeError``, ``FileNotFoundError``.
 ``q`` and ``k`` are arrays of any float or integer dtype in any layout the command line reads
 (``layout="bnhd"``, ``at=...``), PyTorch tensors, anything with ``__array__``, or ``FILE[:NAME]``
 references (then the result is byte for byte the command line's). The core computes without the GIL on
@@ -30,7 +30,8 @@ import numpy as np
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "figure", "Figure", "Tensor", "Document"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "figure", "batch", "Batch", "Figure", "Tensor",
+           "Document"]
 
 
 class _OwnNames(type):
@@ -121,6 +122,7 @@ class Document(dict, metaclass=_OwnNames):
     """A document of the core (``attnscope analyze --json``, ``sweep --json``): a dict, with attribute access to
     its keys (``doc.results[0].effective_rank``, ``doc.input.n``), :meth:`to_pandas` and a compact table in a
     notebook. Keys that are dict methods (``items``, ``keys``, ``values``) are reached by ``doc["items"]``."""
+    __slots__ = ()
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -151,8 +153,7 @@ class Document(dict, metaclass=_OwnNames):
                     _flatten(r, "", row)
                     out.append(row)
             return out
-        groups = dict.get(self, "groups")
-        if isinstance(groups, list) and "resamples" in self:   # an aggregate document
+        if "resamples" in self:   # an aggregate document (by group, or batch's aggregate.json of one)
             return self._group_rows("mechanisms")
         points = dict.get(self, "points")
         if isinstance(points, list):
@@ -177,7 +178,8 @@ class Document(dict, metaclass=_OwnNames):
 
     def _group_rows(self, member):
         out = []
-        for g in dict.get(self, "groups"):
+        groups = dict.get(self, "groups")
+        for g in groups if isinstance(groups, list) else [self]:
             where = {f"group.{k}": v for k, v in (g.get("group") or {}).items()}
             for r in g.get(member, []):
                 row = dict(where)
@@ -189,7 +191,7 @@ class Document(dict, metaclass=_OwnNames):
         """An aggregate document's paired differences (mechanism A minus B on the same units), one row each with
         the group's fields as ``group.FIELD``: a pandas DataFrame."""
         import pandas as pd
-        return pd.DataFrame(self._group_rows("pairs") if isinstance(dict.get(self, "groups"), list) else [])
+        return pd.DataFrame(self._group_rows("pairs") if "resamples" in self else [])
 
     def to_pandas(self):
         """:meth:`rows` as a pandas DataFrame (pandas from Debian's python3-pandas), one row per mechanism."""
@@ -307,6 +309,7 @@ def _with_options(*groups, extra=(), progress=True, brief=()):
             params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation))
             lines.append(f"    {name} : {annotation} = {default!r}\n        {text}")
             known.add(name)
+        shared = []   # the brief groups, named in one paragraph
         for group in groups:
             if group in brief:
                 names = [row[0] for row in _TABLE[group]]
@@ -314,8 +317,7 @@ def _with_options(*groups, extra=(), progress=True, brief=()):
                     params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                                     annotation=_ANNOTATION.get(name, annotation)))
                     known.add(name)
-                lines.append(f"\n{_GROUP_TITLES[group]} (as in help(attnscope.analyze)):\n    " +
-                             textwrap.fill(", ".join(names), width=100, subsequent_indent="    "))
+                shared.append(f"{_GROUP_TITLES[group].lower()}: {', '.join(names)}")
                 continue
             lines.append(f"\n{_GROUP_TITLES[group]}:")
             for name, annotation, default, text, excludes, text_off in _TABLE[group]:
@@ -327,6 +329,8 @@ def _with_options(*groups, extra=(), progress=True, brief=()):
                 known.add(name)
                 also = f" Not with {', '.join(excludes)}." if excludes else ""
                 lines.append(f"    {name} : {annotation} = {default!r}\n        {_keyword_help(text)}{also}")
+        if shared:
+            lines.append("\n" + textwrap.fill("As in help(attnscope.analyze): " + "; ".join(shared) + ".", width=100))
         if progress:
             params.append(inspect.Parameter("progress", inspect.Parameter.KEYWORD_ONLY, default=None,
                                             annotation="callable(fraction, stage) | None"))
@@ -423,7 +427,7 @@ def depth(file, *, progress=None, **options):
     return Document(json.loads(_core.depth(os.fspath(file), _keywords(options), progress)))
 
 
-@_with_options("aggregate", "resources", progress=False)
+@_with_options("aggregate", "resources", progress=False, brief=("resources",))
 def aggregate(results_dir, **options):
     """The document of ``attnscope aggregate --json``: the statistics over the units of a batch folder (its
     results.jsonl), by group: each mechanism's mean of each metric with its 95% interval, and the paired
@@ -435,6 +439,7 @@ def aggregate(results_dir, **options):
 class Figure:
     """A figure rendered by ``attnscope figure``: ``data`` (the file's bytes) and ``format`` ("png", "svg" or
     "pdf"); shown inline in a notebook (PNG and SVG), ``save(path)`` writes it."""
+    __slots__ = ("data", "format")
 
     def __init__(self, data, format):
         self.data, self.format = data, format
@@ -536,6 +541,58 @@ def figure(view, q=None, k=None, v=None, *, format="png", out=None, **options):
     if out is not None:
         fig.save(out)
     return fig
+
+
+class Batch:
+    """The folder ``attnscope batch`` wrote (docs/batch.md): ``out`` (its path), ``records`` (results.jsonl: one dict
+    per unit and mechanism), ``aggregate`` (aggregate.json, a :class:`Document`), ``figures`` (their paths)."""
+    __slots__ = ("out", "records", "aggregate", "figures")
+
+    def __init__(self, out):
+        self.out = out
+        with open(os.path.join(out, "results.jsonl")) as f:
+            self.records = [Document(json.loads(line)) for line in f if line.strip()]
+        path = os.path.join(out, "aggregate.json")
+        self.aggregate = Document(json.load(open(path))) if os.path.exists(path) else None
+        folder = os.path.join(out, "figures")
+        self.figures = sorted(os.path.join(folder, n) for n in os.listdir(folder)) if os.path.isdir(folder) else []
+
+    def to_pandas(self):
+        """summary.csv as a pandas DataFrame: one row per unit (file, layer, head) and mechanism."""
+        import pandas as pd
+        return pd.read_csv(os.path.join(self.out, "summary.csv"))
+
+
+
+def batch(job, out=None, *, jobs=1, shard=None, progress=None):
+    """Runs a TOML job (docs/batch.md) as ``attnscope batch JOB --out OUT --jobs N [--shard I/N]`` does, and returns
+    a :class:`Batch` of OUT (default: beside the job, ``<job name>_results``). Resumable: a rerun keeps the units
+    recorded. Runs the attnscope executable (the job's figures are drawn with Qt, which this module does not link);
+    ``progress(fraction, unit)`` follows its units; its ``error:`` line raises ValueError."""
+    import subprocess
+    job = os.fspath(job)
+    if not os.path.isfile(job):
+        raise FileNotFoundError(f"{job}: no such job file")
+    _progress(progress)
+    args = [_executable(), "batch", job, "--jobs", str(int(jobs))]
+    if out is not None:
+        args += ["--out", os.fspath(out)]
+    if shard is not None:
+        args += ["--shard", str(shard)]
+    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        lines = []
+        for line in p.stderr:   # "progress 3/4 (75%) eta 3s: FILE|l=-|h=0 2.07s", then "batch JOB: ... -> OUT"
+            lines.append(line.rstrip("\n"))
+            m = re.match(r"progress (\d+)/(\d+) \(\d+%\)[^:]*: (\S+)", line)
+            if m and progress is not None:
+                progress(int(m.group(1)) / max(int(m.group(2)), 1), m.group(3))
+    if p.returncode != 0:
+        errors = [line for line in lines if line.startswith("error: ")]
+        raise ValueError(errors[-1][len("error: "):] if errors else "\n".join(lines))
+    done = [m.group(1) for m in (re.match(r"batch .*-> (.+)$", line) for line in lines) if m]
+    if progress is not None:
+        progress(1.0, "done")
+    return Batch(os.fspath(out) if out is not None else done[-1])
 
 
 def info(path):

@@ -542,6 +542,66 @@ class Aggregate(unittest.TestCase):
             attnscope.aggregate(self.out, resamples=0)
 
 
+class Batch(unittest.TestCase):
+    """Issue 33: attnscope.batch runs a TOML job as `attnscope batch` does and reads the folder back as tables."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.job = os.path.join(self.tmp.name, "job.toml")
+        data = os.path.join(SOURCE, "data")
+        with open(self.job, "w") as f:
+            f.write(f'inputs = ["{data}/gaussian.h5", "{data}/lowrank.h5"]\nq = "/q"\nk = "/k"\nheads = [0, 1]\n'
+                    '[[figure]]\nview = "spectrum"\nheads = [0]\n')
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    @staticmethod
+    def without_timings(records):
+        return [{k: v for k, v in r.items() if k not in ("seconds", "timing")} for r in records]
+
+    def test_equals_the_command_line(self):
+        mine, theirs = os.path.join(self.tmp.name, "mine"), os.path.join(self.tmp.name, "theirs")
+        seen = []
+        b = attnscope.batch(self.job, mine, jobs=2, progress=lambda f, stage: seen.append((f, stage)))
+        p = subprocess.run([BINARY, "batch", self.job, "--out", theirs, "--jobs", "2"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(theirs, "results.jsonl")) as f:
+            cli_records = [json.loads(line) for line in f]
+        key = lambda r: r["key"]   # noqa: E731  (jobs=2: any order)
+        self.assertEqual(sorted(self.without_timings(b.records), key=key), sorted(self.without_timings(cli_records), key=key))
+        self.assertEqual(len(b.records), 2 * 2 * 3)   # files x heads x default mechanisms
+        df = b.to_pandas()
+        self.assertEqual(len(df), len(b.records))
+        self.assertEqual(set(df["mechanism"]), {"softmax", "linear", "mhla"})
+        with open(os.path.join(theirs, "aggregate.json")) as f:
+            self.assertEqual(dict(b.aggregate), json.load(f))
+        rows = b.aggregate.to_pandas()
+        self.assertTrue(((rows["mechanism"] == "mhla") & (rows["metric"] == "rank")).any())
+        self.assertEqual(len(b.aggregate.pairs()), len(b.aggregate["pairs"]))
+        self.assertEqual([os.path.basename(f) for f in b.figures],
+                         sorted(os.listdir(os.path.join(theirs, "figures"))))
+        # Progress: one report per unit, increasing, then (1.0, "done").
+        self.assertEqual(seen[-1], (1.0, "done"))
+        fractions = [f for f, _ in seen[:-1]]
+        self.assertEqual(fractions, sorted(fractions))
+        self.assertEqual(len(fractions), 4)
+
+    def test_resumes_and_refuses_bad_jobs(self):
+        out = os.path.join(self.tmp.name, "out")
+        first = attnscope.batch(self.job, out)
+        again = attnscope.batch(self.job, out)   # every unit recorded: kept, not analysed again
+        self.assertEqual(self.without_timings(again.records), self.without_timings(first.records))
+        with self.assertRaises(FileNotFoundError):
+            attnscope.batch(os.path.join(self.tmp.name, "absent.toml"))
+        bad = os.path.join(self.tmp.name, "bad.toml")
+        with open(bad, "w") as f:
+            f.write('inputs = ["x.h5"]\nq = "/q"\nk = "/k"\nbogus = 1\n')
+        with self.assertRaisesRegex(ValueError, r"^.*bad\.toml:4: unknown key 'bogus' in the job"):
+            attnscope.batch(bad, os.path.join(self.tmp.name, "never"))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "never")))
+
+
 class Depth(unittest.TestCase):
     """Issue 33: attnscope.depth is `attnscope depth --json`, with typed keywords, a table and progress."""
 
