@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 import verdicts  # noqa: E402
-from mqar_aggregate import chosen_lr, name_of  # noqa: E402   (the rate mqar.py chose: one rule, one place)
+from mqar_aggregate import chosen, chosen_lr, name_of  # noqa: E402   (the rate mqar.py chose: one rule, one place)
 
 ORDER = ["softmax", "linear", "mhla_blocks4", "mhla_blocks8", "mhla_blocks16", "mhla_chunk16", "mhla_blocks16_opauthors", "decay", "gated",
          "none"]
@@ -160,6 +160,7 @@ def main():
 
     seconds = sum(r["seconds"] for r in runs)
     lr_of = chosen_lr(runs)
+    per_seed = chosen(runs)   # {(n, pairs): {name: {seed: accuracy}}}: a wide interval shows which seed failed
     group = agg.get("group", {})
     L = []
     L.append("# Associative recall: where attention is necessary, and what a measure of it says\n")
@@ -220,13 +221,15 @@ def main():
              "an interval past 0 or 1 says the seeds disagree widely, e.g. some reached recall and some did not].\n")
     for (n, pairs), d in sorted(docs.items()):
         L.append(f"**N = {n}, P = {pairs}**" + (" (the claims' group)" if (n, pairs) == (group.get("n"), group.get("pairs")) else "") + "\n")
-        L.append("| model | learning rate | seeds | recall accuracy [95% t interval] |\n|---|---|---|---|")
+        L.append("| model | learning rate | seeds | recall accuracy [95% t interval] | per seed |\n|---|---|---|---|---|")
         for row in sorted((r for r in d["mechanisms"] if r["metric"] == "recall_accuracy"),
                           key=lambda r: order_key(r["mechanism"])):
             lr = lr_of[(n, pairs, row["mechanism"])]
             ci = f" [{fmt(row['ci_low'])}, {fmt(row['ci_high'])}]" if row["ci_low"] is not None else " (one seed)"
+            seeds = per_seed.get((n, pairs), {}).get(row["mechanism"], {})
+            each = ", ".join(f"{seeds[k]:.3f}" for k in sorted(seeds))
             L.append(f"| {LABEL.get(row['mechanism'], row['mechanism'])} | {lr:g} | {row['clusters']} | "
-                     f"{fmt(row['mean'])}{ci} |")
+                     f"{fmt(row['mean'])}{ci} | {each} |")
         L.append("")
     L.append("The learning-rate sweep (seed 0: validation accuracy at each rate; the chosen rate in bold):\n")
     L.append("| N | P | model | 1e-3 | 3e-3 | 1e-2 |\n|---|---|---|---|---|---|")
