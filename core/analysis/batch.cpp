@@ -86,9 +86,10 @@ json settings_json(const BatchPlan& plan)
         // The gates file's content too (like a learned mixing matrix's numbers above): a rerun after it changed is
         // refused like any changed setting instead of keeping records of the old gates. Only a regular file is
         // hashed; anything else is refused by the reader when the units run.
-        const std::string file = gates_ref(o.gates).file;
+        const io::TensorRef gates = gates_ref(o.gates);   // an array in memory names no file to hash
+        const std::string& file = gates.file;
         std::error_code ec;
-        const bool regular = fs::is_regular_file(file, ec);
+        const bool regular = !gates.array && fs::is_regular_file(file, ec);
         j["gates"] = {o.gates.source, o.gates.log, regular ? file_sha256(file) : std::string()};
     }
     j["metrics"] = {plan.metrics.spectrum, plan.metrics.entropy, std::string(to_string(plan.metrics.method)),

@@ -77,12 +77,7 @@ DepthRequest resolve_depth(const DepthRequests& r, Spelling spelling)
     if (!a.heads.empty() && !req.head_mean)
         throw std::invalid_argument("give " + name("heads") + sep + "mean or " + name("head") + sep + "H, not both");
     plan.heads = req.head_mean ? AxisChoice::all(name("heads")) : AxisChoice::parse("", name("head"));
-    ResolvedAnalysis resolved = resolve_analysis(r.mechanisms, r.analysis, spelling);
-    plan.mechanisms = std::move(resolved.mechanisms);
-    plan.options = std::move(resolved.options);
-    plan.given = resolved.given;
-    plan.metrics = std::move(resolved.metrics);
-    plan.memory_limit = resolved.memory_limit;
+    assign_analysis(plan, resolve_analysis(r.mechanisms, r.analysis, spelling));
     req.alpha = a.alpha;
     return req;
 }

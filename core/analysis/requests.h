@@ -149,6 +149,17 @@ struct ResolvedAnalysis {
 };
 ResolvedAnalysis resolve_analysis(const std::string& mechanisms, const AnalysisRequests& r, Spelling spelling);
 
+// Moves `r` into a spec or plan that names these fields alike (SweepSpec, BatchPlan).
+template <class Target>
+void assign_analysis(Target& to, ResolvedAnalysis&& r)
+{
+    to.mechanisms = std::move(r.mechanisms);
+    to.options = std::move(r.options);
+    to.given = r.given;
+    to.metrics = std::move(r.metrics);
+    to.memory_limit = r.memory_limit;
+}
+
 // Which of the options a file's attributes could set were given.
 ExplicitChoices explicit_choices(const SelectionRequest& selection, const MechanismRequest& mechanism);
 

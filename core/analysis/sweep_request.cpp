@@ -59,12 +59,7 @@ SweepSpec resolve_sweep(const SweepRequests& r, Spelling spelling)
     spec.seed = static_cast<std::uint64_t>(s.subsample_seed);
     spec.heads = AxisChoice::parse(s.heads, name("heads"));
     spec.layers = AxisChoice::parse(s.layers, name("layers"));
-    ResolvedAnalysis resolved = resolve_analysis(r.mechanisms, r.analysis, spelling);
-    spec.mechanisms = std::move(resolved.mechanisms);
-    spec.options = std::move(resolved.options);
-    spec.given = resolved.given;
-    spec.metrics = std::move(resolved.metrics);
-    spec.memory_limit = resolved.memory_limit;
+    assign_analysis(spec, resolve_analysis(r.mechanisms, r.analysis, spelling));
 
     if (!s.synth.empty()) {
         if (!r.q.empty() || !r.k.empty())

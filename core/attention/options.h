@@ -75,8 +75,9 @@ struct DecaySpec {
 // gated (docs/maths.md 1.8, causal only): P[t,j] = (prod_{i=j+1..t} g_i) phi(q_t) . phi(k_j), one gate per token.
 struct GateSpec {
     std::string source;            // where the gates came from (a tensor reference), for reports
-    // The gates as an array in memory (the Python module), named `source` in messages; read instead of
-    // parsing `source` (analysis::load_gates). Shared: options are copied per unit.
+    // Where the gates are read when known already (an array from the Python module, a file's `gates`
+    // attribute resolved against its folder); read instead of parsing `source` (analysis::gates_ref). Not saved
+    // with the options (sessions, options JSON keep `source`). Shared: options are copied per unit.
     std::shared_ptr<const io::TensorRef> tensor;
     bool log = false;              // `values` hold ln g (Mamba-2's dt * A), not g
     Eigen::VectorXd values;        // N values of the selected head, prefix tokens dropped

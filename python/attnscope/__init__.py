@@ -553,7 +553,10 @@ class Batch:
         with open(os.path.join(out, "results.jsonl")) as f:
             self.records = [Document(json.loads(line)) for line in f if line.strip()]
         path = os.path.join(out, "aggregate.json")
-        self.aggregate = Document(json.load(open(path))) if os.path.exists(path) else None
+        self.aggregate = None
+        if os.path.exists(path):
+            with open(path) as f:
+                self.aggregate = Document(json.load(f))
         folder = os.path.join(out, "figures")
         self.figures = sorted(os.path.join(folder, n) for n in os.listdir(folder)) if os.path.isdir(folder) else []
 
@@ -566,7 +569,7 @@ class Batch:
 
 def batch(job, out=None, *, jobs=1, shard=None, progress=None):
     """Runs a TOML job (docs/batch.md) as ``attnscope batch JOB --out OUT --jobs N [--shard I/N]`` does, and returns
-    a :class:`Batch` of OUT (default: beside the job, ``<job name>_results``). Resumable: a rerun keeps the units
+    a :class:`Batch` of OUT (default: ``<job name>_results`` in the working folder). Resumable: a rerun keeps the units
     recorded. Runs the attnscope executable (the job's figures are drawn with Qt, which this module does not link);
     ``progress(fraction, unit)`` follows its units; its ``error:`` line raises ValueError."""
     import subprocess
