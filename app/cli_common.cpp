@@ -7,7 +7,7 @@
 
 #include <iostream>
 
-#include "attention/mixing.h"
+#include "analysis/requests.h"
 #include "io/selection.h"
 #include "util/json_text.h"
 #include "util/output.h"
@@ -77,20 +77,59 @@ void flush_standard_output()
                      "): the output is incomplete");
 }
 
-void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<std::string>& refs)
+namespace {
+
+io::TensorRef reference_value(const std::string& flag, const std::string& text)
 {
-    for (const std::string& ref : refs) {
-        try {
-            inputs.push_back({option, io::parse_tensor_ref(ref).file});
-        } catch (const std::exception&) {
-        }
+    try {
+        return io::parse_tensor_ref(text);
+    } catch (const std::exception& e) {
+        throw CLI::ValidationError(flag, e.what());   // one `error:` line naming the option (parse_error_text)
     }
+}
+
+}  // namespace
+
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, io::TensorRef& ref, const std::string& help)
+{
+    return cmd.add_option_function<std::string>(
+        flag, [&ref, flag](const std::string& text) { ref = reference_value(flag, text); }, help);
+}
+
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::optional<io::TensorRef>& ref,
+                               const std::string& help)
+{
+    return cmd.add_option_function<std::string>(
+        flag, [&ref, flag](const std::string& text) { ref = reference_value(flag, text); }, help);
+}
+
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::vector<io::TensorRef>& refs,
+                               const std::string& help)
+{
+    return cmd.add_option_function<std::vector<std::string>>(
+        flag,
+        [&refs, flag](const std::vector<std::string>& texts) {
+            refs.clear();
+            for (const std::string& text : texts)
+                refs.push_back(reference_value(flag, text));
+        },
+        help);
+}
+
+void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<io::TensorRef>& refs)
+{
+    for (const io::TensorRef& ref : refs)
+        if (!ref.array)
+            inputs.push_back({option, ref.file});
 }
 
 void add_mixing_input(std::vector<NamedPath>& inputs, const std::string& mixing)
 {
-    if (!mixing.empty() && !attention::is_mixing_preset(mixing))
-        add_input_refs(inputs, "--mixing", {mixing});
+    try {
+        if (const auto ref = analysis::mixing_reference(mixing))
+            add_input_refs(inputs, "--mixing", {*ref});
+    } catch (const std::exception&) {
+    }
 }
 
 std::string lower(std::string s)

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/aggregate.h"
+#include "io/selection.h"
 #include "io/tensor_file.h"
 #include "util/error.h"
 #include "util/output.h"
@@ -62,9 +63,19 @@ void flush_standard_output();
 int publish_json(const nlohmann::ordered_json& doc, const std::optional<std::string>& json_out, bool json_to_stdout,
                  std::optional<OutputFile>& json_file, const std::function<void()>& print);
 
-// The input files of FILE[:NAME] references, by option, for check_output_paths (a reference that does not
-// parse is left to the reader's message). A --mixing preset names no file.
-void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<std::string>& refs);
+// A FILE[:NAME] option (--q, --k, --v), parsed as the command line is read: the command holds io::TensorRef
+// from then on, and a malformed reference is refused there with its option named ("--q: q.npy:x: a .npy file
+// holds one unnamed tensor; ..."). The app's one reading of reference text (a --mixing text is the core's:
+// analysis::mixing_reference). The repeatable form collects every occurrence (sweep's --q/--k inputs).
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, io::TensorRef& ref, const std::string& help);
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::optional<io::TensorRef>& ref,
+                               const std::string& help);
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::vector<io::TensorRef>& refs,
+                               const std::string& help);
+
+// The input files of references, by option, for check_output_paths. A --mixing preset names no file, and a
+// mixing text that does not parse is left to the reader's message.
+void add_input_refs(std::vector<NamedPath>& inputs, const std::string& option, const std::vector<io::TensorRef>& refs);
 void add_mixing_input(std::vector<NamedPath>& inputs, const std::string& mixing);
 
 std::string lower(std::string s);

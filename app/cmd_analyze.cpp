@@ -30,8 +30,8 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 struct AnalyzeArgs {
-    std::string q, k;
-    std::optional<std::string> v;
+    io::TensorRef q, k;   // parsed as the command line is read (add_tensor_option)
+    std::optional<io::TensorRef> v;
     std::string mechanisms = attention::default_mechanism_text();
     std::optional<std::string> json_out;
     SelectionArgs selection;
@@ -182,13 +182,12 @@ int run_analyze(const AnalyzeArgs& a)
         if (!json_to_stdout)
             json_file.emplace(*a.json_out, SpecialFiles::write_in_place);   // an unwritable destination fails before the work
     }
-    request.q = io::parse_tensor_ref(a.q);   // the references, parsed where they enter
+    request.q = a.q;
     request.setup = resolve_setup(request.q, a.selection, a.mechanism, &request.from_file);
     request.metrics = a.metrics.resolve();
     request.memory_limit = a.memory.resolve();
-    request.k = io::parse_tensor_ref(a.k);
-    if (a.v)
-        request.v = io::parse_tensor_ref(*a.v);
+    request.k = a.k;
+    request.v = a.v;
     io::set_read_limit_bytes(request.memory_limit);
     if (!request.setup.selection.all.empty())
         return run_analyze_units(request, a.json_out, json_to_stdout, json_file);
@@ -202,9 +201,9 @@ Command add_analyze_command(CLI::App& app)
 {
     auto a = std::make_shared<AnalyzeArgs>();
     auto* cmd = app.add_subcommand("analyze", "Rank, singular spectrum and entropy of softmax, linear and MHLA attention");
-    cmd->add_option("--q", a->q, "Queries FILE[:NAME]")->required();
-    cmd->add_option("--k", a->k, "Keys FILE[:NAME]")->required();
-    cmd->add_option("--v", a->v, "Values FILE[:NAME] (optional; checked and recorded)");
+    add_tensor_option(*cmd, "--q", a->q, "Queries FILE[:NAME]")->required();
+    add_tensor_option(*cmd, "--k", a->k, "Keys FILE[:NAME]")->required();
+    add_tensor_option(*cmd, "--v", a->v, "Values FILE[:NAME] (optional; checked and recorded)");
     cmd->add_option("--mechanism", a->mechanisms, "Comma list of " + joined(attention::mechanism_names()) + " (default " + attention::default_mechanism_text() + ")");
     cmd->add_option("--json", a->json_out, "Write the JSON document to OUT, or - for standard output");
     a->selection.add_to(*cmd);

@@ -86,7 +86,7 @@ int run_depth(const DepthArgs& a)
     std::optional<OutputFile> json_file;
     if (a.json_out) {
         std::vector<NamedPath> inputs;
-        add_input_refs(inputs, "FILE", {a.file});
+        inputs.push_back({"FILE", a.file});   // a file, not a reference
         add_mixing_input(inputs, a.mechanism.mixing);
         std::vector<NamedPath> outputs{{"--json", *a.json_out}};
         if (!json_to_stdout)

@@ -98,7 +98,7 @@ int run_info(const InfoArgs& a)
 }
 
 struct MatrixArgs {
-    std::string q, k;
+    io::TensorRef q, k;   // parsed as the command line is read (add_tensor_option)
     std::string mechanism;
     std::string out;
     SelectionArgs selection;
@@ -122,9 +122,9 @@ int run_matrix(const MatrixArgs& a)
     add_input_refs(inputs, "--k", {a.k});
     add_mixing_input(inputs, a.mechanism_args.mixing);
     check_output_paths({{"--out", a.out}}, inputs);
-    request.q = io::parse_tensor_ref(a.q);   // the references, parsed where they enter
+    request.q = a.q;
     request.setup = resolve_setup(request.q, a.selection, a.mechanism_args, &request.from_file);
-    request.k = io::parse_tensor_ref(a.k);
+    request.k = a.k;
     request.memory_limit = a.memory.resolve();
     io::set_read_limit_bytes(request.memory_limit);
     OutputFile out(a.out, SpecialFiles::refuse);   // checks the folder (and refuses a device) before any work
@@ -198,8 +198,8 @@ Command add_matrix_command(CLI::App& app)
 {
     auto a = std::make_shared<MatrixArgs>();
     auto* cmd = app.add_subcommand("matrix", "Write one N x N attention matrix (float64) to .npy or .h5 (/attention)");
-    cmd->add_option("--q", a->q, "Queries FILE[:NAME]")->required();
-    cmd->add_option("--k", a->k, "Keys FILE[:NAME]")->required();
+    add_tensor_option(*cmd, "--q", a->q, "Queries FILE[:NAME]")->required();
+    add_tensor_option(*cmd, "--k", a->k, "Keys FILE[:NAME]")->required();
     cmd->add_option("--mechanism", a->mechanism, joined(attention::mechanism_names(), " | "))->required();
     cmd->add_option("--out", a->out, "FILE.npy or FILE.h5")->required();
     a->selection.add_to(*cmd);

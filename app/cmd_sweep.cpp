@@ -134,7 +134,7 @@ struct FigureArgs {
     std::string view;
     std::optional<std::string> session;
     SweepOptions sweep;   // inputs, selection, mechanism options (every view); sweep options (curves)
-    std::optional<std::string> v;
+    std::optional<io::TensorRef> v;   // parsed as the command line is read (add_tensor_option)
     std::string token_grid;
     FigureTarget target;
     std::optional<std::string> colormap, metric, view_state;
@@ -198,10 +198,9 @@ int run_figure(FigureArgs a)
         if (a.sweep.q.size() != 1 || a.sweep.k.size() != 1)
             throw std::invalid_argument("--view " + a.view + " needs one --q and one --k (got " + std::to_string(a.sweep.q.size()) +
                                         " and " + std::to_string(a.sweep.k.size()) + "), or --session S.attnscope");
-        const io::TensorRef q = io::parse_tensor_ref(a.sweep.q[0]);
+        const io::TensorRef& q = a.sweep.q[0];
         const analysis::AnalysisSetup setup = resolve_setup(q, a.sweep.selection, a.sweep.mechanism);   // as analyze does
-        const analysis::TensorSource source{q, io::parse_tensor_ref(a.sweep.k[0]),
-                                            a.v ? std::optional(io::parse_tensor_ref(*a.v)) : std::nullopt, setup.selection};
+        const analysis::TensorSource source{q, a.sweep.k[0], a.v, setup.selection};
         const std::uint64_t memory_limit = a.sweep.memory.resolve();
         io::set_read_limit_bytes(memory_limit);
         if (a.view == "overview") {
@@ -266,7 +265,7 @@ Command add_figure_command(CLI::App& app)
     cmd->add_option("--view", a->view, figure_view_names())->required();
     cmd->add_option("--out", a->target.path, "FIG.png, FIG.pdf or FIG.svg")->required();
     cmd->add_option("--session", a->session, "Render the view of an .attnscope session (its data and view state)");
-    cmd->add_option("--v", a->v, "Values FILE[:NAME] (optional; checked)");
+    add_tensor_option(*cmd, "--v", a->v, "Values FILE[:NAME] (optional; checked)");
     cmd->add_option("--token-grid", a->token_grid, "Token grid H,W for display (default: the MHLA --grid, if any)");
     cmd->add_option("--query", a->query, "Selected query token (maps, query, entropy)");
     cmd->add_option("--colormap", a->colormap, "viridis | magma | cividis (maps, overview)");

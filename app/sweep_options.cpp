@@ -7,6 +7,7 @@
 
 #include "analysis/vocabulary.h"
 #include "attention/mechanisms.h"
+#include "cli_common.h"
 #include "io/tensor_file.h"
 #include "util/names.h"
 
@@ -14,8 +15,8 @@ namespace attnscope::app {
 
 void SweepOptions::add_to(CLI::App& cmd, bool vary_required)
 {
-    cmd.add_option("--q", q, "Queries FILE[:NAME] (repeat with --k for several inputs)")->take_all()->allow_extra_args(false);
-    cmd.add_option("--k", k, "Keys FILE[:NAME]")->take_all()->allow_extra_args(false);
+    add_tensor_option(cmd, "--q", q, "Queries FILE[:NAME] (repeat with --k for several inputs)")->take_all()->allow_extra_args(false);
+    add_tensor_option(cmd, "--k", k, "Keys FILE[:NAME]")->take_all()->allow_extra_args(false);
     add_request_options<analysis::SweepRequest>(cmd, *this, analysis::sweep_options(), "");
     if (vary_required)
         cmd.get_option("--vary")->required();
@@ -28,12 +29,7 @@ void SweepOptions::add_to(CLI::App& cmd, bool vary_required)
 
 analysis::SweepSpec SweepOptions::resolve() const
 {
-    std::vector<io::TensorRef> qs, ks;   // the references, parsed where they enter
-    for (const std::string& t : q)
-        qs.push_back(io::parse_tensor_ref(t));
-    for (const std::string& t : k)
-        ks.push_back(io::parse_tensor_ref(t));
-    const analysis::SweepRequests requests{qs, ks, mechanisms, *this, {selection, mechanism, metrics, memory}};
+    const analysis::SweepRequests requests{q, k, mechanisms, *this, {selection, mechanism, metrics, memory}};
     analysis::SweepSpec spec = analysis::resolve_sweep(requests, analysis::Spelling::flag);
     memory.resolve();   // the thread count, with its notes
     return spec;

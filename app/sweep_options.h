@@ -15,7 +15,7 @@ namespace attnscope::app {
 
 // The options of `attnscope sweep`, registered on `sweep` and on `figure`, resolved into the core's SweepSpec.
 struct SweepOptions : analysis::SweepRequest {
-    std::vector<std::string> q, k;
+    std::vector<io::TensorRef> q, k;   // parsed as the command line is read (add_tensor_option)
     std::string mechanisms = attention::default_mechanism_text();
     SelectionArgs selection;
     MechanismArgs mechanism;

@@ -8,6 +8,7 @@
 
 #include "analysis/file_defaults.h"
 #include "analysis/inputs.h"
+#include "analysis/requests.h"
 #include "data_browser.h"
 #include "main_window_p.h"
 #include "mechanism_panel.h"
@@ -29,10 +30,11 @@ QString mib(std::uint64_t bytes)
 
 void loadMixingMatrix(const std::string& mixingRef, attention::AttentionOptions& options, const analysis::JobContext& ctx)
 {
-    if (mixingRef.empty())
+    const std::optional<io::TensorRef> ref = analysis::mixing_reference(mixingRef);   // the Mechanism dock's text
+    if (!ref)
         return;
     ctx.progress(0.0, "reading the mixing matrix");
-    analysis::load_mixing(options.mixing, io::parse_tensor_ref(mixingRef));   // the Mechanism dock's text
+    analysis::load_mixing(options.mixing, *ref);
 }
 
 // ------------------------------------------------------------------------------------ state changes

@@ -13,6 +13,7 @@
 
 #include "analysis/inputs.h"
 #include "analysis/plan.h"
+#include "analysis/requests.h"
 #include "io/selection.h"
 #include "curves.h"
 #include "data_browser.h"
@@ -195,7 +196,8 @@ SweepDataContext MainWindow::sweepDataContext() const
     // The learned mixing matrix as the run will read it: the dialog checks it against every point's blocks.
     if (const QString mixing = m_mechanism->mixingFile(); !mixing.isEmpty() && data.source) {
         try {
-            analysis::load_mixing(data.options.mixing, io::parse_tensor_ref(mixing.toStdString()));
+            if (const auto ref = analysis::mixing_reference(mixing.toStdString()))
+                analysis::load_mixing(data.options.mixing, *ref);
         } catch (const std::exception& e) {
             data.source.reset();
             data.problem = tr("Mixing matrix: %1").arg(QString::fromStdString(e.what()));

@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include "analysis/explore.h"
+#include "analysis/requests.h"
 #include "attention/mixing.h"
 #include "io/selection.h"
 #include "plot_util.h"
@@ -22,7 +23,10 @@ namespace {
 // FILE[:DATASET] shortened to the file's name and the dataset, for a title.
 QString elidedReference(const QString& ref)
 {
-    const io::TensorRef r = io::parse_tensor_ref(ref.toStdString());
+    const std::optional<io::TensorRef> named = analysis::mixing_reference(ref.toStdString());
+    if (!named)
+        return ref;
+    const io::TensorRef& r = *named;
     const QString file = QString::fromStdString(std::filesystem::path(r.file).filename().string());
     return r.name.empty() ? file : file + QLatin1Char(':') + QString::fromStdString(r.name);
 }

@@ -251,11 +251,20 @@ attention::AttentionOptions resolve(const MechanismRequest& r, Spelling spelling
     o.mixing.threshold = r.mixing_threshold;
     if (!r.mixing.empty()) {
         o.mixing.preset = r.mixing;
-        if (!attention::is_mixing_preset(r.mixing))
-            load_mixing(o.mixing, r.mixing_tensor ? *r.mixing_tensor : io::parse_tensor_ref(r.mixing), name("mixing"));
+        if (r.mixing_tensor && !attention::is_mixing_preset(r.mixing))
+            load_mixing(o.mixing, *r.mixing_tensor, name("mixing"));
+        else if (const auto ref = mixing_reference(r.mixing))
+            load_mixing(o.mixing, *ref, name("mixing"));
     }
     o.normalize = attention::parse_normalize(r.normalize);
     return o;
+}
+
+std::optional<io::TensorRef> mixing_reference(std::string_view mixing)
+{
+    if (mixing.empty() || attention::is_mixing_preset(mixing))
+        return std::nullopt;
+    return io::parse_tensor_ref(mixing);
 }
 
 MetricOptions resolve(const MetricRequest& r, Spelling spelling)

@@ -122,6 +122,10 @@ const std::vector<OptionDescriptor<MechanismRequest>>& mechanism_options();
 const std::vector<OptionDescriptor<MetricRequest>>& metric_options();
 const std::vector<OptionDescriptor<MemoryRequest>>& memory_options();
 
+// The tensor a mixing text names (FILE[:DATASET]); none for an empty text or a preset (attention/mixing.h).
+// The one reading of mixing text: the options, the app's Mechanism dock and the output-path checks use it.
+std::optional<io::TensorRef> mixing_reference(std::string_view mixing);
+
 // Validation and conversion. Throw std::invalid_argument naming the option in `spelling`.
 io::AxisSelection resolve(const SelectionRequest& r, Spelling spelling);
 // Loads a mixing matrix named by `mixing` (FILE[:DATASET]).

@@ -81,7 +81,7 @@ std::string SweepCall::run(const analysis::JobContext& ctx) const
 
 LoadCall::Loaded LoadCall::run() const
 {
-    const io::TensorRef r = io::parse_tensor_ref(ref);
+    const io::TensorRef& r = ref;
     const auto file = io::open_tensor_file(r.file);
     const io::TensorInfo& info = file->find(r.name);
     Loaded out;
@@ -104,7 +104,7 @@ LoadCall::Loaded LoadCall::run() const
         return out;
     }
     const io::SelectedMatrix m =
-        io::load_selected(*file, r.name, analysis::resolve(requests.selection, analysis::Spelling::keyword), ref);
+        io::load_selected(*file, r.name, analysis::resolve(requests.selection, analysis::Spelling::keyword), ref.text);
     out.shape = {m.values.rows(), m.values.cols()};
     out.values.resize(static_cast<std::size_t>(m.values.size()));
     for (Eigen::Index t = 0; t < m.values.rows(); ++t)

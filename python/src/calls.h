@@ -44,7 +44,7 @@ struct SweepCall {
 // attnscope.load: the N x d slice the command line reads for a reference under a selection, or `whole` the whole
 // tensor in its own shape; both as float64, with the attributes a file's defaults come from.
 struct LoadCall {
-    std::string ref;
+    io::TensorRef ref;   // a file's tensor (tensor_ref of the str argument)
     bool whole = false;
     Requests requests;
     struct Loaded {

@@ -85,7 +85,8 @@ py::tuple load(const py::object& ref, const py::list& options)
 {
     CallArgs call;
     LoadCall c;
-    c.ref = checked_text(ref, "ref");
+    checked_text(ref, "ref");   // a str: an array has no file to load
+    c.ref = tensor_ref(call, "ref", ref);
     bind_keywords(call, c.requests, selection_group, options, [&](const std::string& key, const py::handle& value) {
         if (key != "whole")
             return false;

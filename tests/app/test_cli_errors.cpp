@@ -70,6 +70,24 @@ TEST_F(CliErrors, MissingFileAndTensor)
     expect_error("info " + f("nope.npz"), {"nope.npz"});
 }
 
+// A malformed reference is refused as the command line is read, with its option named, in every command that
+// takes one (app::add_tensor_option), before any output is opened.
+TEST_F(CliErrors, MalformedReferenceNamesItsOption)
+{
+    const std::string good = f("good.h5");
+    expect_error("analyze --q " + f("q.npy") + ":x --k " + good + ":/k", {"--q", "q.npy:x", "one unnamed tensor"});
+    expect_error("analyze --q " + good + ":/q --k '' ", {"--k", "empty tensor reference"});
+    expect_error("analyze " + qk("good.h5") + " --v " + f("v.npy") + ":v", {"--v", "v.npy:v"});
+    expect_error("matrix --q " + good + ":/q --k " + f("k.npy") + ":k --mechanism softmax --out " + f("m.npy"),
+                 {"--k", "k.npy:k"});
+    expect_error("sweep " + qk("good.h5") + " --q " + f("q2.npy") + ":y --k " + good + ":/k --vary m=2 --csv " +
+                     f("s.csv"),
+                 {"--q", "q2.npy:y"});
+    EXPECT_FALSE(fs::exists(f("m.npy")));
+    EXPECT_FALSE(fs::exists(f("s.csv")));
+    expect_no_leftovers();
+}
+
 TEST_F(CliErrors, ShapeMismatch)
 {
     expect_error("analyze --q " + f("good.h5") + ":/q --k " + f("k47.h5") + ":/k", {"--k", "47", "48"});
