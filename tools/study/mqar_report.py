@@ -92,8 +92,12 @@ def curve_figure(docs, path):
             ys = [r["mean"] for _, r in pts]
             lo = [r["mean"] - (r["ci_low"] if r["ci_low"] is not None else r["mean"]) for _, r in pts]
             hi = [(r["ci_high"] if r["ci_high"] is not None else r["mean"]) - r["mean"] for _, r in pts]
-            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=2, color=COLOUR.get(name, "k"),
+            colour = COLOUR.get(name, "k")
+            ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=2, color=colour,
                         label=f"{LABEL.get(name, name)}", lw=1.2)
+            few = [(x, y) for x, y, (_, r) in zip(xs, ys, pts) if r["n"] < 5]   # not yet 5 seeds: hollow
+            if few:
+                ax.plot(*zip(*few), ls="none", marker="o", ms=6, mfc="white", mec=colour, zorder=5)
         ax.set_xscale("log", base=2)
         ticks = sorted({pairs for gn, pairs in docs if gn == n})
         ax.set_xticks(ticks)
@@ -105,9 +109,17 @@ def curve_figure(docs, path):
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("test recall accuracy\n(mean over seeds, 95% t interval)")
-    axes[0][-1].legend(fontsize=7, loc="lower left")
+    handles = {}   # every mechanism of any panel, once, in the study's order: one legend for the figure
+    for ax in axes[0]:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    labels = sorted(handles, key=lambda lab: order_key(next((k for k, v in LABEL.items() if v == lab), lab)))
+    extra = [plt.Line2D([], [], ls="none", marker="o", ms=6, mfc="white", mec="k"),
+             plt.Line2D([], [], color="#bbbbbb", lw=0.8, ls=":")]
+    fig.legend([handles[lab] for lab in labels] + extra, labels + ["fewer than 5 seeds so far", "chance (1/128)"],
+               loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)
 
 
