@@ -50,6 +50,7 @@ class ResultView;
 class SweepView;
 struct SweepParams;
 struct SweepDataContext;
+struct ExportOptions;
 template <class Result>
 class GuiJob;
 
@@ -106,6 +107,12 @@ public:
     // Exports (File menu); false and *error on failure.
     bool exportMetricsCsv(const QString& path, QString* error = nullptr);
     bool exportMatrices(const QString& folder, QString* error = nullptr);
+    // "All views into a folder": every exportable view that shows the current inputs (and the sweep views), at
+    // `options` or, with `preset` (export_dialog.h), each at the preset's width and its own height. Returns the
+    // errors; `exported` and `leftOut` (the views not computed for the current inputs, by name: Heads until its
+    // tab has been shown) say what the message names.
+    QStringList exportEveryView(const QString& folder, const QString& format, const QString& preset,
+                                const ExportOptions& options, int* exported = nullptr, QStringList* leftOut = nullptr);
 
     DataBrowser* dataBrowser() const { return m_browser; }
     SelectionPanel* selectionPanel() const { return m_selection; }

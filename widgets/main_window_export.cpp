@@ -68,26 +68,10 @@ void MainWindow::showExportDialog()
     const QString target = dialog.target();
     QApplication::setOverrideCursor(Qt::WaitCursor);
     QStringList errors;
+    QStringList leftOut;   // views not showing the current inputs: named in the message, never exported stale
+    int exported = 0;
     if (dialog.allViews()) {
-        QDir().mkpath(target);
-        QList<ResultView*> views = exportableViews();
-        // Only views that show the current inputs (the sweep views show their runs, marked).
-        views.erase(std::remove_if(views.begin(), views.end(),
-                                   [this](ResultView* v) {
-                                       return m_views.contains(v) && (!resultIsCurrent() || v->freshness() != ResultView::Freshness::current);
-                                   }),
-                    views.end());
-        if (const ExportPreset* preset = findExportPreset(dialog.preset())) {
-            // A printed size: each view keeps its own aspect (or the height it asks for) at the preset's width and font size.
-            for (ResultView* v : views) {
-                ExportOptions o = presetOptions(*preset, v->preferredExportSize(), dialog.options().dpi);
-                if (preset->aspect <= 0)
-                    o.height = v->exportHeightFor(o.width, o.font_scale, o.height);
-                errors += exportAllViews({v}, target, dialog.format(), o);
-            }
-        } else {
-            errors = exportAllViews(views, target, dialog.format(), dialog.options());
-        }
+        errors = exportEveryView(target, dialog.format(), dialog.preset(), dialog.options(), &exported, &leftOut);
         m_lastExportFolder = target;
     } else {
         const QString err = exportViewTo(view, target, dialog.options());
@@ -96,10 +80,52 @@ void MainWindow::showExportDialog()
         m_lastExportFolder = QFileInfo(target).absolutePath();
     }
     QApplication::restoreOverrideCursor();
-    if (errors.isEmpty())
+    if (errors.isEmpty() && dialog.allViews() && exported == 0)
+        showMessage(tr("Nothing exported into %1: no view shows the current inputs yet (%2).").arg(target, leftOut.join(QStringLiteral(", "))), true);
+    else if (errors.isEmpty() && !leftOut.isEmpty())
+        showMessage(tr("Exported %n view(s) to %1; left out, not computed for the current inputs: %2 (a view computes when its tab is shown; then export "
+                       "again).", nullptr, exported).arg(target, leftOut.join(QStringLiteral(", "))),
+                    false);
+    else if (errors.isEmpty())
         statusBar()->showMessage(tr("Exported to %1").arg(target), 8000);
     else
         showMessage(errors.join(QLatin1Char('\n')), true);
+}
+
+QStringList MainWindow::exportEveryView(const QString& folder, const QString& format, const QString& preset,
+                                        const ExportOptions& options, int* exported, QStringList* leftOut)
+{
+    QDir().mkpath(folder);
+    QList<ResultView*> views = exportableViews();
+    QStringList stale;
+    // Only views that show the current inputs (the sweep views show their runs, marked). A view that computes
+    // only while its tab is shown (Heads) is left out until it has been shown, and the message says so.
+    views.erase(std::remove_if(views.begin(), views.end(),
+                               [this, &stale](ResultView* v) {
+                                   const bool out = m_views.contains(v) &&
+                                                    (!resultIsCurrent() || v->freshness() != ResultView::Freshness::current);
+                                   if (out)
+                                       stale << v->viewName();
+                                   return out;
+                               }),
+                views.end());
+    QStringList errors;
+    if (const ExportPreset* p = findExportPreset(preset)) {
+        // A printed size: each view keeps its own aspect (or the height it asks for) at the preset's width and font size.
+        for (ResultView* v : views) {
+            ExportOptions o = presetOptions(*p, v->preferredExportSize(), options.dpi);
+            if (p->aspect <= 0)
+                o.height = v->exportHeightFor(o.width, o.font_scale, o.height);
+            errors += exportAllViews({v}, folder, format, o);
+        }
+    } else {
+        errors = exportAllViews(views, folder, format, options);
+    }
+    if (exported)
+        *exported = int(views.size());
+    if (leftOut)
+        *leftOut = stale;
+    return errors;
 }
 
 bool MainWindow::exportMetricsCsv(const QString& path, QString* error)

@@ -538,3 +538,33 @@ TEST(Exports, WindowExportsNextToItsDataFile)
     EXPECT_EQ(w.exportFolder(), QFileInfo(data).absolutePath());
     EXPECT_NE(w.exportFolder(), QDir::currentPath());
 }
+
+// "All views into a folder" exports only views that show the current inputs and names those it left out: the
+// Heads and Depth views compute while their tabs are shown, so before that they are left out (they were, silently,
+// under "Exported to"), and once shown they are exported too (issue 35, item 7).
+TEST(Exports, AllViewsNamesTheViewsLeftOut)
+{
+    test::useTestSettings();
+    const QString data = QString::fromStdString(test::dataPath("vit_digits.h5"));
+    const QString dir = QString::fromStdString(test::fresh_work_dir("exports_all_views"));
+    test::TestWindow w;
+    ASSERT_TRUE(w.openAndWait({data}));
+    int exported = 0;
+    QStringList leftOut;
+    EXPECT_TRUE(w.exportEveryView(dir + "/before", QStringLiteral("svg"), QString(), {}, &exported, &leftOut).isEmpty());
+    EXPECT_EQ(leftOut, (QStringList{QStringLiteral("heads"), QStringLiteral("depth")}));
+    EXPECT_FALSE(QFile::exists(dir + "/before/heads.svg"));
+    EXPECT_FALSE(QFile::exists(dir + "/before/depth.svg"));
+    EXPECT_TRUE(QFile::exists(dir + "/before/maps.svg"));
+    EXPECT_EQ(QDir(dir + "/before").entryList(QDir::Files).size(), exported);
+
+    for (const char* view : {"heads", "depth"}) {
+        w.setCurrentView(QString::fromLatin1(view));
+        ASSERT_TRUE(test::waitIdle(w)) << view;
+    }
+    EXPECT_TRUE(w.exportEveryView(dir + "/after", QStringLiteral("svg"), QString(), {}, &exported, &leftOut).isEmpty());
+    EXPECT_TRUE(leftOut.isEmpty()) << leftOut.join(',').toStdString();
+    EXPECT_TRUE(QFile::exists(dir + "/after/heads.svg"));
+    EXPECT_TRUE(QFile::exists(dir + "/after/depth.svg"));
+    EXPECT_EQ(QDir(dir + "/after").entryList(QDir::Files).size(), exported);
+}
