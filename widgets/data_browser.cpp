@@ -158,6 +158,10 @@ DataBrowser::DataBrowser(QWidget* parent) : QWidget(parent)
     m_tree->setAlternatingRowColors(true);
     m_tree->setToolTip(tr("Right-click a tensor to use it as queries, keys or values"));
     connect(m_tree, &QWidget::customContextMenuRequested, this, &DataBrowser::showContextMenu);
+    connect(m_tree, &QTreeWidget::itemDoubleClicked, this, [this](QTreeWidgetItem* item, int) {
+        if (item && item->data(colName, roleKind).toInt() == kindFile)
+            emit showFileRequested(item->data(colName, roleFile).toString());
+    });
     layout->addWidget(m_tree);
 }
 
@@ -501,9 +505,14 @@ void DataBrowser::showContextMenu(const QPoint& pos)
             menu.addAction(tr("Do not use as values"), this, [this] { clearAssignment(TensorRole::values); });
     } else if (kind == kindGroup || kind == kindFile) {
         const QString prefix = kind == kindGroup ? item->data(colName, roleGroup).toString() : QString();
-        QAction* a = menu.addAction(kind == kindGroup ? tr("Use Q/K/V of this group") : tr("Assign Q/K/V from names"),
-                                    this, [this, file, prefix] { assignGroup(file, prefix); });
-        a->setEnabled(kind == kindFile || !prefix.isEmpty());
+        if (kind == kindGroup) {
+            QAction* a = menu.addAction(tr("Use Q/K/V of this group"), this, [this, file, prefix] { assignGroup(file, prefix); });
+            a->setEnabled(!prefix.isEmpty());
+        } else {
+            // Back to a file as it was left (its layer and tensors), not its first layer: the window's showFile.
+            menu.addAction(tr("&Show this file"), this, [this, file] { emit showFileRequested(file); });
+            menu.addAction(tr("Assign Q/K/V from &names"), this, [this, file] { assignGroup(file, QString()); });
+        }
         if (kind == kindFile) {
             menu.addSeparator();
             menu.addAction(tr("&Close this file"), this, [this, file] { closeFile(file); });

@@ -71,6 +71,9 @@ signals:
     void assignmentChanged();
     // The list of open files changed but no assignment did (a file that was not shown was closed).
     void filesChanged();
+    // The user asked to see `file` (double-click on it, or its menu's "Show this file"): the window shows it
+    // as it was left (its layer, tensors and options), else with Q/K/V from its names (MainWindow::showFile).
+    void showFileRequested(const QString& file);
 
 private:
     class GroupTree;

@@ -203,6 +203,12 @@ void MainWindow::buildDocks()
 
     connect(m_browser, &DataBrowser::assignmentChanged, this, &MainWindow::onAssignmentChanged);
     connect(m_browser, &DataBrowser::filesChanged, this, &MainWindow::onFilesChanged);
+    connect(m_browser, &DataBrowser::showFileRequested, this, [this](const QString& file) {
+        if (!showFile(file))
+            showMessage(tr("%1 has no queries and keys the window can use: assign them from its tensors (right-click one).")
+                            .arg(QFileInfo(file).fileName()),
+                        true);
+    });
     connect(m_selection, &SelectionPanel::changed, this, &MainWindow::onSelectionChanged);
     connect(m_selection, &SelectionPanel::layerRequested, this, &MainWindow::switchLayer);
     connect(m_mechanism, &MechanismPanel::changed, this, [this] {

@@ -4,6 +4,7 @@
 // it, closing one file, the layer control of per-layer datasets, grouped-query pairing in the Selection dock.
 #include <QAction>
 #include <QCoreApplication>
+#include <QFileInfo>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QThread>
@@ -327,4 +328,45 @@ TEST_F(WindowViewsState, OverviewCellJumpsToItsLayerAndHead)
     EXPECT_EQ(w.result()->input["at"]["h"], 3);
     EXPECT_EQ(w.result()->input["q"].get<std::string>(), test::dataPath("char_lm_licenses.h5") + ":/layers/2/q");
     expectViewsAgree(w, "after the jump");
+}
+
+// Switching files through the Data dock keeps each file's layer (issue 35, item 4): its menu's "Show this file"
+// and a double-click on the file go back to it as it was left (it was "Assign Q/K/V from names": the first
+// layer), with the view of that layer computed.
+TEST_F(WindowViewsState, DataDockSwitchKeepsTheFilesLayer)
+{
+    test::TestWindow w;
+    const QString lm = QString::fromStdString(test::dataPath("char_lm_licenses.h5"));
+    const QString vit = QString::fromStdString(test::dataPath("vit_local2d.h5"));
+    ASSERT_TRUE(w.openAndWait({lm}));
+    ASSERT_TRUE(w.stepLayer(+1));
+    ASSERT_TRUE(waitIdle(w));
+    ASSERT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
+    ASSERT_TRUE(w.openAndWait({vit}));
+    ASSERT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->file, vit);
+
+    emit w.dataBrowser()->showFileRequested(lm);   // the file's menu: Show this file
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->file, lm);
+    EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
+    EXPECT_EQ(w.selectionPanel()->currentLayer(), 1);
+    EXPECT_EQ(w.result()->input["q"].get<std::string>(), lm.toStdString() + ":/layers/1/q");
+
+    // A double-click on the other file's row shows it, and back again keeps layer 1.
+    auto* tree = w.dataBrowser()->findChild<QTreeWidget*>();
+    ASSERT_TRUE(tree);
+    const auto row = [tree](const QString& file) -> QTreeWidgetItem* {
+        for (int i = 0; i < tree->topLevelItemCount(); ++i)
+            if (tree->topLevelItem(i)->text(0).startsWith(QFileInfo(file).fileName()))
+                return tree->topLevelItem(i);
+        return nullptr;
+    };
+    ASSERT_TRUE(row(vit) && row(lm));
+    emit tree->itemDoubleClicked(row(vit), 0);
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->file, vit);
+    emit tree->itemDoubleClicked(row(lm), 0);
+    ASSERT_TRUE(waitIdle(w));
+    EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
+    expectViewsAgree(w, "back to the LM by double-click");
 }
