@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "analysis/inputs.h"
+#include "analysis/sweep_request.h"
 #include "analysis/vocabulary.h"
 #include "attention/mixing.h"
 #include "cli_options.h"
@@ -196,11 +197,13 @@ void read_selection(const toml::table& root, const JobReader& r, analysis::Batch
 // The keys of a request's descriptors (analysis/requests.h) in the table `t`, each in its job spelling
 // (favor_features) and TOML type: true or false for a switch, an integer, a number, a string (a comma list may
 // be an array or one integer).
+// `extra`: the section's own keys besides the descriptors' (read by the caller).
 template <class Request>
 void read_request(const toml::table& t, const JobReader& r, Request& request,
-                  const std::vector<analysis::OptionDescriptor<Request>>& table, const std::string& section)
+                  const std::vector<analysis::OptionDescriptor<Request>>& table, const std::string& section,
+                  const std::set<std::string>& extra = {})
 {
-    std::set<std::string> known;
+    std::set<std::string> known = extra;
     for (const auto& d : table)
         known.insert(analysis::option_name(d.name, analysis::Spelling::keyword));
     r.check_keys(t, known, section);
@@ -264,6 +267,19 @@ analysis::MetricOptions read_metrics(const toml::table& root, const JobReader& r
     return met.resolve();
 }
 
+// The descriptors of a [[sweep]] table: sweep_options() but synthetic data's (synth, d, seeds, n).
+const std::vector<analysis::OptionDescriptor<analysis::SweepRequest>>& batch_sweep_options()
+{
+    static const auto table = [] {
+        std::vector<analysis::OptionDescriptor<analysis::SweepRequest>> out;
+        for (const auto& d : analysis::sweep_options())
+            if (d.name != "synth" && d.name != "d" && d.name != "seeds" && d.name != "n")
+                out.push_back(d);
+        return out;
+    }();
+    return table;
+}
+
 // [[sweep]] tables: each a sweep over every file of the job, with the job's options.
 void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPlan& plan)
 {
@@ -275,26 +291,28 @@ void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPla
     std::set<std::string> names;
     for (const auto& node : *sweeps->as_array()) {
         const toml::table& t = *node.as_table();
-        r.check_keys(t, {"name", "vary", "subsample", "draws", "subsample_seed", "heads", "layers"}, "[[sweep]]");
+        // The sweep's own options, keys and types from their descriptors (analysis/sweep_request.h); a batch
+        // sweep runs over the job's files, so the synthetic-data options are not among them.
+        analysis::SweepRequest req;
+        read_request<analysis::SweepRequest>(t, r, req, batch_sweep_options(), "[[sweep]]", {"name"});
         analysis::BatchSweep sw;
         sw.name = r.str(t, "name").value_or("");
         // The name becomes file names (sweeps/NAME.csv, figures/NAME_*.svg): one plain, visible name.
         if (sw.name.empty() || sw.name.find_first_of(std::string("/\0", 2)) != std::string::npos || sw.name.front() == '.' ||
             !names.insert(sw.name).second)
             r.fail(&node, "every [[sweep]] needs a unique 'name' without '/' that does not start with '.'");
-        const std::string vary = r.str(t, "vary").value_or("");
+        const std::string& vary = req.vary;
         if (vary.size() < 3 || (vary[0] != 'n' && vary[0] != 'm') || vary[1] != '=')
             r.fail(&node, "[[sweep]] " + sw.name + ": 'vary' must be \"n=LIST\" or \"m=LIST\"");
         sw.spec.vary = vary[0];
         sw.spec.values = analysis::parse_sizes(vary.substr(2), "vary");
-        sw.spec.subsample = analysis::parse_subsample(r.str(t, "subsample").value_or("first"));
-        sw.spec.draws = r.integer(t, "draws").value_or(1);
-        const std::int64_t subsample_seed = r.integer(t, "subsample_seed").value_or(0);
-        if (subsample_seed < 0)
+        sw.spec.subsample = analysis::parse_subsample(req.subsample);
+        sw.spec.draws = req.draws;
+        if (req.subsample_seed < 0)
             r.fail(t.get("subsample_seed"), "[[sweep]] 'subsample_seed' must be non-negative");
-        sw.spec.seed = static_cast<std::uint64_t>(subsample_seed);
-        sw.spec.heads = analysis::AxisChoice::parse(r.list(t, "heads").value_or(""), "heads");
-        sw.spec.layers = analysis::AxisChoice::parse(r.list(t, "layers").value_or(""), "layers");
+        sw.spec.seed = static_cast<std::uint64_t>(req.subsample_seed);
+        sw.spec.heads = analysis::AxisChoice::parse(req.heads, "heads");
+        sw.spec.layers = analysis::AxisChoice::parse(req.layers, "layers");
         sw.spec.mechanisms = plan.mechanisms;
         sw.spec.options = plan.options;
         sw.spec.given = plan.given;
