@@ -167,12 +167,13 @@ void MainWindow::buildCentral()
     m_stack->addWidget(buildWelcome());
     m_tabs = new ViewTabs(m_stack, [this] { updateViewActions(); });
     m_tabs->setDocumentMode(true);
-    // Narrow windows shorten the tab titles (whole in their tool tips) rather than hiding tabs behind arrows.
+    // Tabs carry one short word each (the full title in the tool tip and the View menu); a window narrower
+    // still shortens them rather than hiding tabs behind arrows.
     m_tabs->setElideMode(Qt::ElideRight);
     m_tabs->setUsesScrollButtons(false);
     m_views = createAllViews(m_tabs);
     for (ResultView* v : m_views) {
-        m_tabs->setTabToolTip(m_tabs->addTab(v, v->viewTitle()), v->viewTitle());
+        m_tabs->setTabToolTip(m_tabs->addTab(v, v->tabLabel()), v->viewTitle());
         connect(v, &ResultView::querySelected, this, &MainWindow::setQuery);
         connect(v, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
     }
@@ -386,7 +387,9 @@ void MainWindow::updateViewActions()
     QAction* before = m_viewMenu->actions().value(0);
     for (int i = 0; i < m_tabs->count(); ++i) {
         QWidget* tab = m_tabs->widget(i);
-        auto* a = new QAction(m_tabs->tabText(i), m_viewMenu);
+        // The view's full title ("Singular value spectrum"); the sweep tabs' label is their title.
+        const QString title = m_tabs->tabToolTip(i).isEmpty() ? m_tabs->tabText(i) : m_tabs->tabToolTip(i);
+        auto* a = new QAction(title, m_viewMenu);
         connect(a, &QAction::triggered, this, [this, tab] {
             m_tabs->setCurrentWidget(tab);
             updateCentral();

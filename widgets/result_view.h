@@ -38,8 +38,16 @@ public:
     // Stable id used in sessions and by `attnscope figure --view NAME`: "maps", "query", "spectrum",
     // "entropy", "mixing", "metrics".
     virtual QString viewName() const = 0;
-    // Human title ("Attention maps", ...).
+    // Human title ("Attention maps", ...): the tab's tool tip and the View menu's entry.
     virtual QString viewTitle() const = 0;
+    // The tab's label: one short word ("Maps", "Spectrum", ...), so every tab reads whole at 1280 px.
+    virtual QString tabLabel() const
+    {
+        QString s = viewName();
+        if (!s.isEmpty())
+            s[0] = s[0].toUpper();
+        return s;
+    }
 
     // Shows `result` (null clears the view). Called on the GUI thread.
     virtual void setResult(std::shared_ptr<const analysis::ExploreResult> result) = 0;

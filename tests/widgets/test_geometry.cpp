@@ -151,8 +151,11 @@ TEST(Geometry, FirstWindowFitsA1280x720Screen)
     auto* tabs = w.findChild<QTabWidget*>();
     ASSERT_TRUE(tabs);
     for (int i = 0; i < tabs->count(); ++i) {
-        // Every tab is on the bar (no scroll arrows hide one).
+        // Every tab is on the bar (no scroll arrows hide one), its one-word label whole (issue 35: "Metri…", "H…").
         EXPECT_TRUE(tabs->tabBar()->rect().contains(tabs->tabBar()->tabRect(i))) << tabs->tabText(i).toStdString();
+        EXPECT_GE(tabs->tabBar()->tabRect(i).width(),
+                  tabs->tabBar()->fontMetrics().horizontalAdvance(tabs->tabText(i)) + 8)
+            << tabs->tabText(i).toStdString() << " is cut";
         tabs->setCurrentIndex(i);
         QApplication::processEvents();
         QWidget* view = tabs->currentWidget();
