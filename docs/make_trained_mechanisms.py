@@ -6,7 +6,7 @@ page comes from their outputs, and rerunning this script reproduces the page.
 
 usage: docs/make_trained_mechanisms.py [ATTNSCOPE (default build/app/attnscope)] [--work DIR] [--study DIR]
 
---study DIR: the page from the study instead (tools/study/train.py's folder, e.g. build/study: three seeds per
+--study DIR: the page from the study instead (tools/study/train.py's folder, e.g. build/study: five seeds per
 mechanism, each model dumped on its whole held-out set): training results against baselines with intervals
 (tools/study/report.py) and the measures over every input, layer and head with the paper's claims judged
 (tools/study/measures.py, `attnscope batch` with `at = { b = "all" }`).
@@ -258,7 +258,7 @@ def study_page(binary, work, study):
            "settings, not a reproduction; the control without attention (`none`) is each task's validity gate.", ""]
     at_reproduce = len(out)
     for task, title, section in (("vit", "Vision transformer, digits at 16x16 (N = 256, d = 16; MHLA on a 4x4 "
-                                  "block grid, M = 16)", report.vit_section),
+                                  "block grid, M = 16)", lambda m, b: report.vit_section(m, b, study)),
                                  ("lm", "Causal character model, license texts (N = 256, d = 16; MHLA on chunks of "
                                   "32, M = 8)", lambda m, b: report.lm_section(m, b, study))):
         out += [f"## {title}", "", "### Training and baselines", ""] + section(models, base)
@@ -283,7 +283,7 @@ def reproduce(models, study, work, script_seconds):
     import measures
     train = sum(float(a["train_seconds"]) for a in models.values())
     none = [json.load(open(os.path.join(study, f))) for f in sorted(os.listdir(study))
-            if f.startswith("lm_none_s") and f.endswith(".json")]
+            if "_none_s" in f and f.endswith(".json")]   # both tasks' controls without attention
     train_none = sum(float(a["train_seconds"]) for a in none)
     batch, sweep = (sum(x) for x in zip(*(measures.wall_seconds(work, t) for t in ("vit", "lm"))))
     path = os.path.join(work, "page_clean_seconds.txt")   # written by a run of this script on an empty work folder
@@ -293,12 +293,12 @@ def reproduce(models, study, work, script_seconds):
             "From a clean checkout (Debian's python3-torch, python3-h5py, python3-numpy, python3-sklearn, "
             "python3-matplotlib):", "",
             "```sh", "tools/build.sh                      # build/app/attnscope",
-            "/usr/bin/python3 tools/study/train.py --out build/study --seeds 0,1,2 --controls   # resumable",
+            "/usr/bin/python3 tools/study/train.py --out build/study --seeds 0,1,2,3,4 --controls   # resumable",
             "/usr/bin/python3 docs/make_trained_mechanisms.py build/app/attnscope --study build/study --work build/study_work",
             "```", "",
             f"How long it takes on this machine kind (2 cores, shared with C++ builds and other jobs; wall time): "
             f"training {train / 3600:.1f} h summed over the {len(models)} models (each file's `train_seconds`, one "
-            f"thread each) plus {train_none / 60:.0f} min for the {len(none)} LM controls without attention; the "
+            f"thread each) plus {train_none / 60:.0f} min for the {len(none)} controls without attention; the "
             f"measures, from an empty work folder, {batch / 60:.0f} min of `attnscope batch --jobs 2` and "
             f"{sweep / 60:.0f} min of sweeps (each task's share at the end of its section); then this run of the "
             f"page's script {script_seconds / 60:.1f} min with those in its work folder (its `attnscope aggregate` "

@@ -5,7 +5,7 @@ the rows it is given.
 - TASK_measures.png: per mechanism, the measures that carry the verdicts (excess effective rank, entropy below
   the content-free baseline, support-normalised entropy; for the causal LM the past block's rank against d):
   each seed's mean with its 95% bootstrap interval over that model's units (`aggregate --by file`), and the
-  three seeds together with the two-stage interval (`aggregate --cluster file`).
+  seeds together with the clustered interval (`aggregate --cluster file`: t over the seed means below 10 seeds).
 - TASK_growth_m.png: MHLA and linear attention on the MHLA models' q/k against the block count M (preset
   mixing): excess effective rank and 99% energy rank, mean and two-stage 95% interval at each M."""
 import json
@@ -50,7 +50,7 @@ def measures_figure(ctx, task, d):
     for ax, (path, title) in zip(axes, panels):
         for i, mech in enumerate(MECHS):
             for j, (seed, row) in enumerate(_per_seed(ctx, mech, path)):
-                _bar(ax, i - 0.25 + 0.12 * j, row, COLOURS[mech], 3, 1)
+                _bar(ax, i - 0.3 + 0.1 * j, row, COLOURS[mech], 3, 1)   # up to 5 seeds left of the pooled one
             pooled = ctx["own"][mech][0].get((mech, path))
             if pooled:
                 _bar(ax, i + 0.22, pooled, "black", 4, 1.8)
@@ -65,8 +65,9 @@ def measures_figure(ctx, task, d):
         ax.set_xlim(-0.5, 2.5)
         ax.tick_params(labelsize=7)
         ax.set_title(title, fontsize=9)
-    fig.text(0.5, 0.005, "coloured: seeds 0, 1, 2 (95% bootstrap over each model's units); black: the three seeds "
-             "(two-stage 95% interval)", ha="center", fontsize=7)
+    seeds = sorted({seed for mech in MECHS for seed, _ in _per_seed(ctx, mech, panels[0][0])})
+    fig.text(0.5, 0.005, f"coloured: seeds {', '.join(map(str, seeds))} (95% bootstrap over each model's units); black: "
+             f"the {len(seeds)} seeds together (95% interval over seeds: t over the seed means)", ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     name = f"{task}_measures.png"
     fig.savefig(os.path.join(FIGS, name))

@@ -3,8 +3,9 @@ over every model file, every layer and head and every held-out input (`at = { b 
 its own mechanism (MHLA with the Mc its file holds), then the three claims of the MHLA paper judged with the
 measures of docs/maths.md (spec attention.md 2.1): the d bound on the causal past block, rank growth by excess
 effective rank and energy ranks, sparsity by support-normalised entropy and entropy below the content-free
-baseline. Statistics: `attnscope aggregate --cluster file` (docs/maths.md 5): two-stage bootstrap intervals
-(seeds' models resampled first, then their units) and sign tests over the seeds, per mechanism on the batch
+baseline. Statistics: `attnscope aggregate --cluster file` (docs/maths.md 5): clustered intervals over the seeds'
+models (below 10 seeds the t interval over the seed means, attention.md 2.2; from 10 the two-stage bootstrap) and
+sign tests over the seeds, per mechanism on the batch
 folders, and between models of different mechanisms, or between M values of a sweep, on folders of the paired
 units written here (units_folder); the per-seed means beside them.
 
@@ -27,6 +28,7 @@ from collections import defaultdict
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 MECHS = ("softmax", "linear", "mhla")
 METRICS = {   # label -> dotted path in a results.jsonl record and metric name in aggregate.csv (docs/batch.md)
@@ -125,7 +127,7 @@ def model_means(records, path):
 
 
 def run_aggregate(binary, folder, extra=()):
-    """`attnscope aggregate FOLDER --cluster file --json` (two-stage intervals over the files = seeds, sign tests
+    """`attnscope aggregate FOLDER --cluster file --json` (clustered intervals over the files = seeds, sign tests
     over them: docs/maths.md 5), or with `extra` instead of the clusters (e.g. ["--by", "file"]). Returns the JSON's
     groups as {group key text: ({(mechanism, metric): row}, {(a, b, metric): row})}. Run on every call (the
     page's script time includes it); the JSON is kept beside the records for reading."""
@@ -147,11 +149,19 @@ def run_aggregate(binary, folder, extra=()):
 def units_folder(binary, work, name, groups):
     """Per-unit values from different batches and sweeps as one records folder for `attnscope aggregate`: groups is
     [(label, {unit key (seed, b, layer, head): {metric: value}})], each label a "mechanism" of the folder, units
-    paired across labels by key, each unit's file its seed (the cluster). Returns run_aggregate's one group."""
+    paired across labels by key, each unit's file its seed (the cluster). Returns run_aggregate's one group.
+
+    `attnscope aggregate` compares mechanisms of the mechanism table only (it refuses any other name: issue 30, a
+    records file cannot ask for unbounded pairs). Labels that are not mechanisms ("mhla M=4", "learned") are
+    therefore aggregated by tests/reference/attnref.py's `aggregate`, the independent implementation the test suite
+    checks `attnscope aggregate` against to 1e-12 (tests/app/check_aggregate.py, clustered rows included): the same
+    statistics, the same record order, written beside the records in the same JSON shape."""
     folder = os.path.join(work, name)
     os.makedirs(folder, exist_ok=True)
     keys = sorted(set().union(*(set(v) for _, v in groups)))
     index = {k: i for i, k in enumerate(keys)}
+    if not all(label in MECHANISM_TABLE for label, _ in groups):
+        return reference_aggregate(folder, groups, index)
     lines = []
     for label, values in groups:
         for k in sorted(values):
@@ -164,6 +174,26 @@ def units_folder(binary, work, name, groups):
         with open(path, "w") as f:
             f.write(text)
     return next(iter(run_aggregate(binary, folder).values()))
+
+
+MECHANISM_TABLE = ("softmax", "linear", "mhla", "decay", "gated", "cosformer")
+
+
+def reference_aggregate(folder, groups, index):
+    """units_folder's statistics by attnref.aggregate (clusters = seeds), as run_aggregate returns them; the JSON
+    is kept beside the units (aggregate_cluster_file.json, with "by": "tests/reference/attnref.py")."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "reference"))
+    import attnref
+    units = []
+    for label, values in groups:
+        for k in sorted(values):
+            units.append(dict({"unit": index[k], "mechanism": label, "cluster": f"seed{k[0]}"}, **values[k]))
+    doc = attnref.aggregate(units)
+    with open(os.path.join(folder, "aggregate_cluster_file.json"), "w") as f:
+        json.dump({"by": "tests/reference/attnref.py aggregate (labels that are not mechanisms)", "cluster": "file",
+                   "groups": [dict(group={}, **doc)]}, f, indent=1)
+    return ({(r["mechanism"], r["metric"]): r for r in doc["mechanisms"]},
+            {(r["mechanism_a"], r["mechanism_b"], r["metric"]): r for r in doc["pairs"]})
 
 
 def unit_values(records, paths):
@@ -187,9 +217,9 @@ def _metrics(task):
 
 
 def table_own(ctx, task):
-    """Per mechanism and metric: the mean over every unit of the three models, its two-stage 95% interval (seeds,
+    """Per mechanism and metric: the mean over every unit of the models, its clustered 95% interval (seeds,
     then units: `attnscope aggregate --cluster file`), n, and the per-seed model means."""
-    lines = ["| measure | " + " | ".join(f"{m}: mean [95% two-stage interval], n; seed means" for m in MECHS) + " |",
+    lines = ["| measure | " + " | ".join(f"{m}: mean [95% clustered interval], n; seed means" for m in MECHS) + " |",
              "|---|" + "---|" * len(MECHS)]
     for label, path in _metrics(task):
         cells = []
@@ -209,7 +239,7 @@ CROSS = (("mhla", "linear"), ("mhla", "softmax"), ("linear", "softmax"))
 
 def _pair_cell(ctx, a, b, path):
     """A paired difference between the models trained with a and b on the same (seed, input, layer, head):
-    mean [two-stage 95% interval], sign-test p over the seeds' mean differences."""
+    mean [clustered 95% interval], sign-test p over the seeds' mean differences."""
     row = ctx["cross"][1].get((a, b, path))
     if row is None:
         return "missing"
@@ -226,7 +256,7 @@ def table_cross(ctx, task):
 
 def table_mc(ctx, task):
     """The MHLA batch's clustered pairs `linear - mhla`: the same q/k without and with the learned Mc."""
-    lines = ["| measure | linear - MHLA on the MHLA models' q/k: mean [95% two-stage interval], sign-test p over seeds (n) |",
+    lines = ["| measure | linear - MHLA on the MHLA models' q/k: mean [95% clustered interval], sign-test p over seeds (n) |",
              "|---|---|"]
     for label, path in _metrics(task):
         row = ctx["own"]["mhla"][1].get(("linear", "mhla", path))
@@ -241,7 +271,7 @@ SWEEP_METRICS = (("rank", "rank"), ("rank at rtol 1e-3", "rank_at_rtol_1e-3"), (
 
 def sweep_units(ctx, rows, task):
     """The sweep rows as units of `attnscope aggregate` (label "MECH M=m", unit = (seed, input, layer, head),
-    clusters = seeds): two-stage intervals per (mechanism, M), and paired differences between any two."""
+    clusters = seeds): clustered intervals per (mechanism, M), and paired differences between any two."""
     ms = sorted({int(r["m"]) for r in rows})
     groups = []
     for mech in ("linear", "mhla"):
@@ -254,7 +284,7 @@ def sweep_units(ctx, rows, task):
 
 
 def table_sweep(agg, ms):
-    """Mean [two-stage 95% interval] of each metric per (mechanism, M)."""
+    """Mean [clustered 95% interval] of each metric per (mechanism, M)."""
     lines = ["| mechanism | M | " + " | ".join(l for l, _ in SWEEP_METRICS) + " |",
              "|---|---|" + "---|" * len(SWEEP_METRICS)]
     for mech in ("linear", "mhla"):
@@ -267,7 +297,7 @@ def table_sweep(agg, ms):
 
 def learned_vs_preset(ctx, rows, task):
     """Paired over (seed, input b < SWEEP_INPUTS, layer, head): the learned Mc (batch) minus the preset at the same
-    M (sweep), two-stage intervals over seeds."""
+    M (sweep), clustered intervals over seeds."""
     keys = (("excess effective rank", "excess_effective_rank"), ("energy rank 99%", "energy_rank_99"),
             ("effective rank", "effective_rank"))
     learned = {k: v for k, v in unit_values(own(ctx["batches"]["mhla"][0], "mhla"), [p for _, p in keys]).items()
@@ -397,7 +427,7 @@ def _seeds(means, digits=1):
 
 def verdict_growth(ctx, sweep_agg, ms, learned):
     """Claim 2: MHLA's rank grows with M, beyond what its mask and Mc give (excess effective rank, energy ranks),
-    judged by paired differences between consecutive M on the same units (two-stage intervals over seeds)."""
+    judged by paired differences between consecutive M on the same units (clustered intervals over seeds)."""
     rows, pairs = sweep_agg
     def curve(key):
         return [float(rows[(f"mhla M={m}", key)]["mean"]) for m in ms if (f"mhla M={m}", key) in rows]
@@ -413,10 +443,10 @@ def verdict_growth(ctx, sweep_agg, ms, learned):
     mlist = ", ".join(str(m) for m in ms)
     return (f"2. *MHLA's rank grows with the number of blocks M.* The models have one M each, so growth is judged "
             f"on the MHLA models' own q/k with the preset that initialised Mc at M = {mlist} (table above; "
-            f"{SWEEP_INPUTS} inputs x 3 seeds x 2 layers x every head): rank {' -> '.join(f'{v:.1f}' for v in rk)}, "
+            f"{SWEEP_INPUTS} inputs x {ctx['sweep_seeds']} seeds x 2 layers x every head): rank {' -> '.join(f'{v:.1f}' for v in rk)}, "
             f"energy rank 99% {' -> '.join(f'{v:.1f}' for v in e99)}, excess effective rank (over the content-free "
             f"A0 at that M) {' -> '.join(f'{v:.2f}' for v in eer)}. Each step's paired change of the excess effective "
-            f"rank (two-stage 95% interval over seeds): {step_text}. Reading: {'rises at every step' if grows else 'does not rise at every step'} for the "
+            f"rank (clustered 95% interval over seeds): {step_text}. Reading: {'rises at every step' if grows else 'does not rise at every step'} for the "
             f"excess effective rank{'' if grows else ' (not every step rises with an interval above 0)'}. At the "
             f"trained M, the learned Mc against the preset on the same q/k and inputs: " + "; ".join(learned) + ". "
             f"What would change it: models trained at several M (the study trains one M per task) whose excess "
@@ -443,13 +473,13 @@ def verdict_sparsity(ctx):
             "; ".join(f"{m} {_seeds(means['entropy_below_baseline'][m], 3)}" for m in MECHS) +
             f". Paired support-normalised entropy: MHLA - linear {_pair_cell(ctx, 'mhla', 'linear', sne)}; MHLA - "
             f"softmax {_pair_cell(ctx, 'mhla', 'softmax', sne)}. Reading: {'lower than both' if len(below) == 2 else 'not lower than both'} "
-            f"by support-normalised entropy (MHLA below {' and '.join(below) if below else 'neither'} with a two-stage "
+            f"by support-normalised entropy (MHLA below {' and '.join(below) if below else 'neither'} with a clustered "
             f"interval excluding 0); by entropy below baseline MHLA is {'the sharpest' if sharper else 'not the sharpest'} "
             f"relative to what its mask and Mc give any input (MHLA - linear "
             f"{_pair_cell(ctx, 'mhla', 'linear', 'entropy_below_baseline')}; MHLA - softmax "
             f"{_pair_cell(ctx, 'mhla', 'softmax', 'entropy_below_baseline')}), so "
             f"{'its lower entropy is learned, not only structural' if sharper else 'much of its lower entropy is the structure its mask and Mc give any input'}. "
-            f"What would change it: paired differences of the other sign with two-stage intervals excluding 0.")
+            f"What would change it: paired differences of the other sign with clustered intervals excluding 0.")
 
 
 def section(binary, work, study, task, d):
@@ -466,17 +496,18 @@ def section(binary, work, study, task, d):
     ctx["cross"] = units_folder(binary, work, f"{task}_cross",
                                 [(m, unit_values(own(batches[m][0], m), paths)) for m in ("mhla", "linear", "softmax")])
     n = {m: len(own(batches[m][0], m)) for m in MECHS}
+    g = len({unit_key(r)[0] for r in own(batches["mhla"][0], "mhla")})
     lines = [f"Units: every (seed, held-out input, layer, head) of each model under its own mechanism ({n['softmax']}, "
-             f"{n['linear']} and {n['mhla']} for softmax, linear and MHLA). Intervals are two-stage 95% bootstrap "
-             "intervals of the mean (`attnscope aggregate --cluster file`, docs/maths.md 5: the three seeds' models "
-             "resampled first, then units within each), so they carry the spread between seeds; sign tests are over "
-             "the three seeds' mean differences, so no p is below 0.25: three seeds cannot show more by a sign test. With "
-             "three clusters the first stage has only 10 distinct draws, so these intervals are coarse; the per-seed "
-             "means and the figures show the spread they summarise. "
+             f"{n['linear']} and {n['mhla']} for softmax, linear and MHLA). Clusters are the {g} seeds' models "
+             "(`attnscope aggregate --cluster file`): with fewer than 10 clusters an interval is the Student t interval "
+             f"over the {g} seed means (attention.md 2.2, docs/maths.md 5), so it carries the spread between seeds and "
+             f"not the thousands of units; sign tests are over the {g} seeds' mean differences (the smallest p {g} seeds "
+             f"can give is {2 * 0.5 ** g:.3g}), `agree` says how many seeds share the mean's sign. The per-seed means and "
+             "the figures show the spread they summarise. "
              "Support-normalised entropy equals the ln n_t one here: the clamped Mc has no zero among the entries the "
              "mechanism uses, and softmax and linear attention have none by construction.", ""]
     lines += table_own(ctx, task) + ["", "#### Paired between models (same seed, input, layer and head)", "",
-             "Differences of per-unit values between the models trained with two mechanisms, mean [two-stage 95% "
+             "Differences of per-unit values between the models trained with two mechanisms, mean [clustered 95% "
              "interval], sign-test p over the seeds (`attnscope aggregate --cluster file` over the units of both "
              "models).", ""] + table_cross(ctx, task)
     lines += ["", "#### What the learned Mc adds to the same queries and keys", "",
@@ -493,10 +524,11 @@ def section(binary, work, study, task, d):
               ("; ".join(f"\"{w}\" ({c})" for w, c in warns.items()) if warns else
                "none: no rank-cap sentence (the learned Mc never caps MHLA below min(N, M d) here"
                + (", and causal MHLA gets no such sentence" if task == "lm" else "") + ").")]
+    ctx["sweep_seeds"] = len({r["seed"] for r in sweep_rows})
     sweep_agg, ms = sweep_units(ctx, sweep_rows, task)
     lines += ["", f"#### Rank against M on the MHLA models' q/k (preset `{SWEEP[task][1]}` mixing at each M)", "",
               f"`attnscope sweep --vary {SWEEP[task][0]} --mechanism linear,mhla --mixing {SWEEP[task][1]}` on each "
-              f"MHLA model, layers 0 and 1, every head, held-out inputs 0 to {SWEEP_INPUTS - 1}; mean [two-stage 95% "
+              f"MHLA model, layers 0 and 1, every head, held-out inputs 0 to {SWEEP_INPUTS - 1}; mean [clustered 95% "
               "interval over seeds, then units].", ""] + table_sweep(sweep_agg, ms)
     lines += ["", "#### Figures", ""] + figures.task_figures(ctx, task, d, sweep_agg, ms)
     learned = learned_vs_preset(ctx, sweep_rows, task)

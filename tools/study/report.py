@@ -46,7 +46,12 @@ def fmt_paired(p, digits=3):
             f"p = {p['p_sign']:.2g} (n = {p['n']})")
 
 
-def vit_section(models, base):
+def controls(study, task):
+    """The task's models without attention (train.py --controls): their JSON results, by seed."""
+    return [json.load(open(p)) for p in sorted(glob.glob(os.path.join(study, f"{task}_none_s*.json")))] if study else []
+
+
+def vit_section(models, base, study=None):
     lr = base["logistic_16x16"]
     lines = ["| trained with | seed | parametrisation | test accuracy [95% Wilson] | minus logistic regression "
              "(per digit: mean [95% bootstrap], sign-test p) | train seconds |", "|---|---|---|---|---|---|"]
@@ -58,11 +63,15 @@ def vit_section(models, base):
             p = paired(a["test_correct"], lr["test_correct"])
             lines.append(f"| {m} | {seed} | {param(a)} | {a['test_accuracy']:.3f} {fmt_ci(lo, hi)} | "
                          f"{fmt_paired(p)} | {a['train_seconds']:.0f} |")
+    for a in controls(study, "vit"):   # the same ViT without attention: per-pixel MLPs and the mean-token readout
+        p = paired(a["test_correct"], lr["test_correct"])
+        lines.append(f"| none (no attention) | {a['seed']} | | {a['test_accuracy']:.3f} "
+                     f"{fmt_ci(*a['test_accuracy_ci95'])} | {fmt_paired(p)} | {a['train_seconds']:.0f} |")
     lo, hi = lr["test_accuracy_ci95"]
     lines += ["", f"Logistic regression on the raw 16x16 pixels the models see (same split): "
                   f"{lr['test_accuracy']:.3f} {fmt_ci(lo, hi)}; on the original 8x8 pixels "
                   f"{base['logistic_8x8']['test_accuracy']:.3f}."]
-    return lines + [""] + seed_summary(models, "vit", "test_accuracy", "test accuracy")
+    return lines + [""] + seed_summary(models, "vit", "test_accuracy", "test accuracy", controls(study, "vit"))
 
 
 def lm_section(models, base, study):
@@ -77,8 +86,7 @@ def lm_section(models, base, study):
             p = paired(a["test_window_bits"], tri["test_window_bits"])
             lines.append(f"| {m} | {seed} | {param(a)} | {a['test_bits_per_char']:.3f} {fmt_ci(lo, hi)} | "
                          f"{fmt_paired(p)} | {a['train_seconds']:.0f} |")
-    for path in sorted(glob.glob(os.path.join(study, "lm_none_s*.json"))):   # the control without attention
-        a = json.load(open(path))
+    for a in controls(study, "lm"):   # the control without attention
         p = paired(a["test_window_bits"], tri["test_window_bits"])
         lines.append(f"| none (convolution only) | {a['seed']} | | {a['test_bits_per_char']:.3f} "
                      f"{fmt_ci(*a['test_bits_ci95'])} | {fmt_paired(p)} | {a['train_seconds']:.0f} |")
@@ -86,15 +94,16 @@ def lm_section(models, base, study):
     lines += ["", f"Interpolated trigram on the same {tri['test_windows']} windows (history limited to the window as the "
                   f"models' is; weights {tri['weights_l3_l2_l1_l0']} chosen on the validation split, "
                   f"{tri['validation_bits_per_char']:.3f} bits/char there): {tri['test_bits_per_char']:.3f} {fmt_ci(lo, hi)}."]
-    return lines + [""] + seed_summary(models, "lm", "test_bits_per_char", "held-out bits/char")
+    return lines + [""] + seed_summary(models, "lm", "test_bits_per_char", "held-out bits/char", controls(study, "lm"))
 
 
-def seed_summary(models, task, key, label):
+def seed_summary(models, task, key, label, none=()):
     """Across seeds: mean, range and (5 or more seeds) a bootstrap interval over seeds; paired by seed between
-    mechanisms (the same seed gives the same initialisation stream and data order)."""
+    mechanisms (the same seed gives the same initialisation stream and data order). `none`: the controls."""
     lines = [f"Across seeds ({label}):", ""]
     vals = {m: {s: float(a[key]) for (t, mm, s), a in models.items() if t == task and mm == m} for m in MECHS}
-    for m in MECHS:
+    vals["none"] = {int(a["seed"]): float(a[key]) for a in none}
+    for m in list(MECHS) + (["none"] if none else []):
         v = np.array(list(vals[m].values()))
         if len(v) == 0:
             lines.append(f"- {m}: no finished model")
@@ -109,7 +118,7 @@ def main():
     study = sys.argv[1]
     models = load_models(study)
     base = json.load(open(os.path.join(study, "baselines.json")))
-    print("\n".join(["### Vision transformer: training and baseline", ""] + vit_section(models, base) +
+    print("\n".join(["### Vision transformer: training and baseline", ""] + vit_section(models, base, study) +
                     ["### Character model: training and baseline", ""] + lm_section(models, base, study)))
 
 
