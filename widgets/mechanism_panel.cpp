@@ -524,9 +524,10 @@ void MechanismPanel::updateProblems()
     QStringList html;
     for (const QString& s : p) {
         const bool note = s.startsWith(tr("Note:"));
+        // U+2139 and U+26A0 (information, warning): both in DejaVu Sans, Debian's default font; U+24D8 was not (a box).
         html << QStringLiteral("<div style='color:%1'>%2 %3</div>")
                     .arg(note ? QStringLiteral("#806000") : QStringLiteral("#b00000"),
-                         note ? QStringLiteral("ⓘ") : QStringLiteral("⚠"), s.toHtmlEscaped());
+                         note ? QStringLiteral("\u2139") : QStringLiteral("\u26a0"), s.toHtmlEscaped());
     }
     m_problems->setText(html.join(QString()));
     m_problems->show();
