@@ -366,6 +366,15 @@ QString runDetails(const analysis::SweepResult& sweep, int datasetLayer)
     if (spec.synth)
         parts.back() = QCoreApplication::translate("CurvesView", "synthetic %1 d=%2").arg(QString::fromStdString(spec.synth->kind)).arg(spec.synth->d);
     parts << unitTexts(sweep, datasetLayer);
+    // How the tokens of each N were chosen (an N sweep on data): first N, `draws` random subsets (with their
+    // seed), or a crop of the grid; synthetic draws are the seeds of the data line.
+    if (spec.vary == 'n' && !spec.synth) {
+        const QString how = QString::fromLatin1(analysis::to_string(spec.subsample).data(),
+                                                qsizetype(analysis::to_string(spec.subsample).size()));
+        parts << (spec.subsample == analysis::Subsample::random
+                      ? QCoreApplication::translate("CurvesView", "subsample random, %1 draws (seed %2)").arg(spec.draws).arg(spec.seed)
+                      : QCoreApplication::translate("CurvesView", "subsample %1").arg(how));
+    }
     QStringList mechanisms;
     for (const Mechanism m : spec.mechanisms)
         mechanisms << mechanismLabel(m);

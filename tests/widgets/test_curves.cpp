@@ -20,6 +20,7 @@
 #include "analysis/explore.h"
 #include "analysis/sweep.h"
 #include "analysis/synth.h"
+#include "curve_sets.h"
 #include "curves.h"
 #include "export.h"
 #include "io/writers.h"
@@ -517,4 +518,26 @@ TEST(CurvesView, Screenshots)
     ov->setSweep(overview("curves_overview_doc", 4, 6, 144, 16, true));
     ov->setMetric("effective_rank");
     EXPECT_EQ(widgets::exportView(ov.get(), QStringLiteral(ATTNSCOPE_DOCS_DIR "/views-overview.png"), opt), QString());
+}
+
+// A run's details say how the tokens of each N were chosen (issue 35, item 8: subsample mode and draws were
+// missing): a random run names its draws and seed, first and crop runs their mode; synthetic runs neither.
+TEST(CurvesView, RunDetailsSaySubsampleAndDraws)
+{
+    auto result = std::make_shared<analysis::SweepResult>();
+    analysis::SweepSpec& spec = result->spec;
+    spec.inputs.push_back({io::tensor_in("acts.h5", "/q"), io::tensor_in("acts.h5", "/k"), std::nullopt, {}});
+    spec.vary = 'n';
+    spec.values = {64, 128};
+    spec.subsample = analysis::Subsample::random;
+    spec.draws = 3;
+    spec.seed = 5;
+    widgets::CurveRun run;
+    run.sweep = result;
+    EXPECT_TRUE(widgets::runTip(run).contains(QStringLiteral("subsample random, 3 draws (seed 5)")))
+        << widgets::runTip(run).toStdString();
+    spec.subsample = analysis::Subsample::crop;
+    EXPECT_TRUE(widgets::runTip(run).contains(QStringLiteral("subsample crop"))) << widgets::runTip(run).toStdString();
+    spec.synth = analysis::SynthSource{"local1d", 16, 2, 0};
+    EXPECT_FALSE(widgets::runTip(run).contains(QStringLiteral("subsample"))) << widgets::runTip(run).toStdString();
 }
