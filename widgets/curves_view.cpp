@@ -422,12 +422,33 @@ private:
         return refs;
     }
 
+    // An earlier curve of the same run whose means equal curve i's at every x (softmax and MHLA both at rank N,
+    // linear and MHLA at M = 1): the later one would hide it entirely. Null when none.
+    const Curve* coinciding(std::size_t i) const
+    {
+        const Curve& c = m_curves[i];
+        for (std::size_t j = 0; j < i; ++j) {
+            const Curve& e = m_curves[j];
+            if (e.run != c.run || e.points.size() != c.points.size() || c.points.empty())
+                continue;
+            bool equal = true;
+            for (std::size_t k = 0; k < c.points.size() && equal; ++k)
+                equal = e.points[k].x == c.points[k].x &&
+                        std::abs(e.points[k].mean - c.points[k].mean) <= 1e-9 * std::max(1.0, std::abs(e.points[k].mean));
+            if (equal)
+                return &e;
+        }
+        return nullptr;
+    }
+
     // Per mechanism its band (a filled channel between two invisible graphs), then its mean with markers.
     void addCurves(const CurveFrame& f, QCPLegend* legend)
     {
         auto* x = m_rect->axis(QCPAxis::atBottom);
         auto* y = m_rect->axis(QCPAxis::atLeft);
-        for (const Curve& c : m_curves) {
+        for (std::size_t ci = 0; ci < m_curves.size(); ++ci) {
+            const Curve& c = m_curves[ci];
+            const Curve* same = coinciding(ci);   // drawn dashed over it, so that both lines show
             const QColor color = mechanismColor(c.mechanism);
             QVector<double> px, pm, plo, phi;
             bool spread = false;
@@ -457,9 +478,15 @@ private:
             pen.setWidthF(mechanismStyle(c.mechanism).curve_width);
             if (m_drawn.size() > 1)
                 pen.setStyle(runStyle(c.run));
+            else if (same) {
+                // Thinner than the line it lies on, with open dashes: the earlier line shows at its sides and gaps.
+                pen.setWidthF(std::min(pen.widthF(), 0.5 * mechanismStyle(same->mechanism).curve_width));
+                pen.setDashPattern({4.0, 4.0});
+            }
             g->setPen(pen);
             g->setScatterStyle(markerStyle(c.mechanism, color));
-            g->setName(curveName(c, m_drawn));
+            g->setName(same && m_drawn.size() < 2 ? tr("%1 (same as %2)").arg(curveName(c, m_drawn), curveName(*same, m_drawn))
+                                                  : curveName(c, m_drawn));
             if (m_drawn.size() < 2)
                 g->addToLegend(legend);
         }

@@ -541,3 +541,28 @@ TEST(CurvesView, RunDetailsSaySubsampleAndDraws)
     spec.synth = analysis::SynthSource{"local1d", 16, 2, 0};
     EXPECT_FALSE(widgets::runTip(run).contains(QStringLiteral("subsample"))) << widgets::runTip(run).toStdString();
 }
+
+// Curves whose means coincide (every mechanism at rank N for N <= d) are all visible: the later ones thinner and
+// dashed, named "(same as ...)" (issue 35, item 8: the softmax line was hidden under MHLA's when both were at rank N).
+TEST(CurvesView, CoincidingCurvesStayVisible)
+{
+    const Sweep s = sweepN({8, 16}, 1);   // d = 16: softmax, linear and MHLA all reach rank N
+    std::unique_ptr<SweepView> view(widgets::createCurvesView());
+    view->setSweep(s);
+    view->setMetric("rank");
+    QCustomPlot* plot = plotOf(view.get());
+    QCPGraph* softmax = graphNamed(plot, QStringLiteral("softmax"));
+    QCPGraph* linear = graphNamed(plot, QStringLiteral("linear"));
+    QCPGraph* mhla = graphNamed(plot, QStringLiteral("MHLA"));
+    ASSERT_TRUE(softmax && linear && mhla);
+    EXPECT_EQ(softmax->pen().style(), Qt::SolidLine);
+    EXPECT_EQ(linear->pen().style(), Qt::CustomDashLine);
+    EXPECT_EQ(mhla->pen().style(), Qt::CustomDashLine);
+    EXPECT_LT(mhla->pen().widthF(), softmax->pen().widthF());   // thinner: the line under it shows at its sides
+    EXPECT_EQ(mhla->name(), QStringLiteral("MHLA (same as softmax)"));
+    // Where they differ (N > d: linear stays at d), nothing is dashed.
+    view->setSweep(sweepN({32, 64}, 1));
+    view->setMetric("rank");
+    EXPECT_EQ(graphNamed(plotOf(view.get()), QStringLiteral("linear"))->pen().style(), Qt::SolidLine);
+    EXPECT_EQ(graphNamed(plotOf(view.get()), QStringLiteral("linear"))->name(), QStringLiteral("linear"));
+}
