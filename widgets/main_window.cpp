@@ -288,6 +288,7 @@ void MainWindow::buildMenus()
     file->addAction(tr("Close &All Files"), this, [this] {
         m_browser->closeAll();
         m_sessionPath.clear();
+        hideMessage();   // a message about a file that is closed now says nothing true any more
         updateTitle();
     });
     file->addSeparator();
@@ -551,7 +552,10 @@ bool MainWindow::stepIndex(int delta)
 
 void MainWindow::updateCentral()
 {
-    const bool haveData = !m_browser->files().isEmpty() || m_result;
+    // A finished sweep or overview is data too: its tab stays reachable after Close All, and one that finishes
+    // then opens its tab instead of finishing silently behind the start page.
+    const bool haveData = !m_browser->files().isEmpty() || m_result || hasSweepResult(QStringLiteral("curves")) ||
+                          hasSweepResult(QStringLiteral("overview"));
     m_stack->setCurrentIndex(haveData ? 1 : 0);
 }
 

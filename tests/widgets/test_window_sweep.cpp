@@ -1,5 +1,6 @@
 // Sweeps in the main window: the sweep dialog's parameters -> a background run_sweep -> the Curves tab;
 // the model overview -> the Overview tab; cancel; export (figure and CSV); sessions store finished sweeps.
+#include <QAction>
 #include <QCoreApplication>
 #include <QDir>
 #include <QFile>
@@ -210,4 +211,30 @@ TEST_F(WindowSweep, CancelAndErrors)
     EXPECT_FALSE(finished.at(3).at(1).toBool());
     EXPECT_FALSE(w.lastSweepError().isEmpty());
     EXPECT_EQ(w.curvesView(), nullptr);
+}
+
+// Close All while a sweep runs (issue 35, item 9: the sweep then finished silently behind the start page, and the
+// message bar still named the closed file): the finished sweep opens its Curves tab, the message bar is cleared.
+TEST_F(WindowSweep, SweepFinishingAfterCloseAllOpensItsTab)
+{
+    test::TestWindow w;
+    w.show();
+    const QString missing = QString::fromStdString(test::fresh_work_dir("window_sweep_close_all") + "/gone.h5");
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("vit_local2d.h5"))}));
+    w.openFiles({missing});
+    ASSERT_FALSE(w.messageText().isEmpty());   // the file that could not be opened, named in the message bar
+    w.runSweep(smallSynthetic());
+    QAction* closeAll = nullptr;
+    for (QAction* a : w.findChildren<QAction*>())
+        if (a->text() == QStringLiteral("Close &All Files"))
+            closeAll = a;
+    ASSERT_TRUE(closeAll);
+    closeAll->trigger();
+    EXPECT_TRUE(w.messageText().isEmpty()) << w.messageText().toStdString();
+    ASSERT_TRUE(waitSweeps(w));
+    ASSERT_NE(w.curvesView(), nullptr);
+    auto* tabs = w.findChild<QTabWidget*>();
+    ASSERT_TRUE(tabs);
+    EXPECT_TRUE(tabs->isVisible());   // not the start page
+    EXPECT_EQ(tabs->currentWidget(), w.curvesView());
 }
