@@ -336,6 +336,14 @@ void MainWindow::startComputation()
     m_computeStatus.stage->setText(tr("starting"));
     m_computeStatus.progress->setValue(0);
     m_computeStatus.setVisible(true);
+    if (!m_result) {
+        // The first result of these inputs: the views say it is on its way (they said "No result yet ... assign
+        // Q and K" for the minutes a large N takes, with Q and K assigned).
+        const int n = m_selection->tokens();
+        const QString what = n > 0 ? tr("Computing N = %1 tokens…").arg(n) : tr("Computing…");
+        for (ResultView* v : m_views)
+            v->setNotice(ResultView::Freshness::notComputed, what + tr("\nProgress in the status bar; Esc cancels."));
+    }
     emit computationStarted();
 }
 

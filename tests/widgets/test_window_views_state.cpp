@@ -370,3 +370,22 @@ TEST_F(WindowViewsState, DataDockSwitchKeepsTheFilesLayer)
     EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
     expectViewsAgree(w, "back to the LM by double-click");
 }
+
+// While the first result of a file is computed, the views say so (issue 35, item 9: during the minutes of the
+// N = 8192 session they said "No result yet. Open activation files and assign Q and K").
+TEST_F(WindowViewsState, FirstComputationSaysComputing)
+{
+    test::TestWindow w;
+    QStringList notices;
+    QObject::connect(&w, &MainWindow::computationStarted, &w, [&] {
+        for (ResultView* v : w.exportableViews())
+            notices << v->noticeText();
+    });
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("vit_local2d.h5"))}));
+    ASSERT_FALSE(notices.isEmpty());
+    for (const QString& n : notices)
+        EXPECT_TRUE(n.startsWith(QStringLiteral("Computing N = 256 tokens"))) << n.toStdString();
+    for (ResultView* v : w.exportableViews())   // once computed: no notice (Heads and Depth compute when shown)
+        EXPECT_TRUE(v->noticeText().isEmpty() || v->noticeText().contains(QStringLiteral("tab is shown")))
+            << v->viewName().toStdString() << ": " << v->noticeText().toStdString();
+}
