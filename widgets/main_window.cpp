@@ -82,7 +82,8 @@ QString sampleName(const QString& file)
 {
     static const QHash<QString, QString> kWritten = {{"vit", "ViT"},   {"lm", "LM"},           {"mhla", "MHLA"},
                                                     {"gqa", "GQA"},   {"llama", "LLaMA"},     {"local1d", "local 1-D"},
-                                                    {"local2d", "local 2-D"}, {"lowrank", "low-rank"}};
+                                                    {"local2d", "local 2-D"}, {"lowrank", "low-rank"}, {"mqar", "MQAR"},
+                                                    {"blocks16", "M = 16"}};
     QStringList words = QFileInfo(file).completeBaseName().split(QLatin1Char('_'), Qt::SkipEmptyParts);
     for (QString& w : words)
         w = kWritten.value(w.toLower(), w);
@@ -242,7 +243,15 @@ QWidget* MainWindow::buildWelcome()
            "</ol>"),
         page);
     steps->setAlignment(Qt::AlignCenter);
-    outer->addWidget(steps, 0, Qt::AlignHCenter);
+    // Wrapped to the page: a narrow central area (1280 x 720 with both docks) cut the second step mid-word.
+    steps->setWordWrap(true);
+    steps->setMaximumWidth(760);
+    steps->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Minimum);
+    auto* stepsRow = new QHBoxLayout;   // centred, as wide as the page allows up to 760 px (height for that width)
+    stepsRow->addStretch(1);
+    stepsRow->addWidget(steps, 100);
+    stepsRow->addStretch(1);
+    outer->addLayout(stepsRow);
     const QString samples = sampleFolder();
     if (!samples.isEmpty()) {
         // Rows of a few buttons each, so that every name is whole in a narrow window.

@@ -124,6 +124,29 @@ TEST(Geometry, OverviewCellsStaySquare)
     }
 }
 
+// The start page on a 1280 x 720 screen with both docks: every text whole (issue 35, item 9: the second step was
+// cut at "right-click a t"), wrapped where the page is narrow.
+TEST(Geometry, StartPageTextIsWholeAt1280x720)
+{
+    test::useTestSettings();
+    ASSERT_EQ(QGuiApplication::primaryScreen()->availableGeometry().size(), QSize(1280, 720));
+    test::TestWindow w;
+    w.show();
+    QApplication::processEvents();
+    int checked = 0;
+    for (QLabel* l : w.findChildren<QLabel*>()) {
+        if (!l->isVisible() || l->text().isEmpty() || !l->text().contains(QStringLiteral("<li>")))
+            continue;
+        ++checked;
+        if (l->wordWrap())
+            EXPECT_GE(l->height(), l->heightForWidth(l->width())) << l->text().left(60).toStdString() << " is cut";
+        else   // one line per item: as wide as its text
+            EXPECT_GE(l->width(), l->sizeHint().width()) << l->text().left(60).toStdString() << " is cut";
+        EXPECT_TRUE(QRect(QPoint(0, 0), w.size()).contains(QRect(l->mapTo(&w, QPoint(0, 0)), l->size())));
+    }
+    EXPECT_EQ(checked, 1);   // the steps
+}
+
 // The first window on a 1280 x 720 screen: inside the screen's available area, with the Data, Selection and
 // Mechanisms docks, every view's tab and tool row and the status bar inside the window.
 TEST(Geometry, FirstWindowFitsA1280x720Screen)
