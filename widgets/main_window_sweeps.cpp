@@ -434,7 +434,10 @@ void MainWindow::showSweepRuns(SweepSlot& s)
     if (!s.view) {
         const bool overview = &s == m_overviewSlot.get();
         s.view = overview ? createOverviewView(m_tabs) : createCurvesView(m_tabs);
-        m_tabs->addTab(s.view, overview ? tr("Overview") : tr("Curves"));
+        // Fixed places after the views, Curves before Overview whichever came first: a reopened session keeps
+        // every tab, and so every Ctrl+number, where it was.
+        const int at = overview || !m_overviewSlot->view ? m_tabs->count() : m_tabs->indexOf(m_overviewSlot->view);
+        m_tabs->insertTab(at, s.view, overview ? tr("Overview") : tr("Curves"));
         connect(s.view, &ResultView::statusMessage, this, [this](const QString& text) { statusBar()->showMessage(text, 6000); });
         connect(s.view, &SweepView::cellActivated, this, &MainWindow::activateOverviewCell);
         connect(s.view, &SweepView::runRemovalRequested, this, [this, &s](const QString& name) { removeRun(s, name); });

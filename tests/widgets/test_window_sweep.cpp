@@ -238,3 +238,21 @@ TEST_F(WindowSweep, SweepFinishingAfterCloseAllOpensItsTab)
     EXPECT_TRUE(tabs->isVisible());   // not the start page
     EXPECT_EQ(tabs->currentWidget(), w.curvesView());
 }
+
+// The sweep tabs have fixed places, Curves before Overview whichever ran first (issue 35, item 9: a reopened
+// session put them in another order, so Ctrl+9 and Ctrl+0 changed meaning).
+TEST_F(WindowSweep, CurvesTabComesBeforeOverviewWhicheverRanFirst)
+{
+    test::TestWindow w;
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("char_lm_licenses.h5"))}));
+    w.runOverview();
+    ASSERT_TRUE(waitSweeps(w));
+    w.runSweep(smallSynthetic());
+    ASSERT_TRUE(waitSweeps(w));
+    auto* tabs = w.findChild<QTabWidget*>();
+    ASSERT_TRUE(tabs && w.curvesView() && w.overviewView());
+    EXPECT_EQ(tabs->indexOf(w.curvesView()) + 1, tabs->indexOf(w.overviewView()));
+    EXPECT_EQ(tabs->indexOf(w.overviewView()), tabs->count() - 1);
+    EXPECT_EQ(w.viewActions().size(), tabs->count());
+    EXPECT_EQ(w.viewActions().at(tabs->indexOf(w.curvesView()))->text(), QStringLiteral("Curves"));
+}
