@@ -273,6 +273,7 @@ private:
         QJsonObject mechanism, selection;         // the panels' states
         bool userChanged = false;                 // the user changed an option there
         QStringList tensors;                      // names of the queries, keys, values in the file
+        int query = -1;                           // the selected query token (-1: none)
     };
     QHash<QString, FileState> m_fileStates;
     QStringList m_lastTensors;                    // the current file's tensor names (q, k, v)

@@ -87,8 +87,11 @@ void MainWindow::onAssignmentChanged()
             m_selection->restoreState(st.selection);
             m_settingPanels = false;
             m_userChangedOptions = st.userChanged;
+            m_query = st.query;   // the query selected there (showResult drops it if out of range)
         } else if (otherFile || !m_userChangedOptions) {
             // New queries start from their file's attributes (another layer of a file keeps what the user chose).
+            if (otherFile)
+                m_query = -1;   // another file's token index means nothing here
             m_settingPanels = true;
             applyFileDefaults(q->tensor());
             m_settingPanels = false;
@@ -122,6 +125,7 @@ void MainWindow::saveFileState(const QString& file)
     st.selection = m_selection->saveState();
     st.userChanged = m_userChangedOptions;
     st.tensors = m_lastTensors;
+    st.query = m_query;
     m_fileStates.insert(file, st);
 }
 

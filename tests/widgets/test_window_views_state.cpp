@@ -330,7 +330,7 @@ TEST_F(WindowViewsState, OverviewCellJumpsToItsLayerAndHead)
     expectViewsAgree(w, "after the jump");
 }
 
-// Switching files through the Data dock keeps each file's layer (issue 35, item 4): its menu's "Show this file"
+// Switching files through the Data dock keeps each file's layer and query (issue 35, items 3-4): its menu's "Show this file"
 // and a double-click on the file go back to it as it was left (it was "Assign Q/K/V from names": the first
 // layer), with the view of that layer computed.
 TEST_F(WindowViewsState, DataDockSwitchKeepsTheFilesLayer)
@@ -342,8 +342,10 @@ TEST_F(WindowViewsState, DataDockSwitchKeepsTheFilesLayer)
     ASSERT_TRUE(w.stepLayer(+1));
     ASSERT_TRUE(waitIdle(w));
     ASSERT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
+    w.setQuery(37);   // the query selected in the LM
     ASSERT_TRUE(w.openAndWait({vit}));
     ASSERT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->file, vit);
+    EXPECT_EQ(w.query(), -1);   // the LM's token 37 means nothing in the image file
 
     emit w.dataBrowser()->showFileRequested(lm);   // the file's menu: Show this file
     ASSERT_TRUE(waitIdle(w));
@@ -351,6 +353,7 @@ TEST_F(WindowViewsState, DataDockSwitchKeepsTheFilesLayer)
     EXPECT_EQ(w.dataBrowser()->assigned(TensorRole::queries)->name, QStringLiteral("/layers/1/q"));
     EXPECT_EQ(w.selectionPanel()->currentLayer(), 1);
     EXPECT_EQ(w.result()->input["q"].get<std::string>(), lm.toStdString() + ":/layers/1/q");
+    EXPECT_EQ(w.query(), 37);   // and its query, as it was left
 
     // A double-click on the other file's row shows it, and back again keeps layer 1.
     auto* tree = w.dataBrowser()->findChild<QTreeWidget*>();
