@@ -88,19 +88,25 @@ io::TensorRef reference_value(const std::string& flag, const std::string& text)
     }
 }
 
-}  // namespace
-
-CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, io::TensorRef& ref, const std::string& help)
+// One value (a reference, or an optional one).
+template <class Target>
+CLI::Option* add_one_tensor_option(CLI::App& cmd, const std::string& flag, Target& ref, const std::string& help)
 {
     return cmd.add_option_function<std::string>(
         flag, [&ref, flag](const std::string& text) { ref = reference_value(flag, text); }, help);
 }
 
+}  // namespace
+
+CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, io::TensorRef& ref, const std::string& help)
+{
+    return add_one_tensor_option(cmd, flag, ref, help);
+}
+
 CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::optional<io::TensorRef>& ref,
                                const std::string& help)
 {
-    return cmd.add_option_function<std::string>(
-        flag, [&ref, flag](const std::string& text) { ref = reference_value(flag, text); }, help);
+    return add_one_tensor_option(cmd, flag, ref, help);
 }
 
 CLI::Option* add_tensor_option(CLI::App& cmd, const std::string& flag, std::vector<io::TensorRef>& refs,

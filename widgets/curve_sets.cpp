@@ -358,6 +358,24 @@ QString curveSetName(const analysis::SweepResult& sweep, int datasetLayer)
     return name;
 }
 
+const Curve* coincidingCurve(const std::vector<Curve>& curves, std::size_t i)
+{
+    const Curve& c = curves[i];
+    const auto same = [&c](const Curve& e) {
+        if (e.run != c.run || e.points.size() != c.points.size() || c.points.empty())
+            return false;
+        for (std::size_t k = 0; k < c.points.size(); ++k)
+            if (e.points[k].x != c.points[k].x ||
+                std::abs(e.points[k].mean - c.points[k].mean) > 1e-9 * std::max(1.0, std::abs(e.points[k].mean)))
+                return false;
+        return true;
+    };
+    for (std::size_t j = 0; j < i; ++j)
+        if (same(curves[j]))
+            return &curves[j];
+    return nullptr;
+}
+
 QString runDetails(const analysis::SweepResult& sweep, int datasetLayer)
 {
     const auto& spec = sweep.spec;

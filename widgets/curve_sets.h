@@ -105,6 +105,10 @@ std::pair<double, double> bandOf(const CurvePoint& p, const QString& band);
 // The band's name in the subtitle ("band: 95% bootstrap interval of the mean").
 QString bandText(const QString& band);
 
+// An earlier curve of the same run whose means equal curve i's at every x (softmax and MHLA both at rank N,
+// linear and MHLA at M = 1), which curve i would hide entirely when drawn over it; null when none.
+const Curve* coincidingCurve(const std::vector<Curve>& curves, std::size_t i);
+
 // Line styles that tell overlaid runs apart (the colour stays the mechanism's).
 Qt::PenStyle runStyle(int run);
 // Drawn run i in the legend: its name, or "run i+1" when it has none.

@@ -422,25 +422,6 @@ private:
         return refs;
     }
 
-    // An earlier curve of the same run whose means equal curve i's at every x (softmax and MHLA both at rank N,
-    // linear and MHLA at M = 1): the later one would hide it entirely. Null when none.
-    const Curve* coinciding(std::size_t i) const
-    {
-        const Curve& c = m_curves[i];
-        for (std::size_t j = 0; j < i; ++j) {
-            const Curve& e = m_curves[j];
-            if (e.run != c.run || e.points.size() != c.points.size() || c.points.empty())
-                continue;
-            bool equal = true;
-            for (std::size_t k = 0; k < c.points.size() && equal; ++k)
-                equal = e.points[k].x == c.points[k].x &&
-                        std::abs(e.points[k].mean - c.points[k].mean) <= 1e-9 * std::max(1.0, std::abs(e.points[k].mean));
-            if (equal)
-                return &e;
-        }
-        return nullptr;
-    }
-
     // Per mechanism its band (a filled channel between two invisible graphs), then its mean with markers.
     void addCurves(const CurveFrame& f, QCPLegend* legend)
     {
@@ -448,7 +429,7 @@ private:
         auto* y = m_rect->axis(QCPAxis::atLeft);
         for (std::size_t ci = 0; ci < m_curves.size(); ++ci) {
             const Curve& c = m_curves[ci];
-            const Curve* same = coinciding(ci);   // drawn dashed over it, so that both lines show
+            const Curve* same = coincidingCurve(m_curves, ci);   // drawn dashed over it, so that both lines show
             const QColor color = mechanismColor(c.mechanism);
             QVector<double> px, pm, plo, phi;
             bool spread = false;

@@ -207,13 +207,14 @@ QString exportView(ResultView* view, const QString& path, const ExportOptions& o
         generator.setDescription(QStringLiteral("AttnScope figure: %1").arg(view->viewName()));
         if (!paintVectorFigure(view, &generator, size, font_scale))
             return QStringLiteral("cannot write %1: SVG painter failed to start").arg(path);
-        buffer.close();
+    }
+    buffer.close();
+    if (suffix == "svg") {
         // Every image of a figure is cells (a heatmap, an 8x8 digit): drawn with hard edges by the viewer, as
         // on screen, not blurred. Qt writes SVG 1.1's image-rendering="optimizeSpeed", which librsvg and
         // browsers may still smooth; CSS's pixelated (a style, which wins over the attribute) they honour.
         bytes.replace(QByteArrayLiteral("<image "), QByteArrayLiteral("<image style=\"image-rendering:pixelated\" "));
     }
-    buffer.close();
     errno = 0;
     const bool written = file.write(bytes) == bytes.size() && file.flush();
     const int err = errno;

@@ -109,8 +109,8 @@ public:
     bool exportMatrices(const QString& folder, QString* error = nullptr);
     // "All views into a folder": every exportable view that shows the current inputs (and the sweep views), at
     // `options` or, with `preset` (export_dialog.h), each at the preset's width and its own height. Returns the
-    // errors; `exported` and `leftOut` (the views not computed for the current inputs, by name: Heads until its
-    // tab has been shown) say what the message names.
+    // errors; `exported` and `leftOut` (the views not computed for the current inputs, by name: Heads and Depth
+    // until their tabs have been shown) say what the message names.
     QStringList exportEveryView(const QString& folder, const QString& format, const QString& preset,
                                 const ExportOptions& options, int* exported = nullptr, QStringList* leftOut = nullptr);
 

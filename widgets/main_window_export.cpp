@@ -99,7 +99,7 @@ QStringList MainWindow::exportEveryView(const QString& folder, const QString& fo
     QList<ResultView*> views = exportableViews();
     QStringList stale;
     // Only views that show the current inputs (the sweep views show their runs, marked). A view that computes
-    // only while its tab is shown (Heads) is left out until it has been shown, and the message says so.
+    // only while its tab is shown (Heads, Depth) is left out until it has been shown, and the message says so.
     views.erase(std::remove_if(views.begin(), views.end(),
                                [this, &stale](ResultView* v) {
                                    const bool out = m_views.contains(v) &&

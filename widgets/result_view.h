@@ -41,7 +41,7 @@ public:
     // Human title ("Attention maps", ...): the tab's tool tip and the View menu's entry.
     virtual QString viewTitle() const = 0;
     // The tab's label: one short word ("Maps", "Spectrum", ...), so every tab reads whole at 1280 px.
-    virtual QString tabLabel() const
+    QString tabLabel() const
     {
         QString s = viewName();
         if (!s.isEmpty())

@@ -102,7 +102,6 @@ json settings_json(const BatchPlan& plan)
     return j;
 }
 
-
 // A [[sweep]] over every file of the job, with the job's options and selection.
 SweepSpec sweep_spec(const BatchPlan& plan, const BatchSweep& sw)
 {

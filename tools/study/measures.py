@@ -160,7 +160,7 @@ def units_folder(binary, work, name, groups):
     os.makedirs(folder, exist_ok=True)
     keys = sorted(set().union(*(set(v) for _, v in groups)))
     index = {k: i for i, k in enumerate(keys)}
-    if not all(label in MECHANISM_TABLE for label, _ in groups):
+    if not all(label in MECHS for label, _ in groups):
         return reference_aggregate(folder, groups, index)
     lines = []
     for label, values in groups:
@@ -174,9 +174,6 @@ def units_folder(binary, work, name, groups):
         with open(path, "w") as f:
             f.write(text)
     return next(iter(run_aggregate(binary, folder).values()))
-
-
-MECHANISM_TABLE = ("softmax", "linear", "mhla", "decay", "gated", "cosformer")
 
 
 def reference_aggregate(folder, groups, index):
