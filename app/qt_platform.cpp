@@ -33,8 +33,28 @@ std::vector<std::string> platform_names(const std::string& spec)
     return out;
 }
 
+// The probe's connection, kept open until Qt has its own (QtFatalGuard's end): an X server with no other
+// client resets when its last client leaves, and refuses connections meanwhile, so closing the probe at once
+// made Qt's own connection fail now and then ("could not connect to display") under Xvfb without a window
+// manager, as in CI and tools/make_screenshots.sh.
+void* g_probe = nullptr;
+void (*g_probe_disconnect)(void*) = nullptr;
+void* g_probe_library = nullptr;
+
+void close_probe()
+{
+    if (g_probe && g_probe_disconnect)
+        g_probe_disconnect(g_probe);
+    if (g_probe_library)
+        ::dlclose(g_probe_library);
+    g_probe = nullptr;
+    g_probe_disconnect = nullptr;
+    g_probe_library = nullptr;
+}
+
 // Why an X connection cannot be opened ("" when it can): what Qt's xcb plugin does first, through libxcb
-// (loaded here only to ask; the plugin links it anyway). The display comes from DISPLAY, as in Qt.
+// (loaded here only to ask; the plugin links it anyway). The display comes from DISPLAY, as in Qt. A
+// connection that works stays open (g_probe above).
 std::string x_display_problem()
 {
     const std::string display = env("DISPLAY");
@@ -54,8 +74,14 @@ std::string x_display_problem()
         problem = "the X client library libxcb.so.1 lacks xcb_connect";
     } else {
         void* c = connect(nullptr, nullptr);
-        if (has_error(c))
+        if (has_error(c)) {
             problem = "cannot connect to the X server of DISPLAY=" + display;
+        } else if (!g_probe) {
+            g_probe = c;
+            g_probe_disconnect = disconnect;
+            g_probe_library = xcb;
+            return problem;
+        }
         disconnect(c);
     }
     ::dlclose(xcb);
@@ -93,6 +119,12 @@ void fatal_guard_handler(QtMsgType type, const QMessageLogContext&, const QStrin
     const qsizetype list = message.indexOf(QLatin1String("Available platform plugins are:"));
     if (list >= 0)
         cause += QStringLiteral(" (available: %1)").arg(message.mid(list + 31).trimmed().remove(QLatin1Char('.')));
+    // What the platform said before it gave up (e.g. "could not connect to display :0") names the cause.
+    for (auto it = g_held.rbegin(); it != g_held.rend(); ++it)
+        if (it->first == QtWarningMsg || it->first == QtCriticalMsg) {
+            cause += QStringLiteral("; the platform said: ") + it->second.section(QLatin1Char('\n'), 0, 0).trimmed();
+            break;
+        }
     const std::string spec = env("QT_QPA_PLATFORM");
     std::fprintf(stderr, "error: Qt could not start (QT_QPA_PLATFORM=%s): %s; set QT_QPA_PLATFORM=offscreen for a run without a display\n",
                  spec.empty() ? "(unset)" : spec.c_str(), cause.simplified().toLocal8Bit().constData());
@@ -143,6 +175,7 @@ QtFatalGuard::QtFatalGuard() { g_previous = qInstallMessageHandler(fatal_guard_h
 
 QtFatalGuard::~QtFatalGuard()
 {
+    close_probe();   // Qt is connected (or gone): the probe's connection may go
     qInstallMessageHandler(g_previous);
     const QMessageLogContext context;
     for (const auto& [type, message] : g_held)
