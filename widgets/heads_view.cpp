@@ -11,6 +11,9 @@
 #include <QLabel>
 #include <QMouseEvent>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QStyle>
+#include <QFontMetricsF>
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -43,8 +46,24 @@ QString metricText(const analysis::MechanismResult& r, std::string_view key, con
     return QStringLiteral("%1 %2").arg(name, fmtNum(*v, digits < 0 ? e->view_digits : digits));
 }
 
+// How the page's maps are arranged at one size: heads per row of maps (a page wraps onto blocks of rows,
+// each block a row of maps per mechanism), whether each cell's numbers take two lines, the side of a map
+// in pixels, and the height that arrangement needs (at most the height it was chosen for unless it scrolls).
+struct Gallery {
+    int perRow = 0;   // 0: not chosen yet (the whole page on one row)
+    bool split = false;
+    double side = 0;
+    int height = 0;
+    double cellFont = 1.0;      // the heads' names and numbers at this x kTickPt (a crowded figure: smaller, never below 6.6 pt printed)
+    bool scaleLabels = true;    // each colour bar's label along it ("softmax weight"): only where the map is as tall
+};
+
 class HeadsViewImpl : public PlotViewOf<HeadsView> {
 public:
+    // On screen a map is never smaller than this (an inch at 96 dpi and the numbers above it whole); when
+    // the view is too low for that the page scrolls.
+    static constexpr double kMinScreenSide = 96;
+
     explicit HeadsViewImpl(QWidget* parent) : PlotViewOf<HeadsView>(parent)
     {
         auto* tools = toolRow();
@@ -64,6 +83,19 @@ public:
         tools->addSpacing(12);
         tools->addWidget(m_status, 1);
         setToolTip(tr("Click a map to open that head in the Maps view"));
+        // The plot scrolls down when the view is too low for maps of kMinScreenSide (never across: the heads
+        // wrap onto as many rows as the width needs).
+        if (auto* box = qobject_cast<QBoxLayout*>(layout())) {
+            const int at = box->indexOf(m_plot);
+            box->removeWidget(m_plot);
+            m_scroll = new QScrollArea(this);
+            m_scroll->setFrameShape(QFrame::NoFrame);
+            m_scroll->setWidgetResizable(true);
+            m_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+            m_scroll->setWidget(m_plot);
+            box->insertWidget(at, m_scroll, 1);
+            m_scroll->viewport()->installEventFilter(this);
+        }
         connect(m_prev, &QPushButton::clicked, this, [this] { askPage(m_first - kPageSize); });
         connect(m_next, &QPushButton::clicked, this, [this] { askPage(m_first + kPageSize); });
         connect(m_cmapBox, &QComboBox::currentIndexChanged, this, [this](int) { rebuild(); });
@@ -80,59 +112,56 @@ public:
     QString viewName() const override { return QStringLiteral("heads"); }
     QString viewTitle() const override { return tr("Heads"); }
 
-    // About 170 px per small map and 110 px for the row's scale and labels.
+    // About 130 px per small map and 150 px for the row's label and scale.
     QSize preferredExportSize() const override
     {
         const int cols = m_heads ? std::max<int>(1, static_cast<int>(m_heads->maps.size())) : 4;
         const int rows = m_heads ? std::max<int>(1, static_cast<int>(m_heads->mechanisms.size())) : 3;
-        return {std::max(600, 120 + cols * 175 + 110), 150 + rows * 200};
-    }
-
-    // A narrow figure (a journal column: plot_util.h isNarrow) wraps the heads onto rows of as many maps as keep
-    // about 95 logical pixels (an inch at 96 dpi) each beside the row's labels and colour scale; on screen and
-    // in wide figures the page is one row.
-    static int perRowFor(int width, double fontScale, int shown)
-    {
-        if (!isNarrow(width, fontScale))
-            return 0;
-        const double fs = std::max(0.5, fontScale);
-        const int fit = static_cast<int>((width - 110 * fs) / (95 * fs));
-        return std::clamp(fit, 1, std::max(1, shown));
+        return {std::max(600, 150 + cols * 140), 160 + rows * 170};
     }
 
     int shownHeads() const { return m_heads ? static_cast<int>(m_heads->maps.size()) : 0; }
 
-    // The wrapped layout is built before the fonts are scaled for the export and the screen's afterwards
-    // (PlotPane scales the fonts of the elements that exist when it starts).
+    // An export lays the page out for its own size (heads per row, numbers on one line or two) and the
+    // screen's arrangement comes back afterwards. The layout is built before PlotPane scales the fonts for
+    // the export (it scales the fonts of the elements that exist when it starts).
     void renderTo(QPainter* painter, const QSize& size, double font_scale) override
     {
-        const int perRow = perRowFor(size.width(), font_scale, shownHeads());
-        const bool wrap = perRow != m_perRow;
-        if (wrap) {
-            m_perRow = perRow;
-            rebuild();
-        }
+        const Gallery screen = m_gallery;
+        beginExport(size.width(), font_scale, choose(size, font_scale, false, true));
         PlotViewOf<HeadsView>::renderTo(painter, size, font_scale);
-        if (wrap) {
-            m_perRow = 0;
-            rebuild();
-        }
+        endExport(screen);
     }
 
-    // Wrapped: each block of heads takes a row of maps per mechanism, with their titles; the page's title,
-    // details and foot lines above and below.
+    // The page built for an export of this width and font scale in arrangement `g`, and the screen's back.
+    void beginExport(int width, double font_scale, const Gallery& g)
+    {
+        m_exporting = true;
+        m_exportWidth = width;
+        m_exportScale = std::max(0.5, font_scale);
+        m_gallery = g;
+        rebuild();
+    }
+    void endExport(const Gallery& screen)
+    {
+        m_exporting = false;
+        m_exportScale = 1.0;
+        m_gallery = screen;
+        rebuild();
+    }
+
+    // The height the page needs at this width: the arrangement with maps of at least about an inch
+    // (when the width allows) and no number cut, measured, at most kMaxExportHeight.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        const int shown = shownHeads();
-        const int perRow = perRowFor(width, font_scale, shown);
-        if (perRow == 0)
+        if (shownHeads() == 0)
             return fallback;
-        const double fs = std::max(0.5, font_scale);
-        const int blocks = (shown + perRow - 1) / perRow;
-        const auto mechs = static_cast<double>(std::max<std::size_t>(1, m_heads->mechanisms.size()));
-        const double side = (width - 110 * fs) / perRow - 10 * fs;
-        const double height = 100 * fs + blocks * (mechs * (side + 42 * fs) + 18 * fs) + 50 * fs;
-        return std::max(fallback, std::min(static_cast<int>(std::lround(height)), kMaxExportHeight));
+        const Gallery screen = m_gallery;
+        beginExport(width, font_scale, Gallery{});
+        int height = 0;
+        buildGrown(width, font_scale, true, kMaxExportHeight, height);
+        endExport(screen);
+        return std::clamp(height, std::min(fallback, 2 * 96), kMaxExportHeight);
     }
 
     void setResult(std::shared_ptr<const analysis::ExploreResult> result) override
@@ -140,7 +169,7 @@ public:
         // Nothing to describe any more (no data, an error): the heads of older inputs go too.
         if (!result && m_heads) {
             m_heads.reset();
-            rebuild();
+            relayOutScreen(true);
         }
     }
 
@@ -149,7 +178,7 @@ public:
         m_heads = std::move(heads);
         if (m_heads)
             m_first = static_cast<int>(m_heads->first);
-        rebuild();
+        relayOutScreen(true);
     }
     std::shared_ptr<const analysis::HeadsResult> heads() const override { return m_heads; }
     int pageFirst() const override { return m_first; }
@@ -175,6 +204,13 @@ public:
     }
 
 protected:
+    bool eventFilter(QObject* watched, QEvent* event) override
+    {
+        if (m_scroll && watched == m_scroll->viewport() && event->type() == QEvent::Resize)
+            relayOutScreen(false);
+        return PlotViewOf<HeadsView>::eventFilter(watched, event);
+    }
+
     void adjustLayout(const QSize& size) override
     {
         std::vector<CellRect> cells;
@@ -182,21 +218,7 @@ protected:
             cells.push_back({c.rect, static_cast<double>(c.cols), static_cast<double>(c.rows)});
         if (cells.empty())
             return;
-        const auto layOut = [this](const QSize& s) { layoutAt(s); };
-        fitSquareCells(m_plot, cells, size, layOut);
-        // The numbers on a third line of their own when a column is too narrow for "rank · entropy" (the
-        // titles are taller then: the cells are fitted again).
-        bool split = false;
-        for (const Cell& c : m_cells)
-            if (c.title && !c.numbers.isEmpty())
-                split = split || QFontMetricsF(c.title->font()).horizontalAdvance(c.numbers) > c.rect->width() + 8;
-        if (split != m_split) {
-            m_split = split;
-            for (const Cell& c : m_cells)
-                if (c.title)
-                    c.title->setText(titleText(c));
-            fitSquareCells(m_plot, cells, size, layOut);
-        }
+        fitSquareCells(m_plot, cells, size, [this](const QSize& s) { layoutAt(s); });
     }
 
 private:
@@ -206,17 +228,320 @@ private:
         std::size_t map = 0;  // into m_heads->maps
         std::size_t panel = 0;
         Index cols = 1, rows = 1;
-        QCPTextElement* title = nullptr;
-        QString head, numbers;   // the title's lines: "head 3" and "rank 37 · H/ln n 0.71" (empty on failure)
     };
 
-    // The head on the first line, the numbers on the second (or, split, rank and entropy on two): a narrow
-    // column shortens a number's line, never the word that names the number.
-    QString titleText(const Cell& c) const
+    // What a cell's title says: the rank that shows the d bound (the past block's on causal data: the full
+    // rank is near N for every causal matrix, the Maps view's titles alike) and the normalised entropy.
+    // On screen in words ("past rank 16", "H/ln n 0.9861"); in a figure short ("p 16", "H 0.99": the foot
+    // says what they are). Empty parts for a failed panel.
+    std::pair<QString, QString> cellNumbers(const analysis::HeadPanel& p, bool figure) const
     {
-        if (c.numbers.isEmpty())
-            return c.head;
-        return c.head + QLatin1Char('\n') + (m_split ? QString(c.numbers).replace(QStringLiteral(" \u00b7 "), QStringLiteral("\n")) : c.numbers);
+        if (!p.error.empty())
+            return {tr("failed"), QString()};
+        const bool past = p.result.past_block && p.result.past_block->spectrum;
+        if (figure)
+            return {metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("p") : tr("r")),
+                    metricText(p.result, "entropy_normalized_mean", tr("H"), 2)};
+        return {metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("past rank") : tr("rank")),
+                metricText(p.result, "entropy_normalized_mean", tr("H/ln n"))};
+    }
+
+    static QString joinNumbers(const std::pair<QString, QString>& n, bool split)
+    {
+        if (n.second.isEmpty())
+            return n.first;
+        return n.first + (split ? QStringLiteral("\n") : QStringLiteral(" \u00b7 ")) + n.second;
+    }
+
+    // The mechanisms whose every panel on the page failed, with the first failure's message.
+    std::vector<std::pair<attention::Mechanism, QString>> failedRows() const
+    {
+        std::vector<std::pair<attention::Mechanism, QString>> out;
+        for (std::size_t m = 0; m < m_heads->mechanisms.size(); ++m) {
+            QString message;
+            bool all = !m_heads->maps.empty();
+            for (const analysis::HeadMaps& hm : m_heads->maps) {
+                const std::string& e = hm.panels[m].error;
+                all = all && !e.empty();
+                if (message.isEmpty() && !e.empty())
+                    message = QString::fromStdString(e);
+            }
+            if (!message.isEmpty())
+                out.emplace_back(m_heads->mechanisms[m], all ? message : tr("some heads: %1").arg(message));
+        }
+        return out;
+    }
+
+    // The foot's sentences: what the colours are, the mask, what a figure's short names mean, each failure.
+    QStringList footSentences(bool figure) const
+    {
+        const double top = m_heads->request.clip_percentile;
+        const QString range = top >= 100 ? tr("largest") : tr("%1th percentile").arg(top);
+        QStringList out{tr("Each row's colours are shared by its heads: 0 to the %1 of their weights (each cell drawn as the "
+                           "largest weight it covers).")
+                            .arg(range),
+                        tr("In each map queries run down and keys across; grey: keys a causal query may not see.")};
+        if (!m_gallery.scaleLabels)
+            out << tr("Each row's colour bar: its mechanism's attention weight.");
+        if (figure)
+            out << tr("r: numerical rank, p: rank of the past block A[h:N, :h], H: entropy / ln n.");
+        for (const auto& [mech, message] : failedRows())
+            out << tr("%1 failed: %2").arg(mechanismLabel(mech), message);
+        return out;
+    }
+
+    // Sentences broken between words into lines of at most `width` pixels in `font`.
+    static QString wrapToWidth(const QStringList& sentences, const QFont& font, double width)
+    {
+        const QFontMetricsF fm(font);
+        QStringList lines;
+        for (const QString& sentence : sentences) {
+            QString line;
+            for (const QString& word : sentence.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+                const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+                if (!line.isEmpty() && fm.horizontalAdvance(longer) > width) {
+                    lines << line;
+                    line = word;
+                } else {
+                    line = longer;
+                }
+            }
+            if (!line.isEmpty())
+                lines << line;
+        }
+        return lines.join(QLatin1Char('\n'));
+    }
+
+    static QFont scaledFont(double pt, bool bold, double scale)
+    {
+        return plotFont(pt * std::max(0.5, scale), bold);
+    }
+
+    // The arrangement of the page at `size` with fonts x `scale`: for each number of heads per row, the
+    // side a map gets from the width and from the height after every title, number and label line (the
+    // head names and numbers must fit that side whole); the largest side wins (more heads per row on a
+    // tie). `grow`: the height is free (a scrolling screen, an export whose height is still to be chosen):
+    // the most heads per row whose maps keep kMinScreenSide x scale (or the width of their texts) across,
+    // and the height that estimate needs (relayOutScreen and exportHeightFor correct it by measuring).
+    // `figure`: the numbers' short names (an export).
+    Gallery choose(const QSize& size, double scale, bool grow, bool figure, int onlyPerRow = 0) const
+    {
+        // A figure whose maps would stay under half an inch tries its heads' names and numbers smaller (never
+        // below 6.6 pt printed, the text rules' 6.5 pt with a margin).
+        const double fs = std::max(0.5, scale);
+        Gallery best;
+        for (const double cell : {1.0, 0.83, 0.65}) {
+            if (cell < 1.0 && (!figure || kTickPt * cell * fs < 6.6))
+                break;
+            Gallery g = chooseAt(size, scale, grow, figure, onlyPerRow, cell);
+            if (best.perRow == 0 || g.side > best.side + 0.5)
+                best = g;
+            if (grow || g.side >= 48 * fs)
+                break;
+        }
+        return best;
+    }
+
+    Gallery chooseAt(const QSize& size, double scale, bool grow, bool figure, int onlyPerRow, double cell) const
+    {
+        Gallery best;
+        const int shown = shownHeads();
+        if (shown == 0 || size.width() < 10)
+            return best;
+        const double fs = std::max(0.5, scale);
+        const QFontMetricsF cellFm(scaledFont(kTickPt * cell, false, fs)), nameFm(scaledFont(kTickPt * cell, true, fs)),
+            tickFm(scaledFont(kTickPt, false, fs)), labelFm(scaledFont(kLabelPt, false, fs)), titleFm(scaledFont(kTitlePt, true, fs));
+        const auto mechs = static_cast<int>(std::max<std::size_t>(1, m_heads->mechanisms.size()));
+        // The widest head name and number line, one line and split.
+        double headW = 0, oneW = 0, splitW = 0;
+        for (const analysis::HeadMaps& hm : m_heads->maps) {
+            headW = std::max(headW, nameFm.horizontalAdvance(headName(hm)));
+            for (const analysis::HeadPanel& p : hm.panels) {
+                const auto n = cellNumbers(p, figure);
+                const QFontMetricsF& fm = p.error.empty() ? cellFm : nameFm;
+                oneW = std::max(oneW, fm.horizontalAdvance(joinNumbers(n, false)));
+                splitW = std::max({splitW, fm.horizontalAdvance(n.first), fm.horizontalAdvance(n.second)});
+            }
+        }
+        const double textW = std::max(headW, splitW) + 4;
+        const double width = size.width();
+        const double line = cellFm.lineSpacing() + 1;
+        // Across: the row labels (the mechanisms' names, level) and the colour scale (bar, its ticks, its label).
+        double labelW = labelFm.horizontalAdvance(tr("failed")), scaleLabelW = 0;
+        for (const attention::Mechanism m : m_heads->mechanisms) {
+            labelW = std::max(labelW, labelFm.horizontalAdvance(rowLabel(m)));
+            scaleLabelW = std::max(scaleLabelW, labelFm.horizontalAdvance(scaleLabel(m)));
+        }
+        const double scaleBase = 12 * fs + 12 * fs + tickFm.horizontalAdvance(QStringLiteral("0.0075")) + 12 * fs;
+        // Down: the title, the details (two lines at most), the foot, and per block the head names.
+        const QString foot = wrapToWidth(footSentences(figure), scaledFont(kTickPt, false, fs), 0.92 * (width - 16));
+        const double fixed = titleFm.lineSpacing() * (titleFm.horizontalAdvance(pageTitle(false)) > width - 16 ? 2 : 1) +
+                             tickFm.lineSpacing() * (tickFm.horizontalAdvance(detailsText()) > width - 16 ? 2 : 1) +
+                             tickFm.lineSpacing() * (foot.count(QLatin1Char('\n')) + 2) + 24 * fs;
+        const double perBlock = nameFm.lineSpacing() + 6 * fs;
+        const double minSide = kMinScreenSide * (figure ? 0.9 : 1.0) * fs;
+        Gallery fallback;   // the largest maps whatever the texts
+        for (int perRow = shown; perRow >= 1; --perRow) {
+            if (onlyPerRow > 0 && perRow != onlyPerRow)
+                continue;
+            const int blocks = (shown + perRow - 1) / perRow;
+            Gallery g;
+            g.perRow = perRow;
+            g.cellFont = cell;
+            // The colour bars keep their labels when the maps are as tall as the labels are long.
+            for (const bool labels : {true, false}) {
+                const double across = labelW + 12 * fs + scaleBase + (labels ? labelFm.lineSpacing() : 0.0);
+                const double sideW = (width - across) / perRow - 12;
+                g.scaleLabels = labels;
+                if (grow) {
+                    g.side = std::max(minSide, textW);
+                    if (sideW < g.side && perRow > 1)
+                        break;
+                    if (labels && g.side < scaleLabelW)
+                        continue;
+                    g.split = oneW > g.side;
+                    const double down = fixed + blocks * perBlock + blocks * mechs * ((g.split ? 2 : 1) * line + 2 * fs);
+                    g.height = static_cast<int>(std::ceil(down + blocks * mechs * g.side));
+                    return g;   // the most heads per row that keep maps of that side
+                }
+                // Numbers on one line where the side allows, else two.
+                bool placed = false;
+                for (const bool split : {false, true}) {
+                    const double down = fixed + blocks * perBlock + blocks * mechs * ((split ? 2 : 1) * line + 2 * fs);
+                    const double side = std::min(sideW, (size.height() - down) / (blocks * mechs));
+                    if (split && (fallback.perRow == 0 || side > fallback.side + 0.5)) {
+                        fallback = g;
+                        fallback.split = true;
+                        fallback.side = side;
+                        fallback.height = size.height();
+                        fallback.scaleLabels = false;
+                    }
+                    if ((split ? textW : std::max(textW, oneW + 4)) > side && perRow > 1)
+                        continue;
+                    if (labels && side < scaleLabelW)
+                        break;
+                    placed = true;
+                    if (best.perRow == 0 || side > best.side + 0.5) {
+                        best = g;
+                        best.split = split;
+                        best.side = side;
+                        best.height = size.height();
+                    }
+                    break;
+                }
+                if (placed)
+                    break;
+            }
+        }
+        if (best.perRow == 0)   // no arrangement keeps every text whole: the largest maps
+            best = fallback;
+        if (best.perRow == 0) {
+            best.perRow = 1;
+            best.split = true;
+            best.cellFont = cell;
+            best.scaleLabels = false;
+        }
+        return best;
+    }
+
+    // A row's label, left of its first map: the mechanism; a colour bar's label along it.
+    QString rowLabel(attention::Mechanism m) const { return mechanismLabel(m); }
+    QString scaleLabel(attention::Mechanism m) const
+    {
+        for (std::size_t i = 0; i < m_heads->mechanisms.size(); ++i)
+            if (m_heads->mechanisms[i] == m && m_heads->ranges[i].diverging)
+                return tr("%1 weight (signed)").arg(mechanismLabel(m));
+        return tr("%1 weight").arg(mechanismLabel(m));
+    }
+
+    // The smallest map side, in pixels, of the arrangement built, laid out at `size` with fonts x `scale`.
+    double measuredSide(const QSize& size, double scale)
+    {
+        return measureAt(size, scale, [this] {
+            int side = 0;
+            for (const Cell& c : m_cells)
+                side = side == 0 ? std::min(c.rect->width(), c.rect->height()) : std::min({side, c.rect->width(), c.rect->height()});
+            return side;
+        });
+    }
+
+    // A grown arrangement's height, corrected by laying it out: the estimate plus what the maps lack of
+    // `side`, once per map row (at most three rounds), never above `cap`.
+    int fittedHeight(const Gallery& g, int width, double scale, int cap)
+    {
+        const int shown = shownHeads();
+        const int rows = ((shown + g.perRow - 1) / g.perRow) * static_cast<int>(std::max<std::size_t>(1, m_heads->mechanisms.size()));
+        int height = std::min(g.height, cap);
+        for (int round = 0; round < 3 && height < cap; ++round) {
+            const double side = measuredSide(QSize(width, height), scale);
+            if (side >= std::floor(g.side) - 0.5)
+                break;
+            height = std::min(cap, height + static_cast<int>(std::ceil((g.side - side) * rows)) + 2);
+        }
+        return height;
+    }
+
+    // The grown arrangement built (the height free up to `cap`): from the most heads per row the estimate
+    // allows down, each laid out and measured, the first whose maps keep their side (else the one with the
+    // largest maps); its height in `height`.
+    Gallery buildGrown(int width, double scale, bool figure, int cap, int& height)
+    {
+        const Gallery first = choose(QSize(width, cap), scale, true, figure);
+        Gallery best;
+        double bestSide = -1;
+        height = 0;
+        for (int perRow = std::max(1, first.perRow); perRow >= 1; --perRow) {
+            const Gallery g = choose(QSize(width, cap), scale, true, figure, perRow);
+            if (g.perRow == 0)
+                continue;
+            m_gallery = g;
+            rebuild();
+            const int h = fittedHeight(g, width, scale, cap);
+            const double side = measuredSide(QSize(width, h), scale);
+            if (side > bestSide + 0.5) {
+                best = g;
+                bestSide = side;
+                height = h;
+            }
+            if (side >= std::floor(g.side) - 0.5)
+                break;
+        }
+        if (best.perRow != m_gallery.perRow || best.split != m_gallery.split) {
+            m_gallery = best;
+            rebuild();
+        }
+        m_gallery = best;
+        return best;
+    }
+
+    // The screen's arrangement for the scroll area's viewport: the page fills the view when its maps keep
+    // kMinScreenSide, else it keeps that side and scrolls down. `force`: rebuild even if nothing changed.
+    void relayOutScreen(bool force)
+    {
+        if (m_exporting)
+            return;
+        Gallery g;
+        int minHeight = 0;
+        QSize room;
+        if (m_scroll && m_heads && !m_heads->maps.empty() && m_scroll->isVisible()) {
+            const QSize port = m_scroll->viewport()->size();
+            const int bar = m_scroll->style()->pixelMetric(QStyle::PM_ScrollBarExtent, nullptr, m_scroll);
+            room = QSize(port.width() - bar, port.height());
+            g = choose(room, 1.0, false, false);
+        }
+        // The foot's lines are broken for the width: a new width rebuilds too.
+        const int width = m_scroll ? m_scroll->viewport()->width() : 0;
+        const bool changed = g.perRow != m_gallery.perRow || g.split != m_gallery.split || width != m_builtWidth;
+        m_builtWidth = width;
+        m_gallery = g;
+        if (changed || force)
+            rebuild();
+        if (g.perRow > 0 && measuredSide(room, 1.0) < kMinScreenSide - 0.5) {
+            int height = 0;
+            buildGrown(room.width(), 1.0, false, 20000, height);
+            minHeight = std::max(room.height(), height);
+        }
+        m_plot->setMinimumHeight(minHeight);
     }
 
     Index totalHeads() const { return m_heads ? std::max<Index>(1, m_heads->heads) : 0; }
@@ -255,7 +580,8 @@ private:
         return tr("head %1").arg(*hm.head);
     }
 
-    QString pageTitle() const
+    // `twoLines`: the heads and layer on one line, the file and N on the next (a narrow figure).
+    QString pageTitle(bool twoLines) const
     {
         const analysis::TensorSource& src = m_heads->request.base.source;
         const QString file = QFileInfo(QString::fromStdString(src.q_ref.file)).fileName();
@@ -267,7 +593,7 @@ private:
         if (m_heads->kv_heads > 0 && m_heads->kv_heads != m_heads->heads)
             heads += tr(", %1 key/value heads").arg(m_heads->kv_heads);
         const QString layer = m_heads->layer ? tr("layer %1").arg(*m_heads->layer) : tr("no layer axis");
-        if (m_perRow > 0)   // a wrapped (narrow) figure: two short lines rather than one cut short
+        if (twoLines)
             return tr("%1, %2\n%3 (N = %4)").arg(heads, layer, file).arg(m_heads->n);
         return tr("Every head: %1, %2 \u00b7 %3 (N = %4)").arg(heads, layer, file).arg(m_heads->n);
     }
@@ -300,47 +626,81 @@ private:
                                        "one small map per mechanism and head, with its rank and entropy."));
             return;
         }
+        const int shown = static_cast<int>(m_heads->maps.size());
+        const int perRow = m_gallery.perRow > 0 ? std::min(m_gallery.perRow, shown) : shown;
+        // Widths in the fonts' unscaled units (an export scales every font by m_exportScale afterwards).
+        const double width = std::max(200, m_exporting ? m_exportWidth : m_plot->width()) / m_exportScale;
         auto* layout = m_plot->plotLayout();
-        layout->addElement(0, 0, addTitle(m_plot, pageTitle(), plotFont(kTitlePt, true)));
+        const bool narrowTitle = QFontMetricsF(plotFont(kTitlePt, true)).horizontalAdvance(pageTitle(false)) > width - 16;
+        layout->addElement(0, 0, addTitle(m_plot, pageTitle(narrowTitle), plotFont(kTitlePt, true)));
         auto* details = addTitle(m_plot, detailsText(), plotFont(kTickPt));
         details->setTextColor(QColor(60, 60, 60));
         layout->addElement(1, 0, details);
         auto* grid = new QCPLayoutGrid;
         layout->addElement(2, 0, grid);
-        const double top = m_heads->request.clip_percentile;
-        const QString range = top >= 100 ? tr("largest") : tr("%1th percentile").arg(top);
-        // Short lines of their own in a wrapped (narrow) figure, where one line would be cut short.
-        const QString footText =
-            m_perRow > 0 ? tr("Colours shared by each row's heads:\n0 to the %1 of their weights;\neach cell: the largest "
-                              "weight it covers.\nGrey: keys a causal query may not see.\nr: numerical rank, p: rank of the past\nblock A[h:N, :h], H: entropy / ln n.")
-                               .arg(range)
-                         : tr("Each row's colours are shared by its heads: 0 to the %1 of their weights (each cell drawn as "
-                              "the largest weight it covers). Grey: keys a causal query may not see.")
-                               .arg(range);
-        auto* foot = addTitle(m_plot, footText, plotFont(kTickPt));
+        // The foot's lines, broken for the width (the export's fonts are scaled later: the same words fit).
+        auto* foot = new QCPTextElement(m_plot, wrapToWidth(footSentences(m_exporting), plotFont(kTickPt), 0.92 * (width - 16)),
+                                        plotFont(kTickPt));
         foot->setTextColor(QColor(60, 60, 60));
         layout->addElement(3, 0, foot);
         for (int r : {0, 1, 3})
             layout->setRowStretchFactor(r, 0.01);
         grid->setColumnSpacing(10);
         grid->setRowSpacing(0);
-        // A narrow figure wraps the page's heads onto rows of perRow (each block: every mechanism's row).
-        const int shown = static_cast<int>(m_heads->maps.size());
-        const int perRow = m_perRow > 0 ? std::min(m_perRow, shown) : shown;
-        for (int first = 0, block = 0; first < shown; first += perRow, ++block)
-            for (std::size_t m = 0; m < m_heads->mechanisms.size(); ++m)
-                addRow(grid, m, block, {first, std::min(shown, first + perRow)}, perRow);
+        // The maps' own margins (addRow): the row's label left of the first column, "keys" under a block's last
+        // row. The first column and those rows get more of the room in proportion, so that every map's free
+        // size is the same (square cells then fit the common side, not the smallest of unequal ones).
+        const QFontMetricsF labelFm(plotFont(kLabelPt * m_exportScale));
+        double labelW = labelFm.horizontalAdvance(tr("failed"));
+        for (const attention::Mechanism m : m_heads->mechanisms)
+            labelW = std::max(labelW, labelFm.horizontalAdvance(rowLabel(m)));
+        m_labelMargin = static_cast<int>(std::ceil(labelW + 12 * m_exportScale));
+        m_keysMargin = 1;
+        const double side = m_gallery.side > 1 ? m_gallery.side : 100;
+        const std::size_t mechs = m_heads->mechanisms.size();
+        int row = 0;
+        for (int first = 0; first < shown; first += perRow) {
+            const int last = std::min(shown, first + perRow);
+            // The block's head names, once above its first mechanism's row.
+            for (int h = first; h < last; ++h) {
+                auto* name = addTitle(m_plot, headName(m_heads->maps[static_cast<std::size_t>(h)]), plotFont(kTickPt * m_gallery.cellFont, true));
+                grid->addElement(row, h - first, name);
+                if (h == first)   // centred over the map, not over the map and the row's label
+                    name->setMargins(QMargins(m_labelMargin + 2, 2, 2, 2));
+            }
+            grid->setRowStretchFactor(row, 0.01);
+            ++row;
+            for (std::size_t m = 0; m < mechs; ++m, row += 2) {
+                addRow(grid, m, row, {first, last}, perRow);
+                grid->setRowStretchFactor(row, 0.01);
+                grid->setRowStretchFactor(row + 1, m + 1 == mechs ? (side + m_keysMargin + 1) / (side + 2) : 1.0);
+            }
+        }
         for (int c = 0; c + 1 < grid->columnCount(); ++c)
-            grid->setColumnStretchFactor(c, 1.0);
+            grid->setColumnStretchFactor(c, c == 0 ? (side + m_labelMargin + 1) / (side + 2) : 1.0);
         grid->setColumnStretchFactor(grid->columnCount() - 1, 0.01);
-        for (int r = 0; r < grid->rowCount(); ++r)
-            grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
         m_plot->replot(QCustomPlot::rpQueuedReplot);
     }
 
-    // Mechanism `m`'s row of block `block`: its maps of the page's heads heads.first .. heads.second - 1
-    // (titles above, in grid row 2 (block M + m)) and the row's colour scale in column perRow.
-    void addRow(QCPLayoutGrid* grid, std::size_t m, int block, std::pair<int, int> heads, int perRow)
+    // The size of a failed panel: the cells of the same head's first map that did not fail (any head's when
+    // the whole head failed), so that a failed cell takes the room of the others.
+    std::pair<Index, Index> cellsOf(std::size_t h) const
+    {
+        for (std::size_t pass = 0; pass < 2; ++pass)
+            for (std::size_t i = 0; i < m_heads->maps.size(); ++i) {
+                if (pass == 0 && i != h)
+                    continue;
+                for (const analysis::HeadPanel& p : m_heads->maps[i].panels)
+                    if (p.error.empty() && p.image.cols > 0 && p.image.rows > 0)
+                        return {p.image.cols, p.image.rows};
+            }
+        return {1, 1};
+    }
+
+    // Mechanism `m`'s row of heads heads.first .. heads.second - 1: the numbers in grid row `row`, the maps
+    // in row + 1, and the row's colour scale in column perRow. A failed panel is a grey map saying so, its
+    // row's label says "failed" when every head failed, and the foot gives the message.
+    void addRow(QCPLayoutGrid* grid, std::size_t m, int row, std::pair<int, int> heads, int perRow)
     {
         const analysis::ColourRange range = m_heads->ranges[m];
         const attention::Mechanism mech = m_heads->mechanisms[m];
@@ -348,36 +708,49 @@ private:
         QCPColorGradient gradient = colorGradient(range.diverging ? ColorMap::diverging : colorMapFromName(m_cmapBox->currentText()));
         gradient.setNanHandling(QCPColorGradient::nhNanColor);
         gradient.setNanColor(maskColour());
-        const int row = 2 * (block * static_cast<int>(m_heads->mechanisms.size()) + static_cast<int>(m));
         const bool lastRow = m + 1 == m_heads->mechanisms.size();
+        bool allFailed = true;
+        for (const analysis::HeadMaps& hm : m_heads->maps)
+            allFailed = allFailed && !hm.panels[m].error.empty();
         int col = 0;
         std::vector<QCPColorMap*> maps;
         for (auto h = static_cast<std::size_t>(heads.first); h < static_cast<std::size_t>(heads.second); ++h, ++col) {
             const analysis::HeadMaps& hm = m_heads->maps[h];
             const analysis::HeadPanel& p = hm.panels[m];
-            Cell cell;
-            cell.head = headName(hm);
-            // Causal heads lead with the past block's rank (the d bound's measure; the full rank is near N for
-            // every causal matrix), the Maps view's titles alike.
-            const bool past = p.result.past_block && p.result.past_block->spectrum;
-            if (p.error.empty())
-                cell.numbers = m_perRow > 0   // a wrapped figure's narrow columns: short names, the foot says them
-                                   ? metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("p") : tr("r")) +
-                                         QStringLiteral(" \u00b7 ") + metricText(p.result, "entropy_normalized_mean", tr("H"), 2)
-                                   : metricText(p.result, past ? "past_block_rank" : "rank", past ? tr("past rank") : tr("rank")) +
-                                         QStringLiteral(" \u00b7 ") +
-                                         metricText(p.result, "entropy_normalized_mean", tr("H/ln n"));
-            cell.title = addTitle(m_plot, titleText(cell), plotFont(kTickPt, true));
-            grid->addElement(row, col, cell.title);
+            auto* numbers = addTitle(m_plot, joinNumbers(cellNumbers(p, m_exporting), m_gallery.split), plotFont(kTickPt * m_gallery.cellFont, !p.error.empty()));
+            if (!p.error.empty())
+                numbers->setTextColor(QColor(170, 0, 0));
+            grid->addElement(row, col, numbers);
+            if (col == 0)
+                numbers->setMargins(QMargins(m_labelMargin + 2, 2, 2, 2));
             auto* rect = addAxisRect(m_plot, grid, row + 1, col);
             rect->setMarginGroup(QCP::msTop | QCP::msBottom, group);
-            const Index cols = std::max<Index>(1, p.image.cols), rows = std::max<Index>(1, p.image.rows);
-            setHeatmapAxes(rect, static_cast<double>(cols), static_cast<double>(rows), lastRow ? tr("keys") : QString(),
-                           col == 0 ? tr("%1\nqueries").arg(mechanismLabel(mech)) : QString());
+            // Margins of their own: the row's label left of the first map, "keys" under the last row, a
+            // pixel elsewhere (QCustomPlot's automatic margins keep room for ticks these maps do not draw).
+            rect->setAutoMargins(QCP::msNone);
+            rect->setMargins(QMargins(col == 0 ? m_labelMargin : 1, 1, 1, lastRow ? m_keysMargin : 1));
+            const auto [cols, rows] = p.error.empty() ? std::pair<Index, Index>{std::max<Index>(1, p.image.cols), std::max<Index>(1, p.image.rows)}
+                                                      : cellsOf(h);
+            setHeatmapAxes(rect, static_cast<double>(cols), static_cast<double>(rows), QString(), QString());
             for (QCPAxis* ax : {rect->axis(QCPAxis::atBottom), rect->axis(QCPAxis::atLeft)}) {
                 ax->setTickLabels(false);
                 ax->setTicks(false);
             }
+            if (col == 0) {   // the row's label, level, left of its first map ("MHLA failed" when every head failed)
+                auto* label = new QCPItemText(m_plot);
+                label->setClipToAxisRect(false);
+                label->position->setType(QCPItemPosition::ptAxisRectRatio);
+                label->position->setAxisRect(rect);
+                label->position->setCoords(0, 0.5);
+                label->setPositionAlignment(Qt::AlignRight | Qt::AlignVCenter);
+                label->setPadding(QMargins(0, 0, 6, 0));
+                label->setFont(plotFont(kLabelPt));
+                label->setText(allFailed ? tr("%1\nfailed").arg(rowLabel(mech)) : rowLabel(mech));
+                label->setTextAlignment(Qt::AlignRight);
+                if (allFailed)
+                    label->setColor(QColor(170, 0, 0));
+            }
+            Cell cell;
             cell.rect = rect;
             cell.headIndex = hm.head ? static_cast<int>(*hm.head) : -1;
             cell.map = h;
@@ -386,17 +759,19 @@ private:
             cell.rows = rows;
             m_cells.push_back(cell);
             if (!p.error.empty()) {
-                addPanelMessage(m_plot, rect, QString::fromStdString(p.error));
+                rect->setBackground(QColor(236, 236, 236));
+                addPanelMessage(m_plot, rect, tr("failed"))->setColor(QColor(170, 0, 0));
                 continue;
             }
             maps.push_back(addHeatmap(rect, static_cast<int>(cols), static_cast<int>(rows)));
             fillMap(maps.back(), p);
         }
-        auto* scale = addColorScale(m_plot, range.diverging ? tr("%1 weight (signed)").arg(mechanismLabel(mech)) : tr("%1 weight").arg(mechanismLabel(mech)),
-                                    12, group);
+        auto* scale = addColorScale(m_plot, m_gallery.scaleLabels ? scaleLabel(mech) : QString(), 12, group);
         scale->setGradient(gradient);
         scale->setDataRange(QCPRange(range.lo, range.hi));
         grid->addElement(row + 1, perRow, scale);
+        if (allFailed)
+            scale->setVisible(false);
         for (QCPColorMap* map : maps)
             map->setColorScale(scale);   // the scale's gradient and range
     }
@@ -437,7 +812,7 @@ private:
                              metricText(p.result, "rank", tr("rank")), metricText(p.result, "effective_rank", tr("effective rank")),
                              metricText(p.result, "entropy_normalized_mean", tr("normalised entropy")));
         else
-            text += QStringLiteral(": ") + QString::fromStdString(p.error);
+            text += tr(" failed: ") + QString::fromStdString(p.error);
         emit statusMessage(text);
     }
 
@@ -449,10 +824,15 @@ private:
 
     std::shared_ptr<const analysis::HeadsResult> m_heads;
     std::vector<Cell> m_cells;
-    int m_perRow = 0;       // heads per row: 0 = the whole page on one row (on screen, wide figures)
-    bool m_split = false;   // rank and entropy on lines of their own (narrow columns)
+    Gallery m_gallery;          // the arrangement drawn: the screen's, or an export's while it renders
+    bool m_exporting = false;
+    int m_exportWidth = 0;
+    int m_builtWidth = 0;
+    int m_labelMargin = 0, m_keysMargin = 0;   // the maps' left margin in the first column, bottom margin in a block's last row   // the viewport width the screen's page was built for
+    double m_exportScale = 1.0;
     int m_first = 0;
     SavedControls m_saved;
+    QScrollArea* m_scroll = nullptr;
     QPushButton *m_prev, *m_next;
     QLabel *m_page, *m_status;
     QComboBox* m_cmapBox;

@@ -247,8 +247,10 @@ QString elidedTitleText(QCPTextElement* element)
 {
     if (!element || !element->property(kFullTitle).isValid())
         return {};
+    // Line breaks (wrapTitles' or the view's own) do not shorten a title.
     const QString full = element->property(kFullTitle).toString();
-    return QString(element->text()).replace(QLatin1Char('\n'), QLatin1Char(' ')) == full ? QString() : full;
+    return QString(element->text()).replace(QLatin1Char('\n'), QLatin1Char(' ')) == QString(full).replace(QLatin1Char('\n'), QLatin1Char(' ')) ? QString()
+                                                                                                                                       : full;
 }
 
 namespace {

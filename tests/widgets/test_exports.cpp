@@ -39,6 +39,7 @@
 #include "analysis/heads.h"
 #include "export_dialog.h"
 #include "heads_view.h"
+#include "support/attnscope_binary.h"
 #include "support/test_support.h"
 #include "views.h"
 #include "widget_test_support.h"
@@ -280,6 +281,60 @@ TEST(Exports, HeadsColumnWrapsTheHeads)
     const auto rects = test::plotOf(view.get())->axisRects();
     ASSERT_EQ(rects.size(), 12u);
     EXPECT_EQ(rects[0]->outerRect().top(), rects[3]->outerRect().top());
+}
+
+// Issue 35: the Heads page at every preset (a page of 8 of 12 heads x 3 mechanisms, and the causal LM's 4
+// heads) is laid out for its page: the text rules (inside the page, no overlap, >= 6.5 pt), no name or
+// number cut short, and maps that stay maps (square, at least 0.4 in on a side, a column's 24 maps in 9 in; the slide once drew 8 px
+// dots and strips).
+TEST(Exports, HeadsAtEveryPresetKeepTheTextRules)
+{
+    const std::string dir = test::fresh_work_dir("exports_heads_presets");
+    const std::string twelve = dir + "/h12.h5";
+    const auto made = test::run_attnscope("synth --n 256 --d 32 --heads 12 --kind local2d --grid 16,16 --out " + twelve);
+    ASSERT_EQ(made.status, 0) << made.err;
+    const std::string lm = test::dataPath("trained_lm_mhla.h5");
+    struct Input {
+        std::string file, q, k;
+        bool causal;
+    };
+    for (const Input& in : {Input{twelve, ":/q", ":/k", false}, Input{lm, ":/layers/0/q", ":/layers/0/k", true}}) {
+        analysis::HeadsRequest req;
+        req.base.source.q_ref = io::parse_tensor_ref(in.file + in.q);
+        req.base.source.k_ref = io::parse_tensor_ref(in.file + in.k);
+        req.base.source.selection.at['h'] = 0;
+        req.base.options.causal = in.causal;
+        if (!in.causal) {
+            req.base.options.blocks.kind = attention::BlockSpec::Kind::grid;
+            req.base.options.blocks.grid = {16, 16};
+            req.base.options.blocks.block_grid = {4, 4};
+        }
+        req.count = widgets::HeadsView::kPageSize;
+        auto page = std::make_shared<const analysis::HeadsResult>(analysis::explore_heads(req, analysis::JobContext{}));
+        ASSERT_GE(page->maps.size(), 4u);
+        std::unique_ptr<widgets::HeadsView> view(widgets::createHeadsView());
+        view->resize(1200, 800);
+        view->setHeads(page);
+        for (const char* preset : {"column", "double", "slide"}) {
+            const std::string where = std::string("heads of ") + QFileInfo(QString::fromStdString(in.file)).fileName().toStdString() + " at --preset " + preset;
+            const widgets::ExportOptions o = presetFor(view.get(), preset);
+            std::vector<QRectF> images;
+            const auto texts = recordTexts(view.get(), o, &images);
+            expectReadable(texts, images, QSize(o.width, o.height), where);
+            for (const DrawnText& t : texts)
+                EXPECT_FALSE(t.text.contains(QChar(0x2026))) << where << ": cut short: '" << t.text.toStdString() << "'";
+            // The maps are the square images (the colour bars are the tall thin ones): one per head and mechanism.
+            std::size_t maps = 0;
+            for (const QRectF& r : images) {
+                if (r.width() < 0.7 * r.height())
+                    continue;   // a colour bar
+                ++maps;
+                EXPECT_GE(std::min(r.width(), r.height()), 0.4 * 96) << where << ": a map of " << r.width() << " x " << r.height();
+                EXPECT_NEAR(r.width() / r.height(), 1.0, 0.1) << where << ": a map of " << r.width() << " x " << r.height();
+            }
+            EXPECT_EQ(maps, page->maps.size() * page->mechanisms.size()) << where;
+        }
+    }
 }
 
 TEST(Exports, EntropyColumnOnTheGrid) { checkColumn("entropy", vitDigits(), "vit_digits.h5"); }
