@@ -135,8 +135,10 @@ private:
         const double room = inside ? std::max(height - legendHeight - kGap, 0.4 * height) : height;
         m_histRect->axis(QCPAxis::atLeft)->setRange(0, m_maxCount * std::max(1.08, height / std::max(1.0, room)));
         if (m_lnLabel) {
+            // The label hangs from 3% below the top, with its padding; a PDF's text runs up to ~10% wider than the
+            // screen's metrics say (no hinting at the printer's resolution): the whole label only with that room.
             const QFontMetricsF fm(m_lnLabel->font());
-            m_lnLabel->setText(fm.horizontalAdvance(m_lnText) + 8 <= height ? m_lnText : QStringLiteral("ln N"));
+            m_lnLabel->setText(1.12 * fm.horizontalAdvance(m_lnText) + 0.03 * height + 10 <= height ? m_lnText : QStringLiteral("ln N"));
         }
         layoutAt(size);
     }
