@@ -356,3 +356,30 @@ TEST_F(HeadsViewTest, FailedMechanismIsALabelledRow)
         EXPECT_GE(std::min(r->width(), r->height()), 96);
     EXPECT_EQ(test::colourMaps(plot).size(), static_cast<int>(page->maps.size() * (page->mechanisms.size() - 1)));
 }
+
+// Issue 35, done when: opening data/trained_lm_mhla.h5 shows, without a click, linear attention's past-block rank
+// (at most d = 16) beside MHLA's in the Heads cells.
+TEST_F(HeadsViewTest, TrainedLmShowsTheCollapseInTheCells)
+{
+    TestWindow w;
+    w.resize(1600, 1000);
+    w.show();
+    ASSERT_TRUE(w.openAndWait({QString::fromStdString(test::dataPath("trained_lm_mhla.h5"))}));
+    ASSERT_TRUE(showHeads(w));
+    const auto page = headsView(w)->heads();
+    ASSERT_TRUE(page);
+    const QStringList shown = titles(test::plotOf(headsView(w)));
+    for (std::size_t m = 0; m < page->mechanisms.size(); ++m) {
+        if (page->mechanisms[m] != attention::Mechanism::linear && page->mechanisms[m] != attention::Mechanism::mhla)
+            continue;
+        for (const auto& hm : page->maps) {
+            const auto& r = hm.panels[m].result;
+            ASSERT_TRUE(r.past_block && r.past_block->spectrum);
+            if (page->mechanisms[m] == attention::Mechanism::linear) {
+                EXPECT_LE(r.past_block->spectrum->rank, 16);
+            }
+            const QString cell = QStringLiteral("past rank %1 H/ln n %2").arg(metricsViewText(r, "past_block_rank"), metricsViewText(r, "entropy_normalized_mean"));
+            EXPECT_GE(shown.count(cell), 1) << cell.toStdString() << " in " << shown.join('|').toStdString();
+        }
+    }
+}
