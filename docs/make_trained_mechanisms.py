@@ -303,7 +303,50 @@ def reproduce(models, study, work, script_seconds):
             f"{sweep / 60:.0f} min of sweeps (each task's share at the end of its section); then this run of the "
             f"page's script {script_seconds / 60:.1f} min with those in its work folder (its `attnscope aggregate` "
             f"runs, the paired-unit folders and the figures)" + clean_text + f". About "
-            f"{train / 3600 + train_none / 3600 + (batch + sweep + script_seconds) / 3600:.1f} h in all, plus the build.", ""]
+            f"{train / 3600 + train_none / 3600 + (batch + sweep + script_seconds) / 3600:.1f} h in all, plus the build.", ""] + \
+        end_to_end_text()
+
+
+def end_to_end_text():
+    """The one run from a clean checkout (tools/study/results/trained_end_to_end.json, its times from that run's
+    log) and each claim's verdict in this run beside the earlier run's (tools/study/results/earlier_run: the
+    aggregates of the models trained before, on another machine), both computed by tools/study/verdicts.py."""
+    import verdicts
+    results = os.path.join(ROOT, "tools", "study", "results")
+    out = []
+    path = os.path.join(results, "trained_end_to_end.json")
+    if os.path.isfile(path):
+        e = json.load(open(path))
+        total = e["build_seconds"] + e["train_seconds"] + e["page_seconds"]
+        out += [f"Measured in one run on {e['date']}, on {e['machine']}, shared with {e['shared_with']}: the build "
+                f"{e['build_seconds'] / 60:.1f} min, training every model and control {e['train_seconds'] / 60:.1f} min, "
+                f"the page {e['page_seconds'] / 60:.1f} min: **{total / 60:.0f} min** from the checkout to this page "
+                f"(wall time; `{path.replace(ROOT + '/', '')}`, from {e['log']}).", ""]
+    earlier = os.path.join(results, "earlier_run")
+    if os.path.isdir(earlier):
+        with open(os.path.join(ROOT, "tools", "study", "claims.toml"), "rb") as f:
+            rules = verdicts.tomllib.load(f)
+        now = {(r["claim"], r["task"]): r for r in verdicts.verdicts(rules, results) if r["task"] in ("vit", "lm")}
+        before = {(r["claim"], r["task"]): r for r in verdicts.verdicts(rules, earlier) if r["task"] in ("vit", "lm")}
+        same = sum(1 for k in now if k in before and now[k]["verdict"] == before[k]["verdict"])
+        out += ["How stable the verdicts are: the models of this page were trained again from scratch on another machine "
+                "of the same kind (PyTorch's CPU kernels give models that differ in their last bits, and the training "
+                "amplifies that), with the same seeds. Each claim's verdict from this run's aggregates and from the "
+                f"earlier run's (`tools/study/results/earlier_run`), both by `tools/study/verdicts.py`: {same} of "
+                f"{len(now)} the same.", "",
+                "| claim | task | primary measure | this run | earlier run |", "|---|---|---|---|---|"]
+        for key, r in now.items():
+            b = before.get(key)
+
+            def cell(x):
+                if x is None:
+                    return "-"
+                if "mean_diff" in x:
+                    return f"**{x['verdict']}**: {x['mean_diff']:+.4g} [{x['ci_low']:.4g}, {x['ci_high']:.4g}]"
+                return f"**{x['verdict']}**"
+            out.append(f"| {r['text']} | {r['task']} | {r.get('metric', '-')} | {cell(r)} | {cell(b)} |")
+        out.append("")
+    return out
 
 
 def main():
