@@ -1,6 +1,8 @@
 // `attnscope analyze` (docs/cli.md): rank, spectrum and entropy of softmax, linear and MHLA attention, as
 // a summary table or the analyze JSON.
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -34,6 +36,8 @@ struct AnalyzeArgs {
     std::optional<io::TensorRef> v;
     std::string mechanisms = attention::default_mechanism_text();
     std::optional<std::string> json_out;
+    std::optional<std::string> metric;   // --metric NAME[,...]: only these metrics, table and JSON
+    bool no_baseline = false;            // --no-baseline: no content-free baseline A0 (half the dense work)
     SelectionArgs selection;
     MechanismArgs mechanism;
     MetricArgs metrics;
@@ -58,7 +62,58 @@ std::string summary_cell(const analysis::MetricEntry& e, const ojson& r)
     return "-";
 }
 
-void print_summary(const ojson& doc)
+// The metrics `--metric NAME[,...]` names (empty: every column of the table), in the order given; an unknown
+// or repeated name throws std::invalid_argument naming it and the names there are.
+std::vector<const analysis::MetricEntry*> chosen_metrics(const std::optional<std::string>& spec)
+{
+    std::vector<const analysis::MetricEntry*> out;
+    if (!spec)
+        return out;
+    std::vector<std::string_view> known;
+    for (const analysis::MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
+        known.push_back(e->key);
+    for (const std::string& name : analysis::split_exact(*spec, ',')) {
+        const analysis::MetricEntry* e = analysis::find_metric(name);
+        if (!e || !e->used_in(analysis::use_analyze))
+            throw std::invalid_argument("--metric: unknown metric '" + name + "' (one of " + joined(known) + ")");
+        if (std::find(out.begin(), out.end(), e) != out.end())
+            throw std::invalid_argument("--metric: '" + name + "' is named twice");
+        out.push_back(e);
+    }
+    if (out.empty())
+        throw std::invalid_argument("--metric: no metric named (one of " + joined(known) + ")");
+    return out;
+}
+
+// `--metric`: each result keeps what names it (mechanism, params, method, warnings) and the chosen metrics,
+// each as a field named by its key ("entropy_mean": the flat name, as in the CSV files).
+void keep_metrics(ojson& doc, const std::vector<const analysis::MetricEntry*>& chosen)
+{
+    if (chosen.empty() || !doc.contains("results"))
+        return;
+    for (ojson& r : doc["results"]) {
+        ojson kept = ojson::object();
+        for (const char* key : {"mechanism", "params", "method"})
+            if (r.contains(key))
+                kept[key] = r[key];
+        for (const analysis::MetricEntry* e : chosen)
+            kept[std::string(e->key)] = analysis::metric_json(*e, r);
+        kept["warnings"] = r.contains("warnings") ? r["warnings"] : ojson::array();
+        r = std::move(kept);
+    }
+}
+
+// A kept metric's cell (keep_metrics: the value under its key).
+std::string summary_cell_kept(const analysis::MetricEntry& e, const ojson& r)
+{
+    const ojson& v = r[std::string(e.key)];
+    if (!v.is_number())
+        return "-";
+    return e.kind == analysis::MetricKind::count ? std::to_string(v.get<long long>())
+                                                 : fmt_opt(v.get<double>(), e.column_width > 0 ? e.column_decimals : 4);
+}
+
+void print_summary(const ojson& doc, const std::vector<const analysis::MetricEntry*>& chosen = {})
 {
     const ojson& in = doc["input"];
     std::string at;
@@ -92,18 +147,22 @@ void print_summary(const ojson& doc)
     }
     std::cout << not_applied << "\n\n";
     // One column per metric of the table that has one (analysis/metric_table.h).
-    std::vector<const analysis::MetricEntry*> columns;
-    for (const analysis::MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
-        if (e->column_width > 0)
-            columns.push_back(e);
+    std::vector<const analysis::MetricEntry*> columns = chosen;
+    if (columns.empty())
+        for (const analysis::MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
+            if (e->column_width > 0)
+                columns.push_back(e);
+    // A chosen metric without a column of the default table is headed by its key.
+    auto heading = [](const analysis::MetricEntry& e) { return e.column_width > 0 ? std::string(e.column) : std::string(e.key); };
+    auto width = [&](const analysis::MetricEntry& e) { return std::max<int>(e.column_width, static_cast<int>(heading(e).size())); };
     std::string header = fmt::format("{:<9}", "mechanism");
     for (const analysis::MetricEntry* e : columns)
-        header += fmt::format(" {:>{}}", e->column, e->column_width);
+        header += fmt::format(" {:>{}}", heading(*e), width(*e));
     std::cout << header << fmt::format("   {}\n", "params");
     for (const auto& r : doc["results"]) {
         std::string line = fmt::format("{:<9}", r["mechanism"].get<std::string>());
         for (const analysis::MetricEntry* e : columns)
-            line += fmt::format(" {:>{}}", summary_cell(*e, r), e->column_width);
+            line += fmt::format(" {:>{}}", chosen.empty() ? summary_cell(*e, r) : summary_cell_kept(*e, r), width(*e));
         std::string params;
         for (const auto& [key, value] : r["params"].items())
             params += (params.empty() ? "" : " ") + key + "=" + (value.is_string() ? value.get<std::string>() : json_text(value));
@@ -147,13 +206,15 @@ void print_summary(const ojson& doc)
 // The document holds one {unit, at, input, results} per unit and the statistics over them
 // (analysis/aggregate.h); a selection without `all` keeps the single-unit document, byte for byte.
 int run_analyze_units(const analysis::AnalyzeRequest& request, const std::optional<std::string>& json_out,
-                      bool json_to_stdout, std::optional<OutputFile>& json_file)
+                      bool json_to_stdout, std::optional<OutputFile>& json_file, const std::vector<const analysis::MetricEntry*>& chosen)
 {
-    const analysis::UnitsDocument units = analysis::analyze_units_document(request);
+    analysis::UnitsDocument units = analysis::analyze_units_document(request);
+    for (auto& unit : units.doc["units"])
+        keep_metrics(unit, chosen);
     return publish_json(units.doc, json_out, json_to_stdout, json_file, [&] {
         for (const auto& unit : units.doc["units"]) {
             std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.units << "\n";
-            print_summary(unit);
+            print_summary(unit, chosen);
         }
         std::cout << "== over the " << units.units << " units (n = units measured; 95% percentile bootstrap intervals, "
                   << units.options.resamples << " resamples, seed " << units.options.seed << ")\n";
@@ -165,6 +226,7 @@ int run_analyze(const AnalyzeArgs& a)
 {
     analysis::AnalyzeRequest request;
     request.mechanisms = analysis::parse_mechanisms(a.mechanisms);
+    const std::vector<const analysis::MetricEntry*> chosen = chosen_metrics(a.metric);
     // `--json /dev/stdout` is `--json -`: the document alone on standard output.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
     std::optional<OutputFile> json_file;
@@ -185,14 +247,17 @@ int run_analyze(const AnalyzeArgs& a)
     request.q = a.q;
     request.setup = resolve_setup(request.q, a.selection, a.mechanism, &request.from_file);
     request.metrics = a.metrics.resolve();
+    if (a.no_baseline)
+        request.metrics.baseline = false;
     request.memory_limit = a.memory.resolve();
     request.k = a.k;
     request.v = a.v;
     io::set_read_limit_bytes(request.memory_limit);
     if (!request.setup.selection.all.empty())
-        return run_analyze_units(request, a.json_out, json_to_stdout, json_file);
-    const ojson doc = analysis::analyze_document(request);
-    return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc); });
+        return run_analyze_units(request, a.json_out, json_to_stdout, json_file, chosen);
+    ojson doc = analysis::analyze_document(request);
+    keep_metrics(doc, chosen);
+    return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc, chosen); });
 }
 
 }  // namespace
@@ -206,6 +271,9 @@ Command add_analyze_command(CLI::App& app)
     add_tensor_option(*cmd, "--v", a->v, "Values FILE[:NAME] (optional; checked and recorded)");
     cmd->add_option("--mechanism", a->mechanisms, "Comma list of " + joined(attention::mechanism_names()) + " (default " + attention::default_mechanism_text() + ")");
     cmd->add_option("--json", a->json_out, "Write the JSON document to OUT, or - for standard output");
+    cmd->add_option("--metric", a->metric, "Keep only these metrics, table and JSON: NAME[,...] of the metric table (rank, effective_rank, entropy_mean, ...)");
+    cmd->add_flag("--no-baseline", a->no_baseline,
+                  "Skip the content-free baseline A0 and what needs it (baseline, excess_effective_rank, entropy_below_baseline): half the dense work");
     a->selection.add_to(*cmd);
     a->mechanism.add_to(*cmd);
     a->metrics.add_to(*cmd);

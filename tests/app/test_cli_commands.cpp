@@ -229,3 +229,49 @@ TEST(CliCommands, CompressedInputsStayWithinTheMemoryLimit)
 {
     attnscope::test::expect_script_passes("app/check_memory_budget.py", "cli_memory_budget");
 }
+
+// Issue 36 (cli.md "Added for round 5"): `analyze --metric NAME[,...]` keeps only those metrics, in the table and
+// the JSON (each a field named by its key, the value the full document gives); `--no-baseline` skips the
+// content-free baseline and the fields that need it, and changes no other number; an unknown metric is one
+// error line naming it, exit 2.
+TEST(CliCommands, AnalyzeMetricFilterAndNoBaseline)
+{
+    const std::string file = std::string(ATTNSCOPE_DATA_DIR) + "/vit_digits.h5";
+    const std::string refs = "analyze --q " + file + ":/layers/0/q --k " + file + ":/layers/0/k ";
+    const CommandResult full = run_attnscope(refs + "--json -");
+    ASSERT_EQ(full.status, 0) << full.err;
+    const auto all = nlohmann::json::parse(full.out);
+    const CommandResult some = run_attnscope(refs + "--metric effective_rank,entropy_mean,excess_effective_rank --json -");
+    ASSERT_EQ(some.status, 0) << some.err;
+    const auto kept = nlohmann::json::parse(some.out);
+    ASSERT_EQ(kept["results"].size(), all["results"].size());
+    for (std::size_t i = 0; i < kept["results"].size(); ++i) {
+        const auto& r = kept["results"][i];
+        const auto& f = all["results"][i];
+        EXPECT_EQ(r["mechanism"], f["mechanism"]);
+        EXPECT_FALSE(r.contains("rank"));
+        EXPECT_FALSE(r.contains("entropy"));
+        EXPECT_DOUBLE_EQ(r["effective_rank"].get<double>(), f["effective_rank"].get<double>());
+        EXPECT_DOUBLE_EQ(r["entropy_mean"].get<double>(), f["entropy"]["mean"].get<double>());
+        EXPECT_DOUBLE_EQ(r["excess_effective_rank"].get<double>(), f["excess_effective_rank"].get<double>());
+    }
+    const CommandResult table = run_attnscope(refs + "--metric effective_rank,entropy_mean");
+    ASSERT_EQ(table.status, 0) << table.err;
+    EXPECT_NE(table.out.find("eff.rank"), std::string::npos) << table.out;
+    EXPECT_NE(table.out.find("H mean"), std::string::npos) << table.out;
+    EXPECT_EQ(table.out.find("stab.rank"), std::string::npos) << "a column not asked for:\n" << table.out;
+
+    const CommandResult bad = run_attnscope(refs + "--metric rank,bogus");
+    attnscope::test::expect_one_error(bad, {"--metric", "'bogus'", "effective_rank"}, "analyze --metric bogus");
+
+    const CommandResult lean = run_attnscope(refs + "--no-baseline --json -");
+    ASSERT_EQ(lean.status, 0) << lean.err;
+    const auto nb = nlohmann::json::parse(lean.out);
+    for (std::size_t i = 0; i < nb["results"].size(); ++i) {
+        const auto& r = nb["results"][i];
+        for (const char* gone : {"baseline", "excess_effective_rank", "entropy_below_baseline"})
+            EXPECT_FALSE(r.contains(gone)) << gone << " in " << r["mechanism"];
+        EXPECT_EQ(r["rank"], all["results"][i]["rank"]);
+        EXPECT_DOUBLE_EQ(r["effective_rank"].get<double>(), all["results"][i]["effective_rank"].get<double>());
+    }
+}
