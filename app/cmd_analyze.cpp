@@ -212,13 +212,36 @@ int run_analyze_units(const analysis::AnalyzeRequest& request, const std::option
     for (auto& unit : units.doc["units"])
         keep_metrics(unit, chosen);
     return publish_json(units.doc, json_out, json_to_stdout, json_file, [&] {
-        for (const auto& unit : units.doc["units"]) {
-            std::cout << "== unit " << unit["unit"].get<std::size_t>() << " of " << units.units << "\n";
-            print_summary(unit, chosen);
-        }
+        // A compact summary (issue 36: 5 inputs printed 253 lines): the statistics over the units of the chosen
+        // metrics (--metric) or of the few that answer the question, each mechanism and each pair; every unit's
+        // results and every statistic are in the JSON.
+        // The aggregate names a metric by its place in the result ("entropy.normalized_mean", "past_block.rank").
+        const auto aggregate_name = [](const analysis::MetricEntry& e) {
+            const std::string_view object = analysis::json_object_of(e.group);
+            return object.empty() ? std::string(e.field) : std::string(object) + "." + std::string(e.field);
+        };
+        std::vector<std::string> asked;
+        std::vector<const analysis::MetricEntry*> shown = chosen;
+        if (shown.empty())
+            for (const char* key : {"rank", "effective_rank", "entropy_normalized_mean", "excess_effective_rank", "entropy_below_baseline",
+                                    "past_block_rank"})
+                if (const analysis::MetricEntry* e = analysis::find_metric(key))
+                    shown.push_back(e);
+        for (const analysis::MetricEntry* e : shown)
+            asked.push_back(aggregate_name(*e));
+        std::vector<std::string> present;
+        for (const std::string& m : asked)
+            if (std::any_of(units.stats.mechanisms.begin(), units.stats.mechanisms.end(), [&](const auto& r) { return r.metric == m; }))
+                present.push_back(m);
         std::cout << "== over the " << units.units << " units (n = units measured; 95% percentile bootstrap intervals, "
-                  << units.options.resamples << " resamples, seed " << units.options.seed << ")\n";
-        print_aggregate(units.stats, {});
+                  << units.options.resamples << " resamples, seed " << units.options.seed << ")";
+        if (chosen.empty())
+            std::cout << "; metrics: " << joined(std::vector<std::string_view>(present.begin(), present.end()))
+                      << " (choose with --metric)";
+        std::cout << "\n";
+        print_aggregate(units.stats, present);
+        if (!json_out)
+            std::cout << "every unit's results and every statistic: --json FILE\n";
     });
 }
 

@@ -231,9 +231,17 @@ else:
         problems.append("analyze --at b=all: unit b=3 differs from --at b=3")
     recs_b = [dict(r, unit=u["unit"]) for u in units for r in u["results"]]
     compare("analyze --at b=all aggregate", doc.get("aggregate", {"mechanisms": [], "pairs": []}), reference(recs_b))
+    # The terminal gets a compact summary (issue 36: 5 inputs once printed 253 lines): the statistics over the
+    # units of a few metrics, no unit's own table; --metric chooses them; the rest is in --json.
     table = run(["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all"])
-    if table.returncode != 0 or table.stdout.count("== unit") != 5 or "over the 5 units" not in table.stdout:
-        problems.append(f"analyze --at b=all table: exit {table.returncode}\n{table.stdout[:400]}{table.stderr}")
+    lines = table.stdout.splitlines()
+    if (table.returncode != 0 or "== unit" in table.stdout or "over the 5 units" not in table.stdout
+            or len(lines) > 60 or "--json FILE" not in table.stdout or "baseline.rank" in table.stdout):
+        problems.append(f"analyze --at b=all table: exit {table.returncode}, {len(lines)} lines\n{table.stdout[:600]}{table.stderr}")
+    chosen = run(["analyze", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all", "--metric", "stable_rank"])
+    metrics = {ln.split()[0] for ln in chosen.stdout.splitlines()[2:] if ln and not ln[0].isspace() and ln.split()[0] not in ("metric", "note:", "every")}
+    if chosen.returncode != 0 or metrics != {"stable_rank"}:
+        problems.append(f"analyze --at b=all --metric stable_rank: exit {chosen.returncode}, metrics {sorted(metrics)}\n{chosen.stdout[:600]}")
 
 p = run(["sweep", "--q", "testset.h5:/q", "--k", "testset.h5:/k", "--at", "b=all,h=0", "--vary", "n=16,32",
          "--mechanism", "linear", "--csv", "sweep.csv", "--json", "sweep.json"])
