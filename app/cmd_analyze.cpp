@@ -62,47 +62,6 @@ std::string summary_cell(const analysis::MetricEntry& e, const ojson& r)
     return "-";
 }
 
-// The metrics `--metric NAME[,...]` names (empty: every column of the table), in the order given; an unknown
-// or repeated name throws std::invalid_argument naming it and the names there are.
-std::vector<const analysis::MetricEntry*> chosen_metrics(const std::optional<std::string>& spec)
-{
-    std::vector<const analysis::MetricEntry*> out;
-    if (!spec)
-        return out;
-    std::vector<std::string_view> known;
-    for (const analysis::MetricEntry* e : analysis::metric_entries(analysis::use_analyze))
-        known.push_back(e->key);
-    for (const std::string& name : analysis::split_exact(*spec, ',')) {
-        const analysis::MetricEntry* e = analysis::find_metric(name);
-        if (!e || !e->used_in(analysis::use_analyze))
-            throw std::invalid_argument("--metric: unknown metric '" + name + "' (one of " + joined(known) + ")");
-        if (std::find(out.begin(), out.end(), e) != out.end())
-            throw std::invalid_argument("--metric: '" + name + "' is named twice");
-        out.push_back(e);
-    }
-    if (out.empty())
-        throw std::invalid_argument("--metric: no metric named (one of " + joined(known) + ")");
-    return out;
-}
-
-// `--metric`: each result keeps what names it (mechanism, params, method, warnings) and the chosen metrics,
-// each as a field named by its key ("entropy_mean": the flat name, as in the CSV files).
-void keep_metrics(ojson& doc, const std::vector<const analysis::MetricEntry*>& chosen)
-{
-    if (chosen.empty() || !doc.contains("results"))
-        return;
-    for (ojson& r : doc["results"]) {
-        ojson kept = ojson::object();
-        for (const char* key : {"mechanism", "params", "method"})
-            if (r.contains(key))
-                kept[key] = r[key];
-        for (const analysis::MetricEntry* e : chosen)
-            kept[std::string(e->key)] = analysis::metric_json(*e, r);
-        kept["warnings"] = r.contains("warnings") ? r["warnings"] : ojson::array();
-        r = std::move(kept);
-    }
-}
-
 // A kept metric's cell (keep_metrics: the value under its key).
 std::string summary_cell_kept(const analysis::MetricEntry& e, const ojson& r)
 {
@@ -210,7 +169,7 @@ int run_analyze_units(const analysis::AnalyzeRequest& request, const std::option
 {
     analysis::UnitsDocument units = analysis::analyze_units_document(request);
     for (auto& unit : units.doc["units"])
-        keep_metrics(unit, chosen);
+        analysis::keep_metrics(unit, chosen);
     return publish_json(units.doc, json_out, json_to_stdout, json_file, [&] {
         // A compact summary (issue 36: 5 inputs printed 253 lines): the statistics over the units of the chosen
         // metrics (--metric) or of the few that answer the question, each mechanism and each pair; every unit's
@@ -249,7 +208,7 @@ int run_analyze(const AnalyzeArgs& a)
 {
     analysis::AnalyzeRequest request;
     request.mechanisms = analysis::parse_mechanisms(a.mechanisms);
-    const std::vector<const analysis::MetricEntry*> chosen = chosen_metrics(a.metric);
+    const std::vector<const analysis::MetricEntry*> chosen = analysis::chosen_metrics(a.metric, "--metric");
     // `--json /dev/stdout` is `--json -`: the document alone on standard output.
     const bool json_to_stdout = a.json_out && descriptor_path(*a.json_out) == 1;
     std::optional<OutputFile> json_file;
@@ -279,7 +238,7 @@ int run_analyze(const AnalyzeArgs& a)
     if (!request.setup.selection.all.empty())
         return run_analyze_units(request, a.json_out, json_to_stdout, json_file, chosen);
     ojson doc = analysis::analyze_document(request);
-    keep_metrics(doc, chosen);
+    analysis::keep_metrics(doc, chosen);
     return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc, chosen); });
 }
 

@@ -2,9 +2,13 @@
 
 #include "analysis/analyze.h"
 #include "analysis/inputs.h"
+#include "analysis/metric_table.h"
+#include "analysis/vocabulary.h"
+#include "util/names.h"
 #include "analysis/plan.h"
 #include "util/error.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace attnscope::analysis {
@@ -106,6 +110,43 @@ DenseAttention dense_attention(const AnalyzeRequest& r, const std::string& mecha
     if (!r.from_file.empty())
         out.input["defaults_from_file"] = r.from_file;
     return out;
+}
+
+std::vector<const MetricEntry*> chosen_metrics(const std::optional<std::string>& names, const std::string& option)
+{
+    std::vector<const MetricEntry*> out;
+    if (!names)
+        return out;
+    std::vector<std::string_view> known;
+    for (const MetricEntry* e : metric_entries(use_analyze))
+        known.push_back(e->key);
+    for (const std::string& name : split_exact(*names, ',')) {
+        const MetricEntry* e = find_metric(name);
+        if (!e || !e->used_in(use_analyze))
+            throw std::invalid_argument(option + ": unknown metric '" + name + "' (one of " + joined(known) + ")");
+        if (std::find(out.begin(), out.end(), e) != out.end())
+            throw std::invalid_argument(option + ": '" + name + "' is named twice");
+        out.push_back(e);
+    }
+    if (out.empty())
+        throw std::invalid_argument(option + ": no metric named (one of " + joined(known) + ")");
+    return out;
+}
+
+void keep_metrics(nlohmann::ordered_json& doc, const std::vector<const MetricEntry*>& chosen)
+{
+    if (chosen.empty() || !doc.contains("results"))
+        return;
+    for (nlohmann::ordered_json& r : doc["results"]) {
+        nlohmann::ordered_json kept = nlohmann::ordered_json::object();
+        for (const char* key : {"mechanism", "params", "method"})
+            if (r.contains(key))
+                kept[key] = r[key];
+        for (const MetricEntry* e : chosen)
+            kept[std::string(e->key)] = metric_json(*e, r);
+        kept["warnings"] = r.contains("warnings") ? r["warnings"] : nlohmann::ordered_json::array();
+        r = std::move(kept);
+    }
 }
 
 }  // namespace attnscope::analysis

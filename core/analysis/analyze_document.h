@@ -55,4 +55,13 @@ struct DenseAttention {
 };
 DenseAttention dense_attention(const AnalyzeRequest& request, const std::string& mechanism_text);
 
+struct MetricEntry;
+// `analyze --metric NAME[,...]` (attnscope.analyze(metric=...)): the metric table's entries those names give, in
+// their order (none: every metric); an unknown, repeated or missing name throws std::invalid_argument naming
+// `option` and the names there are.
+std::vector<const MetricEntry*> chosen_metrics(const std::optional<std::string>& names, const std::string& option);
+// Each result of an analyze document (or of a unit of one) keeps what names it (mechanism, params, method,
+// warnings) and the chosen metrics, each a field under its flat key ("entropy_mean"); nothing when none is chosen.
+void keep_metrics(nlohmann::ordered_json& doc, const std::vector<const MetricEntry*>& chosen);
+
 }  // namespace attnscope::analysis

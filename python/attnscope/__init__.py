@@ -357,7 +357,14 @@ def _with_options(*groups, extra=(), progress=True, brief=()):
 
 @_with_options("selection", "mechanism", "metrics", "resources",
                extra=(("mechanism", _core.default_mechanisms, "str | list",
-                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)), _ALLOW_VIRTUAL))
+                       "The mechanisms: a comma list or a list of " + ", ".join(_core.mechanism_names)),
+                      ("metric", None, "str | list | None",
+                       "Keep only these metrics of each result, each under its flat name (entropy_mean, effective_rank, "
+                       "...; docs/cli.md, analyze metric); None: every metric"),
+                      ("no_baseline", False, "bool",
+                       "Skip the content-free baseline A0 and the fields that need it (baseline, excess_effective_rank, "
+                       "entropy_below_baseline): half the dense work"),
+                      _ALLOW_VIRTUAL))
 def analyze(q, k, v=None, *, progress=None, **options):
     """The document of ``attnscope analyze --json`` (docs/cli.md) for queries q and keys k (and values v): a dict,
     with ``singular_values`` and ``row_entropy`` as NumPy arrays. q, k, v: arrays (any float or integer dtype,

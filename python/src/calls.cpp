@@ -46,11 +46,20 @@ std::string AnalyzeCall::run(const analysis::JobContext& ctx) const
     r.v = v;
     r.setup = analysis::resolve_setup(q, requests.selection, requests.mechanism, Spelling::keyword, &r.from_file);
     r.metrics = analysis::resolve(requests.metrics, Spelling::keyword);
+    if (no_baseline)
+        r.metrics.baseline = false;
+    const auto chosen = analysis::chosen_metrics(metric, "metric");
     r.memory_limit = memory_of(requests.memory);
     io::set_read_limit_bytes(r.memory_limit);
-    if (!r.setup.selection.all.empty())
-        return json_text(analysis::analyze_units_document(r, &ctx).doc, 2);
-    return json_text(analysis::analyze_document(r, &ctx), 2);
+    if (!r.setup.selection.all.empty()) {
+        analysis::UnitsDocument units = analysis::analyze_units_document(r, &ctx);
+        for (auto& unit : units.doc["units"])
+            analysis::keep_metrics(unit, chosen);
+        return json_text(units.doc, 2);
+    }
+    nlohmann::ordered_json doc = analysis::analyze_document(r, &ctx);
+    analysis::keep_metrics(doc, chosen);
+    return json_text(doc, 2);
 }
 
 analysis::DenseAttention MatrixCall::run(const analysis::JobContext& ctx) const

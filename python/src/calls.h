@@ -21,6 +21,8 @@ struct AnalyzeCall {
     io::TensorRef q, k;
     std::optional<io::TensorRef> v;
     std::string mechanisms = attention::default_mechanism_text();
+    std::optional<std::string> metric;   // metric=: only these metrics (analyze --metric)
+    bool no_baseline = false;            // no_baseline=True: analyze --no-baseline
     Requests requests;
     std::string run(const analysis::JobContext& ctx) const;
 };

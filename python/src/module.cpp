@@ -38,8 +38,22 @@ py::str analyze(const py::object& q, const py::object& k, const py::object& v, c
     c.k = tensor_ref(call, "k", k);
     if (!v.is_none())
         c.v = tensor_ref(call, "v", v);
+    const auto mechanism = mechanism_keyword(c.mechanisms);
     bind_keywords(call, c.requests, selection_group | mechanism_group | metrics_group | memory_group, options,
-                  mechanism_keyword(c.mechanisms));
+                  [&](const std::string& key, const py::handle& value) {
+                      if (key == "metric") {   // analyze --metric: a comma list or a list of names
+                          if (!value.is_none())
+                              c.metric = keyword_text(key, value, true);
+                          return true;
+                      }
+                      if (key == "no_baseline") {   // analyze --no-baseline
+                          if (!py::isinstance<py::bool_>(value))
+                              throw py::type_error("no_baseline: expected True or False, got " + std::string(py::str(value.get_type().attr("__name__"))));
+                          c.no_baseline = value.cast<bool>();
+                          return true;
+                      }
+                      return mechanism(key, value);
+                  });
     std::string text;
     run_released(call, [&](const analysis::JobContext& ctx) { text = c.run(ctx); }, progress);
     return text;

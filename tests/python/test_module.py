@@ -98,6 +98,22 @@ class SameAsCommandLine(unittest.TestCase):
         self.assertEqual(strip(doc), strip(json.loads(out)))
         self.assertEqual(len(doc["units"]), 2)
 
+    def test_metric_and_no_baseline(self):
+        """analyze(metric=..., no_baseline=True) is analyze --metric ... --no-baseline (issue 36), also per unit."""
+        path = os.path.join(SOURCE, "data", "lowrank.h5")
+        code, out, err = cli("analyze", "--q", path + ":/q", "--k", path + ":/k", "--at", "h=all", "--metric",
+                             "effective_rank,entropy_mean", "--no-baseline", "--json", "-")
+        self.assertEqual(code, 0, err)
+        doc = attnscope.analyze(path + ":/q", path + ":/k", at={"h": "all"}, metric=["effective_rank", "entropy_mean"],
+                                no_baseline=True)
+        self.assertEqual(strip(doc), strip(json.loads(out)))
+        self.assertEqual(set(doc["units"][0]["results"][0]),
+                         {"mechanism", "params", "method", "effective_rank", "entropy_mean", "warnings"})
+        with self.assertRaises(ValueError):
+            attnscope.analyze(path + ":/q", path + ":/k", metric="bogus")
+        with self.assertRaises(TypeError):
+            attnscope.analyze(path + ":/q", path + ":/k", no_baseline="yes")
+
     def test_sweep_document(self):
         path = os.path.join(SOURCE, "data", "gaussian.h5")
         with tempfile.TemporaryDirectory() as tmp:
