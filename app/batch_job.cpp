@@ -313,6 +313,10 @@ void read_sweeps(const toml::table& root, const JobReader& r, analysis::BatchPla
         sw.spec.seed = static_cast<std::uint64_t>(req.subsample_seed);
         sw.spec.heads = analysis::AxisChoice::parse(req.heads, "heads");
         sw.spec.layers = analysis::AxisChoice::parse(req.layers, "layers");
+        // A [[sweep]] without its own `layers` sweeps the job's layers (a job of per-layer datasets with
+        // layers = "all" once swept layer 0 alone, silently).
+        if (req.layers.empty() && plan.layers.kind != analysis::AxisChoice::Kind::selection)
+            sw.spec.layers = plan.layers;
         sw.spec.mechanisms = plan.mechanisms;
         sw.spec.options = plan.options;
         sw.spec.given = plan.given;

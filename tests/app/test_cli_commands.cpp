@@ -1,6 +1,7 @@
 // The subcommands doing their jobs: info (table and JSON), analyze's summary, synth's structure
 // (checked by NumPy in check_synth.py), matrix round trips.
 #include <filesystem>
+#include <fstream>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -274,4 +275,62 @@ TEST(CliCommands, AnalyzeMetricFilterAndNoBaseline)
         EXPECT_EQ(r["rank"], all["results"][i]["rank"]);
         EXPECT_DOUBLE_EQ(r["effective_rank"].get<double>(), all["results"][i]["effective_rank"].get<double>());
     }
+}
+
+// Issue 36 item 3: per-layer datasets (/layers/<i>/q, as the bridge writes them) sweep over their layers like
+// batch takes them: `sweep --layers all` gives each layer's records (equal to a sweep of that layer's own
+// datasets), a listed layer the file lacks is an error naming the layers there are, and a batch [[sweep]]
+// without its own `layers` sweeps the job's `layers = "all"` (it once swept layer 0 alone, silently).
+TEST(CliCommands, SweepOverPerLayerDatasets)
+{
+    const std::string file = std::string(ATTNSCOPE_DATA_DIR) + "/trained_lm_mhla.h5";
+    const std::string common = " --vary n=64,128 --mechanism softmax,linear --csv -";
+    const CommandResult all = run_attnscope("sweep --q " + file + ":/layers/0/q --k " + file + ":/layers/0/k --layers all" + common);
+    ASSERT_EQ(all.status, 0) << all.err;
+    const CommandResult one = run_attnscope("sweep --q " + file + ":/layers/1/q --k " + file + ":/layers/1/k" + common);
+    ASSERT_EQ(one.status, 0) << one.err;
+    auto lines = [](const std::string& text) {
+        std::vector<std::string> out;
+        std::size_t at = 0;
+        while (at < text.size()) {
+            const std::size_t end = text.find('\n', at);
+            out.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+            at = end == std::string::npos ? text.size() : end + 1;
+        }
+        return out;
+    };
+    // Without the seconds column (last), the layer-1 rows of the all-layers sweep are the layer-1 sweep's rows
+    // with 1 in their (there empty) layer column.
+    auto cut = [](std::string row) { return row.substr(0, row.rfind(',')); };
+    const auto a = lines(all.out), o = lines(one.out);
+    ASSERT_EQ(a.size(), 1 + 2 * (o.size() - 1)) << all.out;
+    int layer1 = 0;
+    for (std::size_t i = 1; i < a.size(); ++i)
+        if (a[i].find(",1,0,,") != std::string::npos) {
+            ++layer1;
+            bool found = false;
+            for (std::size_t j = 1; j < o.size(); ++j) {
+                std::string expect = cut(o[j]);
+                const std::size_t at = expect.find(",,");   // the layer column: empty for one layer's own datasets
+                ASSERT_NE(at, std::string::npos) << o[j];
+                expect.replace(at, 2, ",1,");
+                found = found || cut(a[i]) == expect;
+            }
+            EXPECT_TRUE(found) << a[i];
+        }
+    EXPECT_EQ(layer1, static_cast<int>(o.size()) - 1);
+    attnscope::test::expect_one_error(run_attnscope("sweep --q " + file + ":/layers/0/q --k " + file + ":/layers/0/k --layers 0,5" + common),
+                                      {"--layers", "no layer 5", "layers 0, 1"}, "sweep --layers 0,5");
+
+    const std::string dir = attnscope::test::fresh_work_dir("cli_sweep_layers");
+    {
+        std::ofstream job(dir + "/job.toml");
+        job << "inputs = [\"" << file << "\"]\nq = \"/layers/0/q\"\nk = \"/layers/0/k\"\nlayers = \"all\"\nmechanisms = [\"linear\"]\n"
+            << "[[sweep]]\nname = \"n\"\nvary = \"n=64,128\"\n";
+    }
+    const CommandResult batch = run_attnscope("batch " + dir + "/job.toml --out " + dir + "/out");
+    ASSERT_EQ(batch.status, 0) << batch.err;
+    const std::string csv = attnscope::test::read_text(dir + "/out/sweeps/n.csv");
+    EXPECT_NE(csv.find("linear,64,16,1,"), std::string::npos) << csv;
+    EXPECT_NE(csv.find("linear,64,16,0,"), std::string::npos) << csv;
 }
