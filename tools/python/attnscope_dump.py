@@ -108,6 +108,7 @@ import contextlib
 import functools
 import math
 import os
+import shutil
 import sys
 import tempfile
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -1041,9 +1042,12 @@ def main(argv=None) -> int:
     with torch.no_grad(), AttnScopeRecorder(model, name="attnscope_dump demo encoder") as rec:
         model(torch.rand(1, 64))
     rec.save(a.demo, grid=(8, 8), prefix_tokens=1)
+    # The command as the reader can run it: `attnscope` when installed (the package), else this checkout's build.
+    tool = "attnscope" if shutil.which("attnscope") else os.path.relpath(
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "app", "attnscope"))
     print(f"wrote {a.demo}: {len(rec.layers)} layers, q/k/v [4, 65, 16]; try\n"
-          f"  attnscope info {a.demo}\n"
-          f"  attnscope analyze --q {a.demo}:/layers/0/q --k {a.demo}:/layers/0/k --head 0 "
+          f"  {tool} info {a.demo}\n"
+          f"  {tool} analyze --q {a.demo}:/layers/0/q --k {a.demo}:/layers/0/k --head 0 "
           f"--prefix-tokens 1 --grid 8,8 --block-grid 4,4")
     return 0
 
