@@ -31,7 +31,7 @@ namespace {
 
 struct SweepArgs {
     SweepOptions sweep;
-    std::string csv_out = "-";
+    std::optional<std::string> csv_out;   // not given: a short summary on standard output (--csv - for the CSV there)
     std::optional<std::string> json_out;
     std::optional<std::string> summary_csv_out;
     std::optional<std::string> plot_out;
@@ -42,7 +42,9 @@ struct SweepArgs {
 // lose the other; an input would be replaced).
 void check_outputs(const SweepArgs& a)
 {
-    std::vector<NamedPath> outs{{"--csv", a.csv_out}};
+    std::vector<NamedPath> outs;
+    if (a.csv_out)
+        outs.push_back({"--csv", *a.csv_out});
     if (a.json_out)
         outs.push_back({"--json", *a.json_out});
     if (a.summary_csv_out)
@@ -56,6 +58,35 @@ void check_outputs(const SweepArgs& a)
     check_output_paths(outs, inputs);
 }
 
+// What a person reads without --csv: per mechanism and value of N (or M), the records' count and the means of
+// the measures that show collapse (rank, effective rank, normalised entropy; the past-block rank on causal
+// data), with where the rest is.
+std::string short_sweep_summary(const analysis::SweepSpec& spec, const nlohmann::ordered_json& doc, std::size_t records,
+                                const SweepArgs& a)
+{
+    const std::string axis(1, spec.vary == 'm' ? 'm' : 'n');
+    const auto mean = [](const nlohmann::ordered_json& p, const char* key, int decimals) {
+        if (!p.contains(key) || !p[key].contains("mean") || !p[key]["mean"].is_number())
+            return std::string("-");
+        return fmt::format("{:.{}f}", p[key]["mean"].get<double>(), decimals);
+    };
+    bool past = false;
+    for (const auto& p : doc["points"])
+        past = past || (p.contains("past_block_rank") && p["past_block_rank"].contains("mean") && p["past_block_rank"]["mean"].is_number());
+    std::string out = fmt::format("{} records; means over each point's units (heads, layers, inputs, seeds, draws)\n", records);
+    out += fmt::format("{:<9} {:>6} {:>6} {:>9} {:>9} {:>8}{}\n", "mechanism", axis, "units", "rank", "eff.rank", "H/ln n", past ? "  past rank" : "");
+    for (const auto& p : doc["points"]) {
+        out += fmt::format("{:<9} {:>6} {:>6} {:>9} {:>9} {:>8}", p["mechanism"].get<std::string>(), p[axis].dump(), p["count"].dump(),
+                           mean(p, "rank", 1), mean(p, "effective_rank", 2), mean(p, "entropy_normalized_mean", 4));
+        if (past)
+            out += fmt::format("  {:>9}", mean(p, "past_block_rank", 1));
+        out += "\n";
+    }
+    if (!a.json_out)
+        out += "every record: --csv FILE (--csv - for standard output); means with 95% intervals: --json FILE\n";
+    return out;
+}
+
 int run_sweep(const SweepArgs& a)
 {
     check_outputs(a);
@@ -64,8 +95,8 @@ int run_sweep(const SweepArgs& a)
 
     // Refuse unwritable destinations (and a bad figure name) before the work.
     std::optional<OutputFile> csv_out, json_out, summary_csv_out, plot_out;
-    if (a.csv_out != "-")
-        csv_out.emplace(a.csv_out, SpecialFiles::write_in_place);
+    if (a.csv_out && *a.csv_out != "-")
+        csv_out.emplace(*a.csv_out, SpecialFiles::write_in_place);
     if (a.json_out && *a.json_out != "-")
         json_out.emplace(*a.json_out, SpecialFiles::write_in_place);
     if (a.summary_csv_out && *a.summary_csv_out != "-")
@@ -91,8 +122,12 @@ int run_sweep(const SweepArgs& a)
     // The figure first (it is the step most likely to fail), then the text outputs, then standard output;
     // every file is published only when all of them are written and standard output was flushed.
     const std::string csv = analysis::sweep_csv(records);
-    const nlohmann::ordered_json summary_doc =
-        a.json_out || a.summary_csv_out ? analysis::sweep_summary(spec, records, plan.inputs) : nlohmann::ordered_json();
+    // Without --csv (and no other output on standard output) a person reads a short summary there.
+    const auto on_stdout = [](const std::optional<std::string>& o) { return o && descriptor_path(*o) == 1; };
+    const bool short_summary = !a.csv_out && !on_stdout(a.json_out) && !on_stdout(a.summary_csv_out);
+    const nlohmann::ordered_json summary_doc = a.json_out || a.summary_csv_out || short_summary
+                                                   ? analysis::sweep_summary(spec, records, plan.inputs)
+                                                   : nlohmann::ordered_json();
     const std::string summary = a.json_out ? json_text(summary_doc, 2) + "\n" : std::string();
 #ifdef ATTNSCOPE_WITH_GUI
     if (plot_out) {
@@ -107,8 +142,10 @@ int run_sweep(const SweepArgs& a)
         json_out->write_text(summary);
     if (summary_csv_out)
         summary_csv_out->write_text(analysis::sweep_summary_csv(summary_doc));
-    if (a.csv_out == "-")
+    if (a.csv_out && *a.csv_out == "-")
         write_text_output("-", csv);
+    if (short_summary)
+        write_text_output("-", short_sweep_summary(spec, summary_doc, records.size(), a));
     if (a.json_out && *a.json_out == "-")
         write_text_output("-", summary);
     if (a.summary_csv_out && *a.summary_csv_out == "-")
@@ -122,8 +159,8 @@ int run_sweep(const SweepArgs& a)
         summary_csv_out->commit();
     if (plot_out)
         plot_out->commit();
-    if (a.csv_out != "-")
-        std::cerr << "wrote " << a.csv_out << " (" << records.size() << " records)\n";
+    if (a.csv_out && *a.csv_out != "-")
+        std::cerr << "wrote " << *a.csv_out << " (" << records.size() << " records)\n";
     if (a.plot_out)
         std::cerr << "wrote " << *a.plot_out << "\n";
     return 0;
@@ -248,7 +285,7 @@ Command add_sweep_command(CLI::App& app)
     auto a = std::make_shared<SweepArgs>();
     auto* cmd = app.add_subcommand("sweep", "Rank and entropy against sequence length N or block count M (CSV + JSON summary)");
     a->sweep.add_to(*cmd, true);
-    cmd->add_option("--csv", a->csv_out, "Long-format CSV (default - : standard output)");
+    cmd->add_option("--csv", a->csv_out, "Long-format CSV of every record (- : standard output; not given: a short summary there)");
     cmd->add_option("--json", a->json_out, "JSON summary: mean, std, min, max and 95% bootstrap interval per point");
     cmd->add_option("--summary-csv", a->summary_csv_out,
                     "The summary as CSV: one line per point and metric with its mean, std, min, max, ci_low, ci_high");

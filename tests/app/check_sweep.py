@@ -35,7 +35,7 @@ def close(a, b, what, rel=1e-12):
 
 # 1. crop subsets over all heads, compared with analyze on the NumPy crop
 out = run(["sweep", "--q", acts + ":/q", "--k", acts + ":/k", "--heads", "all", "--grid", "8,8", "--block-grid", "4,4",
-           "--vary", "n=16,36,64", "--subsample", "crop", "--json", os.path.join(work, "crop.json")])
+           "--vary", "n=16,36,64", "--subsample", "crop", "--json", os.path.join(work, "crop.json"), "--csv", "-"])
 if out is not None:
     rows = rows_of(out)
     if len(rows) != 2 * 3 * 3:
@@ -77,7 +77,7 @@ if out is not None:
             problems.append(f"summary std {p['effective_rank']['std']} vs {std}")
 
 # 2. first-N subsets with 1-D blocks equal analyze on the first N tokens
-out = run(["sweep", "--q", acts + ":/q", "--k", acts + ":/k", "--head", "1", "--blocks", "4", "--vary", "n=20,64"])
+out = run(["sweep", "--q", acts + ":/q", "--k", acts + ":/k", "--head", "1", "--blocks", "4", "--vary", "n=20,64", "--csv", "-"])
 if out is not None:
     for row in rows_of(out):
         n = int(row["n"])
@@ -94,7 +94,7 @@ if out is not None:
 # 3. random subsets: deterministic for a seed, different for another
 def random_sweep(seed):
     text = run(["sweep", "--q", acts + ":/q", "--k", acts + ":/k", "--vary", "n=30", "--subsample", "random", "--draws", "3",
-                "--subsample-seed", str(seed), "--mechanism", "softmax"])
+                "--subsample-seed", str(seed), "--mechanism", "softmax", "--csv", "-"])
     return None if text is None else [{k: v for k, v in r.items() if k != "seconds"} for r in rows_of(text)]
 
 a, b, c = random_sweep(5), random_sweep(5), random_sweep(6)
@@ -107,7 +107,7 @@ if a is not None:
         problems.append("the three random draws gave identical results")
 
 # 4. synthetic sweep: linear rank pinned at d while softmax keeps rising (global context collapse)
-out = run(["sweep", "--synth", "gaussian", "--d", "16", "--vary", "n=32,64,128", "--mechanism", "softmax,linear"])
+out = run(["sweep", "--synth", "gaussian", "--d", "16", "--vary", "n=32,64,128", "--mechanism", "softmax,linear", "--csv", "-"])
 if out is not None:
     rows = rows_of(out)
     lin = [int(r["rank"]) for r in rows if r["mechanism"] == "linear"]

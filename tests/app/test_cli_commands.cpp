@@ -1,5 +1,6 @@
 // The subcommands doing their jobs: info (table and JSON), analyze's summary, synth's structure
 // (checked by NumPy in check_synth.py), matrix round trips.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -333,4 +334,22 @@ TEST(CliCommands, SweepOverPerLayerDatasets)
     const std::string csv = attnscope::test::read_text(dir + "/out/sweeps/n.csv");
     EXPECT_NE(csv.find("linear,64,16,1,"), std::string::npos) << csv;
     EXPECT_NE(csv.find("linear,64,16,0,"), std::string::npos) << csv;
+}
+
+// Issue 36 item 4: sweep without --csv prints a short summary (the means per mechanism and N, where the rest is)
+// instead of a 40-column CSV; --csv - still gives the CSV, alone, on standard output.
+TEST(CliCommands, SweepWithoutCsvPrintsASummary)
+{
+    const std::string common = "sweep --synth local1d --d 8 --seeds 2 --vary n=32,64 --blocks 4";
+    const CommandResult summary = run_attnscope(common);
+    ASSERT_EQ(summary.status, 0) << summary.err;
+    EXPECT_EQ(summary.out.find("mechanism,n,m"), std::string::npos) << summary.out;
+    EXPECT_NE(summary.out.find("12 records"), std::string::npos) << summary.out;
+    EXPECT_NE(summary.out.find("eff.rank"), std::string::npos) << summary.out;
+    EXPECT_NE(summary.out.find("--csv FILE"), std::string::npos) << summary.out;
+    EXPECT_LE(std::count(summary.out.begin(), summary.out.end(), '\n'), 12) << summary.out;
+    const CommandResult csv = run_attnscope(common + " --csv -");
+    ASSERT_EQ(csv.status, 0) << csv.err;
+    EXPECT_EQ(csv.out.rfind("mechanism,n,m,", 0), 0u) << csv.out;
+    EXPECT_EQ(csv.out.find("records;"), std::string::npos) << csv.out;
 }

@@ -284,7 +284,7 @@ TEST(CliFigure, SweepPlotWritesTheCurves)
                             "--metric effective_rank --out " + fig).status, 0);
     EXPECT_EQ(QImage(QString::fromStdString(fig)), QImage(QString::fromStdString(dir + "/s.png")));
     // CSV on standard output with a PDF plot.
-    const CommandResult p = run_attnscope(common + " --plot " + dir + "/s.pdf");
+    const CommandResult p = run_attnscope(common + " --csv - --plot " + dir + "/s.pdf");
     ASSERT_EQ(p.status, 0) << p.err;
     EXPECT_EQ(p.out.rfind("mechanism,n,m,", 0), 0u);
     expect_pdf(dir + "/s.pdf");

@@ -56,7 +56,7 @@ TEST_F(CliHostile, TwoOutputsNeverShareAPath)
     expect_one_error(run_attnscope("sweep " + qk("good.h5") + " --vary n=16,48 --csv " + out + " --json " + out),
                      {"--csv", "--json", "same.out"}, "csv and json on one path");
     EXPECT_FALSE(fs::exists(out));
-    expect_one_error(run_attnscope("sweep " + qk("good.h5") + " --vary n=16,48 --json -"), {"standard output"},
+    expect_one_error(run_attnscope("sweep " + qk("good.h5") + " --vary n=16,48 --csv - --json -"), {"standard output"},
                      "csv and json on standard output");
 }
 

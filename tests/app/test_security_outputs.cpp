@@ -273,7 +273,7 @@ TEST_F(SecurityOutputs, DevStdoutIsStandardOutput)
     EXPECT_EQ(read_text(csv).rfind("mechanism,n,m,", 0), 0u) << read_text(csv);
     EXPECT_EQ(listing(dir), (std::vector<std::string>{"redirected.csv", "redirected.json"}));
     // Two outputs on standard output, by either name, are refused.
-    expect_one_error(run("sweep --synth gaussian --d 8 --vary n=16,32 --mechanism linear --json /dev/stdout"),
+    expect_one_error(run("sweep --synth gaussian --d 8 --vary n=16,32 --mechanism linear --csv - --json /dev/stdout"),
                      {"--csv", "--json", "standard output"}, "csv - and json /dev/stdout");
 }
 
