@@ -80,7 +80,16 @@ def main():
         if r.get("dump") and os.path.isfile(os.path.join(args.out, r["dump"])):
             r["key"] = os.path.basename(path)[:-5]
             runs.append(r)
-    if not runs:
+    # Models measured before whose dumps are not here (the dumps are large and not committed: a fresh checkout has
+    # only those of the models trained since) keep their measures from OUT/measures.json: a dump is its model, and
+    # `attnscope batch` measures it the same way every time.
+    kept = []
+    previous = os.path.join(args.out, "measures.json")
+    if os.path.isfile(previous):
+        with open(previous) as f:
+            have = {r["key"] for r in runs}
+            kept = [m for m in json.load(f).get("models", []) if m["key"] not in have]
+    if not runs and not kept:
         sys.exit(f"no dumps under {args.out} (mqar.py dumps every model it trains)")
     by_mech = defaultdict(list)   # one batch job per mechanism and operator
     for r in runs:
@@ -113,7 +122,7 @@ def main():
                         v = value(rec, m)
                         if v is not None:
                             per_unit[key][rec["layer"]][m].append(v)
-    models = []
+    models = list(kept)
     for r in runs:
         layers = {str(l): {m: float(np.mean(v)) for m, v in ms.items()} for l, ms in sorted(per_unit[r["key"]].items())}
         models.append(dict(key=r["key"], mechanism=r["mechanism"], variant=r["variant"], n=r["n"], pairs=r["pairs"],
@@ -130,13 +139,14 @@ def main():
             lo, hi = bootstrap_spearman(x, y) if s is not None else (None, None)
             correlations.append(dict(layer=int(layer), measure=measure, models=len(pts), spearman=s, ci_low=lo,
                                      ci_high=hi, interval="95% percentile bootstrap over models, 2000 resamples"))
-    doc = dict(models=models, correlations=correlations)
+    doc = dict(models=models, correlations=correlations, measured_now=len(runs), kept_from_before=len(kept))
     with open(os.path.join(args.out, "measures.json"), "w") as f:
         json.dump(doc, f, indent=1)
     for c in correlations:
         ci = "" if c["ci_low"] is None else f" [{c['ci_low']:.2f}, {c['ci_high']:.2f}]"
         s = "-" if c["spearman"] is None else f"{c['spearman']:+.2f}"
         print(f"layer {c['layer']} {c['measure']:32} rho {s}{ci} over {c['models']} models")
+    print(f"{len(runs)} models measured from their dumps, {len(kept)} kept from the previous measures.json")
 
 
 if __name__ == "__main__":

@@ -280,7 +280,11 @@ def main():
                  "across models Spearman's rank correlation with test recall accuracy and a 95% percentile "
                  "bootstrap interval over models (2000 resamples). `retrieval_mass` is the attention weight a "
                  "query puts on the value token that answers it (the position after the matching key, from the "
-                 "file's `retrieval_targets`; docs/formats.md).\n")
+                 "file's `retrieval_targets`; docs/formats.md)." +
+                 (f" This run measured {measures['measured_now']} models from their dumps and kept the measures of "
+                  f"{measures['kept_from_before']} from the previous run of tools/study/mqar_measures.py, whose dumps "
+                  "(tens of MB, not committed) stayed on the machine that trained them: a dump is its model, and "
+                  "`attnscope batch` measures it the same way every time." if measures.get("kept_from_before") else "") + "\n")
         L.append("![recall against measures](figures/mqar/recall_vs_measures.png)\n")
         L.append("| layer | measure | models | Spearman rho [95% bootstrap] |\n|---|---|---|---|")
         for c in measures["correlations"]:
