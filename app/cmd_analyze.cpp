@@ -1,6 +1,9 @@
 // `attnscope analyze` (docs/cli.md): rank, spectrum and entropy of softmax, linear and MHLA attention, as
 // a summary table or the analyze JSON.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <unistd.h>
 #include <cmath>
 #include <stdexcept>
 #include <functional>
@@ -164,10 +167,34 @@ void print_summary(const ojson& doc, const std::vector<const analysis::MetricEnt
 // `--at b=all`: every index of the axes given as `all` is its own unit (analysis/plan.h), analysed in turn.
 // The document holds one {unit, at, input, results} per unit and the statistics over them
 // (analysis/aggregate.h); a selection without `all` keeps the single-unit document, byte for byte.
+// Progress on standard error while it is a terminal (never into pipes, files or CI logs), cleared when the work
+// ends or fails (an error line then starts clean): a long analysis said nothing for seconds (9 s at N = 3000).
+struct TerminalProgress {
+    analysis::JobContext ctx;
+    bool tty = ::isatty(2) != 0 && !std::getenv("CI");
+    TerminalProgress()
+    {
+        ctx.on_progress = [this](double f, const std::string& stage) {
+            if (tty)
+                std::fprintf(stderr, "\r[%3.0f%%] %-70.70s", 100.0 * f, stage.c_str());
+        };
+    }
+    ~TerminalProgress()
+    {
+        if (tty)
+            std::fprintf(stderr, "\r%-80s\r", "");
+    }
+    TerminalProgress(const TerminalProgress&) = delete;
+    TerminalProgress& operator=(const TerminalProgress&) = delete;
+};
+
 int run_analyze_units(const analysis::AnalyzeRequest& request, const std::optional<std::string>& json_out,
                       bool json_to_stdout, std::optional<OutputFile>& json_file, const std::vector<const analysis::MetricEntry*>& chosen)
 {
-    analysis::UnitsDocument units = analysis::analyze_units_document(request);
+    analysis::UnitsDocument units = [&] {
+        TerminalProgress progress;
+        return analysis::analyze_units_document(request, &progress.ctx);
+    }();
     for (auto& unit : units.doc["units"])
         analysis::keep_metrics(unit, chosen);
     return publish_json(units.doc, json_out, json_to_stdout, json_file, [&] {
@@ -237,7 +264,10 @@ int run_analyze(const AnalyzeArgs& a)
     io::set_read_limit_bytes(request.memory_limit);
     if (!request.setup.selection.all.empty())
         return run_analyze_units(request, a.json_out, json_to_stdout, json_file, chosen);
-    ojson doc = analysis::analyze_document(request);
+    ojson doc = [&] {
+        TerminalProgress progress;
+        return analysis::analyze_document(request, &progress.ctx);
+    }();
     analysis::keep_metrics(doc, chosen);
     return publish_json(doc, a.json_out, json_to_stdout, json_file, [&] { print_summary(doc, chosen); });
 }

@@ -353,3 +353,21 @@ TEST(CliCommands, SweepWithoutCsvPrintsASummary)
     EXPECT_EQ(csv.out.rfind("mechanism,n,m,", 0), 0u) << csv.out;
     EXPECT_EQ(csv.out.find("records;"), std::string::npos) << csv.out;
 }
+
+// Issue 36 item 4: a long analyze shows its progress on standard error while that is a terminal (here a
+// pseudo-terminal from util-linux's `script`), and never in a pipe, a file or a CI log.
+TEST(CliCommands, AnalyzeProgressOnlyOnATerminal)
+{
+    if (std::system("command -v script > /dev/null 2>&1") != 0)
+        GTEST_SKIP() << "no script(1)";
+    const std::string file = std::string(ATTNSCOPE_DATA_DIR) + "/char_lm_licenses.h5";
+    const std::string cmd = std::string(ATTNSCOPE_BINARY) + " analyze --q " + file + ":/layers/1/q --k " + file + ":/layers/1/k";
+    const CommandResult tty = attnscope::test::run_command("env -u CI script -qc '" + cmd + "' /dev/null");
+    ASSERT_EQ(tty.status, 0) << tty.err;
+    EXPECT_NE(tty.out.find("%] softmax"), std::string::npos) << tty.out.substr(0, 400);
+    const CommandResult pipe = attnscope::test::run_command("env -u CI " + cmd + " 2>&1 > /dev/null");
+    ASSERT_EQ(pipe.status, 0);
+    EXPECT_EQ(pipe.out, "") << "progress in a pipe";
+    const CommandResult ci = attnscope::test::run_command("CI=true script -qc '" + cmd + "' /dev/null");
+    EXPECT_EQ(ci.out.find("%] softmax"), std::string::npos) << "progress in a CI log";
+}
