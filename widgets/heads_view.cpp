@@ -290,28 +290,6 @@ private:
         return out;
     }
 
-    // Sentences broken between words into lines of at most `width` pixels in `font`.
-    static QString wrapToWidth(const QStringList& sentences, const QFont& font, double width)
-    {
-        const QFontMetricsF fm(font);
-        QStringList lines;
-        for (const QString& sentence : sentences) {
-            QString line;
-            for (const QString& word : sentence.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
-                const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
-                if (!line.isEmpty() && fm.horizontalAdvance(longer) > width) {
-                    lines << line;
-                    line = word;
-                } else {
-                    line = longer;
-                }
-            }
-            if (!line.isEmpty())
-                lines << line;
-        }
-        return lines.join(QLatin1Char('\n'));
-    }
-
     static QFont scaledFont(double pt, bool bold, double scale)
     {
         return plotFont(pt * std::max(0.5, scale), bold);
@@ -374,7 +352,7 @@ private:
         }
         const double scaleBase = 12 * fs + 12 * fs + tickFm.horizontalAdvance(QStringLiteral("0.0075")) + 12 * fs;
         // Down: the title, the details (two lines at most), the foot, and per block the head names.
-        const QString foot = wrapToWidth(footSentences(figure), scaledFont(kTickPt, false, fs), 0.92 * (width - 16));
+        const QString foot = wrapToPixels(footSentences(figure), scaledFont(kTickPt, false, fs), 0.92 * (width - 16), true);
         const double fixed = titleFm.lineSpacing() * (titleFm.horizontalAdvance(pageTitle(false)) > width - 16 ? 2 : 1) +
                              tickFm.lineSpacing() * (tickFm.horizontalAdvance(detailsText()) > width - 16 ? 2 : 1) +
                              tickFm.lineSpacing() * (foot.count(QLatin1Char('\n')) + 2) + 24 * fs;
@@ -639,7 +617,7 @@ private:
         auto* grid = new QCPLayoutGrid;
         layout->addElement(2, 0, grid);
         // The foot's lines, broken for the width (the export's fonts are scaled later: the same words fit).
-        auto* foot = new QCPTextElement(m_plot, wrapToWidth(footSentences(m_exporting), plotFont(kTickPt), 0.92 * (width - 16)),
+        auto* foot = new QCPTextElement(m_plot, wrapToPixels(footSentences(m_exporting), plotFont(kTickPt), 0.92 * (width - 16), true),
                                         plotFont(kTickPt));
         foot->setTextColor(QColor(60, 60, 60));
         layout->addElement(3, 0, foot);

@@ -394,24 +394,8 @@ void MapPanels::updateLabels()
 // The footnote's sentences in lines no wider than `width` pixels.
 void MapPanels::wrapFootnote(int width)
 {
-    if (!m_footnote)
-        return;
-    const QFontMetrics fm(m_footnote->font());
-    QStringList lines;
-    QString line;
-    for (const QString& sentence : m_footnoteLines)
-        for (const QString& word : sentence.split(' ', Qt::SkipEmptyParts)) {
-            const QString longer = line.isEmpty() ? word : line + ' ' + word;
-            if (!line.isEmpty() && fm.horizontalAdvance(longer) > width - 16) {
-                lines << line;
-                line = word;
-            } else {
-                line = longer;
-            }
-        }
-    if (!line.isEmpty())
-        lines << line;
-    m_footnote->setText(lines.join('\n'));
+    if (m_footnote)
+        m_footnote->setText(wrapToPixels(m_footnoteLines, m_footnote->font(), width - 16, false));
 }
 
 bool MapPanels::refreshImages(Index capRows, Index capCols, analysis::Reduce how)

@@ -403,6 +403,31 @@ QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, doub
 }
 
 // Inserts line breaks so a long error message fits a panel.
+QString wrapToPixels(const QStringList& sentences, const QFont& font, double width, bool sentencePerLine)
+{
+    const QFontMetricsF fm(font);
+    QStringList lines;
+    QString line;
+    for (const QString& sentence : sentences) {
+        for (const QString& word : sentence.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+            const QString longer = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+            if (!line.isEmpty() && fm.horizontalAdvance(longer) > width) {
+                lines << line;
+                line = word;
+            } else {
+                line = longer;
+            }
+        }
+        if (sentencePerLine && !line.isEmpty()) {
+            lines << line;
+            line.clear();
+        }
+    }
+    if (!line.isEmpty())
+        lines << line;
+    return lines.join(QLatin1Char('\n'));
+}
+
 QString wrapText(const QString& text, int width)
 {
     QStringList lines;

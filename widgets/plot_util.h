@@ -145,5 +145,8 @@ QCPGraph* addFunction(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, double x0, doub
                       const std::function<double(double)>& f, const QPen& pen);
 // Line breaks inserted between words so a long message fits `width` characters per line.
 QString wrapText(const QString& text, int width);
+// The sentences' words in lines of at most `width` pixels in `font` (a word wider than that on a line of its
+// own); `sentencePerLine`: each sentence starts a line, else they run on.
+QString wrapToPixels(const QStringList& sentences, const QFont& font, double width, bool sentencePerLine);
 
 }  // namespace attnscope::widgets
