@@ -214,4 +214,51 @@ std::vector<LayerTensors> layer_tensors(const io::TensorRef& qref, const io::Ten
     return out;
 }
 
+bool expand_layer_datasets(std::vector<TensorSource>& sources, std::vector<std::optional<Index>>& input_layers, const AxisChoice& choice)
+{
+    if (choice.kind == AxisChoice::Kind::selection)
+        return false;
+    std::vector<TensorSource> inputs;
+    std::vector<std::optional<Index>> layers;
+    std::size_t expanded = 0;
+    for (const TensorSource& src : sources) {
+        const auto file = io::open_tensor(src.q_ref);
+        const std::string layout = io::resolve_layout(file->find(src.q_ref.name), src.selection, "--q " + src.q_ref.text);
+        const std::vector<LayerTensors> found =
+            layout.find('l') == std::string::npos ? layer_tensors(src.q_ref, src.k_ref, src.v_ref) : std::vector<LayerTensors>{};
+        if (found.empty()) {
+            inputs.push_back(src);
+            layers.push_back(std::nullopt);
+            continue;
+        }
+        ++expanded;
+        std::vector<Index> have;
+        for (const LayerTensors& l : found) {
+            have.push_back(l.layer);
+            const auto& want = choice.indices;
+            if (choice.kind == AxisChoice::Kind::list && std::find(want.begin(), want.end(), l.layer) == want.end())
+                continue;
+            inputs.push_back({l.q_ref, l.k_ref, l.v_ref, src.selection});
+            layers.push_back(l.layer);
+        }
+        for (const Index want : choice.indices)
+            if (std::find(have.begin(), have.end(), want) == have.end()) {
+                std::string list;
+                for (const Index h : have)
+                    list += (list.empty() ? "" : ", ") + std::to_string(h);
+                throw std::invalid_argument(choice.what + ": --q " + src.q_ref.text + " has no layer " + std::to_string(want) +
+                                            " among its per-layer datasets (layers " + list + ")");
+            }
+    }
+    if (expanded == 0)
+        return false;   // plan_units says what is wrong with an input that has neither
+    if (expanded != sources.size())
+        throw std::invalid_argument(choice.what + ": some inputs hold their layers as per-layer datasets (/layers/<i>/q) and "
+                                                       "others not; sweep them apart");
+    sources = std::move(inputs);
+    input_layers = std::move(layers);
+    return true;
+}
+
+
 }  // namespace attnscope::analysis

@@ -57,5 +57,12 @@ struct LayerTensors {
 // Reads headers only.
 std::vector<LayerTensors> layer_tensors(const io::TensorRef& q_ref, const io::TensorRef& k_ref,
                                         const std::optional<io::TensorRef>& v_ref);
+// `choice` (a sweep's `layers = all | LIST`) over inputs whose queries have no 'l' axis but per-layer datasets:
+// each such source becomes one source per layer chosen, its layer in `input_layers` (as batch and the model
+// overview take them; the sweep refused them with "layout hnd has no 'l' axis"). True when it expanded (the
+// choice is then spent); false, changing nothing, when no source has such datasets or the choice is the
+// selection's. A listed layer a file lacks, or sources of both kinds, throw std::invalid_argument. Reads headers.
+bool expand_layer_datasets(std::vector<TensorSource>& sources, std::vector<std::optional<Eigen::Index>>& input_layers,
+                           const AxisChoice& choice);
 
 }  // namespace attnscope::analysis

@@ -260,59 +260,13 @@ void plan_synthetic(SweepPlan& plan)
 }
 
 // Loaded inputs: each input's file defaults, then its units and points.
-// `layers = all | LIST` (sweep --layers, a [[sweep]]'s layers) over inputs whose queries have no 'l' axis but
-// per-layer datasets (/layers/<i>/q, as the bridge writes them): each such input becomes one input per layer
-// chosen, as batch and the model overview take them (the sweep refused them with "layout hnd has no 'l'
-// axis"). A listed layer the file lacks is an error naming the layers there are.
-void expand_layer_datasets(SweepSpec& spec)
-{
-    if (spec.layers.kind == AxisChoice::Kind::selection || !spec.input_layers.empty())
-        return;
-    std::vector<TensorSource> inputs;
-    std::vector<std::optional<Index>> layers;
-    std::size_t expanded = 0;
-    for (const TensorSource& src : spec.inputs) {
-        const auto file = io::open_tensor(src.q_ref);
-        const std::string layout = io::resolve_layout(file->find(src.q_ref.name), src.selection, "--q " + src.q_ref.text);
-        const std::vector<LayerTensors> found =
-            layout.find('l') == std::string::npos ? layer_tensors(src.q_ref, src.k_ref, src.v_ref) : std::vector<LayerTensors>{};
-        if (found.empty()) {
-            inputs.push_back(src);
-            layers.push_back(std::nullopt);
-            continue;
-        }
-        ++expanded;
-        std::vector<Index> have;
-        for (const LayerTensors& l : found) {
-            have.push_back(l.layer);
-            const auto& want = spec.layers.indices;
-            if (spec.layers.kind == AxisChoice::Kind::list && std::find(want.begin(), want.end(), l.layer) == want.end())
-                continue;
-            inputs.push_back({l.q_ref, l.k_ref, l.v_ref, src.selection});
-            layers.push_back(l.layer);
-        }
-        for (const Index want : spec.layers.indices)
-            if (std::find(have.begin(), have.end(), want) == have.end()) {
-                std::string list;
-                for (const Index h : have)
-                    list += (list.empty() ? "" : ", ") + std::to_string(h);
-                throw std::invalid_argument(spec.layers.what + ": --q " + src.q_ref.text + " has no layer " + std::to_string(want) +
-                                            " among its per-layer datasets (layers " + list + ")");
-            }
-    }
-    if (expanded == 0)
-        return;   // plan_units says what is wrong with an input that has neither
-    if (expanded != spec.inputs.size())
-        throw std::invalid_argument(spec.layers.what + ": some inputs hold their layers as per-layer datasets (/layers/<i>/q) and "
-                                                       "others not; sweep them apart");
-    spec.inputs = std::move(inputs);
-    spec.input_layers = std::move(layers);
-    spec.layers = AxisChoice{};
-}
-
 void plan_loaded(SweepPlan& plan)
 {
-    expand_layer_datasets(plan.spec);
+    // Per-layer datasets (/layers/<i>/q) under `layers = all | LIST`: one input per layer, as batch takes them.
+    SweepSpec& expanded = plan.spec;
+    if (expanded.layers.kind != AxisChoice::Kind::selection && expanded.input_layers.empty() &&
+        expand_layer_datasets(expanded.inputs, expanded.input_layers, expanded.layers))
+        expanded.layers = AxisChoice{};
     const SweepSpec& spec = plan.spec;
     std::vector<TensorSource> inputs;
     std::vector<attention::AttentionOptions> options;
