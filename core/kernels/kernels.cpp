@@ -3,6 +3,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <cstdlib>
 #include <stdexcept>
@@ -10,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -128,6 +133,75 @@ bool address_space_limited()
 // Room for the warm-up's matrices and the new threads' stacks beside the buffers.
 constexpr std::size_t kBlasMargin = std::size_t{64} << 20;
 
+std::string mib(std::size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+
+std::string limit_text()
+{
+    struct rlimit limit {};
+    ::getrlimit(RLIMIT_AS, &limit);
+    return "ulimit -v: " + mib(static_cast<std::size_t>(limit.rlim_cur));
+}
+
+// The warm-up product's time limit: it takes about a millisecond; a loaded 2-core machine stays far inside.
+constexpr int kBlasWarmUpLimitSeconds = 10;
+
+// Ends the process with one error line (status 2) unless destroyed within kBlasWarmUpLimitSeconds. Its thread has
+// a small stack (256 KiB), so it starts where OpenBLAS's 128 MiB buffer no longer fits; when even that fails there is
+// no watchdog (the check before the product found room for a buffer and a margin, so this is not expected).
+class BlasWatchdog {
+public:
+    explicit BlasWatchdog(std::string limit) : m_message("error: OpenBLAS found no room for its buffer of " + mib(kBlasBufferBytes) +
+                                                         " under the address-space limit (" + std::move(limit) +
+                                                         ") and would wait for it forever: raise the limit\n")
+    {
+        // A stack smaller than the static TLS of the loaded libraries is refused (EINVAL: 64 KiB was): the smallest
+        // of these sizes that starts, else the default.
+        for (const std::size_t kib : {256, 1024, 0}) {
+            pthread_attr_t attr;
+            if (::pthread_attr_init(&attr) != 0)
+                return;
+            if (kib == 0 || ::pthread_attr_setstacksize(&attr, kib << 10) == 0)
+                m_started = ::pthread_create(&m_thread, &attr, &BlasWatchdog::watch, this) == 0;
+            ::pthread_attr_destroy(&attr);
+            if (m_started)
+                return;
+        }
+    }
+    ~BlasWatchdog()
+    {
+        if (!m_started)
+            return;
+        {
+            const std::lock_guard lock(m_mutex);
+            m_done = true;
+        }
+        m_cv.notify_one();
+        ::pthread_join(m_thread, nullptr);
+    }
+    BlasWatchdog(const BlasWatchdog&) = delete;
+    BlasWatchdog& operator=(const BlasWatchdog&) = delete;
+
+private:
+    static void* watch(void* self)
+    {
+        auto* dog = static_cast<BlasWatchdog*>(self);
+        std::unique_lock lock(dog->m_mutex);
+        if (!dog->m_cv.wait_for(lock, std::chrono::seconds(kBlasWarmUpLimitSeconds), [dog] { return dog->m_done; })) {
+            std::fflush(nullptr);
+            const ssize_t written = ::write(2, dog->m_message.data(), dog->m_message.size());
+            (void)written;
+            std::_Exit(2);
+        }
+        return nullptr;
+    }
+    std::string m_message;
+    std::mutex m_mutex;
+    std::condition_variable m_cv;
+    bool m_done = false;
+    bool m_started = false;
+    pthread_t m_thread {};
+};
+
 }  // namespace
 
 int reserve_blas_buffers(int wanted)
@@ -151,21 +225,21 @@ int reserve_blas_buffers(int wanted)
     for (int k = wanted; k >= 1 && !fit; --k)
         if (address_space_for(static_cast<std::size_t>(k) * kBlasBufferBytes + kBlasMargin))
             fit = k;
-    if (!fit) {
-        struct rlimit limit {};
-        ::getrlimit(RLIMIT_AS, &limit);
-        const auto mib = [](double b) { return std::to_string(static_cast<long long>(b / (1024.0 * 1024.0))) + " MiB"; };
-        throw std::invalid_argument("the address-space limit (ulimit -v: " + mib(static_cast<double>(limit.rlim_cur)) +
-                                    ") leaves no room for OpenBLAS's buffer of " + mib(static_cast<double>(kBlasBufferBytes)) +
-                                    " (it would wait for it forever): raise the limit");
-    }
+    if (!fit)
+        throw std::invalid_argument("the address-space limit (" + limit_text() + ") leaves no room for OpenBLAS's buffer of " +
+                                    mib(kBlasBufferBytes) + " (it would wait for it forever): raise the limit");
     if (given || fit < wanted)
         set_threads(fit);
     // One product on every thread: OpenBLAS maps the calling thread's buffer now and keeps it for later products.
+    // A thread OpenBLAS started at load that was still waiting for its buffer can take the room between the check
+    // above and this product (CI: 1 start in ~10 hung at ulimit -v 400000, the worker's buffer mapped after the
+    // check), and OpenBLAS would then wait for ours forever. No check can see such a thread, so a watchdog ends
+    // the process with one error line when the product has not returned in kBlasWarmUpLimit (it takes ~1 ms).
     constexpr int n = 256;
     std::vector<double> a(static_cast<std::size_t>(n) * n, 1.0), c(static_cast<std::size_t>(n) * n, 0.0);
     const char no = 'N';
     const double one = 1.0, zero = 0.0;
+    BlasWatchdog watchdog(limit_text());
     dgemm_(&no, &no, &n, &n, &n, &one, a.data(), &n, a.data(), &n, &zero, c.data(), &n);
     return fit;
 }

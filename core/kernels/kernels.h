@@ -40,7 +40,9 @@ int usable_cores();
 // reserve_blas_buffers(wanted) sets the thread count (ours and OpenBLAS's; 0: keep it) to `wanted`, or to
 // fewer when the buffers of all its threads do not fit (an mmap of their size, released at once; asked
 // for as if none were mapped yet, since a thread started at load may still be waiting for its own),
-// and has OpenBLAS map the calling thread's buffer now with one small product, while the space is there.
+// and has OpenBLAS map the calling thread's buffer now with one small product, while the space is there. A thread
+// started at load can still take that room after the check: a product not done in 10 s then ends the process
+// with one error line (status 2) from a watchdog thread, never a hang.
 // Returns the count in effect. Throws std::invalid_argument naming the limit when not even one buffer fits:
 // an error line, never a hang. Products never depend on the thread count, so no number changes.
 inline constexpr std::size_t kBlasBufferBytes = (std::size_t{128} << 20) + (std::size_t{64} << 10);
