@@ -21,8 +21,8 @@ namespace attnscope::app {
 
 namespace {
 
-constexpr const char* kSubcommands[] = {"info",  "analyze",   "matrix", "synth", "sweep", "batch",
-                                        "merge", "aggregate", "depth",  "figure"};
+constexpr const char* kSubcommands[] = {"info",  "analyze",   "matrix", "synth",  "sweep", "batch",
+                                        "merge", "aggregate", "depth",  "figure", "report"};
 
 bool is_subcommand(const char* word)
 {
@@ -105,6 +105,7 @@ int run_cli(int argc, char** argv)
     commands.push_back(add_merge_command(app));
     commands.push_back(add_aggregate_command(app));
     commands.push_back(add_depth_command(app));
+    commands.push_back(add_report_command(app));
     make_numbers_strict(app);   // every numeric option, plain decimal only (app/cli_options.h)
 
     try {

@@ -37,6 +37,11 @@ Command add_figure_command(CLI::App& app);   // builds with the desktop app only
 Command add_batch_command(CLI::App& app);
 Command add_merge_command(CLI::App& app);
 Command add_aggregate_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
+
+// Runs the batch job at `job_path` into `out_dir` with `jobs` units in parallel, as `attnscope batch` does (its
+// progress and summary on standard error, its figures when built with the desktop app's views); the exit status.
+int run_batch_job(const std::string& job_path, const std::string& out_dir, int jobs);
 
 // The statistics over units as the aggregate subcommand prints them (app/cmd_aggregate.cpp): one block per
 // metric with the mechanisms under it, then the paired differences. `metrics`: only these (empty = all).

@@ -203,6 +203,15 @@ int run_batch(const BatchArgs& a)
 
 }  // namespace
 
+int run_batch_job(const std::string& job_path, const std::string& out_dir, int jobs)
+{
+    BatchArgs a;
+    a.job = job_path;
+    a.out = out_dir;
+    a.jobs = jobs;
+    return run_batch(a);
+}
+
 Command add_batch_command(CLI::App& app)
 {
     auto a = std::make_shared<BatchArgs>();

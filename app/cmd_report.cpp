@@ -1,0 +1,369 @@
+// `attnscope report INPUT... --out DIR` (docs/cli.md, "Added for round 5"): every layer and head of every input in
+// one page, DIR/index.html, that works offline from a file:// URL. Each input is measured by a batch job written to
+// DIR/runs/<name>/job.toml (every layer and head, each row's entropy, the semiseparable profile, the depth products,
+// a maps figure per head) and run as `attnscope batch` runs it, so a rerun resumes and every number can be
+// reproduced by that job or by the `analyze` command shown beside it. The page (app/report/report.js) draws the
+// records with Vega-Lite (vendored, written to DIR/vendor/); its data is DIR/data.js. index.html is written last.
+#include <algorithm>
+#include <cstdint>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_common.h"
+#include "io/tensor_file.h"
+#include "report_assets.h"
+#include "util/error.h"
+#include "util/output.h"
+
+namespace attnscope::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+struct ReportArgs {
+    std::vector<std::string> inputs;
+    std::string out;
+    int jobs = 1;
+    std::string title = "AttnScope report";
+};
+
+// One input file and the datasets its job reads: per-layer /layers/<i>/q (the PyTorch bridge's layout) or /q.
+struct ReportInput {
+    std::string path;   // absolute
+    std::string name;   // unique in the report: the file's stem
+    std::string q, k;
+    bool layered = false;
+};
+
+ReportInput plan_input(const std::string& given, std::set<std::string>& names)
+{
+    ReportInput in;
+    in.path = fs::absolute(given).lexically_normal().string();
+    const auto file = io::open_tensor_file(in.path);
+    const auto has = [&](const std::string& n) {
+        return std::any_of(file->tensors().begin(), file->tensors().end(), [&](const io::TensorInfo& t) { return t.name == n; });
+    };
+    if (has("/layers/0/q") && has("/layers/0/k")) {
+        in.q = "/layers/0/q", in.k = "/layers/0/k", in.layered = true;
+    } else if (has("/q") && has("/k")) {
+        in.q = "/q", in.k = "/k";
+    } else {
+        throw InputError(given + ": neither /layers/<i>/q and /k datasets (the PyTorch bridge's layout, docs/pytorch.md 9) "
+                                 "nor /q and /k: report reads those; for other names write a batch job (docs/batch.md)");
+    }
+    const std::string stem = fs::path(given).stem().string();
+    in.name = stem;
+    for (int i = 2; names.count(in.name); ++i)
+        in.name = stem + "_" + std::to_string(i);
+    names.insert(in.name);
+    return in;
+}
+
+std::string toml_string(const std::string& s)
+{
+    std::string out = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\')
+            out += '\\';
+        if (static_cast<unsigned char>(c) < 0x20)
+            throw InputError("a file name with a control character: " + s);
+        out += c;
+    }
+    return out + "\"";
+}
+
+// The batch job that measures one input for the page.
+std::string job_text(const ReportInput& in)
+{
+    std::string t = "# Written by attnscope report: every layer and head of one input (docs/cli.md, report).\n";
+    t += "inputs = [" + toml_string(in.path) + "]\n";
+    t += "q = " + toml_string(in.q) + "\nk = " + toml_string(in.k) + "\n";
+    if (in.layered)
+        t += "layers = \"all\"\n";
+    t += "heads = \"all\"\n\n[metrics]\nrow_entropy = true\npast_splits = 16\n";
+    if (in.layered)
+        t += "\n[depth]\n";
+#ifdef ATTNSCOPE_WITH_GUI
+    t += "\n[[figure]]\nview = \"maps\"\nwidth = 720\nheight = 300\n";   // drawn by the desktop app's views
+#endif
+    return t;
+}
+
+std::vector<json> read_records(const fs::path& results)
+{
+    std::ifstream in(results);
+    if (!in)
+        throw InputError(results.string() + ": cannot be read (the batch wrote no records)");
+    std::vector<json> records;
+    std::string line;
+    while (std::getline(in, line))
+        if (!line.empty())
+            records.push_back(json::parse(line));
+    return records;
+}
+
+json at(const json& j, const std::string& dotted)
+{
+    const json* p = &j;
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t dot = dotted.find('.', start);
+        const std::string key = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+        if (!p->is_object() || !p->contains(key))
+            return nullptr;
+        p = &(*p)[key];
+        if (dot == std::string::npos)
+            return *p;
+        start = dot + 1;
+    }
+}
+
+// The measures of the overview's selector and of the numbers tables: key in the page, field of the record, label.
+struct Measure {
+    const char* key;
+    const char* field;
+    const char* label;
+    bool overview;
+};
+constexpr Measure kMeasures[] = {
+    {"rank", "rank", "rank", true},
+    {"relative_rank", "relative_rank", "relative rank", false},
+    {"effective_rank", "effective_rank", "effective rank", true},
+    {"excess_effective_rank", "excess_effective_rank", "excess effective rank (over the baseline)", true},
+    {"stable_rank", "stable_rank", "stable rank", false},
+    {"past_rank", "past_block.rank", "past-block rank", true},
+    {"semiseparable_rank", "semiseparable_rank", "semiseparable rank", true},
+    {"entropy_mean", "entropy.mean", "entropy (mean, nats)", false},
+    {"entropy_normalized", "entropy.normalized_mean", "entropy / ln n", true},
+    {"entropy_below_baseline", "entropy_below_baseline", "entropy below the baseline", true},
+    {"mean_distance", "mean_distance", "mean attention distance", true},
+};
+
+// One mechanism's numbers of one head for the page.
+ojson mechanism_entry(const json& r, bool causal)
+{
+    ojson m;
+    m["mechanism"] = r.at("mechanism");
+    for (const Measure& meas : kMeasures)
+        m[meas.key] = at(r, meas.field);
+    m["singular_values"] = at(r, "singular_values");
+    m["row_entropy"] = at(r, "row_entropy");
+    ojson profile = ojson::array();
+    if (const json p = at(r, "past_profile"); p.is_array())
+        for (const json& s : p)
+            profile.push_back({{"h", s.at("h")}, {"rank", s.at("rank")}});
+    m["past_profile"] = profile;
+    m["warnings"] = at(r, "warnings");
+    // Structural bounds (true by construction, docs/maths.md): linear attention's matrix, or its past block when
+    // causal, is a product through its d features.
+    ojson bounds = ojson::object();
+    const json d = at(r, "input.d");
+    const json fm = at(r, "params.feature_map");
+    if (r.at("mechanism") == "linear" && d.is_number() && (!fm.is_string() || fm != "favor"))
+        bounds[causal ? "past_rank" : "rank"] = d;
+    m["bounds"] = bounds;
+    return m;
+}
+
+std::string unit_command(const json& first, std::int64_t head)
+{
+    return fmt::format("attnscope analyze --q {} --k {} --head {} --row-entropy --past-splits 16",
+                       at(first, "input.q").get<std::string>(), at(first, "input.k").get<std::string>(), head);
+}
+
+// The page's data for one input, from its batch folder.
+ojson input_entry(const ReportInput& in, const fs::path& run, const fs::path& out)
+{
+    const std::vector<json> records = read_records(run / "results.jsonl");
+    if (records.empty())
+        throw InputError(in.path + ": the batch recorded nothing");
+    std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const json*>> units;
+    std::vector<std::string> mechanisms;
+    std::set<std::int64_t> layers, heads;
+    for (const json& r : records) {
+        const std::int64_t layer = r.value("layer", json(0)).is_number() ? r.value("layer", std::int64_t{0}) : 0;
+        const std::int64_t head = r.value("head", json(0)).is_number() ? r.value("head", std::int64_t{0}) : 0;
+        units[{layer, head}].push_back(&r);
+        layers.insert(layer), heads.insert(head);
+        const std::string m = r.at("mechanism");
+        if (std::find(mechanisms.begin(), mechanisms.end(), m) == mechanisms.end())
+            mechanisms.push_back(m);
+    }
+    const json& first = records.front();
+    const bool causal = at(first, "params.causal") == true;
+    const json d = at(first, "input.d");
+    ojson e;
+    e["name"] = in.name;
+    e["file"] = in.path;
+    e["sha256"] = at(first, "input.sha256");
+    e["n"] = at(first, "input.n");
+    e["d"] = d;
+    e["causal"] = causal;
+    e["layers"] = std::vector<std::int64_t>(layers.begin(), layers.end());
+    e["heads"] = std::vector<std::int64_t>(heads.begin(), heads.end());
+    e["mechanisms"] = mechanisms;
+    const std::string dtext = d.is_number() ? std::to_string(d.get<std::int64_t>()) : std::string("d");
+    e["sentence"] = causal ? "Causal: every matrix is lower triangular with a non-zero diagonal, so its rank is near N whatever "
+                             "the mechanism; read the past-block rank A[h:N, 0:h] (linear's is at most d = " + dtext +
+                                 " by construction) and the semiseparable rank (its largest over the splits)."
+                           : "Linear attention's rank is at most d = " + dtext +
+                                 " by construction, whatever N; softmax's is not bounded by d, and MHLA's by M d.";
+    e["batch_command"] = "attnscope batch " + fs::relative(run / "job.toml", out).string() + " --out " +
+                         fs::relative(run, out).string();
+    ojson list = ojson::array();
+    for (const auto& [key, recs] : units) {
+        ojson u;
+        u["layer"] = key.first;
+        u["head"] = key.second;
+        u["anchor"] = fmt::format("{}-l{}-h{}", in.name, key.first, key.second);
+        const std::string fig = in.layered ? fmt::format("{}_l{}_h{}_maps.png", in.name, key.first, key.second)
+                                           : fmt::format("{}_h{}_maps.png", in.name, key.second);
+        u["figure"] = fs::exists(run / "figures" / fig) ? json(fs::relative(run / "figures" / fig, out).string()) : json(nullptr);
+        u["command"] = unit_command(*recs.front(), key.second);
+        ojson ms = ojson::array();
+        for (const json* r : recs)
+            ms.push_back(mechanism_entry(*r, causal));
+        u["mechanisms"] = ms;
+        list.push_back(u);
+    }
+    e["units"] = list;
+    const auto read_json = [](const fs::path& p) -> ojson {
+        if (!fs::exists(p))
+            return nullptr;
+        std::ifstream f(p);
+        return ojson::parse(f);
+    };
+    e["aggregate"] = read_json(run / "aggregate.json");
+    ojson depth = read_json(run / "depth" / (in.name + ".json"));
+    if (depth.is_object()) {   // the curves only: the page draws effective rank and residual per depth
+        ojson slim = ojson::array();
+        for (const auto& step : depth["depth"]) {
+            ojson results = ojson::array();
+            for (const auto& r : step["results"])
+                results.push_back({{"mechanism", r["mechanism"]}, {"effective_rank", r["effective_rank"]},
+                                   {"residual_to_uniform", r["residual_to_uniform"]}});
+            slim.push_back({{"depth", step["depth"]}, {"layer", step["layer"]}, {"results", results}});
+        }
+        depth = {{"depth", slim}};
+    }
+    e["depth"] = depth;
+    return e;
+}
+
+std::string html_escape(const std::string& s)
+{
+    std::string out;
+    for (const char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+std::string replaced(std::string text, const std::string& key, const std::string& value)
+{
+    for (std::size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + value.size()))
+        text.replace(p, key.size(), value);
+    return text;
+}
+
+std::string command_line(const ReportArgs& a)
+{
+    std::string c = "attnscope report";
+    for (const std::string& i : a.inputs)
+        c += " " + i;
+    return c + " --out " + a.out;
+}
+
+int run_report(const ReportArgs& a)
+{
+    if (a.jobs < 1)
+        throw std::invalid_argument("--jobs must be at least 1");
+    const fs::path out = fs::absolute(a.out).lexically_normal();
+    if (fs::exists(out) && !fs::is_directory(out))
+        throw InputError("--out " + a.out + ": exists and is not a folder");
+    std::set<std::string> names;
+    std::vector<ReportInput> inputs;
+    for (const std::string& i : a.inputs)
+        inputs.push_back(plan_input(i, names));   // every input checked before anything is written
+    fs::create_directories(out / "runs");
+    ojson data;
+    data["attnscope_version"] = ATTNSCOPE_VERSION;
+    const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+    data["generated"] = stamp;
+    data["command"] = command_line(a);
+    ojson measures = ojson::array(), table = ojson::array();
+    for (const Measure& m : kMeasures) {
+        table.push_back({{"key", m.key}, {"label", m.label}});
+        if (m.overview)
+            measures.push_back({{"key", m.key}, {"label", m.label}});
+    }
+    data["measures"] = measures;
+    data["table"] = table;
+    data["aggregate_metrics"] = {"rank", "effective_rank", "excess_effective_rank", "past_block.rank", "semiseparable_rank",
+                                 "entropy.normalized_mean", "entropy_below_baseline", "mean_distance"};
+    ojson list = ojson::array();
+    for (const ReportInput& in : inputs) {
+        const fs::path run = out / "runs" / in.name;
+        fs::create_directories(run);
+        write_text_output_file((run / "job.toml").string(), job_text(in));
+        std::cerr << "report: " << in.path << " (" << (in.layered ? "every layer and head" : "every head") << ")\n";
+        if (const int status = run_batch_job((run / "job.toml").string(), run.string(), a.jobs); status != 0)
+            return status;
+        list.push_back(input_entry(in, run, out));
+    }
+    data["inputs"] = list;
+    for (const ReportAsset& asset : report_assets()) {
+        fs::create_directories((out / std::string(asset.path)).parent_path());
+        write_text_output_file((out / std::string(asset.path)).string(), std::string(asset.data));
+    }
+    write_text_output_file((out / "data.js").string(), "window.ATTNSCOPE_REPORT = " + data.dump() + ";\n");
+    std::string page(report_page_template());
+    page = replaced(page, "@TITLE@", html_escape(a.title));
+    page = replaced(page, "@ABOUT@", html_escape(fmt::format("Made by attnscope {} on {}: {}. Every number is a record of "
+                                                             "the batch job shown with its input; the maths: "
+                                                             "docs/maths.md.",
+                                                             ATTNSCOPE_VERSION, stamp, command_line(a))));
+    page = replaced(page, "@FOOTER@", html_escape("Charts: Vega-Lite 5.23 (BSD-3-Clause, vendor/). Structural numbers "
+                                                  "(true by construction) are marked \"by construction\" in the tables."));
+    write_text_output_file((out / "index.html").string(), page);
+    std::cerr << "report: " << (out / "index.html").string() << "\n";
+    return 0;
+}
+
+}  // namespace
+
+Command add_report_command(CLI::App& app)
+{
+    auto a = std::make_shared<ReportArgs>();
+    auto* cmd = app.add_subcommand("report", "One offline web page of every layer and head of every input: overview "
+                                             "grids, maps, spectra, profiles, statistics over heads, depth");
+    cmd->add_option("INPUT", a->inputs, "Files of activations (/layers/<i>/q and /k, or /q and /k)")->required();
+    cmd->add_option("--out", a->out, "The report's folder (index.html, data.js, runs/ with each input's batch)")->required();
+    cmd->add_option("--jobs", a->jobs, "Units analysed in parallel (default 1)");
+    cmd->add_option("--title", a->title, "The page's title");
+    return {cmd, [a] { return run_report(*a); }};
+}
+
+}  // namespace attnscope::app

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""`attnscope report`'s page in a real browser (issue 34): Debian's Chromium, headless, driven by Selenium
+through chromedriver, opening index.html from a file:// URL with the network switched off.
+
+    check_report_browser.py ATTNSCOPE WORK_DIR DATA_DIR [SCREENSHOT_DIR]
+
+Checks: no console error; every chart is drawn (an SVG with marks) and every maps image is loaded and not
+blank; a click on an overview cell scrolls to its head; hovering a cell shows its value in a tooltip; and the
+page opens (load to every overview drawn) in under 5 s. With SCREENSHOT_DIR the page is captured at 1600x1000
+and 1280x720 (docs/report-*.png).
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+
+BIN, WORK, DATA = sys.argv[1:4]
+SHOTS = sys.argv[4] if len(sys.argv) > 4 else None
+FAILS = []
+
+
+def check(cond, msg):
+    if not cond:
+        FAILS.append(msg)
+    return cond
+
+
+def browser(width, height, profile):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", f"--user-data-dir={profile}", f"--window-size={width},{height}",
+              "--allow-file-access-from-files", "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9"]:
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+    return driver
+
+
+def wait_for(driver, script, seconds=20):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if driver.execute_script(script):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+DRAWN = """
+const svgs = [...document.querySelectorAll('.overview svg')];
+return svgs.length === window.ATTNSCOPE_REPORT.inputs.length && svgs.every(s => s.querySelectorAll('path, rect').length > 10);
+"""
+
+IMAGE_NOT_BLANK = """
+const img = arguments[0];
+if (!img.complete || img.naturalWidth === 0) return false;
+const c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+const g = c.getContext('2d'); g.drawImage(img, 0, 0);
+const d = g.getImageData(0, 0, c.width, c.height).data;
+const colours = new Set();
+for (let i = 0; i < d.length; i += 4 * 97) colours.add(d[i] + ',' + d[i + 1] + ',' + d[i + 2]);
+return colours.size > 20;
+"""
+
+
+def main():
+    shutil.rmtree(WORK, ignore_errors=True)
+    os.makedirs(WORK)
+    out = os.path.join(WORK, "R")
+    p = subprocess.run([BIN, "report", os.path.join(DATA, "vit_digits.h5"), os.path.join(DATA, "trained_lm_mhla.h5"),
+                        "--out", out, "--jobs", "2"], capture_output=True, text=True)
+    if not check(p.returncode == 0, f"report failed: {p.stderr[-2000:]}"):
+        return
+    url = "file://" + os.path.join(out, "index.html")
+    for width, height in [(1600, 1000), (1280, 720)]:
+        profile = tempfile.mkdtemp(prefix="chromium-profile-")
+        driver = browser(width, height, profile)
+        try:
+            t0 = time.monotonic()
+            driver.get(url)
+            drawn = wait_for(driver, DRAWN)
+            took = time.monotonic() - t0
+            check(drawn, f"{width}x{height}: the overviews were not drawn")
+            check(took < 5, f"{width}x{height}: the page took {took:.1f} s to draw its overviews")
+            print(f"{width}x{height}: overviews drawn {took:.2f} s after the page was asked for")
+            # Every head's charts: scroll through the page so each is drawn, then count them.
+            heads = driver.find_elements(By.CSS_SELECTOR, "section.head")
+            check(len(heads) == 20, f"{len(heads)} head sections, expected 20")
+            for h in heads:
+                driver.execute_script("arguments[0].scrollIntoView()", h)
+            wait_for(driver, "return [...document.querySelectorAll('section.head .charts')].every(c => c.querySelectorAll('svg').length >= 2)")
+            for h in heads:
+                name = h.get_attribute("id")
+                charts = h.find_elements(By.CSS_SELECTOR, ".charts svg")
+                check(len(charts) >= 2, f"{name}: {len(charts)} charts drawn")
+                for c in charts:
+                    marks = driver.execute_script("return arguments[0].querySelectorAll('path').length", c)
+                    check(marks >= 3, f"{name}: a chart without marks")
+                img = h.find_element(By.CSS_SELECTOR, "img.maps")
+                check(driver.execute_script(IMAGE_NOT_BLANK, img), f"{name}: the maps image is missing or blank")
+            check(driver.execute_script("return (window.ATTNSCOPE_REPORT_FAILURES || []).length") == 0,
+                  "a chart failed: " + str(driver.execute_script("return window.ATTNSCOPE_REPORT_FAILURES")))
+            # Hover on an overview cell: the tooltip shows its value.
+            driver.execute_script("window.scrollTo(0, 0)")
+            cells = driver.find_elements(By.CSS_SELECTOR, "#overview-vit_digits svg .mark-rect path")
+            check(len(cells) >= 36, f"{len(cells)} overview cells")
+            if cells:
+                ActionChains(driver).move_to_element(cells[5]).perform()
+                shown = wait_for(driver, "const t = document.getElementById('vg-tooltip-element'); "
+                                         "return t && t.classList.contains('visible') && /rank/.test(t.textContent)", 5)
+                text = driver.execute_script("const t = document.getElementById('vg-tooltip-element'); return t ? t.textContent : ''")
+                check(shown and any(ch.isdigit() for ch in text), f"hover shows no value: {text!r}")
+                # Click: the page scrolls to that head.
+                ActionChains(driver).move_to_element(cells[5]).click().perform()
+                moved = wait_for(driver, "return location.hash.startsWith('#vit_digits-l')", 5)
+                check(moved, "a click on an overview cell did not open its head: hash " + driver.execute_script("return location.hash"))
+                if moved:
+                    top = driver.execute_script("const e = document.getElementById(location.hash.slice(1)); "
+                                                "const r = e.getBoundingClientRect(); return [r.top, innerHeight]")
+                    check(0 <= top[0] < top[1] / 2, f"the head is not in view after the click: top {top}")
+            if SHOTS:
+                driver.execute_script("window.scrollTo(0, 0)")
+                time.sleep(0.3)
+                driver.save_screenshot(os.path.join(SHOTS, f"report-{width}x{height}.png"))
+            errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+            check(not errors, f"{width}x{height}: console errors: {errors[:3]}")
+        finally:
+            driver.quit()
+            shutil.rmtree(profile, ignore_errors=True)
+
+
+main()
+for f in FAILS[:40]:
+    print("FAIL:", f)
+sys.exit(1 if FAILS else 0)
