@@ -30,8 +30,8 @@ import numpy as np
 from . import _attnscope as _core
 
 __version__ = _core.__version__
-__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "figure", "batch", "Batch", "Figure", "Tensor",
-           "Document"]
+__all__ = ["analyze", "matrix", "sweep", "load", "info", "aggregate", "depth", "figure", "batch", "Batch", "report",
+           "Report", "Figure", "Tensor", "Document"]
 
 
 class _OwnNames(type):
@@ -603,6 +603,68 @@ def batch(job, out=None, *, jobs=1, shard=None, progress=None):
     if progress is not None:
         progress(1.0, "done")
     return Batch(os.fspath(out) if out is not None else done[-1])
+
+
+class Report:
+    """The folder ``attnscope report`` wrote (docs/cli.md, report): ``out``, ``index`` (the page's path, open it in
+    any browser), ``data`` (the page's data, data.js, as a :class:`Document`: ``data.inputs[0].units[0].mechanisms``)
+    and ``runs`` (each input's :class:`Batch` by name)."""
+    __slots__ = ("out", "index", "data", "runs")
+
+    def __init__(self, out):
+        self.out = out
+        self.index = os.path.join(out, "index.html")
+        with open(os.path.join(out, "data.js")) as f:
+            text = f.read()
+        prefix = "window.ATTNSCOPE_REPORT = "
+        self.data = Document(json.loads(text[len(prefix):].rstrip().rstrip(";")))
+        self.runs = {i["name"]: Batch(os.path.join(out, "runs", i["name"])) for i in self.data["inputs"]}
+
+    def to_pandas(self):
+        """One row per input, layer, head and mechanism with the page's scalar measures."""
+        import pandas as pd
+        rows = []
+        for inp in self.data["inputs"]:
+            for u in inp["units"]:
+                for m in u["mechanisms"]:
+                    row = {"input": inp["name"], "layer": u["layer"], "head": u["head"]}
+                    row.update({k: v for k, v in m.items() if not isinstance(v, (list, dict))})
+                    rows.append(row)
+        return pd.DataFrame(rows)
+
+    def _repr_html_(self):
+        return f'<a href="{self.index}">{self.index}</a>'
+
+
+def report(*inputs, out, jobs=1, title=None, progress=None):
+    """Writes the page of ``attnscope report INPUT... --out OUT`` (every layer and head of every input, offline) and
+    returns its :class:`Report`. Runs the attnscope executable (the maps are drawn with Qt); a missing input raises
+    FileNotFoundError, the executable's ``error:`` line ValueError; ``progress(fraction, unit)`` follows each input's
+    units (the fraction is per input)."""
+    import subprocess
+    paths = [os.fspath(i) for i in inputs]
+    if not paths:
+        raise TypeError("report() needs at least one input file")
+    for p in paths:
+        if not os.path.isfile(p):
+            raise FileNotFoundError(f"{p}: no such file")
+    _progress(progress)
+    args = [_executable(), "report", *paths, "--out", os.fspath(out), "--jobs", str(int(jobs))]
+    if title is not None:
+        args += ["--title", str(title)]
+    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        lines = []
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            m = re.match(r"progress (\d+)/(\d+) \(\d+%\)[^:]*: (\S+)", line)
+            if m and progress is not None:
+                progress(int(m.group(1)) / max(int(m.group(2)), 1), m.group(3))
+    if proc.returncode != 0:
+        errors = [line for line in lines if line.startswith("error: ")]
+        raise ValueError(errors[-1][len("error: "):] if errors else "\n".join(lines))
+    if progress is not None:
+        progress(1.0, "done")
+    return Report(os.fspath(out))
 
 
 def info(path):

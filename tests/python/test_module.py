@@ -558,6 +558,51 @@ class Aggregate(unittest.TestCase):
             attnscope.aggregate(self.out, resamples=0)
 
 
+class Report(unittest.TestCase):
+    """Issue 34: attnscope.report writes the page of `attnscope report` and reads it back."""
+
+    def test_equals_the_command_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(SOURCE, "data", "vit_digits.h5")
+            seen = []
+            r = attnscope.report(data, out=os.path.join(tmp, "mine"), jobs=2, title="digits",
+                                 progress=lambda f, unit: seen.append(f))
+            p = subprocess.run([BINARY, "report", data, "--out", os.path.join(tmp, "theirs"), "--jobs", "2",
+                                "--title", "digits"], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            with open(os.path.join(tmp, "theirs", "data.js")) as f:
+                theirs = json.loads(f.read()[len("window.ATTNSCOPE_REPORT = "):].rstrip().rstrip(";"))
+            strip = lambda d: {k: v for k, v in d.items() if k not in ("generated", "command")}   # noqa: E731
+            mine = strip(dict(r.data))
+            theirs = strip(theirs)
+            for doc in (mine, theirs):
+                for inp in doc["inputs"]:
+                    inp["batch_command"] = None
+            self.assertEqual(json.loads(json.dumps(mine)), theirs)
+            self.assertTrue(os.path.isfile(r.index))
+            with open(r.index) as f:
+                self.assertIn("<title>digits</title>", f.read())
+            self.assertEqual(list(r.runs), ["vit_digits"])
+            self.assertEqual(len(r.runs["vit_digits"].records), 3 * 4 * 3)
+            df = r.to_pandas()
+            self.assertEqual(len(df), 3 * 4 * 3)
+            self.assertEqual(set(df["mechanism"]), {"softmax", "linear", "mhla"})
+            self.assertEqual(seen[-1], 1.0)
+
+    def test_errors(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with self.assertRaises(FileNotFoundError):
+                attnscope.report(os.path.join(tmp, "missing.h5"), out=os.path.join(tmp, "R"))
+            bad = os.path.join(tmp, "bad.npy")
+            with open(bad, "wb") as f:
+                f.write(b"not numpy")
+            with self.assertRaisesRegex(ValueError, "bad.npy"):
+                attnscope.report(bad, out=os.path.join(tmp, "R"))
+            self.assertFalse(os.path.exists(os.path.join(tmp, "R")))
+            with self.assertRaises(TypeError):
+                attnscope.report(out=os.path.join(tmp, "R"))
+
+
 class Batch(unittest.TestCase):
     """Issue 33: attnscope.batch runs a TOML job as `attnscope batch` does and reads the folder back as tables."""
 
