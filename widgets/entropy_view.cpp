@@ -98,10 +98,13 @@ protected:
         }
         if (m_gridRects.empty())
             return;
+        // The cell side of an arrangement; its shorter side where there was no room for square cells (fitSquareCells
+        // then leaves the free layout: stacked per-panel maps on the double column were strips of 208 x 6 px).
         auto fit = [&](bool stacked) {
             arrange(stacked);
             fitSquareCells(m_plot, m_gridRects, size, [this](const QSize& s) { layoutAt(s); });
-            return cellPixels(m_gridRects.front().rect).width();
+            const QSizeF cell = cellPixels(m_gridRects.front().rect);
+            return std::min(cell.width(), cell.height());
         };
         bool stacked = true;
         if (isNarrow(size.width(), fontScale())) {
@@ -124,13 +127,15 @@ private:
     {
         if (!m_histRect || !m_legend)
             return;
-        const double height = m_histRect->height();
         constexpr double kGap = 6;
         const double legendHeight = m_legend->outerRect().height();
-        if (m_histBlock && (legendHeight + kGap > 0.4 * height || m_legend->outerRect().width() + kGap > m_histRect->width())) {
+        if (m_histBlock && (legendHeight + kGap > 0.4 * m_histRect->height() || m_legend->outerRect().width() + kGap > m_histRect->width())) {
             placeHistLegend(wide ? LegendPlace::right : LegendPlace::below);
             layoutAt(size);
         }
+        // Read where the legend now is: under the plot it took its height (the ln N label, sized for the height
+        // before, ran out of the plot and was cut: "N = 4.16 (uniform)" on the digit ViT's slide).
+        const double height = m_histRect->height();
         const bool inside = m_legend->layout() == m_histRect->insetLayout();
         const double room = inside ? std::max(height - legendHeight - kGap, 0.4 * height) : height;
         m_histRect->axis(QCPAxis::atLeft)->setRange(0, m_maxCount * std::max(1.08, height / std::max(1.0, room)));

@@ -27,6 +27,8 @@ namespace {
 using analysis::ExploreResult;
 using Eigen::Index;
 
+constexpr int kNoLimit = QWIDGETSIZE_MAX - 1;   // a maximum size that a layout takes instead of the element's hint
+
 class QueryView : public PlotView {
 public:
     explicit QueryView(QWidget* parent) : PlotView(parent, QStringLiteral("query"), tr("Query distribution"))
@@ -155,6 +157,7 @@ private:
         m_panels.clear();
         m_sharedScale = nullptr;
         m_grid = nullptr;
+        m_mapGroup = m_imageGroup = m_scaleGroup = nullptr;
         m_narrowGrid = false;
         m_lineRect = nullptr;
         if (!m_result) {
@@ -265,7 +268,13 @@ private:
         auto* grid = new QCPLayoutGrid;
         m_grid = grid;
         m_plot->plotLayout()->addElement(1, 0, grid);
+        // The grid's own maximum is the sum of each row's smallest maximum, less than its rows take when a row's
+        // elements differ (a one-line title beside a two-line caption): given only that, the grid squeezed its
+        // capped panels (fitNarrow) out of square. It takes what the plot gives, the rest staying below its rows.
+        grid->setMaximumSize(kNoLimit, kNoLimit);
         auto* group = new QCPMarginGroup(m_plot);
+        m_mapGroup = group;
+        m_scaleGroup = new QCPMarginGroup(m_plot);
         double sharedMax = 0;
         std::vector<QCPColorMap*> maps;
         std::vector<int> rectCols;   // per outcome
@@ -389,6 +398,7 @@ private:
         heat.setColorStops({{0.0, QColor(255, 60, 0, 0)}, {1.0, QColor(255, 60, 0, 215)}});
         heat.setNanHandling(QCPColorGradient::nhTransparent);
         auto* group = new QCPMarginGroup(m_plot);
+        m_imageGroup = group;
         const double sx = static_cast<double>(img.cols) / static_cast<double>(g.w), sy = static_cast<double>(img.rows) / static_cast<double>(g.h);
         for (std::size_t k = 0; k < m_result->outcomes.size() && k < cols.size(); ++k) {
             const auto& o = m_result->outcomes[k];
@@ -434,9 +444,8 @@ private:
         marker->setData(QVector<double>{at.x()}, QVector<double>{at.y()});
     }
 
-    // Square cells: each heatmap's inner rect gets the aspect of its cells (cols x rows), the rest of its
-    // cell in the layout goes to its margins (sides, and below: the title stays above it), so that its
-    // axes stay at the image's edges.
+    // Square cells, every panel as large as the layout allows: capped in a narrow figure, fitted with
+    // margins in a wide one.
     void adjustLayout(const QSize& size) override
     {
         if (m_heatmaps.empty())
@@ -444,28 +453,32 @@ private:
         const bool narrow = isNarrow(size.width(), fontScale());
         arrangeGrid(narrow);
         m_plot->plotLayout()->setMargins(QMargins());
-        if (narrow) {
-            // Rows of panels: every panel as wide as the narrowest has room for (its height by its own
-            // aspect); QCPAxisRect's 15-pixel minimum margins would take a fifth of each panel's width.
-            double side = std::numeric_limits<double>::infinity();
-            for (const Heatmap& h : m_heatmaps) {
-                h.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
-                h.rect->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
-            }
-            layoutAt(size);
-            for (const Heatmap& h : m_heatmaps)
-                side = std::min({side, static_cast<double>(h.rect->width()), h.rect->height() * h.cols / h.rows});
-            for (const Heatmap& h : m_heatmaps)
-                h.rect->setMaximumSize(std::max(8, static_cast<int>(side)), std::max(8, static_cast<int>(side * h.rows / h.cols)));
-            layoutAt(size);
-            return;
-        }
-        for (const Heatmap& h : m_heatmaps)
+        if (narrow)
+            fitNarrow(size);
+        else
+            fitWide(size);
+    }
+
+    // Rows of panels: every panel as wide as the narrowest has room for, by its own aspect (fitSquareCells);
+    // QCPAxisRect's 15-pixel minimum margins would take a fifth of each panel's width.
+    void fitNarrow(const QSize& size)
+    {
+        for (const CellRect& h : m_heatmaps)
+            h.rect->setMinimumMargins(QMargins(2, 2, 2, 2));
+        fitSquareCells(m_plot, m_heatmaps, size, [this](const QSize& s) { layoutAt(s); });
+    }
+
+    // Each heatmap's inner rect gets the aspect of its cells (cols x rows), the rest of its cell in the layout
+    // goes to its margins (sides, and below: the title stays above it), so that its axes stay at the image's
+    // edges and the columns keep their widths for the titles and captions above them.
+    void fitWide(const QSize& size)
+    {
+        for (const CellRect& h : m_heatmaps) {
             h.rect->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
-        for (const Heatmap& h : m_heatmaps)
             h.rect->setMinimumMargins(QMargins());
+        }
         layoutAt(size);
-        for (const Heatmap& h : m_heatmaps) {
+        for (const CellRect& h : m_heatmaps) {
             const QRect r = h.rect->rect();
             if (r.width() < 8 || r.height() < 8)
                 continue;
@@ -503,6 +516,7 @@ private:
         if (m_sharedScale)
             cells.push_back({m_sharedScale, 1, narrow ? 1 : col});
         moveElements(m_grid, cells);
+        shareMargins(narrow);
         for (int r = 0; r < m_grid->rowCount(); ++r)
             m_grid->setRowStretchFactor(r, r % 2 == 0 ? 0.01 : 1.0);
         for (int c = 0; c < m_grid->columnCount(); ++c) {
@@ -516,6 +530,21 @@ private:
         m_narrowGrid = narrow;
     }
 
+    // A grid row is only as high as the lowest maximum of its elements, so the panels in one row share their top
+    // and bottom margins: the maps with their scales and the images with each other when wide, all of them when
+    // narrow (beside the images, the maps lost the 13 px more that the scales take at the top: 96 x 82). The
+    // scales stacked in a narrow column share the width of their tick labels, so that each bar is drawn at its
+    // width (the softmax scale's, with the shortest labels, was 17 px wide instead of 9).
+    void shareMargins(bool narrow)
+    {
+        for (const Panel& p : m_panels) {
+            if (p.image)
+                p.image->setMarginGroup(QCP::msTop | QCP::msBottom, narrow ? m_mapGroup : m_imageGroup);
+            if (p.scale)
+                p.scale->axis()->axisRect()->setMarginGroup(QCP::msLeft | QCP::msRight, narrow ? m_scaleGroup : nullptr);
+        }
+    }
+
     struct Panel {
         QCPTextElement* title;
         QCPAxisRect* rect;
@@ -526,14 +555,13 @@ private:
     std::vector<Panel> m_panels;   // per mechanism, grid data
     QCPColorScale* m_sharedScale = nullptr;
     QCPLayoutGrid* m_grid = nullptr;
+    QCPMarginGroup* m_mapGroup = nullptr;     // the maps' and their scales' top and bottom margins
+    QCPMarginGroup* m_imageGroup = nullptr;   // the images' (the maps' too in a narrow figure: arrangeGrid)
+    QCPMarginGroup* m_scaleGroup = nullptr;   // the colour scales' tick label widths in a narrow figure
     bool m_narrowGrid = false;       // the panels in rows (arrangeGrid)
     QCPAxisRect* m_lineRect = nullptr;   // 1-D data: the plot
 
-    struct Heatmap {
-        QCPAxisRect* rect;
-        double cols, rows;
-    };
-    std::vector<Heatmap> m_heatmaps;   // the grid and image panels of the last rebuild
+    std::vector<CellRect> m_heatmaps;   // the grid and image panels of the last rebuild
     QSpinBox* m_spin;
     QCheckBox *m_logBox, *m_sharedBox;
     int m_query = -1;

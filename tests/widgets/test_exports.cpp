@@ -19,15 +19,19 @@
 #include <QPaintEngine>
 #include <QPainter>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QSvgRenderer>
 #include <QTextItem>
 #include <QXmlStreamReader>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -349,6 +353,66 @@ TEST(Exports, QueryColumnSharedScale)
 TEST(Exports, EntropyColumnOnTheSequence) { checkColumn("entropy", charLm(), "char_lm_licenses.h5"); }
 TEST(Exports, QueryColumnOnTheGrid) { checkColumn("query", vitDigits(), "vit_digits.h5"); }
 
+namespace {
+
+// The panels among the images drawn: the maps of an 8 x 8 grid and the 8 x 8 input image (the colour bars
+// are the long thin ones, upright or across). Each has its cells' aspect within 3 % and is at least 0.6 in on
+// a side; returns how many there are.
+std::size_t expectSquarePanels(const std::vector<QRectF>& images, const std::string& where)
+{
+    std::size_t panels = 0;
+    for (const QRectF& r : images) {
+        if (std::min(r.width(), r.height()) < 0.3 * std::max(r.width(), r.height()))
+            continue;   // a colour bar
+        ++panels;
+        EXPECT_NEAR(r.width() / r.height(), 1.0, 0.03) << where << ": a panel of " << r.width() << " x " << r.height();
+        EXPECT_GE(std::min(r.width(), r.height()), 58) << where << ": a panel of " << r.width() << " x " << r.height();
+    }
+    return panels;
+}
+
+}  // namespace
+
+// Issue 35, item 6: the query view's maps of the digit ViT's 8 x 8 grid and the 8 x 8 input image under
+// them stay square at every preset (the column drew the maps 96 x 82, the digit stretched), with the text
+// rules and no title cut, per-panel and shared colour scales alike; and on screen, wide and narrow.
+TEST(Exports, QueryGridPanelsAreSquareAtEveryPreset)
+{
+    const Result result = vitDigits();
+    ASSERT_TRUE(result->image);
+    ASSERT_EQ(result->image->rows, result->image->cols);
+    const std::size_t expected = 3 * result->outcomes.size();   // per mechanism: the map, the image, the attention over it
+    for (const bool shared : {false, true})
+        for (const char* preset : {"column", "double", "slide"}) {
+            const std::string where = std::string("query at --preset ") + preset + (shared ? " (shared scale)" : "");
+            auto view = makeView("query", result);
+            view->restoreState(QJsonObject{{QStringLiteral("shared_scale"), shared}});
+            const widgets::ExportOptions o = presetFor(view.get(), preset);
+            std::vector<QRectF> images;
+            const auto texts = recordTexts(view.get(), o, &images);
+            expectReadable(texts, images, QSize(o.width, o.height), where);
+            for (const DrawnText& t : texts)
+                EXPECT_FALSE(t.text.contains(QChar(0x2026))) << where << ": cut short: '" << t.text.toStdString() << "'";
+            EXPECT_EQ(expectSquarePanels(images, where), expected) << where;
+        }
+    // On screen, wide and narrow, also once a column export has rearranged the panels and given them back.
+    for (const QSize screen : {QSize(1000, 800), QSize(420, 1000)}) {
+        std::unique_ptr<ResultView> view(widgets::createQueryView());
+        QCustomPlot* plot = test::showOnScreen(view.get(), screen, [&] { view->setResult(result); });
+        for (const char* when : {"", " after a column export"}) {
+            if (*when) {
+                recordTexts(view.get(), presetFor(view.get(), "column"));
+                plot->replot(QCustomPlot::rpImmediateRefresh);
+            }
+            for (QCPAxisRect* r : plot->axisRects()) {
+                const std::string where = "on a screen of " + std::to_string(screen.width()) + " x " + std::to_string(screen.height()) + when;
+                EXPECT_NEAR(r->width(), r->height(), 2) << where;
+                EXPECT_GE(std::min(r->width(), r->height()), 58) << where;
+            }
+        }
+    }
+}
+
 // The LM's query figure keeps its token strip: the characters around the query are drawn, in their font.
 TEST(Exports, QueryColumnOnTheSequenceKeepsTheTokenStrip)
 {
@@ -412,6 +476,64 @@ TEST(Exports, SlideEntropyLegendKeepsClearOfTheBars)
             }
         }
     }
+}
+
+namespace {
+
+// The entropy view's histogram as laid out by the last export: the rect that clips its ln N label.
+QRectF entropyHistogram(ResultView* view)
+{
+    for (QCPAxisRect* r : test::plotOf(view)->axisRects())
+        if (r->axis(QCPAxis::atBottom)->label().startsWith(QStringLiteral("row entropy")))
+            return QRectF(r->rect());
+    return {};
+}
+
+}  // namespace
+
+// Issue 35, item 6: the uniform level's label on the entropy histogram, "ln N = 4.16 (uniform)" or, where the
+// plot is too low for that, the short "ln N", is drawn whole at every preset: one text saying ln N, inside the
+// histogram that clips it (a double-column PDF once showed "16 (uniform)", its start cut under the axis) with
+// room for a PDF's text, which runs up to 10 % longer than the screen's metrics say and, the label being
+// anchored by its end near the top, reaches further down; and the text rules hold (inside the page, no overlap),
+// with the grid's maps square beside or under the histogram (per-panel scales on the double column once
+// stacked them as 208 x 6 px strips).
+TEST(Exports, EntropyUniformLabelIsWholeAtEveryPreset)
+{
+    const QRegularExpression form(QStringLiteral("^ln N(?: = ([0-9.]+) \\(uniform\\))?$"));
+    struct Case {
+        Result result;
+        const char* file;
+        bool perPanel;
+        std::size_t maps;   // grid data: one map per mechanism
+    };
+    const std::size_t mechanisms = vitDigits()->outcomes.size();
+    for (const Case& c : {Case{vitDigits(), "vit_digits", false, mechanisms}, Case{vitDigits(), "vit_digits", true, mechanisms},
+                          Case{charLm(), "char_lm", false, 0}})
+        for (const char* preset : {"column", "double", "slide"}) {
+            const std::string where = std::string("entropy of ") + c.file + " at --preset " + preset + (c.perPanel ? " (per-panel scales)" : "");
+            auto view = makeView("entropy", c.result);
+            view->restoreState(QJsonObject{{QStringLiteral("per_panel_scale"), c.perPanel}});
+            const widgets::ExportOptions o = presetFor(view.get(), preset);
+            std::vector<QRectF> images;
+            const auto texts = recordTexts(view.get(), o, &images);
+            expectReadable(texts, images, QSize(o.width, o.height), where);
+            EXPECT_EQ(expectSquarePanels(images, where), c.maps) << where;
+            std::vector<DrawnText> labels;
+            std::copy_if(texts.begin(), texts.end(), std::back_inserter(labels), [](const DrawnText& t) { return t.text.contains(QStringLiteral("ln N")); });
+            ASSERT_EQ(labels.size(), 1u) << where;
+            const DrawnText& label = labels.front();
+            const QRegularExpressionMatch m = form.match(label.text);
+            EXPECT_TRUE(m.hasMatch()) << where << ": '" << label.text.toStdString() << "'";
+            if (m.hasCaptured(1)) {
+                EXPECT_NEAR(m.captured(1).toDouble(), std::log(static_cast<double>(c.result->n)), 0.006) << where;
+            }
+            ASSERT_GT(label.box.height(), label.box.width()) << where << ": the label runs up the plot";
+            const QRectF hist = entropyHistogram(view.get()).adjusted(-1, -1, 1, 1);
+            const QRectF asPdf = label.box.adjusted(0, 0, 0, 0.1 * label.box.height());
+            EXPECT_TRUE(hist.contains(asPdf)) << where << ": '" << label.text.toStdString() << "' from y = " << label.box.top() << " to "
+                                              << asPdf.bottom() << " as a PDF draws it, the histogram from " << hist.top() << " to " << hist.bottom();
+        }
 }
 
 namespace {
