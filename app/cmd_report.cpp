@@ -98,7 +98,7 @@ std::string job_text(const ReportInput& in)
     if (in.layered)
         t += "\n[depth]\n";
 #ifdef ATTNSCOPE_WITH_GUI
-    t += "\n[[figure]]\nview = \"maps\"\nwidth = 720\nheight = 300\n";   // drawn by the desktop app's views
+    t += "\n[[figure]]\nview = \"maps\"\nwidth = 640\nheight = 270\n";   // drawn by the desktop app's views
 #endif
     return t;
 }
@@ -153,6 +153,18 @@ constexpr Measure kMeasures[] = {
     {"mean_distance", "mean_distance", "mean attention distance", true},
 };
 
+// The curves' values to 6 significant digits (what a chart can show; results.jsonl keeps them whole): the page's
+// data of 12 layers x 12 heads at N = 1024 is then 8 MiB instead of 15 (bench/report_scale.py).
+json rounded(const json& values)
+{
+    if (!values.is_array())
+        return values;
+    json out = json::array();
+    for (const json& v : values)
+        out.push_back(v.is_number() ? json(std::stod(fmt::format("{:.6g}", v.get<double>()))) : v);
+    return out;
+}
+
 // One mechanism's numbers of one head for the page.
 ojson mechanism_entry(const json& r, bool causal)
 {
@@ -160,8 +172,8 @@ ojson mechanism_entry(const json& r, bool causal)
     m["mechanism"] = r.at("mechanism");
     for (const Measure& meas : kMeasures)
         m[meas.key] = at(r, meas.field);
-    m["singular_values"] = at(r, "singular_values");
-    m["row_entropy"] = at(r, "row_entropy");
+    m["singular_values"] = rounded(at(r, "singular_values"));
+    m["row_entropy"] = rounded(at(r, "row_entropy"));
     ojson profile = ojson::array();
     if (const json p = at(r, "past_profile"); p.is_array())
         for (const json& s : p)

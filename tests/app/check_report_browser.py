@@ -21,8 +21,6 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
-BIN, WORK, DATA = sys.argv[1:4]
-SHOTS = sys.argv[4] if len(sys.argv) > 4 else None
 FAILS = []
 
 
@@ -72,7 +70,7 @@ return colours.size > 20;
 """
 
 
-def main():
+def main(BIN, WORK, DATA, SHOTS=None):
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
     out = os.path.join(WORK, "R")
@@ -138,7 +136,8 @@ def main():
             shutil.rmtree(profile, ignore_errors=True)
 
 
-main()
-for f in FAILS[:40]:
-    print("FAIL:", f)
-sys.exit(1 if FAILS else 0)
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
+    for f in FAILS[:40]:
+        print("FAIL:", f)
+    sys.exit(1 if FAILS else 0)
