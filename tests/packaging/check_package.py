@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 SKIP = 77
-SUBCOMMANDS = ["info", "analyze", "matrix", "synth", "sweep", "figure", "batch", "merge", "aggregate"]
+SUBCOMMANDS = ["info", "analyze", "matrix", "synth", "sweep", "figure", "batch", "merge", "aggregate", "depth", "report"]
 
 
 def fail(msg):
@@ -160,6 +160,8 @@ def check_manpage(args, root):
     for sub in subcommands(os.path.join(root, "usr/bin/attnscope")):
         if f"attnscope {sub}" not in text:
             fail(f"the man page has no section for attnscope {sub}")
+    if "EXAMPLES" not in text or "attnscope report model.h5" not in text:
+        fail("the man page has no EXAMPLES section (packaging/attnscope.h2m)")
     for opt in ("--mechanism", "--block-grid", "--vary", "--shard", "--view"):
         if opt not in text:
             fail(f"the man page never mentions {opt}")
