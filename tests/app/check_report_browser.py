@@ -53,6 +53,15 @@ def wait_for(driver, script, seconds=20):
     return False
 
 
+def wait_for_element(driver, section, seconds=10):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if driver.execute_script("return arguments[0].querySelectorAll('.charts svg').length >= 2", section):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 DRAWN = """
 const svgs = [...document.querySelectorAll('.overview svg')];
 return svgs.length === window.ATTNSCOPE_REPORT.inputs.length && svgs.every(s => s.querySelectorAll('path, rect').length > 10);
@@ -93,9 +102,10 @@ def main(BIN, WORK, DATA, SHOTS=None):
             # Every head's charts: scroll through the page so each is drawn, then count them.
             heads = driver.find_elements(By.CSS_SELECTOR, "section.head")
             check(len(heads) == 20, f"{len(heads)} head sections, expected 20")
+            # A head's charts are drawn when it comes into view: stop at each until they are.
             for h in heads:
                 driver.execute_script("arguments[0].scrollIntoView()", h)
-            wait_for(driver, "return [...document.querySelectorAll('section.head .charts')].every(c => c.querySelectorAll('svg').length >= 2)")
+                wait_for_element(driver, h)
             for h in heads:
                 name = h.get_attribute("id")
                 charts = h.find_elements(By.CSS_SELECTOR, ".charts svg")

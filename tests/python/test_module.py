@@ -456,7 +456,7 @@ class Signatures(unittest.TestCase):
 
     def test_module_help_is_short(self):
         lines = pydoc.render_doc(attnscope, renderer=pydoc.plaintext).splitlines()
-        self.assertLess(len(lines), 400)
+        self.assertLess(len(lines), 450)   # 431 with report() and Report (issue 34); thousands with ndarray's methods
         self.assertNotIn("argpartition", "\n".join(lines))   # ndarray's methods are not listed under Tensor
         t = attnscope.Tensor(np.ones((2, 3)), attrs={"causal": True})
         self.assertEqual(t.sum(), 6.0)                       # ... and still there
