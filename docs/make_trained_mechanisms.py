@@ -292,6 +292,7 @@ def reproduce(models, study, work, script_seconds):
     return ["## Reproducing this page", "",
             "From a clean checkout (Debian's python3-torch, python3-h5py, python3-numpy, python3-sklearn, "
             "python3-matplotlib):", "",
+            "<!-- docs-test: skip trains the 40 models of this page (about 0.8 h); the page says how long -->",
             "```sh", "tools/build.sh                      # build/app/attnscope",
             "/usr/bin/python3 tools/study/train.py --out build/study --seeds 0,1,2,3,4 --controls   # resumable",
             "/usr/bin/python3 docs/make_trained_mechanisms.py build/app/attnscope --study build/study --work build/study_work",

@@ -213,6 +213,7 @@ def main():
              "G seed values (attention.md 2.2, few clusters), computed by the independent reference "
              "`tests/reference/attnref.py` that the test suite checks `attnscope aggregate` against.\n")
     L.append("## Reproducing this page\n")
+    L.append("<!-- docs-test: skip trains the models of this page (hours of one core); the page says how long -->")
     L.append("```sh\ntools/build.sh\n"
              "/usr/bin/python3 tools/study/mqar.py --out tools/study/results/mqar --grid full --n 64,128 "
              "--pairs 16,32 --mechanisms softmax,linear,mhla,decay,gated,none --variants blocks16,blocks4,blocks8"
