@@ -47,12 +47,21 @@ struct ReportInput {
     std::string name;   // unique in the report: the file's stem
     std::string q, k;
     bool layered = false;
+    bool batch_folder = false;   // a folder `attnscope batch` wrote: its records are drawn, nothing is run
 };
 
 ReportInput plan_input(const std::string& given, std::set<std::string>& names)
 {
     ReportInput in;
     in.path = fs::absolute(given).lexically_normal().string();
+    if (fs::is_directory(in.path)) {
+        if (!fs::is_regular_file(fs::path(in.path) / "results.jsonl"))
+            throw InputError(given + ": a folder without results.jsonl (report takes files of activations, or the "
+                                     "folder of an attnscope batch)");
+        in.batch_folder = true;
+        in.name = fs::path(in.path).filename().string();
+        return in;
+    }
     const auto file = io::open_tensor_file(in.path);
     const auto has = [&](const std::string& n) {
         return std::any_of(file->tensors().begin(), file->tensors().end(), [&](const io::TensorInfo& t) { return t.name == n; });
@@ -197,30 +206,43 @@ std::string unit_command(const json& first, std::int64_t head)
                        at(first, "input.q").get<std::string>(), at(first, "input.k").get<std::string>(), head);
 }
 
-// The page's data for one input, from its batch folder.
-ojson input_entry(const ReportInput& in, const fs::path& run, const fs::path& out)
+// Where an input's records and files are: the batch folder, the input's name in it (figures and depth are named
+// by the file's stem, as analysis::input_names names them) and how to reproduce them.
+struct RunFolder {
+    fs::path folder;
+    std::string stem;
+    std::string reproduce;
+    bool own_job = true;   // the report's own job: the unit commands reproduce the numbers
+};
+
+// The page's data for one input (its records, all of one file, in the batch's order).
+ojson input_entry(const std::string& name, const std::string& file, const std::vector<const json*>& records,
+                  const RunFolder& run, const fs::path& out)
 {
-    const std::vector<json> records = read_records(run / "results.jsonl");
-    if (records.empty())
-        throw InputError(in.path + ": the batch recorded nothing");
     std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const json*>> units;
     std::vector<std::string> mechanisms;
     std::set<std::int64_t> layers, heads;
-    for (const json& r : records) {
-        const std::int64_t layer = r.value("layer", json(0)).is_number() ? r.value("layer", std::int64_t{0}) : 0;
-        const std::int64_t head = r.value("head", json(0)).is_number() ? r.value("head", std::int64_t{0}) : 0;
-        units[{layer, head}].push_back(&r);
+    bool layered = false;
+    for (const json* r : records) {
+        layered = layered || (r->contains("layer") && (*r)["layer"].is_number());
+        const std::int64_t layer = r->value("layer", json(0)).is_number() ? r->value("layer", std::int64_t{0}) : 0;
+        const std::int64_t head = r->value("head", json(0)).is_number() ? r->value("head", std::int64_t{0}) : 0;
+        std::vector<const json*>& unit = units[{layer, head}];
+        if (!unit.empty() && unit.front()->value("unit", json(0)) != r->value("unit", json(0)))
+            throw InputError(file + ": the batch has several units per layer and head (an axis chosen as all): the page "
+                                    "draws one per layer and head; use attnscope aggregate for those");
+        unit.push_back(r);
         layers.insert(layer), heads.insert(head);
-        const std::string m = r.at("mechanism");
+        const std::string m = r->at("mechanism");
         if (std::find(mechanisms.begin(), mechanisms.end(), m) == mechanisms.end())
             mechanisms.push_back(m);
     }
-    const json& first = records.front();
+    const json& first = *records.front();
     const bool causal = at(first, "params.causal") == true;
     const json d = at(first, "input.d");
     ojson e;
-    e["name"] = in.name;
-    e["file"] = in.path;
+    e["name"] = name;
+    e["file"] = file;
     e["sha256"] = at(first, "input.sha256");
     e["n"] = at(first, "input.n");
     e["d"] = d;
@@ -234,18 +256,20 @@ ojson input_entry(const ReportInput& in, const fs::path& run, const fs::path& ou
                                  " by construction) and the semiseparable rank (its largest over the splits)."
                            : "Linear attention's rank is at most d = " + dtext +
                                  " by construction, whatever N; softmax's is not bounded by d, and MHLA's by M d.";
-    e["batch_command"] = "attnscope batch " + fs::relative(run / "job.toml", out).string() + " --out " +
-                         fs::relative(run, out).string();
+    e["batch_command"] = run.reproduce;
     ojson list = ojson::array();
     for (const auto& [key, recs] : units) {
         ojson u;
         u["layer"] = key.first;
         u["head"] = key.second;
-        u["anchor"] = fmt::format("{}-l{}-h{}", in.name, key.first, key.second);
-        const std::string fig = in.layered ? fmt::format("{}_l{}_h{}_maps.png", in.name, key.first, key.second)
-                                           : fmt::format("{}_h{}_maps.png", in.name, key.second);
-        u["figure"] = fs::exists(run / "figures" / fig) ? json(fs::relative(run / "figures" / fig, out).string()) : json(nullptr);
-        u["command"] = unit_command(*recs.front(), key.second);
+        u["anchor"] = fmt::format("{}-l{}-h{}", name, key.first, key.second);
+        const std::string fig = layered ? fmt::format("{}_l{}_h{}_maps.png", run.stem, key.first, key.second)
+                                        : fmt::format("{}_h{}_maps.png", run.stem, key.second);
+        const fs::path figure = run.folder / "figures" / fig;
+        u["figure"] = fs::exists(figure) ? json(fs::relative(figure, out).string()) : json(nullptr);
+        u["command"] = run.own_job ? unit_command(*recs.front(), key.second)
+                                   : "the batch's record " + recs.front()->value("key", std::string()) +
+                                         " (" + fs::relative(run.folder / "results.jsonl", out).string() + ")";
         ojson ms = ojson::array();
         for (const json* r : recs)
             ms.push_back(mechanism_entry(*r, causal));
@@ -259,8 +283,9 @@ ojson input_entry(const ReportInput& in, const fs::path& run, const fs::path& ou
         std::ifstream f(p);
         return ojson::parse(f);
     };
-    e["aggregate"] = read_json(run / "aggregate.json");
-    ojson depth = read_json(run / "depth" / (in.name + ".json"));
+    // The batch's statistics are over all its units: they are this input's when the folder holds it alone.
+    e["aggregate"] = run.own_job ? read_json(run.folder / "aggregate.json") : ojson(nullptr);
+    ojson depth = read_json(run.folder / "depth" / (run.stem + ".json"));
     if (depth.is_object()) {   // the curves only: the page draws effective rank and residual per depth
         ojson slim = ojson::array();
         for (const auto& step : depth["depth"]) {
@@ -336,14 +361,46 @@ int run_report(const ReportArgs& a)
     data["aggregate_metrics"] = {"rank", "effective_rank", "excess_effective_rank", "past_block.rank", "semiseparable_rank",
                                  "entropy.normalized_mean", "entropy_below_baseline", "mean_distance"};
     ojson list = ojson::array();
+    std::vector<std::vector<json>> kept;   // the records of batch folders, alive until the page is written
     for (const ReportInput& in : inputs) {
+        if (in.batch_folder) {
+            std::cerr << "report: the records of " << in.path << "\n";
+            kept.push_back(read_records(fs::path(in.path) / "results.jsonl"));
+            std::map<std::string, std::vector<const json*>> by_file;
+            for (const json& r : kept.back())
+                by_file[at(r, "input.file").is_string() ? at(r, "input.file").get<std::string>() : std::string()].push_back(&r);
+            if (by_file.empty())
+                throw InputError(in.path + "/results.jsonl: no records");
+            for (const auto& [file, records] : by_file) {
+                std::string name = fs::path(file).stem().string();
+                for (int i = 2; names.count(name); ++i)
+                    name = fs::path(file).stem().string() + "_" + std::to_string(i);
+                names.insert(name);
+                list.push_back(input_entry(name, file, records,
+                                           {in.path, fs::path(file).stem().string(),
+                                            "attnscope aggregate " + in.path + " (the records of this batch folder)", false},
+                                           out));
+            }
+            continue;
+        }
         const fs::path run = out / "runs" / in.name;
         fs::create_directories(run);
         write_text_output_file((run / "job.toml").string(), job_text(in));
         std::cerr << "report: " << in.path << " (" << (in.layered ? "every layer and head" : "every head") << ")\n";
         if (const int status = run_batch_job((run / "job.toml").string(), run.string(), a.jobs); status != 0)
             return status;
-        list.push_back(input_entry(in, run, out));
+        std::vector<json> records = read_records(run / "results.jsonl");
+        std::vector<const json*> pointers;
+        for (const json& r : records)
+            pointers.push_back(&r);
+        if (pointers.empty())
+            throw InputError(in.path + ": the batch recorded nothing");
+        list.push_back(input_entry(in.name, in.path, pointers,
+                                   {run, fs::path(in.path).stem().string(),
+                                    "attnscope batch " + fs::relative(run / "job.toml", out).string() + " --out " +
+                                        fs::relative(run, out).string(),
+                                    true},
+                                   out));
     }
     data["inputs"] = list;
     for (const ReportAsset& asset : report_assets()) {
@@ -371,7 +428,8 @@ Command add_report_command(CLI::App& app)
     auto a = std::make_shared<ReportArgs>();
     auto* cmd = app.add_subcommand("report", "One offline web page of every layer and head of every input: overview "
                                              "grids, maps, spectra, profiles, statistics over heads, depth");
-    cmd->add_option("INPUT", a->inputs, "Files of activations (/layers/<i>/q and /k, or /q and /k)")->required();
+    cmd->add_option("INPUT", a->inputs, "Files of activations (/layers/<i>/q and /k, or /q and /k), or folders "
+                                        "attnscope batch wrote (their records are drawn)")->required();
     cmd->add_option("--out", a->out, "The report's folder (index.html, data.js, runs/ with each input's batch)")->required();
     cmd->add_option("--jobs", a->jobs, "Units analysed in parallel (default 1)");
     cmd->add_option("--title", a->title, "The page's title");

@@ -119,6 +119,47 @@ def main():
     check(e.returncode == 2 and e.stderr.startswith("error: ") and e.stderr.count("\n") == 1, f"bad input: {e.stderr}")
     check(not os.path.exists(os.path.join(WORK, "E")), "a failed report left its folder")
     print(f"report: {compared} mechanism results compared with analyze --json")
+    check_batch_folder(inputs)
+
+
+def check_batch_folder(inputs):
+    """A folder `attnscope batch` wrote is an input too: one page input per file of its records, the numbers its
+    records, its figures, no statistics over another file's units."""
+    job = os.path.join(WORK, "job.toml")
+    with open(job, "w") as f:
+        f.write(f'inputs = ["{os.path.abspath(inputs[0])}", "{os.path.abspath(inputs[1])}"]\nq = "/layers/0/q"\nk = "/layers/0/k"\nlayers = "all"\n'
+                'heads = [0, 1]\n[[figure]]\nview = "maps"\n')
+    batch = os.path.join(WORK, "B")
+    b = subprocess.run([BIN, "batch", job, "--out", batch, "--jobs", "2"], capture_output=True, text=True)
+    check(b.returncode == 0, f"batch: {b.stderr[-500:]}")
+    out = os.path.join(WORK, "RB")
+    p = subprocess.run([BIN, "report", batch, "--out", out], capture_output=True, text=True)
+    check(p.returncode == 0, f"report of a batch folder: {p.stderr[-800:]}")
+    if p.returncode != 0:
+        return
+    text = open(os.path.join(out, "data.js")).read()
+    data = json.loads(text[len("window.ATTNSCOPE_REPORT = "):].rstrip().rstrip(";"))
+    with open(os.path.join(batch, "results.jsonl")) as f:
+        records = {r["key"]: r for r in map(json.loads, f)}
+    check(sorted(i["name"] for i in data["inputs"]) == ["trained_lm_mhla", "vit_digits"],
+          f"batch folder inputs {[i['name'] for i in data['inputs']]}")
+    for inp in data["inputs"]:
+        check(len(inp["units"]) == len(inp["layers"]) * 2, f"{inp['name']}: {len(inp['units'])} units from the folder")
+        check(inp["aggregate"] is None, f"{inp['name']}: the batch's statistics over both files shown as this one's")
+        for u in inp["units"]:
+            check(u["figure"] and os.path.exists(os.path.join(out, u["figure"])), f"{inp['name']}: figure {u['figure']}")
+            for m in u["mechanisms"]:
+                key = f"{inp['file']}|l={u['layer']}|h={u['head']}|{m['mechanism']}"
+                r = records.get(key)
+                check(r is not None, f"no record {key}")
+                if r:
+                    close(m["effective_rank"], r["effective_rank"], key)
+                    close(m["rank"], r["rank"], key)
+    empty = os.path.join(WORK, "empty")
+    os.makedirs(empty)
+    e = subprocess.run([BIN, "report", empty, "--out", os.path.join(WORK, "E2")], capture_output=True, text=True)
+    check(e.returncode == 2 and "without results.jsonl" in e.stderr and e.stderr.count("\n") == 1, f"empty folder: {e.stderr}")
+    check(not os.path.exists(os.path.join(WORK, "E2")), "a failed report left its folder")
 
 
 main()
