@@ -84,6 +84,14 @@ def main():
     with open(os.path.join(package, "__init__.py")) as f, \
             open(os.path.join(a.source, "python", "attnscope", "__init__.py")) as g:
         case("the packaged __init__.py is the source's", f.read() == g.read())
+    # The PyTorch recorder ships as attnscope.torch (tools/python/attnscope_dump.py under that name).
+    with open(os.path.join(package, "torch.py")) as f, \
+            open(os.path.join(a.source, "tools", "python", "attnscope_dump.py")) as g:
+        case("the packaged attnscope/torch.py is the recorder", f.read() == g.read())
+    p = run([sys.executable, "-c", "import attnscope.torch as t; print(t.AttnScopeRecorder.__name__, t.__file__)"],
+            env=env, cwd=root)
+    case("from attnscope.torch import AttnScopeRecorder (from the package)",
+         p.returncode == 0 and p.stdout.startswith("AttnScopeRecorder " + package), p.stderr or p.stdout)
     stray = [f for f in os.listdir(package) if f.endswith(".pyc") or f == "__pycache__"]
     case("no compiled bytecode in the package", not stray, str(stray))
 

@@ -603,6 +603,29 @@ class Report(unittest.TestCase):
                 attnscope.report(out=os.path.join(tmp, "R"))
 
 
+class TorchRecorder(unittest.TestCase):
+    """Issue 34: the PyTorch recorder ships inside the module as attnscope.torch (tools/python/attnscope_dump.py)."""
+
+    def test_import_and_record(self):
+        try:
+            import torch
+        except ImportError:
+            self.skipTest("python3 cannot import torch (apt-get install python3-torch)")
+        import attnscope.torch as bridge
+        self.assertTrue(bridge.__file__.endswith(os.path.join("attnscope", "torch.py")))
+        with open(os.path.join(SOURCE, "tools", "python", "attnscope_dump.py")) as a, open(bridge.__file__) as b:
+            self.assertEqual(a.read(), b.read())
+        torch.manual_seed(0)
+        mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+        x = torch.randn(1, 12, 16)
+        with torch.no_grad(), bridge.AttnScopeRecorder(mha) as rec:
+            mha(x, x, x)
+        q, k, _ = rec.tensors(0, 0)
+        self.assertEqual(tuple(q.shape), (2, 12, 8))
+        doc = rec.analyze(0, head=1)
+        self.assertEqual(doc["input"]["n"], 12)
+
+
 class Batch(unittest.TestCase):
     """Issue 33: attnscope.batch runs a TOML job as `attnscope batch` does and reads the folder back as tables."""
 
