@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -257,6 +258,16 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
                            : "Linear attention's rank is at most d = " + dtext +
                                  " by construction, whatever N; softmax's is not bounded by d, and MHLA's by M d.";
     e["batch_command"] = run.reproduce;
+    // What was measured and how: the job's text (its options; the file's attributes fill the rest, as each record's
+    // input.defaults_from_file says) and the parameters each mechanism ran with.
+    std::ifstream job(run.folder / "job.toml");
+    e["job"] = run.own_job && job ? std::string(std::istreambuf_iterator<char>(job), {}) : std::string();
+    ojson params = ojson::object();
+    for (const json* r : records)
+        if (!params.contains(r->at("mechanism").get<std::string>()))
+            params[r->at("mechanism").get<std::string>()] = at(*r, "params");
+    e["params"] = params;
+    e["defaults_from_file"] = at(first, "input.defaults_from_file");
     ojson list = ojson::array();
     for (const auto& [key, recs] : units) {
         ojson u;

@@ -196,6 +196,18 @@
         `${input.file} (SHA-256 ${input.sha256.slice(0, 16)}…): ${input.layers.length} layer(s) x ${input.heads.length} head(s), ` +
         `N = ${input.n}, d = ${input.d}${input.causal ? ", causal" : ""}. ${input.sentence}`));
       sec.append(el("p", { class: "command-line" }, "Reproduce every number of this input: ", el("code", {}, input.batch_command)));
+      const how = el("details", { class: "how" }, el("summary", {}, "What was measured, with which options"));
+      if (input.job) how.append(el("p", {}, "The job (docs/batch.md):"), el("pre", { class: "command" }, input.job));
+      if (input.defaults_from_file && Object.keys(input.defaults_from_file).length)
+        how.append(el("p", {}, "From the file's attributes: " +
+          Object.entries(input.defaults_from_file).map(([k, v]) => k + " = " + JSON.stringify(v)).join(", ")));
+      const pt = el("table", { class: "numbers" });
+      pt.append(el("tr", {}, el("th", {}, "mechanism"), el("th", { style: "text-align:left" }, "parameters")));
+      for (const [mech, p] of Object.entries(input.params || {}))
+        pt.append(el("tr", {}, el("td", {}, mech), el("td", { style: "text-align:left" },
+          Object.entries(p || {}).map(([k, v]) => k + "=" + (typeof v === "object" ? JSON.stringify(v) : v)).join("  "))));
+      how.append(pt);
+      sec.append(how);
       sec.append(el("h3", {}, "Overview (click a cell for its head)"));
       sec.append(el("div", { class: "overview", id: "overview-" + input.name }));
       sec.append(el("h3", {}, "Over the heads: means with 95% intervals (attnscope aggregate)"));

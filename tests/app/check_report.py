@@ -84,6 +84,9 @@ def main():
         check(inp["causal"] == (inp["name"] == "trained_lm_mhla"), f"{inp['name']}: causal {inp['causal']}")
         check(inp["aggregate"] and inp["aggregate"]["mechanisms"], f"{inp['name']}: no aggregate")
         check(inp["depth"] and len(inp["depth"]["depth"]) == len(inp["layers"]), f"{inp['name']}: depth")
+        check('heads = "all"' in inp["job"] and set(inp["params"]) == {"softmax", "linear", "mhla"},
+              f"{inp['name']}: what was measured is not on the page")
+        check(inp["params"]["softmax"]["causal"] == inp["causal"], f"{inp['name']}: params {inp['params']}")
         for u in inp["units"]:
             where = f"{inp['name']} l{u['layer']} h{u['head']}"
             check(u["figure"] and os.path.getsize(os.path.join(out, u["figure"])) > 1000, f"{where}: no maps figure")
