@@ -88,10 +88,16 @@ clm="$root/data/char_lm_licenses.h5"
 "$bin" figure --view curves --synth local1d --d 16 --seeds 2 --vary n=32,64,128,256 --blocks 4 --metric rank \
     --width 860 --height 560 --dpi 96 --out "$docs/views-curves-n.png" 2> /dev/null
 
+# The report page in headless Chromium (docs/report-*.png), when the browser test's packages are installed.
+if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
+    /usr/bin/python3 "$root/tests/app/check_report_browser.py" "$bin" "$(mktemp -d)" "$root/data" "$docs" > /dev/null
+    echo "report-*.png <- tests/app/check_report_browser.py"
+fi
+
 # 4. Screenshots no page references.
 cd "$docs"
 unused=()
-for png in screenshot-*.png figure-*.png views-*.png; do
+for png in screenshot-*.png figure-*.png views-*.png report-*.png; do
     [ -e "$png" ] || continue
     grep -qF "$png" "$root/README.md" ./*.md || unused+=("$png")
 done

@@ -7,7 +7,7 @@ through chromedriver, opening index.html from a file:// URL with the network swi
 Checks: no console error; every chart is drawn (an SVG with marks) and every maps image is loaded and not
 blank; a click on an overview cell scrolls to its head; hovering a cell shows its value in a tooltip; and the
 page opens (load to every overview drawn) in under 5 s. With SCREENSHOT_DIR the page is captured at 1600x1000
-and 1280x720 (docs/report-*.png).
+and 1280x720, and one head of the causal LM (docs/report-*.png; tools/make_screenshots.sh passes docs/).
 """
 import os
 import shutil
@@ -139,6 +139,12 @@ def main(BIN, WORK, DATA, SHOTS=None):
                 driver.execute_script("window.scrollTo(0, 0)")
                 time.sleep(0.3)
                 driver.save_screenshot(os.path.join(SHOTS, f"report-{width}x{height}.png"))
+                if width == 1600:   # one head of the causal LM: maps, numbers, spectra, entropy, profile
+                    head = driver.find_element(By.ID, "trained_lm_mhla-l1-h0")
+                    driver.execute_script("arguments[0].scrollIntoView()", head)
+                    wait_for_element(driver, head)
+                    time.sleep(0.5)
+                    driver.save_screenshot(os.path.join(SHOTS, "report-head.png"))
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
             check(not errors, f"{width}x{height}: console errors: {errors[:3]}")
         finally:
