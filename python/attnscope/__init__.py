@@ -550,6 +550,24 @@ def figure(view, q=None, k=None, v=None, *, format="png", out=None, **options):
     return fig
 
 
+def _run_units(args, progress):
+    """Runs the attnscope executable (batch, report) and returns its standard error's lines, calling
+    ``progress(fraction, unit)`` on each "progress 3/4 (75%) eta 3s: FILE|l=-|h=0 2.07s" line; its ``error:`` line
+    raises ValueError."""
+    import subprocess
+    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
+        lines = []
+        for line in p.stderr:
+            lines.append(line.rstrip("\n"))
+            m = re.match(r"progress (\d+)/(\d+) \(\d+%\)[^:]*: (\S+)", line)
+            if m and progress is not None:
+                progress(int(m.group(1)) / max(int(m.group(2)), 1), m.group(3))
+    if p.returncode != 0:
+        errors = [line for line in lines if line.startswith("error: ")]
+        raise ValueError(errors[-1][len("error: "):] if errors else "\n".join(lines))
+    return lines
+
+
 class Batch:
     """The folder ``attnscope batch`` wrote (docs/batch.md): ``out`` (its path), ``records`` (results.jsonl: one dict
     per unit and mechanism), ``aggregate`` (aggregate.json, a :class:`Document`), ``figures`` (their paths)."""
@@ -579,7 +597,6 @@ def batch(job, out=None, *, jobs=1, shard=None, progress=None):
     a :class:`Batch` of OUT (default: ``<job name>_results`` in the working folder). Resumable: a rerun keeps the units
     recorded. Runs the attnscope executable (the job's figures are drawn with Qt, which this module does not link);
     ``progress(fraction, unit)`` follows its units; its ``error:`` line raises ValueError."""
-    import subprocess
     job = os.fspath(job)
     if not os.path.isfile(job):
         raise FileNotFoundError(f"{job}: no such job file")
@@ -589,16 +606,7 @@ def batch(job, out=None, *, jobs=1, shard=None, progress=None):
         args += ["--out", os.fspath(out)]
     if shard is not None:
         args += ["--shard", str(shard)]
-    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as p:
-        lines = []
-        for line in p.stderr:   # "progress 3/4 (75%) eta 3s: FILE|l=-|h=0 2.07s", then "batch JOB: ... -> OUT"
-            lines.append(line.rstrip("\n"))
-            m = re.match(r"progress (\d+)/(\d+) \(\d+%\)[^:]*: (\S+)", line)
-            if m and progress is not None:
-                progress(int(m.group(1)) / max(int(m.group(2)), 1), m.group(3))
-    if p.returncode != 0:
-        errors = [line for line in lines if line.startswith("error: ")]
-        raise ValueError(errors[-1][len("error: "):] if errors else "\n".join(lines))
+    lines = _run_units(args, progress)
     done = [m.group(1) for m in (re.match(r"batch .*-> (.+)$", line) for line in lines) if m]
     if progress is not None:
         progress(1.0, "done")
@@ -641,7 +649,6 @@ def report(*inputs, out, jobs=1, title=None, progress=None):
     returns its :class:`Report`. Runs the attnscope executable (the maps are drawn with Qt); a missing input raises
     FileNotFoundError, the executable's ``error:`` line ValueError; ``progress(fraction, unit)`` follows each input's
     units (the fraction is per input)."""
-    import subprocess
     paths = [os.fspath(i) for i in inputs]
     if not paths:
         raise TypeError("report() needs at least one input file")
@@ -652,16 +659,7 @@ def report(*inputs, out, jobs=1, title=None, progress=None):
     args = [_executable(), "report", *paths, "--out", os.fspath(out), "--jobs", str(int(jobs))]
     if title is not None:
         args += ["--title", str(title)]
-    with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
-        lines = []
-        for line in proc.stderr:
-            lines.append(line.rstrip("\n"))
-            m = re.match(r"progress (\d+)/(\d+) \(\d+%\)[^:]*: (\S+)", line)
-            if m and progress is not None:
-                progress(int(m.group(1)) / max(int(m.group(2)), 1), m.group(3))
-    if proc.returncode != 0:
-        errors = [line for line in lines if line.startswith("error: ")]
-        raise ValueError(errors[-1][len("error: "):] if errors else "\n".join(lines))
+    _run_units(args, progress)
     if progress is not None:
         progress(1.0, "done")
     return Report(os.fspath(out))
