@@ -22,6 +22,7 @@
 #include "analysis/heads.h"
 #include "analysis/metric_table.h"
 #include "curves.h"
+#include "heads_gallery.h"
 #include "io/selection.h"
 #include "maps_panels.h"
 #include "plot_util.h"
@@ -45,18 +46,6 @@ QString metricText(const analysis::MechanismResult& r, std::string_view key, con
         return QStringLiteral("%1 %2").arg(name).arg(static_cast<qlonglong>(*v));
     return QStringLiteral("%1 %2").arg(name, fmtNum(*v, digits < 0 ? e->view_digits : digits));
 }
-
-// How the page's maps are arranged at one size: heads per row of maps (a page wraps onto blocks of rows,
-// each block a row of maps per mechanism), whether each cell's numbers take two lines, the side of a map
-// in pixels, and the height that arrangement needs (at most the height it was chosen for unless it scrolls).
-struct Gallery {
-    int perRow = 0;   // 0: not chosen yet (the whole page on one row)
-    bool split = false;
-    double side = 0;
-    int height = 0;
-    double cellFont = 1.0;      // the heads' names and numbers at this x kTickPt (a crowded figure: smaller, never below 6.6 pt printed)
-    bool scaleLabels = true;    // each colour bar's label along it ("softmax weight"): only where the map is as tall
-};
 
 class HeadsViewImpl : public PlotViewOf<HeadsView> {
 public:
@@ -356,70 +345,21 @@ private:
         const double fixed = titleFm.lineSpacing() * (titleFm.horizontalAdvance(pageTitle(false)) > width - 16 ? 2 : 1) +
                              tickFm.lineSpacing() * (tickFm.horizontalAdvance(detailsText()) > width - 16 ? 2 : 1) +
                              tickFm.lineSpacing() * (foot.count(QLatin1Char('\n')) + 2) + 24 * fs;
-        const double perBlock = nameFm.lineSpacing() + 6 * fs;
-        const double minSide = kMinScreenSide * (figure ? 0.9 : 1.0) * fs;
-        Gallery fallback;   // the largest maps whatever the texts
-        for (int perRow = shown; perRow >= 1; --perRow) {
-            if (onlyPerRow > 0 && perRow != onlyPerRow)
-                continue;
-            const int blocks = (shown + perRow - 1) / perRow;
-            Gallery g;
-            g.perRow = perRow;
-            g.cellFont = cell;
-            // The colour bars keep their labels when the maps are as tall as the labels are long.
-            for (const bool labels : {true, false}) {
-                const double across = labelW + 12 * fs + scaleBase + (labels ? labelFm.lineSpacing() : 0.0);
-                const double sideW = (width - across) / perRow - 12;
-                g.scaleLabels = labels;
-                if (grow) {
-                    g.side = std::max(minSide, textW);
-                    if (sideW < g.side && perRow > 1)
-                        break;
-                    if (labels && g.side < scaleLabelW)
-                        continue;
-                    g.split = oneW > g.side;
-                    const double down = fixed + blocks * perBlock + blocks * mechs * ((g.split ? 2 : 1) * line + 2 * fs);
-                    g.height = static_cast<int>(std::ceil(down + blocks * mechs * g.side));
-                    return g;   // the most heads per row that keep maps of that side
-                }
-                // Numbers on one line where the side allows, else two.
-                bool placed = false;
-                for (const bool split : {false, true}) {
-                    const double down = fixed + blocks * perBlock + blocks * mechs * ((split ? 2 : 1) * line + 2 * fs);
-                    const double side = std::min(sideW, (size.height() - down) / (blocks * mechs));
-                    if (split && (fallback.perRow == 0 || side > fallback.side + 0.5)) {
-                        fallback = g;
-                        fallback.split = true;
-                        fallback.side = side;
-                        fallback.height = size.height();
-                        fallback.scaleLabels = false;
-                    }
-                    if ((split ? textW : std::max(textW, oneW + 4)) > side && perRow > 1)
-                        continue;
-                    if (labels && side < scaleLabelW)
-                        break;
-                    placed = true;
-                    if (best.perRow == 0 || side > best.side + 0.5) {
-                        best = g;
-                        best.split = split;
-                        best.side = side;
-                        best.height = size.height();
-                    }
-                    break;
-                }
-                if (placed)
-                    break;
-            }
-        }
-        if (best.perRow == 0)   // no arrangement keeps every text whole: the largest maps
-            best = fallback;
-        if (best.perRow == 0) {
-            best.perRow = 1;
-            best.split = true;
-            best.cellFont = cell;
-            best.scaleLabels = false;
-        }
-        return best;
+        GalleryTexts t;
+        t.shown = shown;
+        t.mechanisms = mechs;
+        t.fontScale = fs;
+        t.textWidth = textW;
+        t.oneLineWidth = oneW;
+        t.rowLabelWidth = labelW;
+        t.scaleLabelWidth = scaleLabelW;
+        t.scaleLabelLine = labelFm.lineSpacing();
+        t.scaleWidth = scaleBase;
+        t.fixedHeight = fixed;
+        t.blockHeight = nameFm.lineSpacing() + 6 * fs;
+        t.numberLine = line;
+        t.minSide = kMinScreenSide * (figure ? 0.9 : 1.0) * fs;
+        return arrangeGallery(t, size, grow, onlyPerRow, cell);
     }
 
     // A row's label, left of its first map: the mechanism; a colour bar's label along it.
