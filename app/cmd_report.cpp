@@ -21,6 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analysis/aggregate.h"
+#include "analysis/batch_store.h"
+#include "analysis/measure.h"
 #include "cli_common.h"
 #include "io/tensor_file.h"
 #include "report_assets.h"
@@ -32,7 +35,7 @@ namespace attnscope::app {
 namespace {
 
 namespace fs = std::filesystem;
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;   // the records as analysis::read_batch_records gives them
 using ojson = nlohmann::ordered_json;
 
 struct ReportArgs {
@@ -113,17 +116,22 @@ std::string job_text(const ReportInput& in)
     return t;
 }
 
-std::vector<json> read_records(const fs::path& results)
+// A batch folder's records, read as `aggregate` reads them (analysis::read_batch_records: no symbolic link, at most
+// the default memory budget / k_results_memory_factor bytes, a torn last line refused).
+std::vector<json> read_records(const fs::path& folder) { return analysis::read_batch_records(folder.string()); }
+
+// A JSON file of a batch folder (its aggregate or a depth document): absent (null) unless a regular file, not a
+// link; refused above the size records may have.
+ojson read_json(const fs::path& p)
 {
-    std::ifstream in(results);
-    if (!in)
-        throw InputError(results.string() + ": cannot be read (the batch wrote no records)");
-    std::vector<json> records;
-    std::string line;
-    while (std::getline(in, line))
-        if (!line.empty())
-            records.push_back(json::parse(line));
-    return records;
+    std::error_code ec;
+    if (!fs::is_regular_file(fs::symlink_status(p, ec)))
+        return nullptr;
+    const std::uint64_t cap = analysis::default_memory_limit() / analysis::k_results_memory_factor;
+    if (fs::file_size(p, ec) > cap)
+        throw InputError(p.string() + ": larger than the " + std::to_string(cap >> 20) + " MiB a batch's files may hold");
+    std::ifstream f(p);
+    return ojson::parse(f);
 }
 
 json at(const json& j, const std::string& dotted)
@@ -277,7 +285,8 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
         const std::string fig = layered ? fmt::format("{}_l{}_h{}_maps.png", run.stem, key.first, key.second)
                                         : fmt::format("{}_h{}_maps.png", run.stem, key.second);
         const fs::path figure = run.folder / "figures" / fig;
-        u["figure"] = fs::exists(figure) ? json(fs::relative(figure, out).string()) : json(nullptr);
+        std::error_code ec;   // a figure that is a link (to anywhere) is not linked from the page
+        u["figure"] = fs::is_regular_file(fs::symlink_status(figure, ec)) ? json(fs::relative(figure, out).string()) : json(nullptr);
         u["command"] = run.own_job ? unit_command(*recs.front(), key.second)
                                    : "the batch's record " + recs.front()->value("key", std::string()) +
                                          " (" + fs::relative(run.folder / "results.jsonl", out).string() + ")";
@@ -288,12 +297,6 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
         list.push_back(u);
     }
     e["units"] = list;
-    const auto read_json = [](const fs::path& p) -> ojson {
-        if (!fs::exists(p))
-            return nullptr;
-        std::ifstream f(p);
-        return ojson::parse(f);
-    };
     // The batch's statistics are over all its units: they are this input's when the folder holds it alone.
     e["aggregate"] = run.own_job ? read_json(run.folder / "aggregate.json") : ojson(nullptr);
     ojson depth = read_json(run.folder / "depth" / (run.stem + ".json"));
@@ -353,7 +356,6 @@ int run_report(const ReportArgs& a)
     std::vector<ReportInput> inputs;
     for (const std::string& i : a.inputs)
         inputs.push_back(plan_input(i, names));   // every input checked before anything is written
-    fs::create_directories(out / "runs");
     ojson data;
     data["attnscope_version"] = ATTNSCOPE_VERSION;
     const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -376,7 +378,7 @@ int run_report(const ReportArgs& a)
     for (const ReportInput& in : inputs) {
         if (in.batch_folder) {
             std::cerr << "report: the records of " << in.path << "\n";
-            kept.push_back(read_records(fs::path(in.path) / "results.jsonl"));
+            kept.push_back(read_records(in.path));
             std::map<std::string, std::vector<const json*>> by_file;
             for (const json& r : kept.back())
                 by_file[at(r, "input.file").is_string() ? at(r, "input.file").get<std::string>() : std::string()].push_back(&r);
@@ -400,7 +402,7 @@ int run_report(const ReportArgs& a)
         std::cerr << "report: " << in.path << " (" << (in.layered ? "every layer and head" : "every head") << ")\n";
         if (const int status = run_batch_job((run / "job.toml").string(), run.string(), a.jobs); status != 0)
             return status;
-        std::vector<json> records = read_records(run / "results.jsonl");
+        std::vector<json> records = read_records(run);
         std::vector<const json*> pointers;
         for (const json& r : records)
             pointers.push_back(&r);
