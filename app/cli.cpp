@@ -83,13 +83,26 @@ bool wants_cli(int argc, char** argv)
 
 int run_cli(int argc, char** argv)
 {
+#ifndef ATTNSCOPE_WITH_GUI
+    if (argc >= 2 && std::strcmp(argv[1], "figure") == 0) {
+        print_error(needs_desktop_app("figure"));
+        return 2;
+    }
+#endif
     if (argc >= 2 && argv[1][0] != '-' && !is_subcommand(argv[1])) {
         print_error(std::string("'") + argv[1] + "' is neither a subcommand (" + subcommand_list() + ") nor an existing file");
         return 2;
     }
+#ifdef ATTNSCOPE_WITH_GUI
     CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
                  "Without a subcommand (or with file names) attnscope opens the desktop app.",
                  "attnscope"};
+#else
+    CLI::App app{"AttnScope: how expressive are softmax, linear and MHLA attention on your activations?\n"
+                 "This attnscope is the headless one (built without Qt): the desktop app and figure are in the package "
+                 "attnscope.",
+                 "attnscope"};
+#endif
     app.set_version_flag("--version", std::string("attnscope ") + ATTNSCOPE_VERSION);
     app.require_subcommand(1);
     app.option_defaults()->always_capture_default();

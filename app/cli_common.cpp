@@ -45,6 +45,13 @@ std::string parse_error_text(const CLI::ParseError& e)
     return m;
 }
 
+std::string needs_desktop_app(const std::string& what)
+{
+    return what + " needs the desktop app, and this attnscope is the headless one (built without Qt): "
+                  "install the package attnscope (the desktop app) beside attnscope-cli, or build with "
+                  "ATTNSCOPE_BUILD_GUI=ON";
+}
+
 void print_error(const std::string& message)
 {
     std::string line = message;

@@ -54,6 +54,10 @@ std::string parse_error_text(const CLI::ParseError& e);
 // "error: MESSAGE" on stderr, on one line whatever the message holds.
 void print_error(const std::string& message);
 
+// What a headless attnscope (built without Qt: the package attnscope-cli, or ATTNSCOPE_BUILD_GUI=OFF) says when
+// asked for something only the desktop app's views draw: "WHAT draws with the desktop app's views, ...".
+std::string needs_desktop_app(const std::string& what);
+
 // Writes text to `path` (util/output.h: atomically; a device or FIFO in place), or to standard output for "-".
 void write_text_output(const std::string& path, const std::string& text);
 

@@ -363,6 +363,10 @@ int run_report(const ReportArgs& a)
     std::strftime(stamp, sizeof stamp, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
     data["generated"] = stamp;
     data["command"] = command_line(a);
+#ifndef ATTNSCOPE_WITH_GUI
+    // The headless attnscope (attnscope-cli) measures everything but draws no map images: the page says why.
+    data["maps_missing"] = "No attention maps: " + needs_desktop_app("the maps figure") + ".";
+#endif
     ojson measures = ojson::array(), table = ojson::array();
     for (const Measure& m : kMeasures) {
         table.push_back({{"key", m.key}, {"label", m.label}});

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "analysis/inputs.h"
@@ -113,7 +114,7 @@ int run_sweep(const SweepArgs& a)
     }
 #else
     if (a.plot_out)
-        throw std::invalid_argument("--plot: this attnscope was built without the desktop app's views (ATTNSCOPE_BUILD_GUI=OFF)");
+        throw std::invalid_argument(needs_desktop_app("--plot"));
 #endif
     if (a.metric && !a.plot_out)
         throw std::invalid_argument("--metric chooses what --plot shows; give --plot OUT.png too");

@@ -1,5 +1,6 @@
 // attnscope: the desktop app when started bare or with file names, a headless tool with a subcommand.
 #include "cli.h"
+#include "cli_common.h"
 
 #ifdef ATTNSCOPE_WITH_GUI
 namespace attnscope::app {
@@ -25,8 +26,8 @@ int main(int argc, char** argv)
 #ifdef ATTNSCOPE_WITH_GUI
         status = attnscope::app::run_gui(argc, argv);
 #else
-        std::fprintf(stderr, "error: this attnscope was built without the desktop app (ATTNSCOPE_BUILD_GUI=OFF); "
-                             "use a subcommand: %s (attnscope --help)\n", attnscope::app::subcommand_list().c_str());
+        attnscope::app::print_error(attnscope::app::needs_desktop_app("opening files in a window (attnscope [FILE...])") +
+                                    "; or use a subcommand: " + attnscope::app::subcommand_list() + " (attnscope --help)");
 #endif
     }
     // Under an address-space limit too small for OpenBLAS's buffers, a thread it started when it was loaded waits for

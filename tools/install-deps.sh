@@ -33,6 +33,7 @@ TEST_PACKAGES=(
   python3-pandas                # Document.to_pandas() (python/attnscope), tested by tests/python
   slurm-wlm munge               # tests/cluster: a one-machine Slurm that the test starts and stops itself
   help2man dpkg-dev             # the Debian package (packaging/): man page from --help, dpkg-shlibdeps
+  python3-markdown              # the packaged docs: docs/*.md as HTML (packaging/docs_html.py)
   lintian desktop-file-utils appstream shared-mime-info   # tests/packaging: the package's validators
   chromium chromium-driver python3-selenium   # tests/app/check_report_browser.py: the report page in a real browser
 )

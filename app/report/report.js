@@ -172,6 +172,7 @@
     s.append(el("h3", {}, `${input.name} — layer ${u.layer}, head ${u.head}`));
     const row = el("div", { class: "head-row" });
     if (u.figure) row.append(el("img", { class: "maps", src: u.figure, alt: `attention maps, layer ${u.layer} head ${u.head}` }));
+    else if (R.maps_missing) row.append(el("p", { class: "maps-missing" }, R.maps_missing));
     row.append(numbersTable(input, u));
     s.append(row);
     const charts = el("div", { class: "charts" });

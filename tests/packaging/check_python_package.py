@@ -3,7 +3,10 @@
 wrote, imported with nothing of the build tree on any path, it refuses what the built module refuses and keeps
 no state between calls; and the package's man page and completion say what the packaged --help says.
 
-check_python_package.py --deb-glob GLOB --python-dir DIR --source SOURCE --work WORK
+check_python_package.py --deb-dir DIR --version V --python-dir DIR --source SOURCE --work WORK
+
+The module (python3-attnscope) is unpacked with the command line it runs (attnscope-cli: the headless executable,
+no Qt), as the package's Depends installs them.
 
 Each case prints PASS or FAIL with its reason; the script exits 1 when any fails, 77 (skipped) when the
 package holds no Python module.
@@ -32,26 +35,34 @@ def run(cmd, **kw):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--deb-glob", required=True)
+    ap.add_argument("--deb-dir", required=True)
+    ap.add_argument("--version", required=True)
     ap.add_argument("--python-dir", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--build-dir", required=True)
     ap.add_argument("--work", required=True)
     a = ap.parse_args()
-    debs = glob.glob(a.deb_glob)
-    if len(debs) != 1:
-        print(f"FAIL expected exactly one package {a.deb_glob}, found {debs}")
+    python_deb = glob.glob(os.path.join(a.deb_dir, f"python3-attnscope_{a.version}_*.deb"))
+    if not python_deb:
+        print("SKIPPED: no python3-attnscope package (ATTNSCOPE_BUILD_PYTHON is off)")
+        return SKIP
+    debs = python_deb + glob.glob(os.path.join(a.deb_dir, f"attnscope-cli_{a.version}_*.deb"))
+    if len(debs) != 2:
+        print(f"FAIL expected python3-attnscope and attnscope-cli {a.version} in {a.deb_dir}, found {debs}")
         return 1
     root = os.path.join(a.work, "python_package")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
-    subprocess.run(["dpkg-deb", "-x", debs[0], root], check=True)
+    for deb in debs:
+        subprocess.run(["dpkg-deb", "-x", deb, root], check=True)
     site = os.path.join(root, "usr", a.python_dir.strip("/"))
     package = os.path.join(site, "attnscope")
     if not os.path.isdir(package):
         print(f"SKIPPED: the package has no Python module under /{a.python_dir}")
         return SKIP
-    exe = os.path.join(root, "usr", "bin", "attnscope")
+    exe = os.path.join(root, "usr", "lib", "attnscope", "attnscope-cli")
+    if not os.path.exists(exe):
+        exe = os.path.join(root, "usr", "lib", "attnscope", "attnscope")   # a build without the desktop app
     build = os.path.realpath(a.build_dir)
     # Nothing of the build tree or the source tree reaches the child: only the unpacked package and the system.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LD_", "ATTNSCOPE_"))}
