@@ -46,9 +46,58 @@ def pages(source):
     return out
 
 
+LIST_ITEM = re.compile(r"^(\s*)([-*+]|\d+\.)\s")
+
+
+def github_lists(text):
+    """The docs are written for GitHub's Markdown, which starts a list item right after a paragraph line, nests
+    lists by two spaces and allows code fences inside list items; Python-Markdown wants a blank line before an item
+    that follows a paragraph, four spaces per level and indented code inside items. Outside top-level code fences
+    this inserts the blank line, doubles the indentation of lines inside a list, and turns a fence inside a list
+    item into an indented code block of that item."""
+    out, fence, in_list, prev = [], None, False, ""
+    inner = None   # (indent of the fence, its marker) for a fence inside a list item
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if inner is not None:
+            if stripped.startswith(inner[1]) and indent <= inner[0] + 1:
+                out.append("")
+                inner = None
+            else:
+                out.append(" " * (2 * inner[0] + 4) + line[min(indent, inner[0]):])
+            prev = line
+            continue
+        if fence:
+            out.append(line)
+            if stripped.startswith(fence):
+                fence = None
+            prev = line
+            continue
+        item = LIST_ITEM.match(line)
+        if item:
+            if prev.strip() and not LIST_ITEM.match(prev) and not prev.startswith("|"):
+                out.append("")
+            in_list = True
+        elif line.strip() and indent == 0 and not prev.strip():
+            in_list = False
+        if stripped.startswith(("```", "~~~")):
+            if in_list and indent > 0:
+                inner = (indent, stripped[:3])
+                out.append("")
+                prev = line
+                continue
+            fence = stripped[:3]
+        if in_list and indent > 0:
+            line = " " * indent + line
+        out.append(line)
+        prev = line
+    return "\n".join(out)
+
+
 def title_of(text, fallback):
     m = re.search(r"^#\s+(.+)$", text, re.M)
-    return m.group(1).strip() if m else fallback
+    return m.group(1).strip().replace("`", "") if m else fallback
 
 
 class Rewriter:
@@ -107,9 +156,12 @@ def main():
             text = f.read()
         # The docs-test markers (tools/docs_test.py) are HTML comments: Markdown keeps them, the page drops them.
         text = re.sub(r"<!--\s*docs-test:.*?-->\n?", "", text, flags=re.S)
+        text = github_lists(text)
         titles[page] = title_of(text, page)
         rendered[page] = rw.page(md_path, text)
-    nav = " ".join(f'<a href="{p}">{html.escape(titles[p])}</a>' for _, p in listed)
+    # The bar above every page: short names (the file's), each with its page's title as a tooltip.
+    nav = " ".join(f'<a href="{p}" title="{html.escape(titles[p], quote=True)}">'
+                   f'{"overview" if p == "index.html" else html.escape(p[:-len(".html")])}</a>' for _, p in listed)
     for _, page in listed:
         doc = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
                f'<title>{html.escape(titles[page])} - AttnScope</title>\n<style>{STYLE}</style>\n</head>\n<body>\n'

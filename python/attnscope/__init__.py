@@ -13,6 +13,9 @@ check them with the command line's messages: ``ValueError``, ``TypeError``, ``Fi
 (``layout="bnhd"``, ``at=...``), PyTorch tensors, anything with ``__array__``, or ``FILE[:NAME]``
 references (then the result is byte for byte the command line's). The core computes without the GIL on
 a worker thread; Ctrl+C cancels it (KeyboardInterrupt); ``progress=callable(fraction, stage)`` reports.
+
+From the Debian packages, docs/NAME.md is /usr/share/doc/attnscope-doc/html/NAME.html (attnscope-doc), the
+samples are in /usr/share/attnscope (attnscope-data), and figure() needs the desktop app (attnscope).
 """
 import base64
 import difflib

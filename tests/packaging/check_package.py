@@ -374,6 +374,10 @@ def check_docs(args, root):
                 fail(f"{page} links to {target}, which the package does not hold")
         if ".md\"" in text or 'href="docs/' in text:
             fail(f"{page} still links to Markdown files")
+        # A list GitHub renders (right after a paragraph line, nested by two spaces) must be a list here too.
+        for para in re.findall(r"<p>(.*?)</p>", text, re.S):
+            if re.search(r"\n\s*(?:[-*+]|\d+\.) \S", para):
+                fail(f"{page}: a list rendered as a paragraph: {para[:200]!r}")
     print(f"docs: {len(pages)} HTML pages, {links} local links and images, every one inside the package")
 
 
