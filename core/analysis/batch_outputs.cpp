@@ -75,10 +75,23 @@ OutputState output_state(const fs::path& csv, const fs::path& js, const std::str
     return had_csv && had_json ? OutputState::stale : OutputState::partial;
 }
 
+// Whether a sweep's [[figure]] files are to be drawn and one is not there: a headless attnscope (no figure hook)
+// recorded the sweep, or a figure was removed. The sweep then runs again so that its figures are drawn.
+bool figures_missing(const BatchSweep& sw, const BatchRunOptions& opt)
+{
+    if (!opt.on_sweep_figures || !opt.sweep_figure_files)
+        return false;
+    std::error_code ec;
+    for (const FigureFile& f : opt.sweep_figure_files(sw))
+        if (!fs::exists(fs::symlink_status(fs::path(opt.out_dir) / "figures" / f.name, ec)))
+            return true;
+    return false;
+}
+
 }  // namespace
 
 // The sweeps of this shard (after the units: they are the long-running part). A sweep whose files exist
-// and whose fingerprint matches is done; a stale one (an input or the spec changed) loses its files and
+// and whose fingerprint matches is done (unless figures of it are missing: it runs again to draw them); a stale one (an input or the spec changed) loses its files and
 // figures first and runs again. Figures come first, so a figure that failed (e.g. on a full disk) is drawn
 // by the rerun.
 void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std::size_t units, const std::string& settings,
@@ -95,8 +108,11 @@ void run_sweeps(const BatchPlan& plan, const std::vector<SweepPlan>& plans, std:
         try {
             const std::string fingerprint = sweep_fingerprint(plan, sw, plans[j], settings, hashes);
             const OutputState state = output_state(csv, js, fingerprint);
-            if (state == OutputState::done)
+            if (state == OutputState::done && !figures_missing(sw, opt))
                 continue;
+            if (state == OutputState::done)
+                report.notes.push_back("sweep " + sw.name + ": figures of it are missing (drawn by a headless run, or "
+                                       "removed): run again to draw them");
             if (state != OutputState::absent && opt.sweep_figure_files)
                 for (const FigureFile& f : opt.sweep_figure_files(sw))
                     remove_file(fs::path(opt.out_dir) / "figures" / f.name);
