@@ -4,7 +4,11 @@
 // a maps figure per head) and run as `attnscope batch` runs it, so a rerun resumes and every number can be
 // reproduced by that job or by the `analyze` command shown beside it. The page (app/report/report.js) draws the
 // records with Vega-Lite (vendored, written to DIR/vendor/); its data is DIR/data.js. index.html is written last.
+// A report of many heads is paged by layer (--pages, the rule at page_by_layer): index.html keeps every input's
+// overview, statistics and depth curves, and each layer's heads are on DIR/<name>-layer-<L>.html with their data in
+// DIR/<name>-layer-<L>.js (a script, not JSON: a file:// page may not fetch).
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <chrono>
 #include <ctime>
@@ -16,6 +20,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,6 +30,7 @@
 #include "analysis/aggregate.h"
 #include "analysis/batch_store.h"
 #include "analysis/measure.h"
+#include "attention/mechanisms.h"
 #include "cli_common.h"
 #include "io/tensor_file.h"
 #include "report_assets.h"
@@ -43,7 +50,11 @@ struct ReportArgs {
     std::string out;
     int jobs = 1;
     std::string title = "AttnScope report";
+    std::string pages = "auto";   // single | layer | auto: Pages
 };
+
+// How the heads are laid out (--pages): all on index.html, on one page per input layer, or by page_by_layer's rule.
+enum class Pages { single, layer, automatic };
 
 // One input file and the datasets its job reads: per-layer /layers/<i>/q (the PyTorch bridge's layout) or /q.
 struct ReportInput {
@@ -209,6 +220,21 @@ ojson mechanism_entry(const json& r, bool causal)
     return m;
 }
 
+// A PNG's width and height (its IHDR chunk, bytes 16-23 big-endian), or {0, 0}: the page gives each maps image its
+// size before it loads, so a layer page opened at a head's anchor does not move while the images above it arrive.
+std::pair<std::uint32_t, std::uint32_t> png_size(const fs::path& p)
+{
+    unsigned char b[24] = {};
+    std::ifstream f(p, std::ios::binary);
+    if (!f.read(reinterpret_cast<char*>(b), sizeof b) || std::string_view(reinterpret_cast<char*>(b) + 1, 3) != "PNG" ||
+        std::string_view(reinterpret_cast<char*>(b) + 12, 4) != "IHDR")
+        return {0, 0};
+    const auto be32 = [&](int i) {
+        return std::uint32_t{b[i]} << 24 | std::uint32_t{b[i + 1]} << 16 | std::uint32_t{b[i + 2]} << 8 | b[i + 3];
+    };
+    return {be32(16), be32(20)};
+}
+
 std::string unit_command(const json& first, std::int64_t head)
 {
     return fmt::format("attnscope analyze --q {} --k {} --head {} --row-entropy --past-splits 16",
@@ -286,7 +312,10 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
                                         : fmt::format("{}_h{}_maps.png", run.stem, key.second);
         const fs::path figure = run.folder / "figures" / fig;
         std::error_code ec;   // a figure that is a link (to anywhere) is not linked from the page
-        u["figure"] = fs::is_regular_file(fs::symlink_status(figure, ec)) ? json(fs::relative(figure, out).string()) : json(nullptr);
+        const bool has_figure = fs::is_regular_file(fs::symlink_status(figure, ec));
+        u["figure"] = has_figure ? json(fs::relative(figure, out).string()) : json(nullptr);
+        if (const auto [w, h] = has_figure ? png_size(figure) : std::pair<std::uint32_t, std::uint32_t>{}; w > 0 && h > 0)
+            u["figure_size"] = {w, h};
         u["command"] = run.own_job ? unit_command(*recs.front(), key.second)
                                    : "the batch's record " + recs.front()->value("key", std::string()) +
                                          " (" + fs::relative(run.folder / "results.jsonl", out).string() + ")";
@@ -330,11 +359,95 @@ std::string html_escape(const std::string& s)
     return out;
 }
 
-std::string replaced(std::string text, const std::string& key, const std::string& value)
+// The page template with each @KEY@ of `values` replaced, in one pass (a value holding "@KEY@" stays as it is).
+std::string filled(std::string_view text, const std::map<std::string, std::string>& values)
 {
-    for (std::size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + value.size()))
-        text.replace(p, key.size(), value);
-    return text;
+    std::string out;
+    std::size_t p = 0;
+    while (p < text.size()) {
+        const std::size_t at = text.find('@', p);
+        const std::size_t end = at == std::string_view::npos ? at : text.find('@', at + 1);
+        const auto it =
+            end == std::string_view::npos ? values.end() : values.find(std::string(text.substr(at + 1, end - at - 1)));
+        if (it == values.end()) {
+            const std::size_t upto = at == std::string_view::npos ? text.size() : at + 1;
+            out.append(text.substr(p, upto - p));
+            p = upto;
+            continue;
+        }
+        out.append(text.substr(p, at - p));
+        out += it->second;
+        p = end + 1;
+    }
+    return out;
+}
+
+// A file name as a relative URL (a script's src): every byte but the unreserved ones percent-encoded.
+std::string url_escape(const std::string& s)
+{
+    std::string out;
+    for (const char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~')
+            out += c;
+        else
+            out += fmt::format("%{:02X}", u);
+    }
+    return out;
+}
+
+// --pages auto's rule: the report's inputs are paged by layer when they hold more than kPagedAboveHeads heads, or
+// more than kPagedAboveBytes of per-head data (the units as data.js would hold them), in all. Measured with
+// bench/report_scale.py (docs/performance.md): one page takes about 0.45 s + 0.17 s per MiB of data.js to its
+// overviews in headless Chromium (384 heads at N = 256, 5.8 MiB: 1.4 s; 768 heads, 11.5 MiB: 2.4 s), so 8 MiB
+// keeps it under 2 s; and past about 200 heads one page is a long scroll (each head's section is about 650 px
+// high) that loads every head's maps (0.1 MiB each), though it still opens quickly.
+constexpr std::size_t kPagedAboveHeads = 192;
+constexpr std::size_t kPagedAboveBytes = std::size_t{8} << 20;
+
+bool page_by_layer(Pages mode, std::size_t heads, std::size_t data_bytes)
+{
+    if (mode != Pages::automatic)
+        return mode == Pages::layer;
+    return heads > kPagedAboveHeads || data_bytes > kPagedAboveBytes;
+}
+
+// One page of one input layer's heads: DIR/<html> loads data.js (the overview's data: the input's facts, the
+// layers' pages for the links) and DIR/<script>, which sets window.ATTNSCOPE_LAYER = {input, layer, units}, the
+// units exactly as a single page would hold them.
+struct LayerPage {
+    std::string html, script;
+    std::string heading;
+    ojson data;
+};
+
+// The curves each head's charts draw: on the layer pages only when paged (the overview needs the scalars).
+constexpr const char* kCurves[] = {"singular_values", "row_entropy", "past_profile"};
+
+// Moves an input's heads to one page per layer: each unit of the overview keeps its numbers and names its page
+// ("page"); the input lists its pages ("pages": [{layer, page}]) for the links between them.
+std::vector<LayerPage> split_by_layer(ojson& input)
+{
+    const std::string name = input["name"];
+    const auto base = [&](std::int64_t layer) { return fmt::format("{}-layer-{}", name, layer); };
+    std::map<std::int64_t, ojson> by_layer;
+    for (const ojson& u : input["units"])
+        by_layer[u["layer"].get<std::int64_t>()].push_back(u);
+    std::vector<LayerPage> pages;
+    ojson list = ojson::array();
+    for (auto& [layer, units] : by_layer) {
+        pages.push_back({base(layer) + ".html", base(layer) + ".js", fmt::format("{}, layer {}", name, layer),
+                         {{"input", name}, {"layer", layer}, {"units", std::move(units)}}});
+        list.push_back({{"layer", layer}, {"page", pages.back().html}});
+    }
+    for (ojson& u : input["units"]) {
+        u["page"] = base(u["layer"].get<std::int64_t>()) + ".html";
+        for (ojson& m : u["mechanisms"])
+            for (const char* c : kCurves)
+                m.erase(c);
+    }
+    input["pages"] = list;
+    return pages;
 }
 
 std::string command_line(const ReportArgs& a)
@@ -343,6 +456,53 @@ std::string command_line(const ReportArgs& a)
     for (const std::string& i : a.inputs)
         c += " " + i;
     return c + " --out " + a.out;
+}
+
+// Pages the inputs by layer when --pages says so (page_by_layer): their layer pages, to be written.
+std::vector<LayerPage> paged(ojson& inputs, Pages mode, const fs::path& out)
+{
+    std::size_t heads = 0, bytes = 0;
+    for (const ojson& input : inputs)
+        heads += input["units"].size(), bytes += input["units"].dump().size();
+    std::vector<LayerPage> layer_pages;
+    if (!page_by_layer(mode, heads, bytes))
+        return layer_pages;
+    for (ojson& input : inputs) {
+        std::vector<LayerPage> pages = split_by_layer(input);
+        std::cerr << fmt::format("report: {} paged by layer: {} pages {}\n", input["name"].get<std::string>(), pages.size(),
+                                 (out / (input["name"].get<std::string>() + "-layer-<L>.html")).string());
+        std::move(pages.begin(), pages.end(), std::back_inserter(layer_pages));
+    }
+    std::cerr << fmt::format("report: {} heads, {:.1f} MiB of per-head data: index.html holds the overviews{}\n", heads,
+                             bytes / 1048576.0, mode == Pages::automatic ? " (--pages auto)" : "");
+    return layer_pages;
+}
+
+// The page's files: the scripts, data.js, the layer pages with their data, and index.html last.
+void write_pages(const fs::path& out, const ojson& data, const std::vector<LayerPage>& layer_pages, const ReportArgs& a,
+                 const std::string& stamp)
+{
+    for (const ReportAsset& asset : report_assets()) {
+        fs::create_directories((out / std::string(asset.path)).parent_path());
+        write_text_output_file((out / std::string(asset.path)).string(), std::string(asset.data));
+    }
+    write_text_output_file((out / "data.js").string(), "window.ATTNSCOPE_REPORT = " + data.dump() + ";\n");
+    const std::string about = html_escape(fmt::format("Made by attnscope {} on {}: {}. Every number is a record of the "
+                                                      "batch job shown with its input; the maths: docs/maths.md.",
+                                                      ATTNSCOPE_VERSION, stamp, command_line(a)));
+    const std::string footer = html_escape("Charts: Vega-Lite 5.23 (BSD-3-Clause, vendor/). Structural numbers (true by "
+                                           "construction) are marked \"by construction\" in the tables.");
+    const auto script = [](const std::string& file) { return "<script src=\"" + url_escape(file) + "\"></script>"; };
+    for (const LayerPage& p : layer_pages) {
+        write_text_output_file((out / p.script).string(), "window.ATTNSCOPE_LAYER = " + p.data.dump() + ";\n");
+        write_text_output_file((out / p.html).string(),
+                               filled(report_page_template(), {{"TITLE", html_escape(a.title + " — " + p.heading)},
+                                                               {"ABOUT", about}, {"FOOTER", footer},
+                                                               {"SCRIPTS", script("data.js") + "\n" + script(p.script)}}));
+    }
+    write_text_output_file((out / "index.html").string(),
+                           filled(report_page_template(), {{"TITLE", html_escape(a.title)}, {"ABOUT", about},
+                                                           {"FOOTER", footer}, {"SCRIPTS", script("data.js")}}));
 }
 
 int run_report(const ReportArgs& a)
@@ -374,6 +534,10 @@ int run_report(const ReportArgs& a)
             measures.push_back({{"key", m.key}, {"label", m.label}});
     }
     data["measures"] = measures;
+    ojson labels = ojson::object();   // the legend's names, as the desktop app's plots label them
+    for (const attention::MechanismInfo& m : attention::mechanism_table())
+        labels[std::string(m.name)] = std::string(m.label);
+    data["mechanism_labels"] = labels;
     data["table"] = table;
     data["aggregate_metrics"] = {"rank", "effective_rank", "excess_effective_rank", "past_block.rank", "semiseparable_rank",
                                  "entropy.normalized_mean", "entropy_below_baseline", "mean_distance"};
@@ -419,21 +583,10 @@ int run_report(const ReportArgs& a)
                                     true},
                                    out));
     }
+    const Pages mode = a.pages == "single" ? Pages::single : a.pages == "layer" ? Pages::layer : Pages::automatic;
+    std::vector<LayerPage> layer_pages = paged(list, mode, out);
     data["inputs"] = list;
-    for (const ReportAsset& asset : report_assets()) {
-        fs::create_directories((out / std::string(asset.path)).parent_path());
-        write_text_output_file((out / std::string(asset.path)).string(), std::string(asset.data));
-    }
-    write_text_output_file((out / "data.js").string(), "window.ATTNSCOPE_REPORT = " + data.dump() + ";\n");
-    std::string page(report_page_template());
-    page = replaced(page, "@TITLE@", html_escape(a.title));
-    page = replaced(page, "@ABOUT@", html_escape(fmt::format("Made by attnscope {} on {}: {}. Every number is a record of "
-                                                             "the batch job shown with its input; the maths: "
-                                                             "docs/maths.md.",
-                                                             ATTNSCOPE_VERSION, stamp, command_line(a))));
-    page = replaced(page, "@FOOTER@", html_escape("Charts: Vega-Lite 5.23 (BSD-3-Clause, vendor/). Structural numbers "
-                                                  "(true by construction) are marked \"by construction\" in the tables."));
-    write_text_output_file((out / "index.html").string(), page);
+    write_pages(out, data, layer_pages, a, stamp);
     std::cerr << "report: " << (out / "index.html").string() << "\n";
     return 0;
 }
@@ -450,6 +603,12 @@ Command add_report_command(CLI::App& app)
     cmd->add_option("--out", a->out, "The report's folder (index.html, data.js, runs/ with each input's batch)")->required();
     cmd->add_option("--jobs", a->jobs, "Units analysed in parallel (default 1)");
     cmd->add_option("--title", a->title, "The page's title");
+    cmd->add_option("--pages", a->pages,
+                    fmt::format("single: every head on index.html; layer: each input's heads on one page per layer "
+                                "(DIR/<name>-layer-<L>.html), index.html keeping the overviews; auto (default): by layer "
+                                "when the inputs hold more than {} heads or {} MiB of per-head data in all",
+                                kPagedAboveHeads, kPagedAboveBytes >> 20))
+        ->check(CLI::IsMember({"single", "layer", "auto"}));
     return {cmd, [a] { return run_report(*a); }};
 }
 

@@ -2,7 +2,10 @@
 // Overview grids per input (layer x head, one per mechanism, a measure chosen in the selector; a click opens the
 // head), the aggregate table and the depth plot per input, and per head its maps (PNG), spectra, entropy per
 // query, semiseparable profile, numbers and the command that reproduces them. Per-head charts are drawn when
-// they scroll into view, so a page of many heads opens at once.
+// they scroll into view, so a page of many heads opens at once. An input paged by layer (its units name their
+// "page") keeps its overview here and its heads on one page per layer: such a page sets window.ATTNSCOPE_LAYER
+// (DIR/<name>-layer-<L>.js) beside data.js and this script draws its heads, with links to the overview and to the
+// layers before and after it.
 (function () {
   "use strict";
   const R = window.ATTNSCOPE_REPORT;
@@ -22,8 +25,36 @@
     const a = Math.abs(v);
     return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(3) : v.toFixed(4).replace(/\.?0+$/, "");
   };
-  const COLORS = { softmax: "#1f77b4", linear: "#d62728", mhla: "#2ca02c", decay: "#9467bd", gated: "#8c564b" };
-  const colorScale = (names) => ({ domain: names, range: names.map((n) => COLORS[n] || "#7f7f7f") });
+  // Each mechanism's colour and dash. Lines of several mechanisms often coincide (softmax equal to linear, MHLA
+  // with M = 1 equal to linear, equal ranks in a profile): every chart draws them in the order given, each one
+  // thinner than those under it (WIDTHS), so a line on top of another leaves the one below visible on both sides
+  // and in its dash gaps.
+  const STYLE = {
+    softmax: { color: "#1f77b4", dash: [], shape: "circle" },
+    linear: { color: "#d62728", dash: [7, 3], shape: "square" },
+    mhla: { color: "#2ca02c", dash: [2, 2], shape: "triangle-up" },
+    decay: { color: "#9467bd", dash: [9, 3, 2, 3], shape: "diamond" },
+    gated: { color: "#8c564b", dash: [4, 2, 1, 2], shape: "cross" },
+    cosformer: { color: "#e377c2", dash: [12, 4], shape: "triangle-down" },
+  };
+  const WIDTHS = [3.2, 2.2, 1.1, 1, 0.9, 0.8];
+  const styleOf = (n) => STYLE[n] || { color: "#7f7f7f", dash: [1, 1], shape: "circle" };
+  const labelOf = (n) => (R.mechanism_labels && R.mechanism_labels[n]) || n;
+  const colorScale = (names) => ({ domain: names, range: names.map((n) => styleOf(n).color) });
+  // Lines of `values` (rows with a "mechanism" field), one layer per mechanism of `names`, drawn in that order;
+  // with points, each mechanism's own hollow shape, smaller on top.
+  function mechanismLines(names, values, encoding, withPoints) {
+    return {
+      data: { values },
+      encoding,
+      layer: names.map((n, i) => ({
+        transform: [{ filter: { field: "mechanism", equal: n } }],
+        mark: { type: "line", strokeWidth: WIDTHS[Math.min(i, WIDTHS.length - 1)], strokeDash: styleOf(n).dash,
+                point: withPoints ? { shape: styleOf(n).shape, filled: false, size: 70 - 12 * Math.min(i, 4),
+                                      strokeWidth: 1.2 } : false },
+      })),
+    };
+  }
   const embedOpts = { actions: false, renderer: "svg" };
   const failures = [];
   const embed = (target, spec) =>
@@ -33,16 +64,35 @@
       return null;
     });
 
+  // The header's legend: the report's mechanisms with their line styles.
+  function drawLegend() {
+    const names = [];
+    for (const input of R.inputs) for (const m of input.mechanisms) if (!names.includes(m)) names.push(m);
+    const legend = document.getElementById("legend");
+    legend.replaceChildren("Mechanisms: ");
+    const svgNS = "http://www.w3.org/2000/svg";
+    for (const n of names) {
+      const svg = document.createElementNS(svgNS, "svg");
+      svg.setAttribute("width", "30"), svg.setAttribute("height", "10");
+      const line = document.createElementNS(svgNS, "line");
+      for (const [k, v] of Object.entries({ x1: 0, y1: 5, x2: 30, y2: 5, stroke: styleOf(n).color, "stroke-width": 2.2,
+                                            "stroke-dasharray": styleOf(n).dash.join(" ") || "none" }))
+        line.setAttribute(k, v);
+      svg.append(line);
+      legend.append(el("span", { style: "color:" + styleOf(n).color }, svg, " " + labelOf(n)));
+    }
+  }
+
+  // A link to a head: its anchor on this page, or on its layer's page when the input is paged.
+  const headHref = (u) => (u.page ? encodeURIComponent(u.page) : "") + "#" + encodeURIComponent(u.anchor);
   const measureSelect = document.getElementById("measure");
-  for (const m of R.measures) measureSelect.append(el("option", { value: m.key }, m.label));
-  measureSelect.value = R.measures[0].key;
 
   function overviewSpec(input, key) {
     const rows = [];
     for (const u of input.units)
       for (const m of u.mechanisms)
         if (m[key] !== null && m[key] !== undefined)
-          rows.push({ layer: u.layer, head: u.head, mechanism: m.mechanism, value: m[key], href: "#" + u.anchor });
+          rows.push({ layer: u.layer, head: u.head, mechanism: m.mechanism, value: m[key], href: headHref(u) });
     const label = R.measures.find((m) => m.key === key).label;
     return {
       $schema: "https://vega.github.io/schema/vega-lite/v5.json",
@@ -71,10 +121,10 @@
     for (const input of R.inputs) {
       const target = document.getElementById("overview-" + input.name);
       target.replaceChildren();
-      // A click on a cell opens its head (its section's anchor).
+      // A click on a cell opens its head (its section's anchor, on its layer's page when paged).
       embed(target, overviewSpec(input, key)).then((res) => {
         if (res) res.view.addEventListener("click", (event, item) => {
-          if (item && item.datum && item.datum.href) location.hash = item.datum.href;
+          if (item && item.datum && item.datum.href) location.assign(item.datum.href);
         });
       });
     }
@@ -103,17 +153,13 @@
         rows.push({ depth: d.depth, mechanism: r.mechanism, effective_rank: r.effective_rank,
                     residual_to_uniform: r.residual_to_uniform });
     const names = [...new Set(rows.map((r) => r.mechanism))];
-    const line = (field, title) => ({
-      width: 300, height: 180,
-      mark: { type: "line", point: true },
-      encoding: {
-        x: { field: "depth", type: "quantitative", title: "depth L (layers multiplied)", axis: { tickMinStep: 1 } },
-        y: { field, type: "quantitative", title },
-        color: { field: "mechanism", type: "nominal", scale: colorScale(names) },
-        tooltip: [{ field: "mechanism" }, { field: "depth" }, { field, format: ".4~g" }],
-      },
-    });
-    return { $schema: "https://vega.github.io/schema/vega-lite/v5.json", data: { values: rows },
+    const line = (field, title) => Object.assign({ width: 300, height: 180 }, mechanismLines(names, rows, {
+      x: { field: "depth", type: "quantitative", title: "depth L (layers multiplied)", axis: { tickMinStep: 1 } },
+      y: { field, type: "quantitative", title },
+      color: { field: "mechanism", type: "nominal", scale: colorScale(names) },
+      tooltip: [{ field: "mechanism" }, { field: "depth" }, { field, format: ".4~g" }],
+    }, true));
+    return { $schema: "https://vega.github.io/schema/vega-lite/v5.json",
              hconcat: [line("effective_rank", "effective rank of P_L"), line("residual_to_uniform", "residual to uniform")] };
   }
 
@@ -125,32 +171,49 @@
       (m.row_entropy || []).forEach((h, i) => { if (h !== null) entropy.push({ mechanism: m.mechanism, query: i, entropy: h }); });
       (m.past_profile || []).forEach((p) => profile.push({ mechanism: m.mechanism, split: p.h, rank: p.rank }));
     }
-    const chart = (values, x, y, xTitle, yTitle, extra) => ({
-      $schema: "https://vega.github.io/schema/vega-lite/v5.json",
-      width: 260, height: 170, data: { values },
-      mark: { type: "line", point: values.length < 80, strokeWidth: 1.5 },
-      encoding: Object.assign({
-        x: { field: x, type: "quantitative", title: xTitle },
-        y: { field: y, type: "quantitative", title: yTitle },
-        color: { field: "mechanism", type: "nominal", scale: colorScale(names), legend: null },
-        tooltip: [{ field: "mechanism" }, { field: x }, { field: y, format: ".4~g" }],
-      }, extra || {}),
-    });
+    const chart = (values, x, y, xTitle, yTitle) => Object.assign({
+      $schema: "https://vega.github.io/schema/vega-lite/v5.json", width: 260, height: 170,
+    }, mechanismLines(names, values, {
+      x: { field: x, type: "quantitative", title: xTitle },
+      y: { field: y, type: "quantitative", title: yTitle },
+      color: { field: "mechanism", type: "nominal", scale: colorScale(names), legend: null },
+      tooltip: [{ field: "mechanism" }, { field: x }, { field: y, format: ".4~g" }],
+    }, names.every((n) => values.filter((v) => v.mechanism === n).length <= 24)));   // points on short curves only
     const boxes = [];
     if (spectrum.length) {
       const s = chart(spectrum, "index", "sigma", "index i", "singular value σ_i (log)");
       s.encoding.y.scale = { type: "log" };
-      boxes.push(["Singular spectra", s]);
+      boxes.push(["Singular spectra", s, spectrum, "sigma"]);
     }
-    if (entropy.length) boxes.push(["Entropy per query", chart(entropy, "query", "entropy", "query", "row entropy (nats)")]);
-    if (profile.length) boxes.push(["Semiseparable profile", chart(profile, "split", "rank", "split h", "rank of A[h:N, 0:h]")]);
-    for (const [title, spec] of boxes) {
+    if (entropy.length)
+      boxes.push(["Entropy per query", chart(entropy, "query", "entropy", "query", "row entropy (nats)"), entropy, "entropy"]);
+    if (profile.length)
+      boxes.push(["Semiseparable profile", chart(profile, "split", "rank", "split h", "rank of A[h:N, 0:h]"), profile, "rank"]);
+    for (const [title, spec, values, y] of boxes) {
       const box = el("div", { class: "chart" }, el("div", { class: "chart-title" }, title));
       const host = el("div");
       box.append(host);
+      const same = coinciding(names, values, y);
+      if (same.length)
+        box.append(el("div", { class: "coincide" }, same.map((g) => g.map(labelOf).join(" = ")).join("; ") + ": the lines coincide"));
       target.append(box);
       embed(host, spec);
     }
+  }
+
+  // The groups of mechanisms whose curves are the same (as many points, each equal to 1e-4 relative): a note under
+  // the chart says so, as their lines lie on each other.
+  function coinciding(names, values, y) {
+    const curves = new Map(names.map((n) => [n, values.filter((v) => v.mechanism === n).map((v) => v[y])]));
+    const equal = (a, b) => a.length > 0 && a.length === b.length &&
+      a.every((v, i) => Math.abs(v - b[i]) <= 1e-4 * Math.max(Math.abs(v), Math.abs(b[i])));
+    const groups = [];
+    for (const n of names) {
+      const g = groups.find((group) => equal(curves.get(group[0]), curves.get(n)));
+      if (g) g.push(n);
+      else groups.push([n]);
+    }
+    return groups.filter((g) => g.length > 1);
   }
 
   function numbersTable(input, u) {
@@ -171,7 +234,11 @@
     const s = el("section", { class: "head", id: u.anchor });
     s.append(el("h3", {}, `${input.name} — layer ${u.layer}, head ${u.head}`));
     const row = el("div", { class: "head-row" });
-    if (u.figure) row.append(el("img", { class: "maps", src: u.figure, alt: `attention maps, layer ${u.layer} head ${u.head}` }));
+    // The image's size before it loads: a page opened at a head's anchor stays there while the images arrive.
+    const size = u.figure_size ? { width: u.figure_size[0], height: u.figure_size[1] } : {};
+    if (u.figure)
+      row.append(el("img", Object.assign({ class: "maps", src: u.figure, alt: `attention maps, layer ${u.layer} head ${u.head}` },
+                                          size)));
     else if (R.maps_missing) row.append(el("p", { class: "maps-missing" }, R.maps_missing));
     row.append(numbersTable(input, u));
     s.append(row);
@@ -188,15 +255,20 @@
     return s;
   }
 
+  // An input's facts, how to reproduce its numbers and what was measured with which options.
+  function inputHeading(sec, input) {
+    sec.append(el("p", { class: "facts" },
+      `${input.file} (SHA-256 ${input.sha256.slice(0, 16)}…): ${input.layers.length} layer(s) x ${input.heads.length} head(s), ` +
+      `N = ${input.n}, d = ${input.d}${input.causal ? ", causal" : ""}. ${input.sentence}`));
+    sec.append(el("p", { class: "command-line" }, "Reproduce every number of this input: ", el("code", {}, input.batch_command)));
+  }
+
   function build() {
     const main = document.getElementById("inputs");
     for (const input of R.inputs) {
       const sec = el("section", { class: "input", id: "input-" + input.name });
       sec.append(el("h2", {}, input.name));
-      sec.append(el("p", { class: "facts" },
-        `${input.file} (SHA-256 ${input.sha256.slice(0, 16)}…): ${input.layers.length} layer(s) x ${input.heads.length} head(s), ` +
-        `N = ${input.n}, d = ${input.d}${input.causal ? ", causal" : ""}. ${input.sentence}`));
-      sec.append(el("p", { class: "command-line" }, "Reproduce every number of this input: ", el("code", {}, input.batch_command)));
+      inputHeading(sec, input);
       const how = el("details", { class: "how" }, el("summary", {}, "What was measured, with which options"));
       if (input.job) how.append(el("p", {}, "The job (docs/batch.md):"), el("pre", { class: "command" }, input.job));
       if (input.defaults_from_file && Object.keys(input.defaults_from_file).length)
@@ -220,12 +292,52 @@
         embed(d, depthSpec(input));
       }
       sec.append(el("h3", {}, "Heads"));
-      for (const u of input.units) sec.append(headSection(input, u));
+      if (input.pages) {   // paged by layer: a link per layer's page
+        const links = el("p", { class: "layer-pages" }, `${input.units.length} heads, one page per layer: `);
+        for (const p of input.pages)
+          links.append(el("a", { href: encodeURIComponent(p.page) }, "layer " + p.layer), " ");
+        sec.append(links);
+      } else {
+        for (const u of input.units) sec.append(headSection(input, u));
+      }
       main.append(sec);
     }
+    for (const m of R.measures) measureSelect.append(el("option", { value: m.key }, m.label));
+    measureSelect.value = R.measures[0].key;
     measureSelect.addEventListener("change", drawOverviews);
     drawOverviews();
-    window.ATTNSCOPE_REPORT_FAILURES = failures;
   }
-  build();
+
+  // A layer page: the heads of one layer of one paged input, with links to the overview and to the layers next
+  // to it (plain links: they work from file://).
+  function buildLayer(L) {
+    const input = R.inputs.find((i) => i.name === L.input);
+    document.getElementById("choose").remove();
+    const nav = document.getElementById("pages");
+    const main = document.getElementById("inputs");
+    if (!input || !input.pages) {   // a layer page left by an earlier report of this folder
+      nav.append(el("a", { id: "overview", href: "index.html" }, "↑ overview"));
+      main.append(el("p", { class: "error" },
+                     `This page is from an earlier report: ${L.input} is no longer paged by layer.`));
+      return;
+    }
+    const at = input.pages.findIndex((p) => p.layer === L.layer);
+    const prev = input.pages[at - 1], next = input.pages[at + 1];
+    nav.append(el("a", { id: "overview", href: "index.html#" + encodeURIComponent("input-" + input.name) }, "↑ overview"),
+               prev ? el("a", { id: "prev", href: encodeURIComponent(prev.page) }, "← layer " + prev.layer)
+                    : el("span", { class: "off" }, "← (first layer)"),
+               next ? el("a", { id: "next", href: encodeURIComponent(next.page) }, "layer " + next.layer + " →")
+                    : el("span", { class: "off" }, "(last layer) →"),
+               el("span", {}, `${input.name}: layer ${L.layer}, ${at + 1} of ${input.pages.length}`));
+    const sec = el("section", { class: "input", id: "input-" + input.name });
+    sec.append(el("h2", {}, `${input.name}, layer ${L.layer}`));
+    inputHeading(sec, input);
+    for (const u of L.units) sec.append(headSection(input, u));
+    main.append(sec);
+  }
+
+  drawLegend();
+  if (window.ATTNSCOPE_LAYER) buildLayer(window.ATTNSCOPE_LAYER);
+  else build();
+  window.ATTNSCOPE_REPORT_FAILURES = failures;
 })();

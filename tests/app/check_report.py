@@ -10,10 +10,16 @@ each row's entropy and the semiseparable profile must be equal (the same code on
 the spectra and row entropies, rounded to 6 significant digits for the page, to 5e-6).
 Also: every head has its maps figure, the files of the page are there, the vendored libraries are written with
 their licences, and a file that is not activations is one error line with nothing written.
+Paged by layer (--pages layer, what --pages auto does for a large model): index.html's data keeps every head's
+numbers for the overviews and names each head's layer page; each layer page loads data.js and its own
+<name>-layer-<L>.js, whose heads are the single page's, numbers and curves identical (and so analyze --json's,
+checked again); every link from the overview (a head's page and anchor, each layer's page) lands on an existing
+page that holds that head; the pages' scripts are local files.
 """
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -26,6 +32,7 @@ FAILS = []
 def check(cond, msg):
     if not cond:
         FAILS.append(msg)
+    return cond
 
 
 def close(a, b, what, rel=1e-12):
@@ -52,6 +59,59 @@ def dig(r, dotted):
     return r
 
 
+PREFIX = "window.ATTNSCOPE_REPORT = "
+LAYER_PREFIX = "window.ATTNSCOPE_LAYER = "
+
+
+def read_script(path, prefix):
+    text = open(path).read()
+    check(text.startswith(prefix), f"{path} does not start with {prefix!r}")
+    return json.loads(text[len(prefix):].rstrip().rstrip(";"))
+
+
+FIELDS = {"rank": "rank", "effective_rank": "effective_rank", "stable_rank": "stable_rank",
+          "excess_effective_rank": "excess_effective_rank", "past_rank": "past_block.rank",
+          "semiseparable_rank": "semiseparable_rank", "entropy_mean": "entropy.mean",
+          "entropy_normalized": "entropy.normalized_mean", "entropy_below_baseline": "entropy_below_baseline",
+          "mean_distance": "mean_distance", "singular_values": "singular_values", "row_entropy": "row_entropy"}
+ANALYZED = {}   # command -> analyze --json's results by mechanism
+
+
+def analyzed(command, where):
+    if command not in ANALYZED:
+        argv = shlex.split(command)
+        check(argv[0] == "attnscope" and argv[1] == "analyze", f"{where}: command {command}")
+        a = subprocess.run([BIN, *argv[1:], "--json", "-"], capture_output=True, text=True)
+        check(a.returncode == 0, f"{where}: {command}: {a.stderr}")
+        ANALYZED[command] = {r["mechanism"]: r for r in json.loads(a.stdout)["results"]} if a.returncode == 0 else None
+    return ANALYZED[command]
+
+
+def compare_unit(inp, u, out):
+    """One head's numbers on the page against analyze --json of the command shown beside it; the number of
+    mechanism results compared."""
+    where = f"{inp['name']} l{u['layer']} h{u['head']}"
+    check(u["figure"] and os.path.getsize(os.path.join(out, u["figure"])) > 1000, f"{where}: no maps figure")
+    size = u.get("figure_size")
+    check(size and size[0] > 100 and size[1] > 100, f"{where}: figure size {size}")
+    results = analyzed(u["command"], where)
+    if results is None:
+        return 0
+    check([m["mechanism"] for m in u["mechanisms"]] == list(results), f"{where}: mechanisms")
+    for m in u["mechanisms"]:
+        r = results[m["mechanism"]]
+        for key, field in FIELDS.items():   # the curves are rounded to 6 significant digits
+            rel = 5e-6 if key in ("singular_values", "row_entropy") else 1e-12
+            close(m[key], dig(r, field), f"{where} {m['mechanism']} {key}", rel)
+        close([p["rank"] for p in m["past_profile"]], [p["rank"] for p in (r.get("past_profile") or [])],
+              f"{where} {m['mechanism']} past_profile")
+    lin = next(m for m in u["mechanisms"] if m["mechanism"] == "linear")
+    bound_key = "past_rank" if inp["causal"] else "rank"
+    check(lin["bounds"] == {bound_key: inp["d"]}, f"{where}: linear's structural bound {lin['bounds']}")
+    check(lin[bound_key] <= inp["d"], f"{where}: linear {bound_key} {lin[bound_key]} > d")
+    return len(u["mechanisms"])
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -66,18 +126,10 @@ def main():
         check(os.path.getsize(os.path.join(out, f)) > 0, f"{f} missing or empty")
     page = open(os.path.join(out, "index.html")).read()
     check("http://" not in page and "https://" not in page, "index.html loads something from the network")
-    text = open(os.path.join(out, "data.js")).read()
-    prefix = "window.ATTNSCOPE_REPORT = "
-    check(text.startswith(prefix), "data.js does not set window.ATTNSCOPE_REPORT")
-    data = json.loads(text[len(prefix):].rstrip().rstrip(";"))
+    data = read_script(os.path.join(out, "data.js"), PREFIX)
     names = [i["name"] for i in data["inputs"]]
     check(names == ["vit_digits", "trained_lm_mhla"], f"inputs {names}")
     expected_units = {"vit_digits": 3 * 4, "trained_lm_mhla": 2 * 4}
-    fields = {"rank": "rank", "effective_rank": "effective_rank", "stable_rank": "stable_rank",
-              "excess_effective_rank": "excess_effective_rank", "past_rank": "past_block.rank",
-              "semiseparable_rank": "semiseparable_rank", "entropy_mean": "entropy.mean",
-              "entropy_normalized": "entropy.normalized_mean", "entropy_below_baseline": "entropy_below_baseline",
-              "mean_distance": "mean_distance", "singular_values": "singular_values", "row_entropy": "row_entropy"}
     compared = 0
     for inp in data["inputs"]:
         check(len(inp["units"]) == expected_units[inp["name"]], f"{inp['name']}: {len(inp['units'])} units")
@@ -87,29 +139,9 @@ def main():
         check('heads = "all"' in inp["job"] and set(inp["params"]) == {"softmax", "linear", "mhla"},
               f"{inp['name']}: what was measured is not on the page")
         check(inp["params"]["softmax"]["causal"] == inp["causal"], f"{inp['name']}: params {inp['params']}")
+        check("pages" not in inp and all("page" not in u for u in inp["units"]), f"{inp['name']}: paged without asking")
         for u in inp["units"]:
-            where = f"{inp['name']} l{u['layer']} h{u['head']}"
-            check(u["figure"] and os.path.getsize(os.path.join(out, u["figure"])) > 1000, f"{where}: no maps figure")
-            argv = shlex.split(u["command"])
-            check(argv[0] == "attnscope" and argv[1] == "analyze", f"{where}: command {u['command']}")
-            a = subprocess.run([BIN, *argv[1:], "--json", "-"], capture_output=True, text=True)
-            check(a.returncode == 0, f"{where}: {u['command']}: {a.stderr}")
-            if a.returncode != 0:
-                continue
-            results = {r["mechanism"]: r for r in json.loads(a.stdout)["results"]}
-            check([m["mechanism"] for m in u["mechanisms"]] == list(results), f"{where}: mechanisms")
-            for m in u["mechanisms"]:
-                r = results[m["mechanism"]]
-                for key, field in fields.items():   # the curves are rounded to 6 significant digits
-                    rel = 5e-6 if key in ("singular_values", "row_entropy") else 1e-12
-                    close(m[key], dig(r, field), f"{where} {m['mechanism']} {key}", rel)
-                close([p["rank"] for p in m["past_profile"]], [p["rank"] for p in (r.get("past_profile") or [])],
-                      f"{where} {m['mechanism']} past_profile")
-                compared += 1
-            lin = next(m for m in u["mechanisms"] if m["mechanism"] == "linear")
-            bound_key = "past_rank" if inp["causal"] else "rank"
-            check(lin["bounds"] == {bound_key: inp["d"]}, f"{where}: linear's structural bound {lin['bounds']}")
-            check(lin[bound_key] <= inp["d"], f"{where}: linear {bound_key} {lin[bound_key]} > d")
+            compared += compare_unit(inp, u, out)
     check(compared == 3 * 20, f"compared {compared} mechanism results, expected 60")
     # A rerun resumes (nothing new to analyse) and writes the same data.
     again = subprocess.run([BIN, "report", *inputs, "--out", out], capture_output=True, text=True)
@@ -122,7 +154,70 @@ def main():
     check(e.returncode == 2 and e.stderr.startswith("error: ") and e.stderr.count("\n") == 1, f"bad input: {e.stderr}")
     check(not os.path.exists(os.path.join(WORK, "E")), "a failed report left its folder")
     print(f"report: {compared} mechanism results compared with analyze --json")
+    check_paged(inputs, data, out)
     check_batch_folder(inputs)
+
+
+def scripts_of(html_path):
+    return re.findall(r'<script src="([^"]+)"></script>', open(html_path).read())
+
+
+def check_paged(inputs, single, single_out):
+    """--pages layer: the overview's data and one page per layer; the heads' numbers are the single page's and
+    analyze --json's; every link lands on a page that holds its head."""
+    out = os.path.join(WORK, "RP")
+    shutil.copytree(os.path.join(single_out, "runs"), os.path.join(out, "runs"))   # measured: the rerun resumes
+    p = subprocess.run([BIN, "report", *inputs, "--out", out, "--pages", "layer"], capture_output=True, text=True)
+    check(p.returncode == 0 and "0 analysed" in p.stderr, f"paged report: {p.stderr[-800:]}")
+    if p.returncode != 0:
+        return
+    check("paged by layer" in p.stderr, f"the paged report does not say so: {p.stderr[-500:]}")
+    data = read_script(os.path.join(out, "data.js"), PREFIX)
+    index_scripts = scripts_of(os.path.join(out, "index.html"))
+    check("data.js" in index_scripts and not any("-layer-" in s for s in index_scripts), f"index.html loads {index_scripts}")
+    compared, anchors = 0, {}
+    single_inputs = {i["name"]: i for i in single["inputs"]}
+    for inp in data["inputs"]:
+        name = inp["name"]
+        one = single_inputs[name]
+        check({k: v for k, v in inp.items() if k not in ("units", "pages")} ==
+              {k: v for k, v in one.items() if k != "units"}, f"{name}: the input's facts differ from the single page's")
+        check([p["layer"] for p in inp["pages"]] == inp["layers"], f"{name}: pages {inp['pages']}")
+        single_units = {(u["layer"], u["head"]): u for u in one["units"]}
+        check(len(inp["units"]) == len(single_units), f"{name}: {len(inp['units'])} units in the overview's data")
+        for u in inp["units"]:   # the overview's data: every number but the curves, and the head's page
+            s = single_units[(u["layer"], u["head"])]
+            check(u["page"] == f"{name}-layer-{u['layer']}.html", f"{name}: page {u['page']}")
+            curves = ("singular_values", "row_entropy", "past_profile")
+            check(all(not set(curves) & set(m) for m in u["mechanisms"]), f"{name} {u['anchor']}: curves on the overview")
+            trimmed = [{k: v for k, v in m.items() if k not in curves} for m in s["mechanisms"]]
+            check({**u, "mechanisms": trimmed, "page": None} == {**s, "mechanisms": trimmed, "page": None} and
+                  u["mechanisms"] == trimmed, f"{name} {u['anchor']}: the overview's numbers differ from the single page's")
+        for pg in inp["pages"]:
+            html = os.path.join(out, pg["page"])
+            if not check(os.path.isfile(html), f"{name}: no page {pg['page']}"):
+                continue
+            srcs = scripts_of(html)
+            own = pg["page"][:-len(".html")] + ".js"
+            check(own in srcs and "data.js" in srcs and srcs.index("data.js") < srcs.index(own) < srcs.index("report.js")
+                  and all(os.path.isfile(os.path.join(out, s)) for s in srcs), f"{pg['page']} loads {srcs}")
+            check("http://" not in open(html).read() and "https://" not in open(html).read(), f"{pg['page']}: network")
+            layer = read_script(os.path.join(out, own), LAYER_PREFIX)
+            check(layer["input"] == name and layer["layer"] == pg["layer"], f"{own}: {layer['input']} {layer['layer']}")
+            expected = [u for u in one["units"] if u["layer"] == pg["layer"]]
+            check(layer["units"] == expected, f"{own}: its heads differ from the single page's")
+            for u in layer["units"]:
+                anchors[(pg["page"], u["anchor"])] = u
+                compared += compare_unit(inp, u, out)   # read back from the layer's file
+        for u in inp["units"]:   # each overview cell's link: page#anchor
+            check((u["page"], u["anchor"]) in anchors, f"{name}: the link {u['page']}#{u['anchor']} lands nowhere")
+    check(compared == 3 * 20, f"paged: compared {compared} mechanism results, expected 60")
+    # auto (the default) keeps these small inputs on one page; a wrong --pages is one error line.
+    auto = subprocess.run([BIN, "report", *inputs, "--out", out], capture_output=True, text=True)
+    check(auto.returncode == 0 and "paged by layer" not in auto.stderr, f"auto paged the samples: {auto.stderr[-500:]}")
+    bad = subprocess.run([BIN, "report", *inputs, "--out", out, "--pages", "some"], capture_output=True, text=True)
+    check(bad.returncode == 2 and "--pages" in bad.stderr and bad.stderr.count("\n") == 1, f"--pages some: {bad.stderr}")
+    print(f"paged: {compared} mechanism results of the layer pages compared with analyze --json")
 
 
 def check_batch_folder(inputs):
