@@ -478,6 +478,34 @@ std::vector<LayerPage> paged(ojson& inputs, Pages mode, const fs::path& out)
     return layer_pages;
 }
 
+// Removes the layer pages an earlier report wrote into this folder that this one does not (it was paged and this one
+// is not, or its input had more layers): DIR/<input>-layer-<L>.html and .js of this report's inputs, regular files
+// only (a link or anything else is left alone), so no stale page links into the new overview.
+void remove_stale_layer_pages(const fs::path& out, const ojson& data, const std::vector<LayerPage>& layer_pages)
+{
+    std::set<std::string> keep;
+    for (const LayerPage& p : layer_pages)
+        keep.insert(p.html), keep.insert(p.script);
+    std::set<std::string> prefixes;
+    for (const ojson& input : data["inputs"])
+        prefixes.insert(input["name"].get<std::string>() + "-layer-");
+    std::error_code ec;
+    for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string file = it->path().filename().string();
+        const std::string ext = it->path().extension().string();
+        if (keep.count(file) || (ext != ".html" && ext != ".js") || !it->is_regular_file(ec) || it->is_symlink(ec))
+            continue;
+        for (const std::string& prefix : prefixes) {
+            const std::string layer = file.substr(0, file.size() - ext.size());
+            if (layer.rfind(prefix, 0) == 0 && layer.size() > prefix.size() &&
+                layer.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
+                fs::remove(it->path(), ec);
+                break;
+            }
+        }
+    }
+}
+
 // The page's files: the scripts, data.js, the layer pages with their data, and index.html last.
 void write_pages(const fs::path& out, const ojson& data, const std::vector<LayerPage>& layer_pages, const ReportArgs& a,
                  const std::string& stamp)
@@ -500,6 +528,7 @@ void write_pages(const fs::path& out, const ojson& data, const std::vector<Layer
                                                                {"ABOUT", about}, {"FOOTER", footer},
                                                                {"SCRIPTS", script("data.js") + "\n" + script(p.script)}}));
     }
+    remove_stale_layer_pages(out, data, layer_pages);
     write_text_output_file((out / "index.html").string(),
                            filled(report_page_template(), {{"TITLE", html_escape(a.title)}, {"ABOUT", about},
                                                            {"FOOTER", footer}, {"SCRIPTS", script("data.js")}}));

@@ -627,8 +627,18 @@ class Report:
         self.index = os.path.join(out, "index.html")
         with open(os.path.join(out, "data.js")) as f:
             text = f.read()
-        prefix = "window.ATTNSCOPE_REPORT = "
-        self.data = Document(json.loads(text[len(prefix):].rstrip().rstrip(";")))
+        data = json.loads(text[len("window.ATTNSCOPE_REPORT = "):].rstrip().rstrip(";"))
+        # A report paged by layer keeps each head's curves in its layer's data file: put them back.
+        for inp in data["inputs"]:
+            for page in inp.get("pages", []):
+                script = os.path.join(out, page["page"][:-len(".html")] + ".js")
+                with open(script) as f:
+                    text = f.read()
+                layer = json.loads(text[len("window.ATTNSCOPE_LAYER = "):].rstrip().rstrip(";"))
+                full = {(u["layer"], u["head"]): u for u in layer["units"]}
+                inp["units"] = [dict(full.get((u["layer"], u["head"]), u), page=u["page"]) if "page" in u else u
+                                for u in inp["units"]]
+        self.data = Document(data)
         self.runs = {i["name"]: Batch(os.path.join(out, "runs", i["name"])) for i in self.data["inputs"]}
 
     def to_pandas(self):
@@ -647,11 +657,12 @@ class Report:
         return f'<a href="{self.index}">{self.index}</a>'
 
 
-def report(*inputs, out, jobs=1, title=None, progress=None):
+def report(*inputs, out, jobs=1, title=None, pages=None, progress=None):
     """Writes the page of ``attnscope report INPUT... --out OUT`` (every layer and head of every input, offline) and
-    returns its :class:`Report`. Runs the attnscope executable (the maps are drawn with Qt); a missing input raises
-    FileNotFoundError, the executable's ``error:`` line ValueError; ``progress(fraction, unit)`` follows each input's
-    units (the fraction is per input)."""
+    returns its :class:`Report`. Runs the attnscope executable (the maps are drawn with Qt; without the desktop app
+    the page has no maps); ``pages`` is ``--pages``: "single", "layer" or "auto" (None: the executable's default,
+    auto: one page per layer for large models). A missing input raises FileNotFoundError, the executable's
+    ``error:`` line ValueError; ``progress(fraction, unit)`` follows each input's units (the fraction is per input)."""
     paths = [os.fspath(i) for i in inputs]
     if not paths:
         raise TypeError("report() needs at least one input file")
@@ -662,6 +673,8 @@ def report(*inputs, out, jobs=1, title=None, progress=None):
     args = [_executable(), "report", *paths, "--out", os.fspath(out), "--jobs", str(int(jobs))]
     if title is not None:
         args += ["--title", str(title)]
+    if pages is not None:
+        args += ["--pages", str(pages)]
     _run_units(args, progress)
     if progress is not None:
         progress(1.0, "done")

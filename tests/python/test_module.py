@@ -589,6 +589,30 @@ class Report(unittest.TestCase):
             self.assertEqual(set(df["mechanism"]), {"softmax", "linear", "mhla"})
             self.assertEqual(seen[-1], 1.0)
 
+    def test_paged_by_layer_reads_back_as_one_page(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            data = os.path.join(SOURCE, "data", "vit_digits.h5")
+            single = attnscope.report(data, out=os.path.join(tmp, "single"), jobs=2, pages="single")
+            paged = attnscope.report(data, out=os.path.join(tmp, "paged"), jobs=2, pages="layer")
+            self.assertTrue(os.path.isfile(os.path.join(tmp, "paged", "vit_digits-layer-2.html")))
+            self.assertFalse(os.path.exists(os.path.join(tmp, "single", "vit_digits-layer-0.html")))
+            a, b = dict(single.data)["inputs"][0], dict(paged.data)["inputs"][0]
+            self.assertEqual([u["page"] for u in b["units"]][:1], ["vit_digits-layer-0.html"])
+            for u, v in zip(a["units"], b["units"]):
+                v = {k: x for k, x in v.items() if k != "page"}
+                self.assertEqual(json.loads(json.dumps(u)), json.loads(json.dumps(v)))   # the curves are back
+            self.assertTrue(b["units"][0]["mechanisms"][0]["singular_values"])
+            self.assertEqual(len(paged.to_pandas()), 3 * 4 * 3)
+            with self.assertRaisesRegex(ValueError, "pages"):
+                attnscope.report(data, out=os.path.join(tmp, "bad"), pages="folded")
+            # The same folder written again on one page: the layer pages of the paged report go (none links there),
+            # files that only look like them stay.
+            for keep in ("vit_digits-layer-x.html", "notes-layer-1.html"):
+                open(os.path.join(tmp, "paged", keep), "w").close()
+            attnscope.report(data, out=os.path.join(tmp, "paged"), jobs=2, pages="single")
+            left = sorted(f for f in os.listdir(os.path.join(tmp, "paged")) if "-layer-" in f)
+            self.assertEqual(left, ["notes-layer-1.html", "vit_digits-layer-x.html"])
+
     def test_errors(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(FileNotFoundError):
