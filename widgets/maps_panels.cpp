@@ -514,20 +514,43 @@ bool MapPanels::fitTitles()
             const int cut = text.indexOf(QStringLiteral("  ("));
             if (cut > 0) {
                 QString rest = text.mid(cut + 3);   // the numbers, without the ')' that closes them
-                if (const int close = rest.lastIndexOf(QLatin1Char(')')); close >= 0)
-                    rest.remove(close, 1);
+                QString after;                      // what follows them (" = linear by construction", ...)
+                if (const int close = rest.lastIndexOf(QLatin1Char(')')); close >= 0) {
+                    after = rest.mid(close + 1).trimmed();
+                    if (after.startsWith(QLatin1Char(',')))
+                        after = after.mid(1).trimmed();
+                    rest.truncate(close);
+                }
                 QStringList lines{text.left(cut)}, parts = rest.split(QStringLiteral(", "));
+                if (!after.isEmpty())
+                    parts << after;
                 QString line;
+                const auto flush = [&] {
+                    if (!line.isEmpty())
+                        lines << line;
+                    line.clear();
+                };
                 for (const QString& part : parts) {
                     const QString longer = line.isEmpty() ? part : line + QStringLiteral(", ") + part;
-                    if (!line.isEmpty() && fm.horizontalAdvance(longer) > room) {
-                        lines << line;
-                        line = part;
-                    } else {
+                    if (fm.horizontalAdvance(longer) <= room) {
                         line = longer;
+                        continue;
                     }
+                    flush();
+                    if (fm.horizontalAdvance(part) <= room) {
+                        line = part;
+                        continue;
+                    }
+                    for (const QString& word : part.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {   // a part too wide alone
+                        const QString wider = line.isEmpty() ? word : line + QLatin1Char(' ') + word;
+                        if (!line.isEmpty() && fm.horizontalAdvance(wider) > room)
+                            flush(), line = word;
+                        else
+                            line = wider;
+                    }
+                    flush();
                 }
-                lines << line;
+                flush();
                 text = lines.join(QLatin1Char('\n'));
             }
         }

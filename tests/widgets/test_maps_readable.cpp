@@ -202,6 +202,32 @@ TEST(MapsReadable, MixingRankCapIsSaidInWords)
     }
 }
 
+// A title wider than its panel breaks into lines, each of which fits: also what follows the numbers ("= linear by
+// construction" for MHLA with one block: it was cut off at the panel's edge, "...94 = linear by co").
+TEST(MapsReadable, NarrowTitlesBreakIntoLinesThatFit)
+{
+    const Result res = test::exploreFile(test::dataPath("gaussian.h5"), [&](analysis::ExploreRequest& r) {
+        r.options.blocks.blocks = 1;
+    });
+    ASSERT_TRUE(res);
+    std::unique_ptr<ResultView> view(widgets::createMapsView());
+    QCustomPlot* plot = showMaps(view.get(), {640, 420}, res);
+    int titles = 0;
+    bool sentence = false;
+    for (QCPLayoutElement* e : plot->plotLayout()->elements(true)) {
+        auto* t = qobject_cast<QCPTextElement*>(e);
+        if (!t || t->text().startsWith(QStringLiteral("Colours")))
+            continue;
+        ++titles;
+        const QFontMetrics fm(t->font());
+        for (const QString& line : t->text().split('\n'))
+            EXPECT_LE(fm.horizontalAdvance(line), t->outerRect().width()) << line.toStdString() << " in " << t->text().toStdString();
+        sentence = sentence || t->text().replace('\n', ' ').contains(QStringLiteral("= linear by construction"));
+    }
+    EXPECT_GE(titles, 3);
+    EXPECT_TRUE(sentence) << allTexts(plot).toStdString();
+}
+
 // Causal data: the full rank is near N for every mechanism, so each title gives the past block's rank in its
 // place ("past 16/256"), and the footnote says which block and the d it is measured against (issue 35: "linear
 // rank 508/512" hid the collapse the Metrics view found). The trained character LM of data/trained_lm_mhla.h5
