@@ -45,6 +45,9 @@ def browser(width, height, profile):
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+    # --window-size is the window's, with the browser's own bars; the page (and its screenshots) get all of it.
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
     return driver
 
 
