@@ -29,6 +29,7 @@
 
 #include "analysis/aggregate.h"
 #include "analysis/batch_store.h"
+#include "analysis/file_defaults.h"
 #include "analysis/measure.h"
 #include "attention/mechanisms.h"
 #include "cli_common.h"
@@ -250,6 +251,31 @@ struct RunFolder {
     bool own_job = true;   // the report's own job: the unit commands reproduce the numbers
 };
 
+// The analysed tokens' strings of an input the report measured itself (the file the user named; a batch folder's
+// records name files the report does not open): the file's `tokens` attribute, else its `text` one token per
+// character (analysis::file_defaults_from, the core's rule), listing every token of the file or only the analysed
+// ones, as the maps view reads them. Null when the file has none that fit.
+ojson analysed_tokens(const std::string& file, const json& first)
+{
+    try {
+        const auto tensors = io::open_tensor_file(file);
+        std::vector<std::string> tokens = analysis::file_defaults_from(tensors->file_attributes()).tokens;
+        const json& n = at(first, "input.n");
+        const json& prefix = at(first, "input.prefix_tokens");
+        if (!n.is_number_integer())
+            return nullptr;
+        const auto analysed = n.get<std::size_t>();
+        const std::size_t all = analysed + (prefix.is_number_integer() ? prefix.get<std::size_t>() : 0);
+        if (tokens.size() == all && all >= analysed)
+            tokens.erase(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(analysed));
+        if (tokens.size() != analysed || tokens.empty())
+            return nullptr;
+        return tokens;
+    } catch (const std::exception&) {
+        return nullptr;   // the tokens are for display: a file that cannot be read again gives none
+    }
+}
+
 // The page's data for one input (its records, all of one file, in the batch's order).
 ojson input_entry(const std::string& name, const std::string& file, const std::vector<const json*>& records,
                   const RunFolder& run, const fs::path& out)
@@ -302,6 +328,7 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
             params[r->at("mechanism").get<std::string>()] = at(*r, "params");
     e["params"] = params;
     e["defaults_from_file"] = at(first, "input.defaults_from_file");
+    e["tokens"] = run.own_job ? analysed_tokens(file, first) : ojson(nullptr);
     ojson list = ojson::array();
     for (const auto& [key, recs] : units) {
         ojson u;

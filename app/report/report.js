@@ -163,30 +163,55 @@
              hconcat: [line("effective_rank", "effective rank of P_L"), line("residual_to_uniform", "residual to uniform")] };
   }
 
+  // A token as the maps view shows it: a space as a middle dot, control characters escaped (\n, \t, \xNN).
+  function displayToken(t) {
+    if (t === undefined || t === null) return "";
+    return `‘${[...t].map((c) => c === " " ? "·" : c === "\n" ? "\\n" : c === "\t" ? "\\t"
+      : c.charCodeAt(0) < 0x20 ? "\\x" + c.charCodeAt(0).toString(16).padStart(2, "0") : c).join("")}’`;
+  }
+
   function headCharts(input, u, target) {
     const names = u.mechanisms.map((m) => m.mechanism);
     const spectrum = [], entropy = [], profile = [];
     for (const m of u.mechanisms) {
       (m.singular_values || []).forEach((s, i) => { if (s > 0) spectrum.push({ mechanism: m.mechanism, index: i + 1, sigma: s }); });
-      (m.row_entropy || []).forEach((h, i) => { if (h !== null) entropy.push({ mechanism: m.mechanism, query: i, entropy: h }); });
+      (m.row_entropy || []).forEach((h, i) => {
+        if (h === null) return;
+        const row = { mechanism: m.mechanism, query: i, entropy: h };
+        if (input.tokens) row.token = displayToken(input.tokens[i]);   // the file's token of query i
+        entropy.push(row);
+      });
       (m.past_profile || []).forEach((p) => profile.push({ mechanism: m.mechanism, split: p.h, rank: p.rank }));
     }
-    const chart = (values, x, y, xTitle, yTitle) => Object.assign({
-      $schema: "https://vega.github.io/schema/vega-lite/v5.json", width: 260, height: 170,
-    }, mechanismLines(names, values, {
-      x: { field: x, type: "quantitative", title: xTitle },
-      y: { field: y, type: "quantitative", title: yTitle },
-      color: { field: "mechanism", type: "nominal", scale: colorScale(names), legend: null },
-      tooltip: [{ field: "mechanism" }, { field: x }, { field: y, format: ".4~g" }],
-    }, names.every((n) => values.filter((v) => v.mechanism === n).length <= 24)));   // points on short curves only
+    // A chart of one curve per mechanism, and a hover rule: anywhere over the chart, the nearest x is marked and
+    // its tooltip lists x (with the query's token from the file where it has one) and every mechanism's value.
+    const chart = (values, x, y, xTitle, yTitle, yScale, extra = []) => {
+      const lines = mechanismLines(names, values, {
+        x: { field: x, type: "quantitative", title: xTitle },
+        y: Object.assign({ field: y, type: "quantitative", title: yTitle }, yScale ? { scale: yScale } : {}),
+        color: { field: "mechanism", type: "nominal", scale: colorScale(names), legend: null },
+      }, names.every((n) => values.filter((v) => v.mechanism === n).length <= 24));   // points on short curves only
+      const hover = {
+        transform: [{ pivot: "mechanism", value: y, groupby: [x, ...extra.map((e) => e.field)] }],
+        mark: { type: "rule", color: "#777", strokeWidth: 1 },
+        encoding: {
+          x: { field: x, type: "quantitative" },
+          opacity: { condition: { param: "hover", empty: false, value: 0.7 }, value: 0 },
+          tooltip: [{ field: x, type: "quantitative", title: xTitle }, ...extra,
+                    ...names.map((n) => ({ field: n, type: "quantitative", format: ".4~g", title: labelOf(n) }))],
+        },
+        params: [{ name: "hover", select: { type: "point", fields: [x], nearest: true, on: "mouseover", clear: "mouseout" } }],
+      };
+      return { $schema: "https://vega.github.io/schema/vega-lite/v5.json", width: 260, height: 170, data: lines.data,
+               layer: [{ encoding: lines.encoding, layer: lines.layer }, hover] };
+    };
     const boxes = [];
-    if (spectrum.length) {
-      const s = chart(spectrum, "index", "sigma", "index i", "singular value σ_i (log)");
-      s.encoding.y.scale = { type: "log" };
-      boxes.push(["Singular spectra", s, spectrum, "sigma"]);
-    }
+    if (spectrum.length)
+      boxes.push(["Singular spectra", chart(spectrum, "index", "sigma", "index i", "singular value σ_i (log)", { type: "log" }),
+                  spectrum, "sigma"]);
     if (entropy.length)
-      boxes.push(["Entropy per query", chart(entropy, "query", "entropy", "query", "row entropy (nats)"), entropy, "entropy"]);
+      boxes.push(["Entropy per query", chart(entropy, "query", "entropy", "query", "row entropy (nats)", null,
+                                             input.tokens ? [{ field: "token", title: "query token" }] : []), entropy, "entropy"]);
     if (profile.length)
       boxes.push(["Semiseparable profile", chart(profile, "split", "rank", "split h", "rank of A[h:N, 0:h]"), profile, "rank"]);
     for (const [title, spec, values, y] of boxes) {

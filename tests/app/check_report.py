@@ -138,6 +138,17 @@ def main():
         check(inp["depth"] and len(inp["depth"]["depth"]) == len(inp["layers"]), f"{inp['name']}: depth")
         check('heads = "all"' in inp["job"] and set(inp["params"]) == {"softmax", "linear", "mhla"},
               f"{inp['name']}: what was measured is not on the page")
+        # The query tokens the entropy chart's hover names: the LM file's text, one per character (read here with
+        # h5py, not by attnscope); the ViT has none (its attributes hold an image).
+        if inp["name"] == "trained_lm_mhla":
+            import h5py
+            with h5py.File(os.path.join(DATA, "trained_lm_mhla.h5"), "r") as f:
+                text = f.attrs["text"]
+                text = text.decode() if isinstance(text, bytes) else str(text)
+            check(inp["tokens"] == list(text)[:inp["n"]] and len(inp["tokens"]) == inp["n"],
+                  f"trained_lm_mhla: tokens {str(inp['tokens'])[:80]} are not the file's text")
+        else:
+            check(inp["tokens"] is None, f"{inp['name']}: tokens {str(inp['tokens'])[:80]} where the file has none")
         check(inp["params"]["softmax"]["causal"] == inp["causal"], f"{inp['name']}: params {inp['params']}")
         check("pages" not in inp and all("page" not in u for u in inp["units"]), f"{inp['name']}: paged without asking")
         for u in inp["units"]:

@@ -14,6 +14,7 @@ page is captured at 1600x1000 and 1280x720, and one head of the causal LM (docs/
 tools/make_screenshots.sh passes docs/).
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,6 +232,24 @@ def main(BIN, WORK, DATA, SHOTS=None):
                     top = driver.execute_script("const e = document.getElementById(location.hash.slice(1)); "
                                                 "const r = e.getBoundingClientRect(); return [r.top, innerHeight]")
                     check(0 <= top[0] < top[1] / 2, f"the head is not in view after the click: top {top}")
+            # Hover over a head's entropy chart: the nearest query's token from the file and every mechanism's value.
+            head = driver.find_element(By.ID, "trained_lm_mhla-l1-h0")
+            driver.execute_script("arguments[0].scrollIntoView()", head)
+            if check(wait_for_element(driver, head), "the LM head's charts were not drawn"):
+                charts = head.find_elements(By.CSS_SELECTOR, ".charts svg")
+                check(len(charts) == 3, f"{len(charts)} charts on the LM head")
+                if len(charts) == 3:
+                    ActionChains(driver).move_to_element_with_offset(charts[1], 10, 0).perform()
+                    got = wait_for(driver, "const t = document.getElementById('vg-tooltip-element'); "
+                                           "return t && t.classList.contains('visible') && /query token/.test(t.textContent)", 5)
+                    text = driver.execute_script("const t = document.getElementById('vg-tooltip-element'); "
+                                                 "return t ? t.textContent : ''")
+                    m = re.match(r"query(\d+)query token‘(.*)’softmax[-\d.e]+linear[-\d.e]+MHLA[-\d.e]+$", text or "")
+                    tokens = driver.execute_script("return window.ATTNSCOPE_REPORT.inputs[1].tokens")
+                    shown = (lambda t: t.replace("·", " ").replace("\\n", "\n"))(m.group(2)) if m else None
+                    check(got and m and tokens and shown == tokens[int(m.group(1))],
+                          f"hover on the entropy chart: {text!r} (the file's token there: "
+                          f"{tokens[int(m.group(1))] if m and tokens else None!r})")
             if SHOTS:
                 driver.execute_script("window.scrollTo(0, 0)")
                 time.sleep(0.3)
