@@ -4,6 +4,7 @@
 // query marked (grid data; 3-D grids show the query's frame), as in the MHLA paper's figure 3, and below
 // each the file's input image with that attention over it when the file carries one.
 #include <QCheckBox>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QJsonObject>
 #include <QLabel>
@@ -28,6 +29,16 @@ using analysis::ExploreResult;
 using Eigen::Index;
 
 constexpr int kNoLimit = QWIDGETSIZE_MAX - 1;   // a maximum size that a layout takes instead of the element's hint
+
+// Marks the layouts made for an export (renderTo, exportHeightFor) for as long as it lives.
+struct ExportLayout {
+    explicit ExportLayout(bool& flag) : m_flag(flag), m_was(flag) { m_flag = true; }
+    ~ExportLayout() { m_flag = m_was; }
+    ExportLayout(const ExportLayout&) = delete;
+    ExportLayout& operator=(const ExportLayout&) = delete;
+    bool& m_flag;
+    bool m_was;
+};
 
 class QueryView : public PlotView {
 public:
@@ -74,8 +85,15 @@ public:
     // A narrow printed figure: over the grid, one row per mechanism (adjustLayout) at the lowest height at
     // which its panels are largest; over a sequence, the token strip's height on top of a plot at least
     // half the width high.
+    void renderTo(QPainter* painter, const QSize& size, double font_scale) override
+    {
+        const ExportLayout exporting(m_exporting);
+        PlotView::renderTo(painter, size, font_scale);
+    }
+
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
+        const ExportLayout exporting(m_exporting);
         if (!m_result || !isNarrow(width, font_scale))
             return fallback;
         if (!m_panels.empty())
@@ -450,13 +468,33 @@ private:
     {
         if (m_heatmaps.empty())
             return;
-        const bool narrow = isNarrow(size.width(), fontScale());
+        // On screen a narrow view takes a row per mechanism only where it has the height for them: a small docked
+        // view (420 x 300) left those maps no height at all. A printed figure keeps its rows (exportHeightFor
+        // makes it as tall as they need).
+        const bool narrow = isNarrow(size.width(), fontScale()) && (m_exporting || !m_grid || rowsBeatColumns(size));
         arrangeGrid(narrow);
         m_plot->plotLayout()->setMargins(QMargins());
         if (narrow)
             fitNarrow(size);
         else
             fitWide(size);
+    }
+
+    // Whether a row per mechanism gives larger maps than a column per mechanism at `size`, estimated from the
+    // tick font: a panel's axes take about 4.5 lines beside it and 5.5 below (labels, ticks, its title), a colour
+    // scale 4 lines, the view's title 3. Estimated, not laid out: a trial layout of one arrangement leaves wrapped
+    // titles and tick densities that the other would inherit. Calibrated on the digits ViT's three mechanisms
+    // (maps and images): 400 x 900 rows, 500 x 400 and 420 x 300 columns.
+    bool rowsBeatColumns(const QSize& size) const
+    {
+        const double line = QFontMetricsF(plotFont(kTickPt)).height() * std::max(0.5, fontScale());
+        const double axes = 4.5 * line, below = 5.5 * line, scale = 4 * line, title = 3 * line;
+        const double mechanisms = static_cast<double>(m_panels.size());
+        const bool image = std::any_of(m_panels.begin(), m_panels.end(), [](const Panel& p) { return p.image != nullptr; });
+        const double perRow = image ? 2 : 1, W = size.width(), H = size.height();
+        const double rows = std::min((W - perRow * axes - scale) / perRow, (H - title) / mechanisms - below);
+        const double columns = std::min((W - mechanisms * (axes + scale)) / mechanisms, (H - title) / (image ? 2 : 1) - below);
+        return rows >= columns;
     }
 
     // Rows of panels: every panel as wide as the narrowest has room for, by its own aspect (fitSquareCells);
@@ -559,6 +597,7 @@ private:
     QCPMarginGroup* m_imageGroup = nullptr;   // the images' (the maps' too in a narrow figure: arrangeGrid)
     QCPMarginGroup* m_scaleGroup = nullptr;   // the colour scales' tick label widths in a narrow figure
     bool m_narrowGrid = false;       // the panels in rows (arrangeGrid)
+    bool m_exporting = false;        // laying out a printed figure (renderTo, exportHeightFor): rows when narrow
     QCPAxisRect* m_lineRect = nullptr;   // 1-D data: the plot
 
     std::vector<CellRect> m_heatmaps;   // the grid and image panels of the last rebuild

@@ -10,6 +10,7 @@
 #include <QTest>
 #include <QFontMetrics>
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <memory>
 #include <qcustomplot.h>
@@ -585,4 +586,34 @@ TEST(QueryReadable, InputImageWithTheQueryAttention)
     // Square cells for the grid maps and the image.
     for (QCPAxisRect* r : plot->axisRects())
         EXPECT_NEAR(r->width(), r->height(), 2);
+}
+
+// The Query view in a small docked space: its rows per mechanism (the narrow arrangement) left the maps no height
+// at 420 x 300 (each collapsed to a line); on screen a column per mechanism is used where it gives the larger maps,
+// and a narrow, tall view keeps the rows.
+TEST(QueryReadable, SmallViewKeepsItsPanelsVisible)
+{
+    const Result res = vitDigits();
+    for (const QSize size : {QSize(420, 300), QSize(400, 280), QSize(500, 400)}) {
+        SCOPED_TRACE(std::to_string(size.width()) + "x" + std::to_string(size.height()));
+        std::unique_ptr<ResultView> view(widgets::createQueryView());
+        QCustomPlot* plot = test::showOnScreen(view.get(), size, [&] { view->setResult(res); });
+        plot->replot();
+        const auto rects = plot->axisRects();
+        ASSERT_EQ(rects.size(), 6);   // per mechanism: the grid map and the image
+        for (QCPAxisRect* r : rects) {
+            EXPECT_GE(std::min(r->width(), r->height()), 20) << r->width() << "x" << r->height();
+            // Nearly square: the columns fit their margins once, which is a few pixels off at this size (38 x 34).
+            EXPECT_NEAR(r->width(), r->height(), std::max(2.0, 0.2 * r->width()));
+        }
+    }
+    std::unique_ptr<ResultView> view(widgets::createQueryView());
+    QCustomPlot* plot = test::showOnScreen(view.get(), {400, 900}, [&] { view->setResult(res); });
+    plot->replot();
+    std::set<int> tops;
+    for (QCPAxisRect* r : plot->axisRects()) {
+        tops.insert(r->top() / 10);
+        EXPECT_GE(r->width(), 80) << "rows in a tall view: maps a third of its width or more";
+    }
+    EXPECT_GE(tops.size(), 3u) << "a narrow, tall view keeps a row per mechanism";
 }
