@@ -57,8 +57,13 @@ int check_standard_output()
 std::string subcommand_list()
 {
     std::string s;
-    for (const char* c : kSubcommands)
+    for (const char* c : kSubcommands) {
+#ifndef ATTNSCOPE_WITH_GUI
+        if (std::strcmp(c, "figure") == 0)   // still routed here, to say which package has it (run_cli)
+            continue;
+#endif
         s += (s.empty() ? "" : ", ") + std::string(c);
+    }
     return s;
 }
 

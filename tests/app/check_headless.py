@@ -94,6 +94,11 @@ for cmd in (["figure", "--view", "maps", "--q", sample + ":/layers/2/q", "--k", 
     check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and "package attnscope" in lines[0],
           f"attnscope-cli {' '.join(cmd[:3])}: exit {r.returncode}, stderr {r.stderr!r}")
 check(os.listdir(out) == [], f"refused commands wrote {os.listdir(out)}")
+# A mistyped subcommand lists the subcommands this executable has: not figure.
+r = run([CLI, "analyse"], cwd=out)
+check(r.returncode == 2 and "report" in r.stderr and "figure" not in r.stderr, f"attnscope-cli analyse: {r.stderr!r}")
+r = run([DESKTOP, "analyse"], cwd=out)
+check(r.returncode == 2 and "figure" in r.stderr, f"attnscope analyse: {r.stderr!r}")
 
 # 3. A batch job with figures: numbers now, figures on the desktop app's rerun.
 job = os.path.join(work, "job.toml")
