@@ -30,7 +30,7 @@ using Eigen::Index;
 
 constexpr int kNoLimit = QWIDGETSIZE_MAX - 1;   // a maximum size that a layout takes instead of the element's hint
 
-// Marks the layouts made for an export (renderTo, exportHeightFor) for as long as it lives.
+// Marks the layouts made while a printed figure's height is chosen (exportHeightFor) for as long as it lives.
 struct ExportLayout {
     explicit ExportLayout(bool& flag) : m_flag(flag), m_was(flag) { m_flag = true; }
     ~ExportLayout() { m_flag = m_was; }
@@ -85,12 +85,6 @@ public:
     // A narrow printed figure: over the grid, one row per mechanism (adjustLayout) at the lowest height at
     // which its panels are largest; over a sequence, the token strip's height on top of a plot at least
     // half the width high.
-    void renderTo(QPainter* painter, const QSize& size, double font_scale) override
-    {
-        const ExportLayout exporting(m_exporting);
-        PlotView::renderTo(painter, size, font_scale);
-    }
-
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
         const ExportLayout exporting(m_exporting);
@@ -468,9 +462,9 @@ private:
     {
         if (m_heatmaps.empty())
             return;
-        // On screen a narrow view takes a row per mechanism only where it has the height for them: a small docked
-        // view (420 x 300) left those maps no height at all. A printed figure keeps its rows (exportHeightFor
-        // makes it as tall as they need).
+        // A narrow view takes a row per mechanism only where it has the height for them: a small docked view (or
+        // a figure of that size, 420 x 300) left those maps no height at all. The height of a narrow printed
+        // figure is chosen for its rows (exportHeightFor measures them), and at that height the rows win.
         const bool narrow = isNarrow(size.width(), fontScale()) && (m_exporting || !m_grid || rowsBeatColumns(size));
         arrangeGrid(narrow);
         m_plot->plotLayout()->setMargins(QMargins());
@@ -597,7 +591,7 @@ private:
     QCPMarginGroup* m_imageGroup = nullptr;   // the images' (the maps' too in a narrow figure: arrangeGrid)
     QCPMarginGroup* m_scaleGroup = nullptr;   // the colour scales' tick label widths in a narrow figure
     bool m_narrowGrid = false;       // the panels in rows (arrangeGrid)
-    bool m_exporting = false;        // laying out a printed figure (renderTo, exportHeightFor): rows when narrow
+    bool m_exporting = false;        // choosing a narrow figure's height (exportHeightFor): its rows are measured
     QCPAxisRect* m_lineRect = nullptr;   // 1-D data: the plot
 
     std::vector<CellRect> m_heatmaps;   // the grid and image panels of the last rebuild

@@ -5,6 +5,8 @@
 // read-out (data/char_lm_licenses.h5), and in the query view the token strip (the character LM) and the
 // input image with the query's attention (data/vit_digits.h5).
 #include <QApplication>
+#include <QImage>
+#include <QPainter>
 #include <QJsonArray>
 #include <QSignalSpy>
 #include <QTest>
@@ -616,4 +618,13 @@ TEST(QueryReadable, SmallViewKeepsItsPanelsVisible)
         EXPECT_GE(r->width(), 80) << "rows in a tall view: maps a third of its width or more";
     }
     EXPECT_GE(tops.size(), 3u) << "a narrow, tall view keeps a row per mechanism";
+    // A figure exported at a narrow and low size is laid out the same way (before: rows of collapsed maps).
+    QImage image(420, 300, QImage::Format_ARGB32);
+    image.fill(Qt::white);
+    {
+        QPainter painter(&image);
+        view->renderTo(&painter, image.size(), 1.0);
+    }
+    for (QCPAxisRect* r : plot->axisRects())
+        EXPECT_GE(std::min(r->width(), r->height()), 20) << "exported at 420 x 300: " << r->width() << "x" << r->height();
 }
