@@ -34,7 +34,7 @@
 #include "attention/mechanisms.h"
 #include "cli_common.h"
 #include "io/tensor_file.h"
-#include "report_assets.h"
+#include "report_pages.h"
 #include "util/error.h"
 #include "util/output.h"
 
@@ -51,11 +51,8 @@ struct ReportArgs {
     std::string out;
     int jobs = 1;
     std::string title = "AttnScope report";
-    std::string pages = "auto";   // single | layer | auto: Pages
+    std::string pages = "auto";   // single | layer | auto: ReportPages
 };
-
-// How the heads are laid out (--pages): all on index.html, on one page per input layer, or by page_by_layer's rule.
-enum class Pages { single, layer, automatic };
 
 // One input file and the datasets its job reads: per-layer /layers/<i>/q (the PyTorch bridge's layout) or /q.
 struct ReportInput {
@@ -371,194 +368,12 @@ ojson input_entry(const std::string& name, const std::string& file, const std::v
     return e;
 }
 
-std::string html_escape(const std::string& s)
-{
-    std::string out;
-    for (const char c : s) {
-        switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        default: out += c;
-        }
-    }
-    return out;
-}
-
-// The page template with each @KEY@ of `values` replaced, in one pass (a value holding "@KEY@" stays as it is).
-std::string filled(std::string_view text, const std::map<std::string, std::string>& values)
-{
-    std::string out;
-    std::size_t p = 0;
-    while (p < text.size()) {
-        const std::size_t at = text.find('@', p);
-        const std::size_t end = at == std::string_view::npos ? at : text.find('@', at + 1);
-        const auto it =
-            end == std::string_view::npos ? values.end() : values.find(std::string(text.substr(at + 1, end - at - 1)));
-        if (it == values.end()) {
-            const std::size_t upto = at == std::string_view::npos ? text.size() : at + 1;
-            out.append(text.substr(p, upto - p));
-            p = upto;
-            continue;
-        }
-        out.append(text.substr(p, at - p));
-        out += it->second;
-        p = end + 1;
-    }
-    return out;
-}
-
-// A file name as a relative URL (a script's src): every byte but the unreserved ones percent-encoded.
-std::string url_escape(const std::string& s)
-{
-    std::string out;
-    for (const char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (std::isalnum(u) || c == '-' || c == '.' || c == '_' || c == '~')
-            out += c;
-        else
-            out += fmt::format("%{:02X}", u);
-    }
-    return out;
-}
-
-// --pages auto's rule: the report's inputs are paged by layer when they hold more than kPagedAboveHeads heads, or
-// more than kPagedAboveBytes of per-head data (the units as data.js would hold them), in all. Measured with
-// bench/report_scale.py (docs/performance.md): one page takes about 0.45 s + 0.17 s per MiB of data.js to its
-// overviews in headless Chromium (384 heads at N = 256, 5.8 MiB: 1.4 s; 768 heads, 11.5 MiB: 2.4 s), so 8 MiB
-// keeps it under 2 s; and past about 200 heads one page is a long scroll (each head's section is about 650 px
-// high) that loads every head's maps (0.1 MiB each), though it still opens quickly.
-constexpr std::size_t kPagedAboveHeads = 192;
-constexpr std::size_t kPagedAboveBytes = std::size_t{8} << 20;
-
-bool page_by_layer(Pages mode, std::size_t heads, std::size_t data_bytes)
-{
-    if (mode != Pages::automatic)
-        return mode == Pages::layer;
-    return heads > kPagedAboveHeads || data_bytes > kPagedAboveBytes;
-}
-
-// One page of one input layer's heads: DIR/<html> loads data.js (the overview's data: the input's facts, the
-// layers' pages for the links) and DIR/<script>, which sets window.ATTNSCOPE_LAYER = {input, layer, units}, the
-// units exactly as a single page would hold them.
-struct LayerPage {
-    std::string html, script;
-    std::string heading;
-    ojson data;
-};
-
-// The curves each head's charts draw: on the layer pages only when paged (the overview needs the scalars).
-constexpr const char* kCurves[] = {"singular_values", "row_entropy", "past_profile"};
-
-// Moves an input's heads to one page per layer: each unit of the overview keeps its numbers and names its page
-// ("page"); the input lists its pages ("pages": [{layer, page}]) for the links between them.
-std::vector<LayerPage> split_by_layer(ojson& input)
-{
-    const std::string name = input["name"];
-    const auto base = [&](std::int64_t layer) { return fmt::format("{}-layer-{}", name, layer); };
-    std::map<std::int64_t, ojson> by_layer;
-    for (const ojson& u : input["units"])
-        by_layer[u["layer"].get<std::int64_t>()].push_back(u);
-    std::vector<LayerPage> pages;
-    ojson list = ojson::array();
-    for (auto& [layer, units] : by_layer) {
-        pages.push_back({base(layer) + ".html", base(layer) + ".js", fmt::format("{}, layer {}", name, layer),
-                         {{"input", name}, {"layer", layer}, {"units", std::move(units)}}});
-        list.push_back({{"layer", layer}, {"page", pages.back().html}});
-    }
-    for (ojson& u : input["units"]) {
-        u["page"] = base(u["layer"].get<std::int64_t>()) + ".html";
-        for (ojson& m : u["mechanisms"])
-            for (const char* c : kCurves)
-                m.erase(c);
-    }
-    input["pages"] = list;
-    return pages;
-}
-
 std::string command_line(const ReportArgs& a)
 {
     std::string c = "attnscope report";
     for (const std::string& i : a.inputs)
         c += " " + i;
     return c + " --out " + a.out;
-}
-
-// Pages the inputs by layer when --pages says so (page_by_layer): their layer pages, to be written.
-std::vector<LayerPage> paged(ojson& inputs, Pages mode, const fs::path& out)
-{
-    std::size_t heads = 0, bytes = 0;
-    for (const ojson& input : inputs)
-        heads += input["units"].size(), bytes += input["units"].dump().size();
-    std::vector<LayerPage> layer_pages;
-    if (!page_by_layer(mode, heads, bytes))
-        return layer_pages;
-    for (ojson& input : inputs) {
-        std::vector<LayerPage> pages = split_by_layer(input);
-        std::cerr << fmt::format("report: {} paged by layer: {} pages {}\n", input["name"].get<std::string>(), pages.size(),
-                                 (out / (input["name"].get<std::string>() + "-layer-<L>.html")).string());
-        std::move(pages.begin(), pages.end(), std::back_inserter(layer_pages));
-    }
-    std::cerr << fmt::format("report: {} heads, {:.1f} MiB of per-head data: index.html holds the overviews{}\n", heads,
-                             bytes / 1048576.0, mode == Pages::automatic ? " (--pages auto)" : "");
-    return layer_pages;
-}
-
-// Removes the layer pages an earlier report wrote into this folder that this one does not (it was paged and this one
-// is not, or its input had more layers): DIR/<input>-layer-<L>.html and .js of this report's inputs, regular files
-// only (a link or anything else is left alone), so no stale page links into the new overview.
-void remove_stale_layer_pages(const fs::path& out, const ojson& data, const std::vector<LayerPage>& layer_pages)
-{
-    std::set<std::string> keep;
-    for (const LayerPage& p : layer_pages)
-        keep.insert(p.html), keep.insert(p.script);
-    std::set<std::string> prefixes;
-    for (const ojson& input : data["inputs"])
-        prefixes.insert(input["name"].get<std::string>() + "-layer-");
-    std::error_code ec;
-    for (fs::directory_iterator it(out, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string file = it->path().filename().string();
-        const std::string ext = it->path().extension().string();
-        if (keep.count(file) || (ext != ".html" && ext != ".js") || !it->is_regular_file(ec) || it->is_symlink(ec))
-            continue;
-        for (const std::string& prefix : prefixes) {
-            const std::string layer = file.substr(0, file.size() - ext.size());
-            if (layer.rfind(prefix, 0) == 0 && layer.size() > prefix.size() &&
-                layer.find_first_not_of("0123456789", prefix.size()) == std::string::npos) {
-                fs::remove(it->path(), ec);
-                break;
-            }
-        }
-    }
-}
-
-// The page's files: the scripts, data.js, the layer pages with their data, and index.html last.
-void write_pages(const fs::path& out, const ojson& data, const std::vector<LayerPage>& layer_pages, const ReportArgs& a,
-                 const std::string& stamp)
-{
-    for (const ReportAsset& asset : report_assets()) {
-        fs::create_directories((out / std::string(asset.path)).parent_path());
-        write_text_output_file((out / std::string(asset.path)).string(), std::string(asset.data));
-    }
-    write_text_output_file((out / "data.js").string(), "window.ATTNSCOPE_REPORT = " + data.dump() + ";\n");
-    const std::string about = html_escape(fmt::format("Made by attnscope {} on {}: {}. Every number is a record of the "
-                                                      "batch job shown with its input; the maths: docs/maths.md.",
-                                                      ATTNSCOPE_VERSION, stamp, command_line(a)));
-    const std::string footer = html_escape("Charts: Vega-Lite 5.23 (BSD-3-Clause, vendor/). Structural numbers (true by "
-                                           "construction) are marked \"by construction\" in the tables.");
-    const auto script = [](const std::string& file) { return "<script src=\"" + url_escape(file) + "\"></script>"; };
-    for (const LayerPage& p : layer_pages) {
-        write_text_output_file((out / p.script).string(), "window.ATTNSCOPE_LAYER = " + p.data.dump() + ";\n");
-        write_text_output_file((out / p.html).string(),
-                               filled(report_page_template(), {{"TITLE", html_escape(a.title + " — " + p.heading)},
-                                                               {"ABOUT", about}, {"FOOTER", footer},
-                                                               {"SCRIPTS", script("data.js") + "\n" + script(p.script)}}));
-    }
-    remove_stale_layer_pages(out, data, layer_pages);
-    write_text_output_file((out / "index.html").string(),
-                           filled(report_page_template(), {{"TITLE", html_escape(a.title)}, {"ABOUT", about},
-                                                           {"FOOTER", footer}, {"SCRIPTS", script("data.js")}}));
 }
 
 int run_report(const ReportArgs& a)
@@ -639,10 +454,12 @@ int run_report(const ReportArgs& a)
                                     true},
                                    out));
     }
-    const Pages mode = a.pages == "single" ? Pages::single : a.pages == "layer" ? Pages::layer : Pages::automatic;
+    const ReportPages mode = a.pages == "single" ? ReportPages::single
+                             : a.pages == "layer"  ? ReportPages::layer
+                                                   : ReportPages::automatic;
     std::vector<LayerPage> layer_pages = paged(list, mode, out);
     data["inputs"] = list;
-    write_pages(out, data, layer_pages, a, stamp);
+    write_pages(out, data, layer_pages, a.title, command_line(a), stamp);
     std::cerr << "report: " << (out / "index.html").string() << "\n";
     return 0;
 }
