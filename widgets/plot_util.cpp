@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <QFontMetricsF>
 #include <qcustomplot.h>
 
 #include "plot_font.h"
@@ -102,6 +103,16 @@ void padLegendItems(QCustomPlot* plot)
 bool isNarrow(int width, double fontScale)
 {
     return width < std::lround(560 * std::max(0.5, fontScale));
+}
+
+bool rowsBeatColumns(const QSize& size, int mechanisms, bool image, double fontScale)
+{
+    const double line = QFontMetricsF(plotFont(kTickPt)).height() * std::max(0.5, fontScale);
+    const double axes = 4.5 * line, below = 5.5 * line, scale = 4 * line, title = 3 * line;
+    const double n = std::max(1, mechanisms), perRow = image ? 2 : 1, W = size.width(), H = size.height();
+    const double rows = std::min((W - perRow * axes - scale) / perRow, (H - title) / n - below);
+    const double columns = std::min((W - n * (axes + scale)) / n, (H - title) / (image ? 2 : 1) - below);
+    return rows >= columns;
 }
 
 int narrowExportHeight(int width, double fontScale, int fallback, double aspect)

@@ -51,6 +51,13 @@ constexpr int kMaxExportHeight = 864;   // 9 in: a printed page's column
 bool isNarrow(int width, double fontScale);
 // `fallback` when `width` is not narrow, else aspect x width (at least fallback, at most kMaxExportHeight).
 int narrowExportHeight(int width, double fontScale, int fallback, double aspect);
+// Whether, in a narrow view, a row per mechanism (each row `mechanisms` panels wide: the map, and the input image
+// when `image`) gives larger maps at `size` than a column per mechanism (maps above the images), estimated from the
+// tick font: a panel's axes take about 4.5 lines beside it and 5.5 below (labels, ticks, its title), a colour scale
+// 4 lines, the view's title 3. Estimated, not laid out: a trial layout of one arrangement leaves wrapped titles and
+// tick densities that the other would inherit. Calibrated on the digits ViT's three mechanisms (maps and images):
+// 400 x 900 rows, 500 x 400 and 420 x 300 columns.
+bool rowsBeatColumns(const QSize& size, int mechanisms, bool image, double fontScale);
 // The height of a narrow figure whose panels take the width (a row of maps, panels one above the other):
 // the lowest height from `from` up to `cap` (in steps of a sixteenth) at which the panel side that
 // `measure(h)` returns is within 5 % of the largest it reaches and its condition (room left for the rest) holds;

@@ -4,9 +4,9 @@
 // query marked (grid data; 3-D grids show the query's frame), as in the MHLA paper's figure 3, and below
 // each the file's input image with that attention over it when the file carries one.
 #include <QCheckBox>
-#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QJsonObject>
+#include <QScopedValueRollback>
 #include <QLabel>
 #include <QSpinBox>
 #include <algorithm>
@@ -29,16 +29,6 @@ using analysis::ExploreResult;
 using Eigen::Index;
 
 constexpr int kNoLimit = QWIDGETSIZE_MAX - 1;   // a maximum size that a layout takes instead of the element's hint
-
-// Marks the layouts made while a printed figure's height is chosen (exportHeightFor) for as long as it lives.
-struct ExportLayout {
-    explicit ExportLayout(bool& flag) : m_flag(flag), m_was(flag) { m_flag = true; }
-    ~ExportLayout() { m_flag = m_was; }
-    ExportLayout(const ExportLayout&) = delete;
-    ExportLayout& operator=(const ExportLayout&) = delete;
-    bool& m_flag;
-    bool m_was;
-};
 
 class QueryView : public PlotView {
 public:
@@ -87,7 +77,7 @@ public:
     // half the width high.
     int exportHeightFor(int width, double font_scale, int fallback) override
     {
-        const ExportLayout exporting(m_exporting);
+        const QScopedValueRollback<bool> exporting(m_exporting, true);   // its rows are measured
         if (!m_result || !isNarrow(width, font_scale))
             return fallback;
         if (!m_panels.empty())
@@ -465,7 +455,7 @@ private:
         // A narrow view takes a row per mechanism only where it has the height for them: a small docked view (or
         // a figure of that size, 420 x 300) left those maps no height at all. The height of a narrow printed
         // figure is chosen for its rows (exportHeightFor measures them), and at that height the rows win.
-        const bool narrow = isNarrow(size.width(), fontScale()) && (m_exporting || !m_grid || rowsBeatColumns(size));
+        const bool narrow = isNarrow(size.width(), fontScale()) && (m_exporting || !m_grid || rowsGiveLargerPanels(size));
         arrangeGrid(narrow);
         m_plot->plotLayout()->setMargins(QMargins());
         if (narrow)
@@ -474,21 +464,10 @@ private:
             fitWide(size);
     }
 
-    // Whether a row per mechanism gives larger maps than a column per mechanism at `size`, estimated from the
-    // tick font: a panel's axes take about 4.5 lines beside it and 5.5 below (labels, ticks, its title), a colour
-    // scale 4 lines, the view's title 3. Estimated, not laid out: a trial layout of one arrangement leaves wrapped
-    // titles and tick densities that the other would inherit. Calibrated on the digits ViT's three mechanisms
-    // (maps and images): 400 x 900 rows, 500 x 400 and 420 x 300 columns.
-    bool rowsBeatColumns(const QSize& size) const
+    bool rowsGiveLargerPanels(const QSize& size) const
     {
-        const double line = QFontMetricsF(plotFont(kTickPt)).height() * std::max(0.5, fontScale());
-        const double axes = 4.5 * line, below = 5.5 * line, scale = 4 * line, title = 3 * line;
-        const double mechanisms = static_cast<double>(m_panels.size());
         const bool image = std::any_of(m_panels.begin(), m_panels.end(), [](const Panel& p) { return p.image != nullptr; });
-        const double perRow = image ? 2 : 1, W = size.width(), H = size.height();
-        const double rows = std::min((W - perRow * axes - scale) / perRow, (H - title) / mechanisms - below);
-        const double columns = std::min((W - mechanisms * (axes + scale)) / mechanisms, (H - title) / (image ? 2 : 1) - below);
-        return rows >= columns;
+        return rowsBeatColumns(size, static_cast<int>(m_panels.size()), image, fontScale());
     }
 
     // Rows of panels: every panel as wide as the narrowest has room for, by its own aspect (fitSquareCells);
